@@ -1,0 +1,125 @@
+"""Plain frozen data of the domain: messages as clients send them and as the store returns them.
+
+Everything here is snake_case and wire-agnostic; ``protocol.py`` owns the camelCase mapping.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
+
+
+@attrs.frozen(kw_only=True)
+class ToolCall:
+    """One call an assistant row asks for. ``arguments`` is kept exactly as the client sent it:
+    a JSON object (dict) or a string holding a JSON object."""
+
+    id: str
+    name: str
+    arguments: Any = attrs.field(factory=dict)
+
+    def arguments_json(self) -> str:
+        """The arguments as a JSON string (OpenAI, Responses, Mistral, Cohere)."""
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments, separators=(",", ":"), ensure_ascii=False)
+
+    def arguments_object(self) -> dict[str, Any]:
+        """The arguments as an object (Anthropic, Gemini, Bedrock, Ollama)."""
+        if isinstance(self.arguments, str):
+            parsed = json.loads(self.arguments) if self.arguments.strip() else {}
+            return parsed if isinstance(parsed, dict) else {"value": parsed}
+        return dict(self.arguments)
+
+
+@attrs.frozen(kw_only=True)
+class Attachment:
+    """An image attached to a row: inline base64 ``data`` or a ``uri`` the server never reads."""
+
+    kind: Literal["image"] = "image"
+    mime_type: str | None = None
+    data: str | None = None
+    uri: str | None = None
+
+
+def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return dict(value or {})
+
+
+@attrs.frozen(kw_only=True, eq=True)
+class Message:
+    """A row as a client sends it (after validation; ``timestamp`` is epoch milliseconds)."""
+
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    attachments: tuple[Attachment, ...] = ()
+    timestamp: int = 0
+    provider_data: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
+    metadata: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
+
+    def __hash__(self) -> int:  # mappings are not hashable; identity is enough for sets of rows
+        return id(self)
+
+
+@attrs.frozen(kw_only=True, eq=True)
+class StoredMessage(Message):
+    """A stored row: a Message plus its database id, turn number and token estimate."""
+
+    id: int
+    turn: int
+    tokens: int
+
+    def __hash__(self) -> int:
+        return id(self)
+
+
+@attrs.frozen(kw_only=True)
+class Summary:
+    summary: str
+    updated_at: int
+    covers_through_id: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PruneReport:
+    """What storage retention deleted in one request."""
+
+    dropped_messages: int
+    dropped_turns: int
+    retained_turns: int
+    reasons: tuple[Literal["age", "count", "tokens"], ...]
+
+
+TrimReason = Literal["age", "count", "tokens", "tokenBudget", "turnLimit", "overflowRecovery"]
+
+
+@attrs.frozen(kw_only=True)
+class Trimmed:
+    """One ``chatHistory/trimmed`` notification (before the workspace/conversation keys)."""
+
+    scope: Literal["storage", "request"]
+    reason: TrimReason
+    dropped_messages: int
+    dropped_turns: int
+    retained_turns: int
+    tokens_before: int
+    tokens_after: int
+    budget: int | None
+
+
+@attrs.frozen(kw_only=True)
+class ToolSpec:
+    """A tool the caller can execute, as given to ``prepare``/``format``."""
+
+    name: str
+    description: str | None = None
+    parameters: Mapping[str, Any] | None = None

@@ -1,0 +1,53 @@
+"""The orphan sweep (semantics.md, prepare step 8): the safety net that makes even an inconsistent
+history (restored, hand-edited) pair every tool result with its call and every call with a result.
+
+Whole-turn operations never orphan anything; this only repairs what was already broken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from chat_history.model import Message
+from chat_history.policy.turns import is_real_user
+
+
+def sweep_orphans(rows: Sequence[Message]) -> list[Message]:
+    """Drop tool rows that answer no pending call of the nearest structured carrier before them,
+    strip unanswered call ids from carriers, and drop a carrier left with no calls and no text."""
+    answered: set[tuple[int, str]] = set()
+    keep_tool: list[bool] = [True] * len(rows)
+    carrier_at: int | None = None
+    pending: set[str] = set()
+    for index, row in enumerate(rows):
+        if row.role == "assistant" and row.tool_calls:
+            carrier_at = index
+            pending = {call.id for call in row.tool_calls}
+        elif row.role == "tool":
+            call_id = row.tool_call_id
+            if carrier_at is not None and call_id in pending:
+                pending.discard(call_id)
+                answered.add((carrier_at, call_id))
+            else:
+                keep_tool[index] = False
+        elif is_real_user(row):
+            # A real prompt closes the exchange: later tool rows cannot answer earlier calls.
+            carrier_at = None
+            pending = set()
+    out: list[Message] = []
+    for index, row in enumerate(rows):
+        if row.role == "tool":
+            if keep_tool[index]:
+                out.append(row)
+            continue
+        if row.role == "assistant" and row.tool_calls:
+            calls = tuple(c for c in row.tool_calls if (index, c.id) in answered)
+            if len(calls) == len(row.tool_calls):
+                out.append(row)
+            elif calls or row.content.strip():
+                out.append(attrs.evolve(row, tool_calls=calls))
+            continue
+        out.append(row)
+    return out

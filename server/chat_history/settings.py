@@ -1,0 +1,261 @@
+"""Typed settings of the ``chatHistory`` section, with defaults and validation taken from
+``settings.schema.json`` (the one list of keys, defaults and bounds; settings.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+SECTION = "chatHistory"
+PROVIDER_KINDS: tuple[str, ...] = (
+    "openai",
+    "openai-responses",
+    "anthropic",
+    "gemini",
+    "ollama",
+    "mistral",
+    "bedrock",
+    "cohere",
+)
+PRESET_TOOL_CONTEXT_TURNS = {"default": 2, "localModel": 1, "unbounded": 8}
+
+Preset = Literal["default", "localModel", "unbounded"]
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The ``contributes.configuration`` block: packaged with the wheel, or the repository's copy."""
+    packaged = resources.files("chat_history").joinpath("settings.schema.json")
+    if packaged.is_file():
+        loaded: dict[str, Any] = json.loads(packaged.read_text(encoding="utf-8"))
+        return loaded
+    repo_copy = Path(__file__).resolve().parents[2] / "settings.schema.json"
+    loaded = json.loads(repo_copy.read_text(encoding="utf-8"))
+    return loaded
+
+
+def properties() -> dict[str, dict[str, Any]]:
+    props: dict[str, dict[str, Any]] = schema()["properties"]
+    return props
+
+
+@attrs.frozen(kw_only=True)
+class ProviderAlias:
+    provider: str
+    model: str | None = None
+    context_window: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ContextSettings:
+    max_context_tokens: int | None
+    compact_ratio: float | None
+    history_pruning_enabled: bool
+    history_pruning_max_tokens: int
+    max_history_turns: int
+    keep_tool_context_turns: int | None
+    trim_low_water: float
+    preset: Preset
+
+    def tool_context_turns(self) -> int:
+        """``keepToolContextTurns``, or the preset's value when it is null."""
+        if self.keep_tool_context_turns is not None:
+            return self.keep_tool_context_turns
+        return PRESET_TOOL_CONTEXT_TURNS[self.preset]
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    enable_auto_pruning: bool
+    max_age_hours: float
+    max_messages: int
+    max_tokens: int
+    preserve_system_messages: bool
+    max_tool_result_chars: int
+    context: ContextSettings
+    active_provider: str
+    providers: Mapping[str, ProviderAlias]
+
+
+@attrs.frozen
+class SettingProblem:
+    """A value that was replaced by its default: reported once through window/showMessage."""
+
+    key: str
+    value: Any
+    default: Any
+    why: str
+
+    def message(self) -> str:
+        return (
+            f"Invalid setting {self.key} = {json.dumps(self.value, default=str)}: {self.why}; "
+            f"using the default {json.dumps(self.default)}."
+        )
+
+
+@attrs.frozen
+class LoadedSettings:
+    settings: Settings
+    problems: tuple[SettingProblem, ...]
+    unknown_keys: tuple[str, ...]
+
+
+def _type_ok(value: Any, expected: str) -> bool:
+    if expected == "null":
+        return value is None
+    if expected == "boolean":
+        return isinstance(value, bool)
+    if expected == "integer":
+        if isinstance(value, bool):
+            return False
+        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if expected == "number":
+        return (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+        )
+    if expected == "string":
+        return isinstance(value, str)
+    if expected == "object":
+        return isinstance(value, dict)
+    raise ValueError(f"settings.schema.json uses an unsupported type {expected!r}")
+
+
+def check_value(value: Any, spec: Mapping[str, Any]) -> str | None:
+    """Why ``value`` does not satisfy the schema fragment ``spec``, or None when it does.
+
+    Supports the subset the schema uses: type, enum, minimum, maximum, exclusiveMinimum,
+    minLength, and objects with required/properties/additionalProperties."""
+    types = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
+    if not any(_type_ok(value, t) for t in types):
+        return f"expected {' or '.join(types)}"
+    if value is None:
+        return None
+    if "enum" in spec and value not in spec["enum"]:
+        return "expected one of " + ", ".join(json.dumps(v) for v in spec["enum"])
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in spec and value < spec["minimum"]:
+            return f"must be at least {spec['minimum']}"
+        if "maximum" in spec and value > spec["maximum"]:
+            return f"must be at most {spec['maximum']}"
+        if "exclusiveMinimum" in spec and value <= spec["exclusiveMinimum"]:
+            return f"must be greater than {spec['exclusiveMinimum']}"
+    if isinstance(value, str) and len(value) < spec.get("minLength", 0):
+        return f"must have at least {spec['minLength']} character(s)"
+    if isinstance(value, dict):
+        for required in spec.get("required", []):
+            if required not in value:
+                return f"missing {required!r}"
+        for key, item in value.items():
+            sub = spec.get("properties", {}).get(key) or spec.get("additionalProperties")
+            if sub is None:
+                continue
+            why = check_value(item, sub)
+            if why is not None:
+                return f"{key}: {why}"
+    return None
+
+
+def _flatten(raw: Mapping[str, Any], prefix: str, known: Mapping[str, Any], out: dict[str, Any],
+             unknown: list[str]) -> None:
+    for key, value in raw.items():
+        full = f"{prefix}.{key}"
+        if full in known:
+            out[full] = value
+        elif isinstance(value, dict) and any(k.startswith(full + ".") for k in known):
+            _flatten(value, full, known, out, unknown)
+        else:
+            unknown.append(full)
+
+
+def load_settings(raw: Any) -> LoadedSettings:
+    """Settings from a nested (or dotted) ``chatHistory`` section; bad values fall back to their
+    defaults and are reported, unknown keys are listed, the rest still applies."""
+    props = properties()
+    flat: dict[str, Any] = {}
+    unknown: list[str] = []
+    problems: list[SettingProblem] = []
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        problems.append(SettingProblem(SECTION, raw, {}, "expected an object"))
+        raw = {}
+    _flatten(raw, SECTION, props, flat, unknown)
+    values: dict[str, Any] = {}
+    for key, spec in props.items():
+        default = spec.get("default")
+        if key not in flat:
+            values[key] = default
+            continue
+        value = flat[key]
+        if key == f"{SECTION}.providers" and isinstance(value, dict):
+            values[key] = _load_aliases(value, spec, problems)
+            continue
+        why = check_value(value, spec)
+        if why is None:
+            if spec["type"] == "integer" or (isinstance(spec["type"], list)
+                                             and "integer" in spec["type"]):
+                value = int(value) if value is not None else None
+            values[key] = value
+        else:
+            problems.append(SettingProblem(key, value, default, why))
+            values[key] = default
+    return LoadedSettings(_build(values), tuple(problems), tuple(unknown))
+
+
+def _load_aliases(value: dict[str, Any], spec: Mapping[str, Any],
+                  problems: list[SettingProblem]) -> dict[str, Any]:
+    kept: dict[str, Any] = {}
+    for alias, entry in value.items():
+        why = check_value(entry, spec["additionalProperties"])
+        if why is None:
+            kept[alias] = entry
+        else:
+            problems.append(SettingProblem(f"{SECTION}.providers.{alias}", entry, None,
+                                           why + " (alias ignored)"))
+    return kept
+
+
+def _build(v: Mapping[str, Any]) -> Settings:
+    c = f"{SECTION}.context."
+    aliases = {
+        name: ProviderAlias(
+            provider=entry["provider"],
+            model=entry.get("model"),
+            context_window=int(entry["contextWindow"]) if "contextWindow" in entry else None,
+        )
+        for name, entry in v[f"{SECTION}.providers"].items()
+    }
+    return Settings(
+        enable_auto_pruning=v[f"{SECTION}.enableAutoPruning"],
+        max_age_hours=float(v[f"{SECTION}.maxAgeHours"]),
+        max_messages=v[f"{SECTION}.maxMessages"],
+        max_tokens=v[f"{SECTION}.maxTokens"],
+        preserve_system_messages=v[f"{SECTION}.preserveSystemMessages"],
+        max_tool_result_chars=v[f"{SECTION}.maxToolResultChars"],
+        context=ContextSettings(
+            max_context_tokens=v[c + "maxContextTokens"],
+            compact_ratio=(float(v[c + "compactRatio"])
+                           if v[c + "compactRatio"] is not None else None),
+            history_pruning_enabled=v[c + "historyPruning.enabled"],
+            history_pruning_max_tokens=v[c + "historyPruning.maxTokens"],
+            max_history_turns=v[c + "maxHistoryTurns"],
+            keep_tool_context_turns=v[c + "keepToolContextTurns"],
+            trim_low_water=float(v[c + "trimLowWater"]),
+            preset=v[c + "preset"],
+        ),
+        active_provider=v[f"{SECTION}.activeProvider"],
+        providers=aliases,
+    )
+
+
+def default_settings() -> Settings:
+    return load_settings({}).settings
