@@ -62,7 +62,8 @@ class Message:
     tool_call_id: str | None = None
     name: str | None = None
     attachments: tuple[Attachment, ...] = ()
-    timestamp: int = 0
+    #: epoch milliseconds; None until the manager stamps it with "now" (stored rows always have it)
+    timestamp: int | None = None
     provider_data: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
     metadata: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
 

@@ -1,0 +1,317 @@
+"""Request-time context preparation (semantics.md, "Request-time preparation" steps 3-9): tool
+context collapse, turn limit, token budget, overflow recovery, breadcrumb, orphan sweep and the
+capacity check. Pure: it builds what one request sends and never edits stored rows.
+
+Every step moves whole turns; the running (newest) turn is always sent whole. A dropped turn's
+``system`` rows are not dropped: they move up to follow the leading system rows, and the
+breadcrumb (with the conversation summary after it, when one exists) follows them, right before
+the first retained turn.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Sequence
+from typing import Literal
+
+import attrs
+
+from chat_history.errors import ContextOverflow, InvalidParams
+from chat_history.model import Message, ToolSpec, Trimmed
+from chat_history.policy.budget import Route, effective_budget
+from chat_history.policy.sweep import sweep_orphans
+from chat_history.policy.tokens import row_tokens, tool_schema_tokens
+from chat_history.policy.turns import (
+    TOOL_RESULTS_PREFIX,
+    carrier_calls,
+    is_in_turn_user,
+    is_real_user,
+    segment,
+)
+from chat_history.settings import ContextSettings
+
+#: The ``user`` row that tells the model earlier turns were left out of this request.
+BREADCRUMB = "[earlier turns omitted to fit the context window]"
+#: Separates the breadcrumb line from the conversation summary that follows it.
+SUMMARY_SEPARATOR = "\n\n"
+#: The assistant row a collapsed turn that no reply closed is sent with.
+COLLAPSED_EXCHANGE = "[Tool exchange: {n} tool call(s) — results collapsed]"
+
+RequestTrimReason = Literal["turnLimit", "tokenBudget", "overflowRecovery"]
+
+
+@attrs.frozen(kw_only=True)
+class RequestTrim:
+    """``PreparedRequest.trimmed``: totals over steps 4-6; ``reason`` names the last step that
+    dropped turns. ``tokens_before`` is the estimate after the collapse, before step 4."""
+
+    dropped_messages: int
+    dropped_turns: int
+    retained_turns: int
+    reason: RequestTrimReason
+    tokens_before: int
+    tokens_after: int
+
+
+@attrs.frozen(kw_only=True)
+class Prepared:
+    """What ``prepare`` sends, with its report.
+
+    ``rows`` are ready for the provider formatter; ``budget`` is None when proactive trimming is
+    off; ``events`` are the ``chatHistory/trimmed`` notifications (scope ``request``), one per
+    step that dropped turns."""
+
+    rows: tuple[Message, ...]
+    estimated_tokens: int
+    budget: int | None
+    context_window: int | None
+    trimmed: RequestTrim | None
+    collapsed_tool_rows: int
+    collapsed_turns: int
+    events: tuple[Trimmed, ...]
+
+
+def breadcrumb_row(summary: str | None = None) -> Message:
+    """The breadcrumb ``user`` row; a non-blank ``summary`` follows the breadcrumb line."""
+    if summary is not None and summary.strip():
+        return Message(role="user", content=BREADCRUMB + SUMMARY_SEPARATOR + summary)
+    return Message(role="user", content=BREADCRUMB)
+
+
+def collapsed_exchange_row(calls: int) -> Message:
+    return Message(role="assistant", content=COLLAPSED_EXCHANGE.format(n=calls))
+
+
+def has_tool_exchange(rows: Sequence[Message], tools: Collection[str] | None = None) -> bool:
+    """Whether a turn holds a carrier, a tool row or an agent-loop user row."""
+    return any(
+        row.role == "tool" or is_in_turn_user(row) or carrier_calls(row, tools) for row in rows
+    )
+
+
+def _exchange_calls(rows: Sequence[Message], tools: Collection[str] | None) -> int:
+    calls = sum(len(carrier_calls(row, tools)) for row in rows)
+    if calls:
+        return calls
+    results = sum(
+        1 for row in rows if row.role == "tool" or row.content.startswith(TOOL_RESULTS_PREFIX)
+    )
+    return max(1, results)
+
+
+def collapse_turn(
+    rows: Sequence[Message], tools: Collection[str] | None = None
+) -> tuple[tuple[Message, ...], int]:
+    """A completed turn as step 3 sends it, and how many of its rows are left out.
+
+    A turn with a tool exchange keeps its prompt, its ``system`` rows (in place) and its closing
+    reply (its last non-system row, when that is an assistant row that is no carrier). A turn
+    that no reply closed gets one summary assistant row where its exchange began instead, so the
+    prompt is never followed by two assistant rows. A text-only turn comes back unchanged."""
+    if not has_tool_exchange(rows, tools):
+        return tuple(rows), 0
+    prompt = rows[0] if rows and is_real_user(rows[0]) else None
+    non_system = [row for row in rows if row.role != "system"]
+    last = non_system[-1] if non_system else None
+    closing = (
+        last
+        if last is not None
+        and last is not prompt
+        and last.role == "assistant"
+        and not carrier_calls(last, tools)
+        else None
+    )
+    kept: list[Message] = []
+    removed = 0
+    for row in rows:
+        if row is prompt or row is closing or row.role == "system":
+            kept.append(row)
+            continue
+        if removed == 0 and closing is None:
+            kept.append(collapsed_exchange_row(_exchange_calls(rows, tools)))
+        removed += 1
+    return tuple(kept), removed
+
+
+@attrs.frozen
+class _Unit:
+    """One turn as it would be sent: its rows, their estimate, its system rows and how many of
+    its rows are stored messages (a collapse summary row is not)."""
+
+    rows: tuple[Message, ...]
+    tokens: int
+    system_rows: tuple[Message, ...]
+    system_tokens: int
+    stored_rows: int
+
+
+def _unit(rows: tuple[Message, ...], *, running: bool, synthetic: int) -> _Unit:
+    system = tuple(row for row in rows if row.role == "system")
+    return _Unit(
+        rows=rows,
+        tokens=sum(row_tokens(row, dispatch_tool_images=running) for row in rows),
+        system_rows=system,
+        system_tokens=sum(row_tokens(row) for row in system),
+        stored_rows=len(rows) - len(system) - synthetic,
+    )
+
+
+class _Window:
+    """The request being trimmed: the system block (leading system rows plus the system rows of
+    dropped turns), the retained turns, and a running estimate that includes the breadcrumb once
+    any turn was dropped."""
+
+    def __init__(
+        self, leading: Sequence[Message], units: list[_Unit], crumb_tokens: int, fixed: int
+    ) -> None:
+        self.system_block = list(leading)
+        self.units = units
+        self.crumb_tokens = crumb_tokens
+        self.dropped_turns = 0
+        self.dropped_messages = 0
+        self.events: list[Trimmed] = []
+        self.last_reason: RequestTrimReason | None = None
+        self.estimate = (
+            fixed + sum(row_tokens(row) for row in leading) + sum(u.tokens for u in units)
+        )
+
+    def drop_oldest(self) -> None:
+        unit = self.units.pop(0)
+        self.system_block.extend(unit.system_rows)
+        self.estimate -= unit.tokens - unit.system_tokens
+        if self.dropped_turns == 0:
+            self.estimate += self.crumb_tokens
+        self.dropped_turns += 1
+        self.dropped_messages += unit.stored_rows
+
+    def trim(self, reason: RequestTrimReason, budget: int | None, over: Callable[[], bool]) -> None:
+        """One of steps 4-6: drop oldest turns while ``over()`` holds, never the newest, and
+        record the step's event when it dropped any."""
+        before, turns, messages = self.estimate, self.dropped_turns, self.dropped_messages
+        while len(self.units) > 1 and over():
+            self.drop_oldest()
+        if self.dropped_turns == turns:
+            return
+        self.last_reason = reason
+        self.events.append(
+            Trimmed(
+                scope="request",
+                reason=reason,
+                dropped_messages=self.dropped_messages - messages,
+                dropped_turns=self.dropped_turns - turns,
+                retained_turns=len(self.units),
+                tokens_before=before,
+                tokens_after=self.estimate,
+                budget=budget,
+            )
+        )
+
+
+def _check_non_negative(field: str, value: int) -> None:
+    if value < 0:
+        raise InvalidParams(field, f"must be at least 0, got {value}")
+
+
+def prepare_rows(
+    rows: Sequence[Message],
+    *,
+    settings: ContextSettings,
+    route: Route,
+    summary: str | None = None,
+    tools: Sequence[ToolSpec] | None = None,
+    extra_tokens: int = 0,
+    overflow_recovery: bool = False,
+    keep_tool_context_turns: int | None = None,
+) -> Prepared:
+    """Build one provider request from a conversation's rows (steps 3-9).
+
+    ``tools`` decides which prompt-mode calls count as carriers (None: any name) and adds its
+    schemas to every estimate, as does ``extra_tokens``. ``keep_tool_context_turns`` overrides
+    the setting (and its preset). Raises ContextOverflow when the route's window is known and the
+    final estimate exceeds it, whether or not proactive trimming is on."""
+    _check_non_negative("extraTokens", extra_tokens)
+    keep = (
+        keep_tool_context_turns
+        if keep_tool_context_turns is not None
+        else settings.tool_context_turns()
+    )
+    _check_non_negative("keepToolContextTurns", keep)
+    tool_names = None if tools is None else frozenset(tool.name for tool in tools)
+    fixed = extra_tokens + sum(tool_schema_tokens(tool) for tool in tools or ())
+    budget = effective_budget(settings, route)
+
+    # Step 3: tool context collapse of completed turns older than the newest `keep`.
+    segmented = segment(rows)
+    turns = segmented.turns
+    collapse_before = max(0, len(turns) - 1 - keep)
+    units: list[_Unit] = []
+    collapsed_rows = collapsed_turns = 0
+    for index, turn in enumerate(turns):
+        sent, removed = turn.rows, 0
+        if index < collapse_before:
+            sent, removed = collapse_turn(turn.rows, tool_names)
+        if removed:
+            collapsed_rows += removed
+            collapsed_turns += 1
+        synthetic = len(sent) - (len(turn.rows) - removed)
+        units.append(_unit(sent, running=index == len(turns) - 1, synthetic=synthetic))
+
+    crumb = breadcrumb_row(summary)
+    window = _Window(segmented.leading_system, units, row_tokens(crumb), fixed)
+    tokens_before = window.estimate
+
+    # Step 4: turn limit (0 keeps the newest turn).
+    keep_turns = max(1, settings.max_history_turns)
+    window.trim("turnLimit", None, lambda: len(window.units) > keep_turns)
+
+    # Step 5: token budget, down to budget x trimLowWater once the budget forces a trim.
+    if budget > 0 and window.estimate > budget:
+        low_water = settings.trim_low_water
+        target = math.floor(budget * low_water) if low_water < 1 else budget
+        window.trim("tokenBudget", budget, lambda: window.estimate > target)
+
+    # Step 6: overflow recovery, to at most two thirds of the current estimate.
+    if overflow_recovery:
+        recovery = 2 * window.estimate // 3
+        window.trim("overflowRecovery", recovery, lambda: window.estimate > recovery)
+
+    # Step 7: the breadcrumb, once, right after the system block.
+    sent_rows: list[Message] = list(window.system_block)
+    if window.dropped_turns:
+        sent_rows.append(crumb)
+    for unit in window.units:
+        sent_rows.extend(unit.rows)
+
+    # Step 8: orphan sweep (only an already inconsistent history loses anything here).
+    swept = sweep_orphans(sent_rows)
+
+    # Step 9: capacity check on the final estimate; running-turn tool images are dispatched.
+    running_tools = (
+        {id(row) for row in window.units[-1].rows if row.role == "tool"} if window.units else set()
+    )
+    estimated = fixed + sum(
+        row_tokens(row, dispatch_tool_images=id(row) in running_tools) for row in swept
+    )
+    if route.context_window is not None and estimated > route.context_window:
+        raise ContextOverflow(estimated, route.context_window)
+
+    trimmed = None
+    if window.last_reason is not None:
+        trimmed = RequestTrim(
+            dropped_messages=window.dropped_messages,
+            dropped_turns=window.dropped_turns,
+            retained_turns=len(window.units),
+            reason=window.last_reason,
+            tokens_before=tokens_before,
+            tokens_after=estimated,
+        )
+    return Prepared(
+        rows=tuple(swept),
+        estimated_tokens=estimated,
+        budget=budget if budget > 0 else None,
+        context_window=route.context_window,
+        trimmed=trimmed,
+        collapsed_tool_rows=collapsed_rows,
+        collapsed_turns=collapsed_turns,
+        events=tuple(window.events),
+    )

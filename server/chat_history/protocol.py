@@ -1,0 +1,455 @@
+"""Wire types of protocol.md: attrs params structured by one cattrs converter (camelCase on the
+wire, strict primitives), the semantic checks that name the offending field, and the camelCase
+results. The only module that knows camelCase."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from cattrs.cols import list_structure_factory
+from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
+from cattrs.gen import make_dict_structure_fn, override
+
+from chat_history.errors import InvalidParams
+from chat_history.model import (
+    ROLES,
+    Attachment,
+    Message,
+    PruneReport,
+    StoredMessage,
+    Summary,
+    ToolCall,
+    ToolSpec,
+    Trimmed,
+)
+
+# Limits (README "Limits"): large enough for real chats, small enough that no request can
+# exhaust memory or the database.
+MAX_ID_CHARS = 256
+MAX_CONTENT_CHARS = 4_000_000
+MAX_ATTACHMENT_CHARS = 20_000_000
+MAX_MESSAGES = 1_000
+MAX_PAGE = 10_000
+MAX_SUMMARY_CHARS = 1_000_000
+MAX_JSON_FIELD_CHARS = 1_000_000
+MAX_TOOLS = 512
+MAX_INT = 2**53 - 1  # what a JSON client can represent exactly
+
+T = TypeVar("T")
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+# -- params ------------------------------------------------------------------------------------
+
+
+@attrs.define
+class ToolCallIn:
+    id: Any = None
+    name: Any = None
+    arguments: Any = None
+
+
+@attrs.define
+class AttachmentIn:
+    kind: Any = None
+    mime_type: Any = None
+    data: Any = None
+    uri: Any = None
+
+
+@attrs.define
+class MessageIn:
+    role: str
+    content: str | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    attachments: list[AttachmentIn] | None = None
+    timestamp: Any = None
+    provider_data: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+@attrs.define
+class KeyParams:
+    conversation_id: str
+    workspace: str | None = None
+
+
+@attrs.define
+class AppendParams(KeyParams):
+    messages: list[MessageIn] = attrs.field(factory=list)
+
+
+@attrs.define
+class GetParams(KeyParams):
+    limit: int | None = None
+    before_id: int | None = None
+
+
+@attrs.define
+class ToolIn:
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+@attrs.define
+class FormatParams(KeyParams):
+    provider: str | None = None
+    model: str | None = None
+    tools: list[ToolIn] | None = None
+
+
+@attrs.define
+class PrepareParams(FormatParams):
+    extra_tokens: int | None = None
+    overflow_recovery: bool | None = None
+    keep_tool_context_turns: int | None = None
+
+
+@attrs.define
+class SaveSummaryParams(KeyParams):
+    summary: str = ""
+    covers_through_id: int | None = None
+
+
+@attrs.define
+class ListParams:
+    workspace: str | None = None
+
+
+def _strict(kind: type, label: str) -> Callable[[Any, Any], Any]:
+    def hook(value: Any, _: Any) -> Any:
+        if isinstance(value, bool) and kind is not bool:
+            raise TypeError(f"expected {label}, got a boolean")
+        if not isinstance(value, kind):
+            raise TypeError(f"expected {label}, got {_json_type(value)}")
+        return value
+
+    return hook
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _object(value: Any, _: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected an object, got {_json_type(value)}")
+    return value
+
+
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter()
+    conv.register_structure_hook(str, _strict(str, "a string"))
+    conv.register_structure_hook(int, _strict(int, "an integer"))
+    conv.register_structure_hook(bool, _strict(bool, "a boolean"))
+    conv.register_structure_hook_func(lambda t: t == dict[str, Any], _object)
+
+    def attrs_hook(cls: type) -> Callable[[Any, Any], Any]:
+        inner = make_dict_structure_fn(
+            cls, conv, **{a.name: override(rename=camel(a.name)) for a in attrs.fields(cls)})
+
+        def structure(value: Any, target: Any) -> Any:
+            if not isinstance(value, dict):
+                raise TypeError(f"expected an object, got {_json_type(value)}")
+            return inner(value, target)
+
+        return structure
+
+    conv.register_structure_hook_factory(attrs.has, attrs_hook)
+
+    def list_hook(cls: Any) -> Callable[[Any, Any], Any]:
+        inner = list_structure_factory(cls, conv)
+
+        def structure(value: Any, target: Any) -> Any:
+            if not isinstance(value, list):
+                raise TypeError(f"expected an array, got {_json_type(value)}")
+            return inner(value, target)
+
+        return structure
+
+    conv.register_structure_hook_factory(lambda t: getattr(t, "__origin__", None) is list,
+                                         list_hook)
+    return conv
+
+
+converter = _make_converter()
+
+
+def _error_path(exc: BaseException, path: str) -> tuple[str, str]:
+    """The first leaf error of a cattrs exception group, as (wire path, reason)."""
+    if isinstance(exc, IterableValidationError):
+        with_notes, without = exc.group_exceptions()
+        for inner, note in with_notes:
+            return _error_path(inner, f"{path}[{note.index}]")
+        if without:
+            return _error_path(without[0], path)
+    if isinstance(exc, ClassValidationError):
+        with_notes, without = exc.group_exceptions()
+        for inner, note in with_notes:
+            name = camel(note.name)
+            return _error_path(inner, f"{path}.{name}" if path else name)
+        if without:
+            return _error_path(without[0], path)
+    if isinstance(exc, ForbiddenExtraKeysError):
+        return path, f"unknown field(s) {sorted(exc.extra_fields)}"
+    if isinstance(exc, KeyError):
+        return path, "is required"
+    return path, str(exc) or type(exc).__name__
+
+
+def structure(params: Any, cls: type[T]) -> T:
+    """Structure raw JSON params into ``cls``; any mismatch is InvalidParams naming the field."""
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise InvalidParams("params", f"expected an object, got {_json_type(params)}")
+    try:
+        return converter.structure(params, cls)
+    except Exception as exc:  # cattrs raises exception groups of many kinds
+        field, why = _error_path(exc, "")
+        raise InvalidParams(field or "params", why) from None
+
+
+# -- semantic checks -----------------------------------------------------------------------------
+
+_MIME = re.compile(r"^image/[a-z0-9.+-]+$")
+
+
+def check_text(value: str, field: str, max_chars: int) -> str:
+    if len(value) > max_chars:
+        raise InvalidParams(field, f"longer than {max_chars:,} characters ({len(value):,})")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidParams(field, "contains a lone surrogate (not valid Unicode)") from None
+    return value
+
+
+def check_json(value: Any, field: str) -> Any:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (ValueError, RecursionError):
+        raise InvalidParams(field, "is not serialisable JSON") from None
+    check_text(text, field, MAX_JSON_FIELD_CHARS)
+    return value
+
+
+def check_key(params: KeyParams, default_workspace: str) -> tuple[str, str]:
+    conversation = check_id(params.conversation_id, "conversationId")
+    workspace = (check_id(params.workspace, "workspace") if params.workspace is not None
+                 else default_workspace)
+    return workspace, conversation
+
+
+def check_id(value: str, field: str, max_chars: int = MAX_ID_CHARS) -> str:
+    if not value:
+        raise InvalidParams(field, "must be a non-empty string")
+    return check_text(value, field, max_chars)
+
+
+def check_int(value: int | None, field: str, low: int, high: int = MAX_INT) -> int | None:
+    if value is not None and not low <= value <= high:
+        raise InvalidParams(field, f"must be between {low:,} and {high:,} (got {value})")
+    return value
+
+
+def parse_timestamp(value: Any, field: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise InvalidParams(field, "expected epoch milliseconds or an ISO-8601 string")
+    if isinstance(value, int):
+        check_int(value, field, 0, 253_402_300_799_999)
+        return value
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidParams(field, f"{value!r} is not an ISO-8601 date-time") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return int(moment.timestamp() * 1000)
+    raise InvalidParams(field, "expected epoch milliseconds or an ISO-8601 string")
+
+
+def _tool_call(raw: ToolCallIn, field: str) -> ToolCall:
+    if not isinstance(raw.id, str):
+        raise InvalidParams(f"{field}.id", "must be a non-empty string")
+    if not isinstance(raw.name, str):
+        raise InvalidParams(f"{field}.name", "must be a non-empty string")
+    arguments = raw.arguments if raw.arguments is not None else {}
+    if isinstance(arguments, str):
+        check_text(arguments, f"{field}.arguments", MAX_JSON_FIELD_CHARS)
+        try:
+            parsed = json.loads(arguments) if arguments.strip() else {}
+        except (ValueError, RecursionError):
+            raise InvalidParams(f"{field}.arguments",
+                                "is a string but not JSON (send an object or a JSON string)"
+                                ) from None
+        if not isinstance(parsed, dict):
+            raise InvalidParams(f"{field}.arguments", "must be a JSON object")
+    elif isinstance(arguments, dict):
+        check_json(arguments, f"{field}.arguments")
+    else:
+        raise InvalidParams(f"{field}.arguments", "expected an object or a JSON string")
+    return ToolCall(id=check_id(raw.id, f"{field}.id"), name=check_id(raw.name, f"{field}.name"),
+                    arguments=arguments)
+
+
+def _attachment(raw: AttachmentIn, field: str) -> Attachment:
+    if raw.kind != "image":
+        raise InvalidParams(f"{field}.kind", 'must be "image"')
+    if (raw.data is None) == (raw.uri is None):
+        raise InvalidParams(field, "needs exactly one of data (base64) or uri")
+    mime = raw.mime_type
+    if mime is not None and (not isinstance(mime, str) or not _MIME.match(mime)):
+        raise InvalidParams(f"{field}.mimeType", "must be an image media type like image/png")
+    if raw.data is not None:
+        if not isinstance(raw.data, str) or not raw.data:
+            raise InvalidParams(f"{field}.data", "must be a non-empty base64 string")
+        check_text(raw.data, f"{field}.data", MAX_ATTACHMENT_CHARS)
+        try:
+            base64.b64decode(raw.data, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidParams(f"{field}.data", "is not valid base64") from None
+        if mime is None:
+            raise InvalidParams(f"{field}.mimeType", "is required with data")
+        return Attachment(mime_type=mime, data=raw.data)
+    if not isinstance(raw.uri, str) or not raw.uri:
+        raise InvalidParams(f"{field}.uri", "must be a non-empty string")
+    return Attachment(mime_type=mime, uri=check_text(raw.uri, f"{field}.uri", MAX_CONTENT_CHARS))
+
+
+def to_message(raw: MessageIn, field: str) -> Message:
+    if raw.role not in ROLES:
+        raise InvalidParams(f"{field}.role",
+                            f"unknown role {raw.role!r}; expected one of {', '.join(ROLES)}")
+    role = raw.role
+    if raw.tool_calls and role != "assistant":
+        raise InvalidParams(f"{field}.toolCalls", "only assistant messages carry tool calls")
+    calls = tuple(_tool_call(c, f"{field}.toolCalls[{i}]")
+                  for i, c in enumerate(raw.tool_calls or []))
+    if len({c.id for c in calls}) != len(calls):
+        raise InvalidParams(f"{field}.toolCalls", "tool call ids must be unique")
+    if role == "tool":
+        if raw.tool_call_id is None:
+            raise InvalidParams(f"{field}.toolCallId", "is required on tool messages")
+        check_id(raw.tool_call_id, f"{field}.toolCallId")
+    elif raw.tool_call_id is not None:
+        raise InvalidParams(f"{field}.toolCallId", "is only allowed on tool messages")
+    content = raw.content
+    if content is None:
+        if not calls:
+            raise InvalidParams(f"{field}.content",
+                                "is required (only an assistant message with toolCalls may omit it)")
+        content = ""
+    check_text(content, f"{field}.content", MAX_CONTENT_CHARS)
+    if raw.name is not None:
+        check_id(raw.name, f"{field}.name")
+    attachments = tuple(_attachment(a, f"{field}.attachments[{i}]")
+                        for i, a in enumerate(raw.attachments or []))
+    return Message(
+        role=role, content=content, tool_calls=calls, tool_call_id=raw.tool_call_id,
+        name=raw.name, attachments=attachments,
+        timestamp=parse_timestamp(raw.timestamp, f"{field}.timestamp"),
+        provider_data=check_json(raw.provider_data or {}, f"{field}.providerData"),
+        metadata=check_json(raw.metadata or {}, f"{field}.metadata"),
+    )
+
+
+def to_messages(params: AppendParams) -> list[Message]:
+    if not 1 <= len(params.messages) <= MAX_MESSAGES:
+        raise InvalidParams("messages", f"must hold 1 to {MAX_MESSAGES:,} messages "
+                                        f"(got {len(params.messages):,})")
+    return [to_message(m, f"messages[{i}]") for i, m in enumerate(params.messages)]
+
+
+def to_tools(tools: Sequence[ToolIn] | None) -> tuple[ToolSpec, ...] | None:
+    if tools is None:
+        return None
+    if len(tools) > MAX_TOOLS:
+        raise InvalidParams("tools", f"at most {MAX_TOOLS} tools")
+    return tuple(
+        ToolSpec(name=check_id(t.name, f"tools[{i}].name"),
+                 description=(check_text(t.description, f"tools[{i}].description",
+                                         MAX_CONTENT_CHARS) if t.description is not None else None),
+                 parameters=(check_json(t.parameters, f"tools[{i}].parameters")
+                             if t.parameters is not None else None))
+        for i, t in enumerate(tools))
+
+
+# -- results -------------------------------------------------------------------------------------
+
+
+def wire_message(row: StoredMessage) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "turn": row.turn,
+        "tokens": row.tokens,
+        "role": row.role,
+        "content": row.content,
+        "toolCalls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                      for c in row.tool_calls],
+        "toolCallId": row.tool_call_id,
+        "name": row.name,
+        "attachments": [{k: v for k, v in (("kind", a.kind), ("mimeType", a.mime_type),
+                                           ("data", a.data), ("uri", a.uri)) if v is not None}
+                        for a in row.attachments],
+        "timestamp": row.timestamp,
+        "providerData": dict(row.provider_data),
+        "metadata": dict(row.metadata),
+    }
+
+
+def wire(value: Any) -> Any:
+    """camelCase JSON of an attrs result (every field kept, even when it equals its default)."""
+    if attrs.has(type(value)):
+        if isinstance(value, StoredMessage):
+            return wire_message(value)
+        return {camel(f.name): wire(getattr(value, f.name)) for f in attrs.fields(type(value))}
+    if isinstance(value, list | tuple):
+        return [wire(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: wire(v) for k, v in value.items()}
+    return value
+
+
+def wire_summary(summary: Summary | None) -> dict[str, Any] | None:
+    return wire(summary) if summary is not None else None
+
+
+def wire_prune(report: PruneReport | None) -> dict[str, Any] | None:
+    return wire(report) if report is not None else None
+
+
+def wire_trimmed(workspace: str, conversation: str, event: Trimmed) -> dict[str, Any]:
+    return {"workspace": workspace, "conversationId": conversation, **wire(event)}

@@ -1,0 +1,265 @@
+"""The pygls language server: lifecycle, settings pull, and one-line handlers that translate the
+wire to ChatHistoryManager calls. Domain errors become JSON-RPC errors here, in one place."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Generator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import cattrs
+from lsprotocol import types
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInvalidParams,
+    JsonRpcServerNotInitialized,
+)
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import (
+    JsonRPCNotification,
+    JsonRPCRequestMessage,
+    JsonRPCResponseMessage,
+    LanguageServerProtocol,
+    default_converter,
+    lsp_method,
+)
+
+from chat_history import __version__, protocol
+from chat_history.errors import ContextOverflow, InvalidParams, StorageError
+from chat_history.manager import ChatHistoryManager, PrepareOptions
+from chat_history.model import Trimmed
+from chat_history.settings import PROVIDER_KINDS, SECTION, load_settings
+from chat_history.store import Key, Store
+
+log = logging.getLogger("chat_history")
+PROTOCOL_VERSION = 1
+TRIMMED = "chatHistory/trimmed"
+#: Error codes that answer bad input or a known condition, not a server defect.
+EXPECTED_CODES = frozenset({-32602, -32002, 1001, 1002})
+P = TypeVar("P")
+
+
+class ContextOverflowError(JsonRpcException):
+    CODE = 1001
+    MESSAGE = "Context overflow"
+
+
+class StorageFailure(JsonRpcException):
+    CODE = 1002
+    MESSAGE = "Storage error"
+
+
+def to_jsonrpc(exc: Exception) -> JsonRpcException:
+    """The one mapping of domain errors to JSON-RPC error codes (protocol.md, Errors)."""
+    if isinstance(exc, InvalidParams):
+        return JsonRpcInvalidParams(message=str(exc), data={"field": exc.field})
+    if isinstance(exc, ContextOverflow):
+        return ContextOverflowError(message=str(exc), data={
+            "estimatedTokens": exc.estimated_tokens, "contextWindow": exc.context_window})
+    if isinstance(exc, StorageError):
+        return StorageFailure(message=str(exc), data={"reason": exc.reason})
+    raise exc
+
+
+def _converter() -> cattrs.Converter:
+    """lsprotocol's converter, but custom params and results stay plain JSON (no namedtuples)."""
+    converter = default_converter()
+    for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
+        converter.register_structure_hook(cls, lambda obj, cls: cls(**obj))
+    return converter
+
+
+class ChatHistoryProtocol(LanguageServerProtocol):
+    @lsp_method(types.INITIALIZE)
+    def lsp_initialize(
+        self, params: types.InitializeParams
+    ) -> Generator[Any, Any, types.InitializeResult]:
+        result = yield from super().lsp_initialize(params)
+        result.capabilities.experimental = {
+            "chatHistory": {"protocolVersion": PROTOCOL_VERSION, "providers": list(PROVIDER_KINDS)}
+        }
+        return result
+
+
+class ChatHistoryServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("chat-history-server", __version__, protocol_cls=ChatHistoryProtocol,
+                         converter_factory=_converter, max_workers=5)
+        self.manager: ChatHistoryManager | None = None
+        self.workspace_identity = "default"
+        self._reported: set[str] = set()
+
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        # Error responses already reach the client; expected ones need no log line at all.
+        if isinstance(error, JsonRpcException) and error.code in EXPECTED_CODES:
+            return
+        log.error("server error: %s", error)
+
+    # -- settings ----------------------------------------------------------------------------
+
+    def apply_settings(self, raw: Any) -> None:
+        loaded = load_settings(raw)
+        for problem in loaded.problems:
+            message = problem.message()
+            if message not in self._reported:
+                self._reported.add(message)
+                self.window_show_message(types.ShowMessageParams(
+                    type=types.MessageType.Warning, message=f"chat-history-server: {message}"))
+        if loaded.unknown_keys:
+            log.warning("ignoring unknown settings: %s", ", ".join(loaded.unknown_keys))
+        if self.manager is not None:
+            self.manager.settings = loaded.settings
+
+    async def pull_settings(self) -> None:
+        caps = self.client_capabilities.workspace
+        if caps is None or not caps.configuration:
+            return
+        answer = await self.workspace_configuration_async(types.ConfigurationParams(
+            items=[types.ConfigurationItem(section=SECTION)]))
+        if answer and answer[0] is not None:
+            self.apply_settings(answer[0])
+
+    def send_trimmed(self, key: Key, event: Trimmed) -> None:
+        self.protocol.notify(TRIMMED, protocol.wire_trimmed(key.workspace, key.conversation, event))
+
+    def key(self, params: protocol.KeyParams) -> Key:
+        workspace, conversation = protocol.check_key(params, self.workspace_identity)
+        return Key(workspace, conversation)
+
+
+server = ChatHistoryServer()
+
+
+def _storage_folder(options: dict[str, Any]) -> Path:
+    path = options.get("storagePath")
+    if isinstance(path, str) and path:
+        return Path(path).expanduser()
+    if path is not None:
+        log.warning("initializationOptions.storagePath must be a non-empty string; ignored")
+    env = os.environ.get("CHAT_HISTORY_STORAGE")
+    if env:
+        return Path(env).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("chat-history-server", appauthor=False))
+
+
+def _workspace_identity(params: types.InitializeParams, options: dict[str, Any]) -> str:
+    explicit = options.get("workspace")
+    if isinstance(explicit, str) and explicit:
+        return explicit
+    if params.workspace_folders:
+        return params.workspace_folders[0].uri
+    return params.root_uri or params.root_path or "default"
+
+
+@server.feature(types.INITIALIZE)
+def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
+    options = params.initialization_options
+    if not isinstance(options, dict):
+        options = {}
+    ls.workspace_identity = _workspace_identity(params, options)
+    ls.manager = ChatHistoryManager(Store(_storage_folder(options)), notify=ls.send_trimmed)
+    ls.apply_settings(options.get("settings"))
+
+
+@server.feature(types.INITIALIZED)
+async def initialized(ls: ChatHistoryServer, params: types.InitializedParams) -> None:
+    await ls.pull_settings()
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def did_change_configuration(ls: ChatHistoryServer,
+                                   params: types.DidChangeConfigurationParams) -> None:
+    settings = params.settings
+    if isinstance(settings, dict) and SECTION in settings:
+        if settings[SECTION] is not None:
+            ls.apply_settings(settings[SECTION])
+    else:
+        await ls.pull_settings()
+
+
+def request(method: str, params_cls: type[P]) -> Callable[
+        [Callable[[ChatHistoryManager, ChatHistoryServer, P], Any]], None]:
+    """Register a threaded handler: initialize gate, params structuring, error mapping."""
+
+    def register(body: Callable[[ChatHistoryManager, ChatHistoryServer, P], Any]) -> None:
+        @server.feature(method)
+        @server.thread()
+        def handler(ls: ChatHistoryServer, raw: Any) -> Any:
+            manager = ls.manager
+            if manager is None:
+                raise JsonRpcServerNotInitialized(
+                    message=f"{method}: the server is not initialized (send initialize first)")
+            try:
+                return body(manager, ls, protocol.structure(raw, params_cls))
+            except (InvalidParams, ContextOverflow, StorageError) as exc:
+                raise to_jsonrpc(exc) from None
+
+    return register
+
+
+@request("chatHistory/append", protocol.AppendParams)
+def append(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.AppendParams) -> Any:
+    result = m.append(ls.key(p), protocol.to_messages(p))
+    return {"messages": protocol.wire(result.messages), "pruned": protocol.wire_prune(result.pruned)}
+
+
+@request("chatHistory/get", protocol.GetParams)
+def get(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.GetParams) -> Any:
+    key = ls.key(p)
+    result = m.get(key, protocol.check_int(p.limit, "limit", 1, protocol.MAX_PAGE),
+                   protocol.check_int(p.before_id, "beforeId", 0))
+    return {"messages": protocol.wire(result.messages),
+            "summary": protocol.wire_summary(result.summary),
+            "pruned": protocol.wire_prune(result.pruned), "hasMore": result.has_more}
+
+
+@request("chatHistory/format", protocol.FormatParams)
+def format_(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.FormatParams) -> Any:
+    key = ls.key(p)
+    return protocol.wire(m.format(key, p.provider, p.model, protocol.to_tools(p.tools)))
+
+
+@request("chatHistory/prepare", protocol.PrepareParams)
+def prepare(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.PrepareParams) -> Any:
+    key = ls.key(p)
+    options = PrepareOptions(
+        provider=p.provider, model=p.model, tools=protocol.to_tools(p.tools),
+        extra_tokens=protocol.check_int(p.extra_tokens, "extraTokens", 0) or 0,
+        overflow_recovery=bool(p.overflow_recovery),
+        keep_tool_context_turns=protocol.check_int(p.keep_tool_context_turns,
+                                                   "keepToolContextTurns", 0))
+    return protocol.wire(m.prepare(key, options))
+
+
+@request("chatHistory/saveSummary", protocol.SaveSummaryParams)
+def save_summary(m: ChatHistoryManager, ls: ChatHistoryServer,
+                 p: protocol.SaveSummaryParams) -> Any:
+    key = ls.key(p)
+    text = protocol.check_text(p.summary, "summary", protocol.MAX_SUMMARY_CHARS)
+    through = protocol.check_int(p.covers_through_id, "coversThroughId", 0)
+    return protocol.wire(m.save_summary(key, text, through))
+
+
+@request("chatHistory/getSummary", protocol.KeyParams)
+def get_summary(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.KeyParams) -> Any:
+    return protocol.wire_summary(m.get_summary(ls.key(p)))
+
+
+@request("chatHistory/clear", protocol.KeyParams)
+def clear(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.KeyParams) -> Any:
+    return {"deletedMessages": m.clear(ls.key(p))}
+
+
+@request("chatHistory/listConversations", protocol.ListParams)
+def list_conversations(m: ChatHistoryManager, ls: ChatHistoryServer,
+                       p: protocol.ListParams) -> Any:
+    workspace = (protocol.check_id(p.workspace, "workspace") if p.workspace is not None
+                 else ls.workspace_identity)
+    return {"conversations": [
+        {"conversationId": c.conversation, "messageCount": c.message_count, "tokens": c.tokens,
+         "lastActivity": c.last_activity, "hasSummary": c.has_summary}
+        for c in m.list_conversations(workspace)]}

@@ -1,0 +1,358 @@
+"""SQLite queries. One write transaction per logical operation (BEGIN IMMEDIATE), WAL, a busy
+timeout, ``secure_delete`` and a WAL reset after deletes so deleted text does not linger."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from chat_history.errors import StorageError
+from chat_history.model import Attachment, Message, StoredMessage, ToolCall
+from chat_history.store.cache import ConversationCache
+from chat_history.store.schema import DATABASE_FILE, NewerSchema, check_version, migrate
+
+BUSY_TIMEOUT_MS = 15_000
+
+_COLUMNS = ("id, turn, role, content, tool_calls, tool_call_id, name, attachments, timestamp, "
+            "provider_data, metadata, tokens")
+
+
+@attrs.frozen
+class Key:
+    workspace: str
+    conversation: str
+
+
+@attrs.frozen
+class ConversationTotals:
+    message_count: int
+    tokens: int
+    last_turn: int
+    turn_start_id: int
+    oldest_timestamp: int | None
+    last_activity: int
+
+
+@attrs.frozen
+class StoredSummary:
+    summary: str
+    updated_at: int
+    covers_through_id: int | None
+
+
+@attrs.frozen
+class RowMetaRecord:
+    id: int
+    turn: int
+    role: str
+    tokens: int
+    timestamp: int
+
+
+@attrs.frozen
+class ConversationRecord:
+    conversation: str
+    message_count: int
+    tokens: int
+    last_activity: int
+    has_summary: bool
+
+
+def _dump(value: Any) -> str | None:
+    if not value:
+        return None
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _row_to_message(row: sqlite3.Row | tuple[Any, ...]) -> StoredMessage:
+    (id_, turn, role, content, tool_calls, tool_call_id, name, attachments, timestamp,
+     provider_data, metadata, tokens) = row
+    return StoredMessage(
+        id=id_, turn=turn, role=role, content=content,
+        tool_calls=tuple(ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
+                         for c in json.loads(tool_calls)) if tool_calls else (),
+        tool_call_id=tool_call_id, name=name,
+        attachments=tuple(Attachment(kind=a.get("kind", "image"), mime_type=a.get("mimeType"),
+                                     data=a.get("data"), uri=a.get("uri"))
+                          for a in json.loads(attachments)) if attachments else (),
+        timestamp=timestamp,
+        provider_data=json.loads(provider_data) if provider_data else {},
+        metadata=json.loads(metadata) if metadata else {},
+        tokens=tokens,
+    )
+
+
+def _message_columns(message: Message) -> tuple[Any, ...]:
+    return (
+        message.role, message.content,
+        _dump([{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls]),
+        message.tool_call_id, message.name,
+        _dump([{k: v for k, v in (("kind", a.kind), ("mimeType", a.mime_type), ("data", a.data),
+                                  ("uri", a.uri)) if v is not None} for a in message.attachments]),
+        message.timestamp, _dump(dict(message.provider_data)), _dump(dict(message.metadata)),
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
+        return f"{text} (still locked after {BUSY_TIMEOUT_MS} ms)"
+    return text
+
+
+class Store:
+    """The database of one user: opened lazily, so a broken file answers StorageError per request
+    while the server stays up, and is retried on the next request."""
+
+    def __init__(self, folder: Path, *, cache_conversations: int = 64, cache_rows: int = 50_000):
+        self.folder = folder
+        self.path = folder / DATABASE_FILE
+        self._connection: sqlite3.Connection | None = None
+        self._lock = threading.RLock()
+        self._data_version: int | None = None
+        self.cache = ConversationCache(cache_conversations, cache_rows)
+
+    # -- connection -------------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        if self._connection is not None:
+            return self._connection
+        try:
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not self.path.exists():
+                fd = os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
+                os.close(fd)
+            connection = sqlite3.connect(self.path, isolation_level=None,
+                                         check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+        except (OSError, sqlite3.Error) as exc:
+            raise StorageError(f"cannot open {self.path}: {_reason(exc)}") from exc
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            # Refuse a newer schema before anything (even the WAL switch) writes to the file.
+            check_version(connection)
+            connection.execute("PRAGMA secure_delete = ON")
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA synchronous = NORMAL")
+            migrate(connection)
+            for suffix in ("-wal", "-shm"):
+                side = Path(str(self.path) + suffix)
+                if side.exists():
+                    os.chmod(side, 0o600)
+        except NewerSchema as exc:
+            connection.close()
+            raise StorageError(str(exc)) from exc
+        except sqlite3.Error as exc:
+            connection.close()
+            raise StorageError(f"cannot use {self.path}: {_reason(exc)}") from exc
+        self._connection = connection
+        self._data_version = None
+        return connection
+
+    def close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A read section: drops the cache when another connection changed the file."""
+        with self._lock:
+            connection = self._open()
+            try:
+                self._sync_cache(connection)
+                yield connection
+            except sqlite3.Error as exc:
+                raise StorageError(_reason(exc)) from exc
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction that takes the write lock up front (BEGIN IMMEDIATE)."""
+        with self._lock:
+            connection = self._open()
+            try:
+                connection.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StorageError(_reason(exc)) from exc
+            try:
+                self._sync_cache(connection)
+                yield connection
+                connection.execute("COMMIT")
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    connection.execute("ROLLBACK")
+                self.cache.clear()
+                if isinstance(exc, sqlite3.Error):
+                    raise StorageError(_reason(exc)) from exc
+                raise
+
+    def _sync_cache(self, connection: sqlite3.Connection) -> None:
+        version = int(connection.execute("PRAGMA data_version").fetchone()[0])
+        if version != self._data_version:
+            self.cache.clear()
+            self._data_version = version
+
+    def reset_wal(self) -> None:
+        """Checkpoint and truncate the WAL so deleted rows' old page images are gone from it too."""
+        with self._lock:
+            connection = self._open()
+            try:
+                connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:
+                raise StorageError(_reason(exc)) from exc
+
+    # -- queries (call inside read() or write()) ----------------------------------------------
+
+    @staticmethod
+    def totals(connection: sqlite3.Connection, key: Key) -> ConversationTotals | None:
+        row = connection.execute(
+            "SELECT message_count, tokens, last_turn, turn_start_id, oldest_timestamp, "
+            "last_activity FROM conversations WHERE workspace = ? AND conversation = ?",
+            (key.workspace, key.conversation),
+        ).fetchone()
+        return ConversationTotals(*row) if row else None
+
+    @staticmethod
+    def rows_from(connection: sqlite3.Connection, key: Key, first_id: int) -> list[StoredMessage]:
+        return [_row_to_message(r) for r in connection.execute(
+            f"SELECT {_COLUMNS} FROM messages WHERE workspace = ? AND conversation = ? "
+            "AND id >= ? ORDER BY id", (key.workspace, key.conversation, first_id))]
+
+    def all_rows(self, connection: sqlite3.Connection, key: Key) -> list[StoredMessage]:
+        cached = self.cache.get(key)
+        if cached is not None:
+            return cached
+        rows = self.rows_from(connection, key, 0)
+        self.cache.put(key, rows)
+        return rows
+
+    @staticmethod
+    def page(connection: sqlite3.Connection, key: Key, limit: int,
+             before_id: int | None) -> tuple[list[StoredMessage], bool]:
+        bound = before_id if before_id is not None else (1 << 62)
+        rows = [_row_to_message(r) for r in connection.execute(
+            f"SELECT {_COLUMNS} FROM messages WHERE workspace = ? AND conversation = ? AND id < ? "
+            "ORDER BY id DESC LIMIT ?", (key.workspace, key.conversation, bound, limit + 1))]
+        has_more = len(rows) > limit
+        return list(reversed(rows[:limit])), has_more
+
+    @staticmethod
+    def row_meta(connection: sqlite3.Connection, key: Key) -> list[RowMetaRecord]:
+        return [RowMetaRecord(*r) for r in connection.execute(
+            "SELECT id, turn, role, tokens, timestamp FROM messages WHERE workspace = ? "
+            "AND conversation = ? ORDER BY id", (key.workspace, key.conversation))]
+
+    def insert(self, connection: sqlite3.Connection, key: Key,
+               rows: Sequence[tuple[Message, int, int]], totals: ConversationTotals | None,
+               now_ms: int) -> list[StoredMessage]:
+        """Insert (message, turn, tokens) rows in order and update the conversation's totals."""
+        stored: list[StoredMessage] = []
+        count = totals.message_count if totals else 0
+        tokens = totals.tokens if totals else 0
+        last_turn = totals.last_turn if totals else 0
+        turn_start = totals.turn_start_id if totals else 0
+        oldest = totals.oldest_timestamp if totals else None
+        for message, turn, row_tokens in rows:
+            cursor = connection.execute(
+                "INSERT INTO messages (workspace, conversation, turn, role, content, tool_calls, "
+                "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (key.workspace, key.conversation, turn, *_message_columns(message), row_tokens),
+            )
+            row_id = int(cursor.lastrowid or 0)
+            if turn != last_turn or turn_start == 0:
+                turn_start = row_id
+            last_turn = turn
+            count += 1
+            tokens += row_tokens
+            oldest = message.timestamp if oldest is None else min(oldest, message.timestamp)
+            stored.append(StoredMessage(
+                id=row_id, turn=turn, tokens=row_tokens, role=message.role,
+                content=message.content, tool_calls=message.tool_calls,
+                tool_call_id=message.tool_call_id, name=message.name,
+                attachments=message.attachments, timestamp=message.timestamp,
+                provider_data=message.provider_data, metadata=message.metadata))
+        connection.execute(
+            "INSERT INTO conversations (workspace, conversation, message_count, tokens, last_turn, "
+            "turn_start_id, oldest_timestamp, last_activity) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (workspace, conversation) DO UPDATE SET message_count = excluded."
+            "message_count, tokens = excluded.tokens, last_turn = excluded.last_turn, "
+            "turn_start_id = excluded.turn_start_id, oldest_timestamp = excluded.oldest_timestamp,"
+            " last_activity = excluded.last_activity",
+            (key.workspace, key.conversation, count, tokens, last_turn, turn_start, oldest, now_ms),
+        )
+        self.cache.extend(key, stored)
+        return stored
+
+    def delete_rows(self, connection: sqlite3.Connection, key: Key, ids: Iterable[int]) -> None:
+        """Delete rows by id and recompute the conversation's totals from what is left."""
+        id_list = sorted(ids)
+        for start in range(0, len(id_list), 500):
+            chunk = id_list[start:start + 500]
+            connection.execute(
+                f"DELETE FROM messages WHERE workspace = ? AND conversation = ? AND id IN "
+                f"({','.join('?' * len(chunk))})", (key.workspace, key.conversation, *chunk))
+        count, tokens, oldest = connection.execute(
+            "SELECT COUNT(*), COALESCE(SUM(tokens), 0), MIN(timestamp) FROM messages "
+            "WHERE workspace = ? AND conversation = ?", (key.workspace, key.conversation)
+        ).fetchone()
+        connection.execute(
+            "UPDATE conversations SET message_count = ?, tokens = ?, oldest_timestamp = ? "
+            "WHERE workspace = ? AND conversation = ?",
+            (count, tokens, oldest, key.workspace, key.conversation))
+        self.cache.remove_ids(key, set(id_list))
+
+    def clear(self, connection: sqlite3.Connection, key: Key) -> int:
+        deleted = connection.execute(
+            "DELETE FROM messages WHERE workspace = ? AND conversation = ?",
+            (key.workspace, key.conversation)).rowcount
+        connection.execute("DELETE FROM summaries WHERE workspace = ? AND conversation = ?",
+                           (key.workspace, key.conversation))
+        connection.execute("DELETE FROM conversations WHERE workspace = ? AND conversation = ?",
+                           (key.workspace, key.conversation))
+        self.cache.drop(key)
+        return int(deleted)
+
+    @staticmethod
+    def summary(connection: sqlite3.Connection, key: Key) -> StoredSummary | None:
+        row = connection.execute(
+            "SELECT summary, updated_at, covers_through_id FROM summaries WHERE workspace = ? "
+            "AND conversation = ?", (key.workspace, key.conversation)).fetchone()
+        return StoredSummary(*row) if row else None
+
+    @staticmethod
+    def save_summary(connection: sqlite3.Connection, key: Key, summary: StoredSummary) -> None:
+        connection.execute(
+            "INSERT INTO summaries (workspace, conversation, summary, updated_at, "
+            "covers_through_id) VALUES (?, ?, ?, ?, ?) ON CONFLICT (workspace, conversation) DO "
+            "UPDATE SET summary = excluded.summary, updated_at = excluded.updated_at, "
+            "covers_through_id = excluded.covers_through_id",
+            (key.workspace, key.conversation, summary.summary, summary.updated_at,
+             summary.covers_through_id))
+
+    @staticmethod
+    def delete_summary(connection: sqlite3.Connection, key: Key) -> None:
+        connection.execute("DELETE FROM summaries WHERE workspace = ? AND conversation = ?",
+                           (key.workspace, key.conversation))
+
+    @staticmethod
+    def conversations(connection: sqlite3.Connection, workspace: str) -> list[ConversationRecord]:
+        rows = connection.execute(
+            "SELECT c.conversation, c.message_count, c.tokens, c.last_activity, "
+            "s.conversation IS NOT NULL FROM conversations c LEFT JOIN summaries s "
+            "ON s.workspace = c.workspace AND s.conversation = c.conversation "
+            "WHERE c.workspace = ? AND (c.message_count > 0 OR s.conversation IS NOT NULL) "
+            "UNION ALL SELECT s.conversation, 0, 0, s.updated_at, 1 FROM summaries s "
+            "WHERE s.workspace = ? AND NOT EXISTS (SELECT 1 FROM conversations c WHERE "
+            "c.workspace = s.workspace AND c.conversation = s.conversation)",
+            (workspace, workspace)).fetchall()
+        records = [ConversationRecord(r[0], r[1], r[2], r[3], bool(r[4])) for r in rows]
+        return sorted(records, key=lambda r: (-r.last_activity, r.conversation))

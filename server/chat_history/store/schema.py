@@ -1,0 +1,89 @@
+"""The database schema, versioned with ``PRAGMA user_version``; each migration keeps every row."""
+
+from __future__ import annotations
+
+import sqlite3
+
+SCHEMA_VERSION = 1
+DATABASE_FILE = "chat-history.sqlite3"
+
+_V1 = """
+CREATE TABLE messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workspace TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    tool_calls TEXT,
+    tool_call_id TEXT,
+    name TEXT,
+    attachments TEXT,
+    timestamp INTEGER NOT NULL,
+    provider_data TEXT,
+    metadata TEXT,
+    tokens INTEGER NOT NULL
+);
+-- Reading one conversation never scans another's rows.
+CREATE INDEX messages_by_conversation ON messages (workspace, conversation, id);
+-- Per-conversation totals, so the retention check does not read the history.
+CREATE TABLE conversations (
+    workspace TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    message_count INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    last_turn INTEGER NOT NULL,
+    turn_start_id INTEGER NOT NULL,
+    oldest_timestamp INTEGER,
+    last_activity INTEGER NOT NULL,
+    PRIMARY KEY (workspace, conversation)
+) WITHOUT ROWID;
+CREATE INDEX conversations_by_activity ON conversations (workspace, last_activity);
+CREATE TABLE summaries (
+    workspace TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    updated_at INTEGER NOT NULL,
+    covers_through_id INTEGER,
+    PRIMARY KEY (workspace, conversation)
+) WITHOUT ROWID;
+"""
+
+#: MIGRATIONS[n] upgrades a database at user_version n to n + 1.
+MIGRATIONS: dict[int, str] = {0: _V1}
+
+
+class NewerSchema(Exception):
+    def __init__(self, found: int) -> None:
+        super().__init__(
+            f"the database has schema version {found}, newer than this server's {SCHEMA_VERSION}; "
+            "upgrade chat-history-server (the file was left unchanged)"
+        )
+
+
+def check_version(connection: sqlite3.Connection) -> int:
+    """The file's schema version (reading it fails on a file that is not SQLite); a newer one is
+    refused before anything writes to the file."""
+    version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise NewerSchema(version)
+    return version
+
+
+def migrate(connection: sqlite3.Connection) -> None:
+    """Bring the schema to SCHEMA_VERSION inside one write transaction; refuse a newer one."""
+    if check_version(connection) == SCHEMA_VERSION:
+        return
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        version = check_version(connection)
+        while version < SCHEMA_VERSION:
+            for statement in MIGRATIONS[version].split(";"):
+                if statement.strip():
+                    connection.execute(statement)
+            version += 1
+            connection.execute(f"PRAGMA user_version = {version}")
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
