@@ -1,0 +1,139 @@
+"""AWS Bedrock Converse: top-level ``system`` blocks and ``messages`` (``user``/``assistant``).
+
+Rules applied:
+
+- Every system row becomes one ``{"text": …}`` block of the top-level ``system`` list, in order
+  (a mid-conversation system row is folded in there too); omitted when there is none.
+- Content is a list of blocks with exactly one key each; no text block is empty or
+  whitespace-only.
+- Images: ``{"image": {"format": png|jpeg|gif|webp, "source": {"bytes": <base64>}}}``. In this JSON
+  body ``bytes`` is base64 text, as on Converse's HTTP wire; a boto3 caller passes
+  ``base64.b64decode`` of it (boto3 encodes bytes itself). Other types and URIs become text notes
+  (Converse takes no web URLs).
+- An assistant row is ``[text?, toolUse…]`` with ``toolUse {toolUseId, name, input}`` and
+  ``input`` an object.
+- All results of a call turn are ``toolResult {toolUseId, content}`` blocks in the next user
+  message, first, in call order. ``content`` is the result text (``(no output)`` when empty, since
+  Converse takes no empty text) followed by the result's images.
+- Adjacent messages of one role are merged; a conversation that opens with the assistant gets a
+  ``(continued)`` user message first (Converse requires a user first and strict alternation).
+- Trailing whitespace is removed from the final assistant message's text.
+- Tool-use ids match ``[a-zA-Z0-9_.:-]{1,64}`` (others are rewritten as cleaned head + hash),
+  unique in the body; a call and its result share it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from chat_history.model import Message
+from chat_history.providers.common import (
+    COMMON_IMAGE_TYPES,
+    CONTINUED,
+    AssistantTurn,
+    Image,
+    Result,
+    SystemText,
+    UserTurn,
+    arguments_object,
+    hashed_suffix,
+    image_note,
+    merge_adjacent,
+    plan,
+    system_texts,
+)
+
+KIND = "bedrock"
+EMPTY_RESULT = "(no output)"
+_ID = re.compile(r"[a-zA-Z0-9_.:-]{1,64}")
+_NOT_ID_CHAR = re.compile(r"[^a-zA-Z0-9_.:-]")
+
+
+def _valid_id(call_id: str) -> bool:
+    return _ID.fullmatch(call_id) is not None
+
+
+def _clean_id(call_id: str) -> str:
+    return _NOT_ID_CHAR.sub("_", call_id)
+
+
+def image_block(image: Image) -> dict[str, Any]:
+    if image.inline_of(COMMON_IMAGE_TYPES) and image.mime_type:
+        image_format = image.mime_type.removeprefix("image/")
+        return {"image": {"format": image_format, "source": {"bytes": image.data}}}
+    return {"text": image_note(image)}
+
+
+def _user(turn: UserTurn) -> dict[str, Any]:
+    content = [{"text": s} if isinstance(s, str) else image_block(s) for s in turn.segments]
+    return {"role": "user", "content": content}
+
+
+def _assistant(turn: AssistantTurn) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"text": turn.text}] if turn.has_text else []
+    content.extend(
+        {
+            "toolUse": {
+                "toolUseId": c.id,
+                "name": c.name,
+                "input": arguments_object(c.source),
+            }
+        }
+        for c in turn.calls
+    )
+    return {"role": "assistant", "content": content}
+
+
+def _tool_result(result: Result) -> dict[str, Any]:
+    images = result.images()
+    content: list[dict[str, Any]] = []
+    if result.text.strip():
+        content.append({"text": result.text})
+    content.extend(image_block(image) for image in images)
+    if not content:
+        content.append({"text": EMPTY_RESULT})
+    return {"toolResult": {"toolUseId": result.call.id, "content": content}}
+
+
+def _strip_final_assistant(messages: list[dict[str, Any]]) -> None:
+    if not messages or messages[-1]["role"] != "assistant":
+        return
+    content = list(messages[-1]["content"])
+    if content and "text" in content[-1]:
+        stripped = content[-1]["text"].rstrip()
+        if stripped:
+            content[-1] = {"text": stripped}
+        else:
+            content.pop()
+    if content:
+        messages[-1] = {**messages[-1], "content": content}
+    else:
+        messages.pop()
+
+
+def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
+    """The Converse ``system`` (when any) and ``messages`` for ``rows`` (already swept)."""
+    items = plan(rows, valid_id=_valid_id, make_id=hashed_suffix(_clean_id, 64))
+    messages: list[dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, SystemText):
+            continue
+        if isinstance(item, UserTurn):
+            messages.append(_user(item))
+        elif isinstance(item, AssistantTurn):
+            messages.append(_assistant(item))
+        else:
+            content = [_tool_result(result) for result in item.results]
+            messages.append({"role": "user", "content": content})
+    merged = merge_adjacent(messages, "role", "content")
+    _strip_final_assistant(merged)
+    if merged and merged[0]["role"] != "user":
+        merged.insert(0, {"role": "user", "content": [{"text": CONTINUED}]})
+    body: dict[str, Any] = {}
+    system = system_texts(items)
+    if system:
+        body["system"] = [{"text": text} for text in system]
+    body["messages"] = merged
+    return body

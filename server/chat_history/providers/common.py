@@ -1,0 +1,415 @@
+"""What every provider formatter shares: the exchange plan (tool results placed right after their
+call, in call order), user content split into text and images, image data parsing, tool-call id
+remapping, call arguments in both shapes, and merging of adjacent same-role messages.
+
+Pure functions on rows; no I/O. The kind modules turn a plan into their own body shape.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from chat_history.model import Message, ToolCall
+from chat_history.policy.tokens import image_markers
+from chat_history.policy.turns import is_real_user
+
+#: Text of a user message inserted where a provider needs the conversation to open with the user
+#: (or an assistant message where Mistral needs one between tool results and the next prompt).
+CONTINUED = "(continued)"
+
+#: Image types OpenAI, Anthropic, Bedrock, Mistral and Cohere document (Anthropic and Bedrock
+#: enforce the list); other types become a text note.
+COMMON_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+_DATA_URI = re.compile(
+    r"\Adata:(?P<mime>[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*)"
+    r"(?:;[^;,]*)*;base64,(?P<data>.*)\Z",
+    re.DOTALL,
+)
+_WHITESPACE = re.compile(r"\s+")
+_MIME_ALIASES = {"image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg", "image/x-png": "image/png"}
+
+
+# --------------------------------------------------------------------------------------------
+# Images
+
+
+@attrs.frozen
+class Image:
+    """An image to send: inline base64 ``data`` (with its media type, when known) or a ``uri``.
+
+    ``invalid`` marks inline data that is not base64: it is never sent as an image."""
+
+    mime_type: str | None = None
+    data: str | None = None
+    uri: str | None = None
+    invalid: bool = False
+
+    def data_url(self) -> str:
+        return f"data:{self.mime_type};base64,{self.data}"
+
+    @property
+    def is_inline(self) -> bool:
+        """Valid base64 data of an ``image/*`` type."""
+        return (
+            self.data is not None
+            and self.mime_type is not None
+            and self.mime_type.startswith("image/")
+            and not self.invalid
+        )
+
+    def inline_of(self, types: frozenset[str]) -> bool:
+        """Inline data of one of ``types``."""
+        return self.is_inline and self.mime_type in types
+
+    @property
+    def is_web_url(self) -> bool:
+        return self.data is None and self.uri is not None and _is_web_url(self.uri)
+
+
+def _is_web_url(uri: str) -> bool:
+    lowered = uri.lower()
+    return lowered.startswith(("https://", "http://")) and len(uri) > len("https://")
+
+
+def _normalize_mime(mime: str | None) -> str | None:
+    if not mime:
+        return None
+    lowered = mime.strip().lower()
+    return _MIME_ALIASES.get(lowered, lowered) or None
+
+
+def _sniff_mime(raw: bytes) -> str | None:
+    if raw.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if raw.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if raw.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if raw[:4] == b"RIFF" and raw[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def inline_image(data: str, mime_type: str | None) -> Image:
+    """An inline image from base64 text: whitespace removed, decoded once to check it and to
+    sniff the media type when none was given."""
+    compact = _WHITESPACE.sub("", data)
+    try:
+        raw = base64.b64decode(compact, validate=True)
+    except (binascii.Error, ValueError):
+        return Image(mime_type=_normalize_mime(mime_type), data=compact, invalid=True)
+    if not raw:
+        return Image(mime_type=_normalize_mime(mime_type), data=compact, invalid=True)
+    mime = _normalize_mime(mime_type) or _sniff_mime(raw[:16])
+    return Image(mime_type=mime, data=compact)
+
+
+def parse_data_uri(uri: str) -> Image | None:
+    """The image a ``data:<type>;base64,<data>`` URI holds, or None when it is not one."""
+    found = _DATA_URI.match(uri.strip())
+    if found is None:
+        return None
+    image = inline_image(found.group("data"), found.group("mime"))
+    return None if image.invalid else image
+
+
+def attachment_images(row: Message) -> list[Image]:
+    """The row's attachments as images; an attachment with neither data nor uri is skipped."""
+    images: list[Image] = []
+    for attachment in row.attachments:
+        if attachment.data:
+            images.append(inline_image(attachment.data, attachment.mime_type))
+        elif attachment.uri:
+            data_image = parse_data_uri(attachment.uri)
+            images.append(
+                data_image
+                if data_image is not None
+                else Image(mime_type=_normalize_mime(attachment.mime_type), uri=attachment.uri)
+            )
+    return images
+
+
+def image_note(image: Image) -> str:
+    """The text sent in place of an image a provider cannot take."""
+    if image.uri is not None and image.data is None:
+        return f"[image: {image.uri}]"
+    if image.invalid:
+        return "[image omitted: its data is not valid base64]"
+    return f"[image omitted: {image.mime_type or 'unknown type'} is not supported here]"
+
+
+def with_notes(text: str, notes: Sequence[str]) -> str:
+    """``text`` with image notes on lines after it (only the notes when the text is blank)."""
+    if not notes:
+        return text
+    return "\n".join([text, *notes]) if text.strip() else "\n".join(notes)
+
+
+Segment = str | Image
+
+
+def user_segments(row: Message) -> list[Segment]:
+    """A user row's content in order: text, and an image for each ``[IMAGE:data:…]`` marker
+    (path markers and placeholders stay text), then the row's attachments.
+    Whitespace-only text between markers is dropped; text is otherwise kept verbatim."""
+    segments: list[Segment] = []
+    text = row.content
+    cursor = 0
+    for marker in image_markers(text):
+        image = parse_data_uri(marker.group(1))
+        if image is None:
+            continue
+        segments.append(text[cursor : marker.start()])
+        segments.append(image)
+        cursor = marker.end()
+    segments.append(text[cursor:])
+    segments.extend(attachment_images(row))
+    return [s for s in segments if not isinstance(s, str) or s.strip()]
+
+
+# --------------------------------------------------------------------------------------------
+# Calls
+
+
+def arguments_object(call: ToolCall) -> dict[str, Any]:
+    """The call's arguments as an object. A string that is not JSON is kept as
+    ``{"value": <the string>}`` (as model.py wraps a JSON non-object), so no history can fail."""
+    arguments = call.arguments
+    if isinstance(arguments, str):
+        try:
+            return call.arguments_object()
+        except (ValueError, RecursionError):  # not JSON, or nested beyond the parser's depth
+            return {"value": arguments}
+    if isinstance(arguments, Mapping):
+        return dict(arguments)
+    return {"value": arguments}
+
+
+def arguments_json(call: ToolCall) -> str:
+    """The call's arguments as a JSON string holding an object: the client's own string when it
+    is one (kept byte for byte), else the object above serialised."""
+    arguments = call.arguments
+    if isinstance(arguments, str):
+        try:
+            parsed = json.loads(arguments)
+        except (ValueError, RecursionError):
+            parsed = None
+        if isinstance(parsed, dict):
+            return arguments
+    return json.dumps(arguments_object(call), separators=(",", ":"), ensure_ascii=False)
+
+
+@attrs.frozen
+class Call:
+    """A call to send: ``id`` is the provider's id for it, ``source`` the stored call."""
+
+    id: str
+    source: ToolCall
+
+    @property
+    def name(self) -> str:
+        return self.source.name
+
+
+@attrs.frozen
+class Result:
+    """A tool row answering ``call``."""
+
+    call: Call
+    row: Message
+
+    @property
+    def text(self) -> str:
+        return self.row.content
+
+    def images(self) -> list[Image]:
+        return attachment_images(self.row)
+
+
+# --------------------------------------------------------------------------------------------
+# The exchange plan
+
+
+@attrs.frozen
+class SystemText:
+    """A system row with text; ``leading`` when no other row came before it."""
+
+    text: str
+    leading: bool
+
+
+@attrs.frozen
+class UserTurn:
+    """A user row (a real prompt or a prompt-mode row) with something to send."""
+
+    row: Message
+    segments: tuple[Segment, ...]
+
+
+@attrs.frozen
+class AssistantTurn:
+    """An assistant row: its text (may be blank when it only calls) and its answered calls."""
+
+    row: Message
+    calls: tuple[Call, ...]
+
+    @property
+    def text(self) -> str:
+        return self.row.content
+
+    @property
+    def has_text(self) -> bool:
+        return bool(self.row.content.strip())
+
+
+@attrs.frozen
+class ToolResults:
+    """The results of the assistant turn just before, one per call, in call order."""
+
+    results: tuple[Result, ...]
+
+
+Item = SystemText | UserTurn | AssistantTurn | ToolResults
+
+#: Turns a stored call id into the provider's id; the second argument counts earlier clashes.
+IdMaker = Callable[[str, int], str]
+IdCheck = Callable[[str], bool]
+
+
+def digest(text: str, salt: int = 0) -> bytes:
+    seed = text if salt == 0 else f"{text}\x00{salt}"
+    return hashlib.sha256(seed.encode("utf-8", "surrogatepass")).digest()
+
+
+def hex_digest(text: str, salt: int = 0, length: int = 12) -> str:
+    return digest(text, salt).hex()[:length]
+
+
+def any_nonempty(call_id: str) -> bool:
+    return bool(call_id)
+
+
+def hashed_suffix(clean: Callable[[str], str], max_length: int, fallback: str = "call") -> IdMaker:
+    """An id maker: the cleaned id cut to fit, then ``_`` and a hash of the stored id."""
+
+    def make(call_id: str, salt: int) -> str:
+        suffix = hex_digest(call_id, salt)
+        head = clean(call_id)[: max_length - len(suffix) - 1] or fallback
+        return f"{head}_{suffix}"
+
+    return make
+
+
+def plan(
+    rows: Sequence[Message],
+    *,
+    valid_id: IdCheck = any_nonempty,
+    make_id: IdMaker | None = None,
+) -> list[Item]:
+    """The rows as items a formatter walks in order.
+
+    - A carrier is followed directly by its results, in call order; rows that stood between a
+      call and its result come after the results.
+    - A tool row answers the nearest carrier before it (a real user prompt closes the exchange),
+      as in the orphan sweep; anything still unpaired (a hand-built list, a call id used twice in
+      one carrier) is dropped here so no formatter can emit half an exchange.
+    - Rows with nothing to send (blank text and no images, an assistant row with neither text nor
+      answered calls) are skipped. Attachments of assistant and system rows are not sent: these
+      providers take images from the user (and in tool results) only.
+    - Call ids are made valid for the provider (``valid_id``/``make_id``) and unique across the
+      body; a call and its result always carry the same id.
+    """
+    answered: dict[int, dict[str, int]] = {}
+    carrier: int | None = None
+    for index, row in enumerate(rows):
+        if row.role == "assistant" and row.tool_calls:
+            carrier = index
+            answered[index] = {}
+        elif row.role == "tool":
+            if carrier is None or row.tool_call_id is None:
+                continue
+            ids = {call.id for call in rows[carrier].tool_calls}
+            if row.tool_call_id in ids and row.tool_call_id not in answered[carrier]:
+                answered[carrier][row.tool_call_id] = index
+        elif is_real_user(row):
+            carrier = None
+
+    maker = make_id or hashed_suffix(lambda s: s, 64)
+    used: set[str] = set()
+
+    def provider_id(call_id: str) -> str:
+        candidate = call_id if valid_id(call_id) else maker(call_id, 0)
+        salt = 0
+        while candidate in used:
+            salt += 1
+            candidate = maker(call_id, salt)
+        used.add(candidate)
+        return candidate
+
+    items: list[Item] = []
+    seen_other = False
+    for index, row in enumerate(rows):
+        if row.role == "system":
+            if row.content.strip():
+                items.append(SystemText(row.content, leading=not seen_other))
+            continue
+        seen_other = True
+        if row.role == "user":
+            segments = user_segments(row)
+            if segments:
+                items.append(UserTurn(row, tuple(segments)))
+        elif row.role == "assistant":
+            results_at = answered.get(index, {})
+            calls: list[Call] = []
+            taken: set[str] = set()
+            for source in row.tool_calls:
+                if source.id in results_at and source.id not in taken:
+                    taken.add(source.id)
+                    calls.append(Call(provider_id(source.id), source))
+            if not calls and not row.content.strip():
+                continue
+            items.append(AssistantTurn(row, tuple(calls)))
+            if calls:
+                items.append(
+                    ToolResults(tuple(Result(c, rows[results_at[c.source.id]]) for c in calls))
+                )
+    return items
+
+
+def system_texts(items: Iterable[Item]) -> list[str]:
+    return [item.text for item in items if isinstance(item, SystemText)]
+
+
+def provider_data(row: Message, kind: str) -> Mapping[str, Any]:
+    """``providerData[kind]`` when it is an object, else empty."""
+    value = row.provider_data.get(kind)
+    return value if isinstance(value, Mapping) else {}
+
+
+# --------------------------------------------------------------------------------------------
+# Alternation
+
+
+def merge_adjacent(
+    messages: Iterable[dict[str, Any]], role_key: str, content_key: str
+) -> list[dict[str, Any]]:
+    """Adjacent messages of one role joined into one, content lists concatenated in order."""
+    merged: list[dict[str, Any]] = []
+    for message in messages:
+        if merged and merged[-1][role_key] == message[role_key]:
+            merged[-1] = {
+                **merged[-1],
+                content_key: [*merged[-1][content_key], *message[content_key]],
+            }
+        else:
+            merged.append(message)
+    return merged

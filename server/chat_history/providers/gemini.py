@@ -1,0 +1,138 @@
+"""Google Gemini ``generateContent``: ``systemInstruction`` and ``contents`` (REST camelCase).
+
+Rules applied:
+
+- Every system row becomes one text part of ``systemInstruction: {"parts": [{"text": …}]}``, in
+  order (a mid-conversation system row is folded in there too); omitted when there is none.
+- Roles are ``user`` and ``model`` only. Parts hold exactly one of ``text``, ``inlineData``,
+  ``functionCall``, ``functionResponse`` (plus ``thoughtSignature`` where echoed); no empty text.
+- Images: ``inlineData {mimeType, data}`` for inline png, jpeg, webp, heic and heif (the types
+  Gemini documents); other types and URIs become a text note (``fileData`` takes Files API and
+  Cloud Storage URIs, not arbitrary URLs).
+- An assistant row is a ``model`` turn ``[text?, functionCall…]`` with
+  ``functionCall {id, name, args}`` and ``args`` an object.
+- All results of a call turn are ``functionResponse {id, name, response: {"output": text}}``
+  parts of the next ``user`` turn, first, in call order, one per call (the API wants equal
+  counts); the results' images follow them as ``inlineData`` parts of that turn.
+- Adjacent turns of one role are merged; a conversation that opens with the model gets a
+  ``(continued)`` user turn first (a function-call turn must follow a user turn).
+- Thought signatures (Gemini 3 refuses function calls without them) come from
+  ``providerData.gemini``, which has this shape::
+
+      {"gemini": {"thoughtSignatures": {"<stored call id>": "<signature>", …},
+                  "thoughtSignature": "<signature>"}}
+
+  ``thoughtSignatures`` puts each signature on the ``functionCall`` part of that call;
+  ``thoughtSignature`` (one signature for the whole turn, as the API returns it for parallel
+  calls) goes on the turn's first ``functionCall`` part, or on its last part when it has no
+  calls. Signatures are the base64 text the REST API returned, sent back unchanged.
+- Call ids are kept (made unique in the body); the response carries its call's id and name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from chat_history.model import Message
+from chat_history.providers.common import (
+    CONTINUED,
+    AssistantTurn,
+    Image,
+    Result,
+    SystemText,
+    UserTurn,
+    arguments_object,
+    image_note,
+    merge_adjacent,
+    plan,
+    provider_data,
+    system_texts,
+)
+
+KIND = "gemini"
+#: The image types the Gemini API documents for inline data.
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"})
+
+
+def image_part(image: Image) -> dict[str, Any]:
+    if image.inline_of(IMAGE_TYPES):
+        return {"inlineData": {"mimeType": image.mime_type, "data": image.data}}
+    return {"text": image_note(image)}
+
+
+def _user(turn: UserTurn) -> dict[str, Any]:
+    parts = [{"text": s} if isinstance(s, str) else image_part(s) for s in turn.segments]
+    return {"role": "user", "parts": parts}
+
+
+def _signatures(turn: AssistantTurn) -> tuple[dict[str, str], str | None]:
+    data = provider_data(turn.row, KIND)
+    per_call = data.get("thoughtSignatures")
+    by_call: dict[str, str] = {}
+    if isinstance(per_call, dict):
+        by_call = {k: v for k, v in per_call.items() if isinstance(v, str) and v}
+    single = data.get("thoughtSignature")
+    return by_call, single if isinstance(single, str) and single else None
+
+
+def _model(turn: AssistantTurn) -> dict[str, Any]:
+    by_call, single = _signatures(turn)
+    parts: list[dict[str, Any]] = [{"text": turn.text}] if turn.has_text else []
+    for call in turn.calls:
+        part: dict[str, Any] = {
+            "functionCall": {
+                "id": call.id,
+                "name": call.name,
+                "args": arguments_object(call.source),
+            }
+        }
+        signature = by_call.get(call.source.id)
+        if signature is not None:
+            part["thoughtSignature"] = signature
+        parts.append(part)
+    if single is not None:
+        calls = [p for p in parts if "functionCall" in p]
+        target = calls[0] if calls else parts[-1]
+        target.setdefault("thoughtSignature", single)
+    return {"role": "model", "parts": parts}
+
+
+def _responses(results: Sequence[Result]) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = [
+        {
+            "functionResponse": {
+                "id": result.call.id,
+                "name": result.call.name,
+                "response": {"output": result.text},
+            }
+        }
+        for result in results
+    ]
+    for result in results:
+        parts.extend(image_part(image) for image in result.images())
+    return {"role": "user", "parts": parts}
+
+
+def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
+    """The ``systemInstruction`` (when any) and ``contents`` for ``rows`` (already swept)."""
+    items = plan(rows)
+    contents: list[dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, SystemText):
+            continue
+        if isinstance(item, UserTurn):
+            contents.append(_user(item))
+        elif isinstance(item, AssistantTurn):
+            contents.append(_model(item))
+        else:
+            contents.append(_responses(item.results))
+    merged = merge_adjacent(contents, "role", "parts")
+    if merged and merged[0]["role"] != "user":
+        merged.insert(0, {"role": "user", "parts": [{"text": CONTINUED}]})
+    body: dict[str, Any] = {}
+    system = system_texts(items)
+    if system:
+        body["systemInstruction"] = {"parts": [{"text": text} for text in system]}
+    body["contents"] = merged
+    return body

@@ -1,0 +1,131 @@
+"""Mistral chat completions ``messages``.
+
+Rules applied (Mistral validates message order and ids server-side, as ``mistral-common`` does):
+
+- System rows are ``system`` messages at the start, in order: a system message may not follow an
+  assistant or tool message, so a mid-conversation system row joins the leading ones.
+- User content is the row's string, or ``text``/``image_url`` chunks when it has images
+  (``image_url`` a data URL of png, jpeg, gif or webp, or an http(s) URL); any other image
+  becomes a text note.
+- Assistant text and calls are separate messages (text first): older Mistral models refuse an
+  assistant message with both ``content`` and ``tool_calls``. The calls message is
+  ``{content: "", tool_calls: [{id, type: "function", function: {name, arguments}}]}`` with
+  ``arguments`` a JSON string.
+- Each result is ``{role: "tool", tool_call_id, name, content}`` right after its call, in call
+  order (``name`` only when it fits Mistral's ``[a-zA-Z0-9_-]{1,64}``). Tool messages take no
+  images here: a result's images become text notes.
+- A user message may not follow a tool message: a ``(continued)`` assistant message is put
+  between them.
+- Tool-call ids are exactly 9 characters of ``[a-zA-Z0-9]``: a stored id that already is one is
+  kept, any other is replaced by the first 9 base-62 digits of its SHA-256 (with a salt on a
+  clash), so the same history always gives the same ids; a call and its result share it.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Sequence
+from typing import Any
+
+from chat_history.model import Message
+from chat_history.providers.common import (
+    COMMON_IMAGE_TYPES,
+    CONTINUED,
+    AssistantTurn,
+    Image,
+    Result,
+    SystemText,
+    UserTurn,
+    arguments_json,
+    digest,
+    image_note,
+    plan,
+    with_notes,
+)
+
+KIND = "mistral"
+ID_LENGTH = 9
+_ID = re.compile(r"[a-zA-Z0-9]{9}")
+_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+_BASE62 = string.digits + string.ascii_letters
+
+
+def _valid_id(call_id: str) -> bool:
+    return _ID.fullmatch(call_id) is not None
+
+
+def mistral_id(call_id: str, salt: int = 0) -> str:
+    """The 9-character id derived from a stored call id."""
+    number = int.from_bytes(digest(call_id, salt), "big")
+    chars = []
+    for _ in range(ID_LENGTH):
+        number, remainder = divmod(number, len(_BASE62))
+        chars.append(_BASE62[remainder])
+    return "".join(chars)
+
+
+def _image_chunk(image: Image) -> dict[str, Any]:
+    if image.inline_of(COMMON_IMAGE_TYPES):
+        return {"type": "image_url", "image_url": image.data_url()}
+    if image.is_web_url and image.uri is not None:
+        return {"type": "image_url", "image_url": image.uri}
+    return {"type": "text", "text": image_note(image)}
+
+
+def _user(turn: UserTurn) -> dict[str, Any]:
+    texts = [s for s in turn.segments if isinstance(s, str)]
+    content: str | list[dict[str, Any]]
+    if len(texts) == len(turn.segments):
+        content = "".join(texts)
+    else:
+        content = [
+            {"type": "text", "text": s} if isinstance(s, str) else _image_chunk(s)
+            for s in turn.segments
+        ]
+    return {"role": "user", "content": content}
+
+
+def _assistant(turn: AssistantTurn) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if turn.has_text:
+        messages.append({"role": "assistant", "content": turn.text})
+    if turn.calls:
+        calls = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": arguments_json(c.source)},
+            }
+            for c in turn.calls
+        ]
+        messages.append({"role": "assistant", "content": "", "tool_calls": calls})
+    return messages
+
+
+def _tool(result: Result) -> dict[str, Any]:
+    text = with_notes(result.text, [image_note(image) for image in result.images()])
+    message: dict[str, Any] = {"role": "tool", "tool_call_id": result.call.id}
+    if _NAME.fullmatch(result.call.name):
+        message["name"] = result.call.name
+    message["content"] = text
+    return message
+
+
+def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
+    """The Mistral ``messages`` for ``rows`` (already swept)."""
+    system: list[dict[str, Any]] = []
+    messages: list[dict[str, Any]] = []
+    for item in plan(rows, valid_id=_valid_id, make_id=mistral_id):
+        if isinstance(item, SystemText):
+            system.append({"role": "system", "content": item.text})
+            continue
+        if isinstance(item, UserTurn):
+            if messages and messages[-1]["role"] == "tool":
+                messages.append({"role": "assistant", "content": CONTINUED})
+            messages.append(_user(item))
+        elif isinstance(item, AssistantTurn):
+            messages.extend(_assistant(item))
+        else:
+            messages.extend(_tool(result) for result in item.results)
+    return {"messages": system + messages}

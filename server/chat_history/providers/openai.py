@@ -1,0 +1,115 @@
+"""OpenAI Chat Completions ``messages`` (also Groq, DeepSeek, vLLM and other compatible servers).
+
+Rules applied:
+
+- System rows are ``system`` messages, in place (Chat Completions takes them anywhere).
+- User content is the row's string, or a list of ``text``/``image_url`` parts when it has images:
+  attachments and ``[IMAGE:data:…]`` markers of png, jpeg, gif or webp become ``image_url``
+  parts with a data URL; an attachment ``uri`` that is an http(s) URL is passed as the URL; any
+  other image becomes a text note.
+- An assistant row carries ``tool_calls: [{id, type: "function", function: {name, arguments}}]``
+  with ``arguments`` a JSON string; ``content`` is null when the row has calls but no text.
+- Each result is a ``tool`` message ``{tool_call_id, content}`` right after its call, in call
+  order. Images are only allowed in user messages, so a result's images follow the results as one
+  ``user`` message (a text line naming the call, then the images).
+- Call ids longer than OpenAI's 40 characters are shortened (head + hash), and every id is unique
+  in the body; a call and its result share it.
+- ``providerData.openai.reasoning_content`` (DeepSeek/vLLM thinking mode) is echoed on its
+  assistant message; no other internal field reaches a message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from chat_history.model import Message
+from chat_history.providers.common import (
+    COMMON_IMAGE_TYPES,
+    AssistantTurn,
+    Image,
+    SystemText,
+    ToolResults,
+    UserTurn,
+    arguments_json,
+    hashed_suffix,
+    image_note,
+    plan,
+    provider_data,
+)
+
+KIND = "openai"
+MAX_ID_LENGTH = 40
+
+
+def _valid_id(call_id: str) -> bool:
+    return 0 < len(call_id) <= MAX_ID_LENGTH
+
+
+def image_part(image: Image) -> dict[str, Any]:
+    if image.inline_of(COMMON_IMAGE_TYPES):
+        return {"type": "image_url", "image_url": {"url": image.data_url()}}
+    if image.is_web_url and image.uri is not None:
+        return {"type": "image_url", "image_url": {"url": image.uri}}
+    return {"type": "text", "text": image_note(image)}
+
+
+def _user_content(turn: UserTurn) -> str | list[dict[str, Any]]:
+    texts = [s for s in turn.segments if isinstance(s, str)]
+    if len(texts) == len(turn.segments):
+        return "".join(texts)
+    return [
+        {"type": "text", "text": s} if isinstance(s, str) else image_part(s) for s in turn.segments
+    ]
+
+
+def _assistant(turn: AssistantTurn) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": turn.text if turn.has_text or not turn.calls else None,
+    }
+    if turn.calls:
+        message["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": arguments_json(call.source)},
+            }
+            for call in turn.calls
+        ]
+    reasoning = provider_data(turn.row, KIND).get("reasoning_content")
+    if isinstance(reasoning, str):
+        message["reasoning_content"] = reasoning
+    return message
+
+
+def _results(item: ToolResults) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = [
+        {"role": "tool", "tool_call_id": result.call.id, "content": result.text}
+        for result in item.results
+    ]
+    images: list[dict[str, Any]] = []
+    for result in item.results:
+        result_images = result.images()
+        if result_images:
+            label = f"Images returned by the {result.call.name} call {result.call.id}:"
+            images.append({"type": "text", "text": label})
+            images.extend(image_part(image) for image in result_images)
+    if images:
+        messages.append({"role": "user", "content": images})
+    return messages
+
+
+def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
+    """The Chat Completions ``messages`` for ``rows`` (already swept)."""
+    messages: list[dict[str, Any]] = []
+    for item in plan(rows, valid_id=_valid_id, make_id=hashed_suffix(lambda s: s, MAX_ID_LENGTH)):
+        if isinstance(item, SystemText):
+            messages.append({"role": "system", "content": item.text})
+        elif isinstance(item, UserTurn):
+            messages.append({"role": "user", "content": _user_content(item)})
+        elif isinstance(item, AssistantTurn):
+            messages.append(_assistant(item))
+        else:
+            messages.extend(_results(item))
+    return {"messages": messages}

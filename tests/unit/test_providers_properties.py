@@ -1,0 +1,377 @@
+"""Property tests: random histories — parallel, interrupted and unanswered calls, orphan tool rows
+as a hand-edited database leaves them, images of every sort, system rows anywhere, prompt-mode
+rows, providerData for every provider — formatted for every kind, then checked by the
+independent rule checker (provider_rules.py) and, on fewer examples, by the SDKs' own types."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from provider_rules import violations
+from test_providers_golden import PNG
+
+from chat_history.model import Attachment, Message, StoredMessage, ToolCall
+from chat_history.providers import KINDS, format_body
+
+INTERNAL = "INTERNAL-METADATA-VALUE"
+JPEG = base64.b64encode(b"\xff\xd8\xff\xe0" + bytes(20)).decode()
+
+CALL_IDS = st.sampled_from(
+    ["c1", "c2", "c3", "toolu_01", "call|x.y", "ÄÖ ü/1", "x" * 70, "Ab3dE6gH9", "a:b.c-d"]
+)
+NAMES = st.sampled_from(["read_file", "run", "shell.exec", "web search"])
+TEXTS = st.one_of(
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "\n\t",
+            "hello",
+            "trailing space  ",
+            "多字节テキスト",
+            "see [IMAGE:/tmp/a.png]",
+            f"look [IMAGE:data:image/png;base64,{PNG}] here",
+            f"[IMAGE:data:image/jpeg;base64,{JPEG}]",
+            "[IMAGE:...] and [IMAGE:<path>]",
+            "[IMAGE:data:image/png;base64,!!!]",
+            "[IMAGE:data:application/pdf;base64,JVBERi0xLjQ=]",
+            '{"tool_calls": [{"name": "run", "arguments": {}}]}',
+        ]
+    ),
+    st.text(max_size=12),
+)
+ATTACHMENTS = st.lists(
+    st.sampled_from(
+        [
+            Attachment(mime_type="image/png", data=PNG),
+            Attachment(mime_type="image/jpeg", data=JPEG),
+            Attachment(data=PNG),
+            Attachment(mime_type="image/bmp", data=base64.b64encode(b"BM" + bytes(8)).decode()),
+            Attachment(mime_type="image/png", data="not base64!"),
+            Attachment(mime_type="application/pdf", data="JVBERi0xLjQ="),
+            Attachment(data=base64.b64encode(b"GIF89a" + bytes(6)).decode()),
+            Attachment(uri="https://example.com/cat.png"),
+            Attachment(uri="file:///home/me/secret.png"),
+            Attachment(uri=f"data:image/png;base64,{PNG}"),
+            Attachment(),
+        ]
+    ),
+    max_size=2,
+)
+ARGUMENTS = st.sampled_from(
+    [{}, {"path": "a.py"}, '{"path": "b.py"}', "", "{oops", "[1, 2]", '"s"']
+)
+
+#: providerData a row may hold: the documented shape for each echoing kind, garbage shapes, and
+#: a marker per kind that must never reach another kind's body.
+PD_MARK = {kind: f"PD-{kind}" for kind in KINDS}
+PD_MARK["gemini"] = base64.b64encode(b"PD-gemini").decode()
+PD_MARK["openai-responses"] = "PD-responses"
+PROVIDER_DATA = st.fixed_dictionaries(
+    {},
+    optional={
+        "anthropic": st.sampled_from(
+            [
+                {
+                    "thinking": [
+                        {"type": "thinking", "thinking": "t", "signature": PD_MARK["anthropic"]}
+                    ]
+                },
+                {"thinking": [{"type": "redacted_thinking", "data": PD_MARK["anthropic"]}]},
+                {"thinking": "not a list"},
+            ]
+        ),
+        "gemini": st.sampled_from(
+            [
+                {"thoughtSignature": PD_MARK["gemini"]},
+                {"thoughtSignatures": {"c1": PD_MARK["gemini"], "c2": PD_MARK["gemini"]}},
+                {"thoughtSignatures": ["wrong"]},
+            ]
+        ),
+        "openai": st.sampled_from(
+            [{"reasoning_content": PD_MARK["openai"]}, {"reasoning_content": 3}]
+        ),
+        "openai-responses": st.sampled_from(
+            [
+                {
+                    "reasoning": [
+                        {
+                            "type": "reasoning",
+                            "id": "rs_1",
+                            "summary": [],
+                            "encrypted_content": PD_MARK["openai-responses"],
+                        }
+                    ]
+                },
+                {"phase": "commentary", "reasoning": "nope"},
+            ]
+        ),
+        "ollama": st.just({"thinking": PD_MARK["ollama"]}),
+        "mistral": st.just({"x": PD_MARK["mistral"]}),
+        "bedrock": st.just({"x": PD_MARK["bedrock"]}),
+        "cohere": st.just({"x": PD_MARK["cohere"]}),
+    },
+)
+
+
+class Rows:
+    def __init__(self) -> None:
+        self.rows: list[Message] = []
+
+    def add(self, role: str, content: str, **fields: Any) -> None:
+        index = len(self.rows)
+        self.rows.append(
+            StoredMessage(
+                role=role,  # type: ignore[arg-type]
+                content=content,
+                id=index + 1,
+                turn=index,
+                tokens=9,
+                timestamp=1_764_480_000_000 + index,
+                metadata={"secret": INTERNAL},
+                **fields,
+            )
+        )
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[Message]:
+    out = Rows()
+    for _ in range(draw(st.integers(0, 9))):
+        block = draw(
+            st.sampled_from(
+                ["system", "user", "prompt", "assistant", "exchange", "exchange", "orphan"]
+            )
+        )
+        if block == "system":
+            out.add("system", draw(TEXTS))
+        elif block == "user":
+            out.add("user", draw(TEXTS), attachments=tuple(draw(ATTACHMENTS)))
+        elif block == "prompt":
+            prefix = draw(st.sampled_from(["[Tool results]", "[Tool call parse error]", "[SOP:"]))
+            out.add("user", prefix + draw(TEXTS), attachments=tuple(draw(ATTACHMENTS)))
+        elif block == "assistant":
+            out.add("assistant", draw(TEXTS), provider_data=draw(PROVIDER_DATA))
+        elif block == "orphan":
+            out.add("tool", draw(TEXTS), tool_call_id=draw(CALL_IDS), name=draw(NAMES))
+        else:
+            calls = draw(
+                st.lists(
+                    st.builds(ToolCall, id=CALL_IDS, name=NAMES, arguments=ARGUMENTS),
+                    min_size=1,
+                    max_size=3,
+                )
+            )
+            out.add(
+                "assistant", draw(TEXTS), tool_calls=tuple(calls), provider_data=draw(PROVIDER_DATA)
+            )
+            # answers: any subset, any order, repeats, strangers; other rows may sit between
+            answers = draw(st.lists(st.sampled_from([c.id for c in calls]) | CALL_IDS, max_size=4))
+            for call_id in answers:
+                if draw(st.integers(0, 5)) == 0:
+                    role = draw(st.sampled_from(["assistant", "system", "user"]))
+                    content = draw(TEXTS) if role != "user" else "[Tool results]" + draw(TEXTS)
+                    out.add(role, content)
+                name = next((c.name for c in calls if c.id == call_id), "stranger")
+                out.add(
+                    "tool",
+                    draw(TEXTS),
+                    tool_call_id=call_id,
+                    name=name,
+                    attachments=tuple(draw(ATTACHMENTS)),
+                )
+    return out.rows
+
+
+def dump(body: dict[str, Any]) -> str:
+    return json.dumps(body, ensure_ascii=False)
+
+
+RULE_SETTINGS = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@RULE_SETTINGS
+@given(rows=histories())
+def test_every_history_formats_to_a_body_the_provider_accepts(
+    kind: str, rows: list[Message]
+) -> None:
+    body = format_body(kind, rows)
+    assert violations(kind, body) == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@RULE_SETTINGS
+@given(rows=histories())
+def test_no_internal_field_and_no_other_providers_data_reaches_a_body(
+    kind: str, rows: list[Message]
+) -> None:
+    text = dump(format_body(kind, rows))
+    assert INTERNAL not in text
+    for other, mark in PD_MARK.items():
+        if other != kind:
+            assert mark not in text
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@settings(max_examples=60, deadline=None)
+@given(rows=histories())
+def test_user_text_is_never_lost_and_formatting_is_deterministic(
+    kind: str, rows: list[Message]
+) -> None:
+    body = format_body(kind, rows)
+    assert format_body(kind, rows) == body
+    text = dump(body)
+    for row in rows:
+        if row.role == "user" and row.content.strip() and "[IMAGE:data:" not in row.content:
+            assert json.dumps(row.content, ensure_ascii=False)[1:-1] in text
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=histories())
+def test_every_history_passes_the_sdk_types(kind: str, rows: list[Message]) -> None:
+    from test_providers_sdk import sdk_problems
+
+    assert sdk_problems(kind, format_body(kind, rows)) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The rule checker must be able to fail: each mutation of a valid (golden) body breaks one rule.
+
+
+def _golden(kind: str) -> dict[str, Any]:
+    from test_providers_golden import golden
+
+    return golden(kind)
+
+
+def _drop(items: list[Any], index: int) -> None:
+    del items[index]
+
+
+MUTATIONS: list[tuple[str, str, Any]] = [
+    ("openai", "unanswered call", lambda b: _drop(b["messages"], 4)),
+    ("openai", "tool before its call", lambda b: b["messages"].insert(1, b["messages"][3])),
+    (
+        "openai",
+        "image outside a user message",
+        lambda b: b["messages"][0].update(content=b["messages"][1]["content"]),
+    ),
+    (
+        "openai",
+        "id longer than 40",
+        lambda b: [
+            b["messages"][2]["tool_calls"][0].update(id="x" * 41),
+            b["messages"][3].update(tool_call_id="x" * 41),
+        ],
+    ),
+    (
+        "openai",
+        "arguments as an object",
+        lambda b: b["messages"][2]["tool_calls"][0]["function"].update(arguments={"a": 1}),
+    ),
+    ("openai", "internal field", lambda b: b["messages"][1].update(timestamp=1)),
+    ("openai", "null content without calls", lambda b: b["messages"][5].update(content=None)),
+    ("openai-responses", "missing output", lambda b: _drop(b["input"], 5)),
+    ("openai-responses", "output without call", lambda b: _drop(b["input"], 3)),
+    ("openai-responses", "reasoning without its item", lambda b: b["input"].append(b["input"][1])),
+    ("openai-responses", "blank instructions", lambda b: b.update(instructions=" ")),
+    ("anthropic", "assistant first", lambda b: _drop(b["messages"], 0)),
+    ("anthropic", "two users in a row", lambda b: b["messages"].append(dict(b["messages"][-1]))),
+    (
+        "anthropic",
+        "results not first",
+        lambda b: b["messages"][2]["content"].insert(0, {"type": "text", "text": "x"}),
+    ),
+    ("anthropic", "missing result", lambda b: _drop(b["messages"][2]["content"], 1)),
+    ("anthropic", "empty text block", lambda b: b["messages"][3]["content"][0].update(text=" ")),
+    (
+        "anthropic",
+        "bad tool_use id",
+        lambda b: [
+            b["messages"][1]["content"][2].update(id="a|b"),
+            b["messages"][2]["content"][0].update(tool_use_id="a|b"),
+        ],
+    ),
+    ("anthropic", "thinking after text", lambda b: b["messages"][1]["content"].reverse()),
+    (
+        "anthropic",
+        "final trailing whitespace",
+        lambda b: b["messages"].append(
+            {"role": "assistant", "content": [{"type": "text", "text": "x "}]}
+        ),
+    ),
+    ("anthropic", "empty system", lambda b: b.update(system="")),
+    ("gemini", "assistant role", lambda b: b["contents"][1].update(role="assistant")),
+    ("gemini", "fewer responses than calls", lambda b: _drop(b["contents"][2]["parts"], 1)),
+    ("gemini", "model first", lambda b: _drop(b["contents"], 0)),
+    (
+        "gemini",
+        "two data fields in a part",
+        lambda b: b["contents"][0]["parts"][0].update(
+            inlineData={"mimeType": "image/png", "data": "AA=="}
+        ),
+    ),
+    ("gemini", "empty text part", lambda b: b["contents"][4]["parts"][0].update(text="")),
+    ("ollama", "tool without tool_name", lambda b: b["messages"][3].pop("tool_name")),
+    (
+        "ollama",
+        "string arguments",
+        lambda b: b["messages"][2]["tool_calls"][0]["function"].update(arguments="{}"),
+    ),
+    ("ollama", "missing result", lambda b: _drop(b["messages"], 4)),
+    (
+        "mistral",
+        "id of 8 characters",
+        lambda b: [
+            b["messages"][3]["tool_calls"][0].update(id="abcdefgh"),
+            b["messages"][4].update(tool_call_id="abcdefgh"),
+        ],
+    ),
+    ("mistral", "user after tool", lambda b: _drop(b["messages"], 6)),
+    ("mistral", "content and calls together", lambda b: b["messages"][3].update(content="x")),
+    (
+        "mistral",
+        "system after assistant",
+        lambda b: b["messages"].insert(3, {"role": "system", "content": "s"}),
+    ),
+    (
+        "bedrock",
+        "two members in a block",
+        lambda b: b["messages"][0]["content"][0].update(image={}),
+    ),
+    (
+        "bedrock",
+        "empty toolResult content",
+        lambda b: b["messages"][2]["content"][0]["toolResult"].update(content=[]),
+    ),
+    ("bedrock", "assistant first", lambda b: _drop(b["messages"], 0)),
+    (
+        "bedrock",
+        "bad toolUseId",
+        lambda b: [
+            b["messages"][1]["content"][1]["toolUse"].update(toolUseId="a|b"),
+            b["messages"][2]["content"][0]["toolResult"].update(toolUseId="a|b"),
+        ],
+    ),
+    ("cohere", "tool without call", lambda b: _drop(b["messages"], 2)),
+    ("cohere", "content beside tool_calls", lambda b: b["messages"][2].update(content="x")),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "rule", "mutate"), MUTATIONS, ids=[f"{k}: {r}" for k, r, _ in MUTATIONS]
+)
+def test_the_rule_checker_catches_a_broken_body(kind: str, rule: str, mutate: Any) -> None:
+    body = _golden(kind)
+    assert violations(kind, body) == []
+    mutate(body)
+    assert violations(kind, body) != [], rule
