@@ -43,7 +43,11 @@ RequestTrimReason = Literal["turnLimit", "tokenBudget", "overflowRecovery"]
 @attrs.frozen(kw_only=True)
 class RequestTrim:
     """``PreparedRequest.trimmed``: totals over steps 4-6; ``reason`` names the last step that
-    dropped turns. ``tokens_before`` is the estimate after the collapse, before step 4."""
+    dropped turns. ``tokens_before`` is the estimate after the collapse, before step 4.
+
+    ``dropped_messages`` counts stored rows left out: a dropped turn's system rows move rather
+    than drop, and a collapse summary row is not a stored row, so every stored row is sent,
+    collapsed (``collapsed_tool_rows``) or dropped."""
 
     dropped_messages: int
     dropped_turns: int
@@ -113,14 +117,9 @@ def collapse_turn(
     prompt = rows[0] if rows and is_real_user(rows[0]) else None
     non_system = [row for row in rows if row.role != "system"]
     last = non_system[-1] if non_system else None
-    closing = (
-        last
-        if last is not None
-        and last is not prompt
-        and last.role == "assistant"
-        and not carrier_calls(last, tools)
-        else None
-    )
+    closing = None
+    if last is not None and last.role == "assistant" and not carrier_calls(last, tools):
+        closing = last
     kept: list[Message] = []
     removed = 0
     for row in rows:
