@@ -8,7 +8,8 @@ class ChatHistoryError(Exception):
 
 
 class InvalidParams(ChatHistoryError):
-    """A malformed or out-of-range input (-32602); ``field`` is its path, e.g. ``messages[3].role``."""
+    """A malformed or out-of-range input (-32602); ``field`` is its wire path, such as
+    ``messages[3].role``."""
 
     def __init__(self, field: str, why: str) -> None:
         super().__init__(f"{field}: {why}" if field else why)

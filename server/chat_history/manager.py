@@ -13,8 +13,12 @@ import attrs
 
 from chat_history.model import Message, PruneReport, StoredMessage, Summary, ToolSpec, Trimmed
 from chat_history.policy.recording import plan_append
-from chat_history.policy.retention import RetentionPlan, needs_retention, plan_retention
-from chat_history.policy.retention import summary_expired
+from chat_history.policy.retention import (
+    RetentionPlan,
+    needs_retention,
+    plan_retention,
+    summary_expired,
+)
 from chat_history.policy.tokens import stored_tokens
 from chat_history.settings import Settings, default_settings
 from chat_history.store import Key, Store
@@ -74,13 +78,22 @@ class PrepareOptions:
 def _summary(stored: StoredSummary | None) -> Summary | None:
     if stored is None:
         return None
-    return Summary(summary=stored.summary, updated_at=stored.updated_at,
-                   covers_through_id=stored.covers_through_id)
+    return Summary(
+        summary=stored.summary,
+        updated_at=stored.updated_at,
+        covers_through_id=stored.covers_through_id,
+    )
 
 
 class ChatHistoryManager:
-    def __init__(self, store: Store, settings: Settings | None = None, *,
-                 notify: Notify | None = None, clock: Callable[[], int] = now_ms) -> None:
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings | None = None,
+        *,
+        notify: Notify | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
         self.store = store
         self.settings = settings or default_settings()
         self._notify = notify or (lambda key, event: None)
@@ -93,21 +106,33 @@ class ChatHistoryManager:
         """Retention inside the caller's write transaction."""
         settings = self.settings
         summary = self.store.summary(connection, key)
-        if summary is not None and settings.enable_auto_pruning and summary_expired(
-                summary.updated_at, settings, now):
+        summary_gone = (
+            summary is not None
+            and settings.enable_auto_pruning
+            and summary_expired(summary.updated_at, settings, now)
+        )
+        if summary_gone:
             self.store.delete_summary(connection, key)
         totals = self.store.totals(connection, key)
+        plan = RetentionPlan(frozenset(), None, (), deleted_summary=summary_gone)
         if totals is None or not needs_retention(
-                settings=settings, message_count=totals.message_count, tokens=totals.tokens,
-                oldest_timestamp=totals.oldest_timestamp, now_ms=now):
-            return RetentionPlan(frozenset(), None, ())
-        plan = plan_retention(self.store.row_meta(connection, key), settings, now)
+            settings=settings,
+            message_count=totals.message_count,
+            tokens=totals.tokens,
+            oldest_timestamp=totals.oldest_timestamp,
+            now_ms=now,
+        ):
+            return plan
+        plan = attrs.evolve(
+            plan_retention(self.store.row_meta(connection, key), settings, now),
+            deleted_summary=summary_gone,
+        )
         if plan.delete_ids:
             self.store.delete_rows(connection, key, plan.delete_ids)
         return plan
 
     def _after_delete(self, key: Key, plan: RetentionPlan) -> None:
-        if plan.delete_ids:
+        if plan.delete_ids or plan.deleted_summary:
             self.store.reset_wal()
         for event in plan.events:
             self._notify(key, event)
@@ -121,9 +146,16 @@ class ChatHistoryManager:
             totals = self.store.totals(connection, key)
             summary = self.store.summary(connection, key)
         stale_summary = summary is not None and summary_expired(summary.updated_at, settings, now)
-        if not stale_summary and (totals is None or not needs_retention(
-                settings=settings, message_count=totals.message_count, tokens=totals.tokens,
-                oldest_timestamp=totals.oldest_timestamp, now_ms=now)):
+        if not stale_summary and (
+            totals is None
+            or not needs_retention(
+                settings=settings,
+                message_count=totals.message_count,
+                tokens=totals.tokens,
+                oldest_timestamp=totals.oldest_timestamp,
+                now_ms=now,
+            )
+        ):
             return None
         with self.store.write() as connection:
             plan = self._retain_in(connection, key, now)
@@ -135,18 +167,27 @@ class ChatHistoryManager:
     def append(self, key: Key, messages: Sequence[Message]) -> AppendResult:
         with self._lock:
             now = self._clock()
-            stamped = [m if m.timestamp is not None else attrs.evolve(m, timestamp=now)
-                       for m in messages]
+            stamped = [
+                m if m.timestamp is not None else attrs.evolve(m, timestamp=now) for m in messages
+            ]
             with self.store.write() as connection:
                 totals = self.store.totals(connection, key)
-                current = (self.store.rows_from(connection, key, totals.turn_start_id)
-                           if totals else [])
+                current = (
+                    self.store.rows_from(connection, key, totals.turn_start_id) if totals else []
+                )
                 planned = plan_append(
-                    last_turn=totals.last_turn if totals else 0, current_turn_rows=current,
-                    messages=stamped, max_tool_result_chars=self.settings.max_tool_result_chars)
+                    last_turn=totals.last_turn if totals else 0,
+                    current_turn_rows=current,
+                    messages=stamped,
+                    max_tool_result_chars=self.settings.max_tool_result_chars,
+                )
                 stored = self.store.insert(
-                    connection, key,
-                    [(p.message, p.turn, stored_tokens(p.message)) for p in planned], totals, now)
+                    connection,
+                    key,
+                    [(p.message, p.turn, stored_tokens(p.message)) for p in planned],
+                    totals,
+                    now,
+                )
                 plan = self._retain_in(connection, key, now)
             self._after_delete(key, plan)
             return AppendResult(tuple(stored), plan.report)
@@ -170,42 +211,60 @@ class ChatHistoryManager:
         with self._lock:
             self._retain_for_read(key)
             with self.store.read() as connection:
-                return (self.store.all_rows(connection, key),
-                        _summary(self.store.summary(connection, key)))
+                return (
+                    self.store.all_rows(connection, key),
+                    _summary(self.store.summary(connection, key)),
+                )
 
-    def format(self, key: Key, provider: str | None = None, model: str | None = None,
-               tools: Sequence[ToolSpec] | None = None) -> ProviderRequest:
+    def format(
+        self,
+        key: Key,
+        provider: str | None = None,
+        model: str | None = None,
+        tools: Sequence[ToolSpec] | None = None,
+    ) -> ProviderRequest:
         from chat_history.policy.budget import resolve_route
         from chat_history.providers import format_body
 
         del tools  # accepted for symmetry with prepare; format sends the whole history
         route = resolve_route(provider or self.settings.active_provider, model, self.settings)
         rows, _ = self.history(key)
-        return ProviderRequest(provider=route.name, model=route.model,
-                               body=format_body(route.kind, rows, route.model))
+        return ProviderRequest(
+            provider=route.name, model=route.model, body=format_body(route.kind, rows, route.model)
+        )
 
     def prepare(self, key: Key, options: PrepareOptions) -> PreparedRequest:
         from chat_history.policy.budget import resolve_route
         from chat_history.policy.context import prepare_rows
         from chat_history.providers import format_body
 
-        route = resolve_route(options.provider or self.settings.active_provider, options.model,
-                              self.settings)
+        route = resolve_route(
+            options.provider or self.settings.active_provider, options.model, self.settings
+        )
         rows, summary = self.history(key)
         prepared = prepare_rows(
-            rows, settings=self.settings.context, route=route,
-            summary=summary.summary if summary else None, tools=options.tools,
-            extra_tokens=options.extra_tokens, overflow_recovery=options.overflow_recovery,
-            keep_tool_context_turns=options.keep_tool_context_turns)
+            rows,
+            settings=self.settings.context,
+            route=route,
+            summary=summary.summary if summary else None,
+            tools=options.tools,
+            extra_tokens=options.extra_tokens,
+            overflow_recovery=options.overflow_recovery,
+            keep_tool_context_turns=options.keep_tool_context_turns,
+        )
         for event in prepared.events:
             self._notify(key, event)
         return PreparedRequest(
-            provider=route.name, model=route.model,
+            provider=route.name,
+            model=route.model,
             body=format_body(route.kind, prepared.rows, route.model),
-            estimated_tokens=prepared.estimated_tokens, budget=prepared.budget,
-            context_window=prepared.context_window, trimmed=prepared.trimmed,
+            estimated_tokens=prepared.estimated_tokens,
+            budget=prepared.budget,
+            context_window=prepared.context_window,
+            trimmed=prepared.trimmed,
             collapsed_tool_rows=prepared.collapsed_tool_rows,
-            collapsed_turns=prepared.collapsed_turns)
+            collapsed_turns=prepared.collapsed_turns,
+        )
 
     def save_summary(self, key: Key, summary: str, covers_through_id: int | None = None) -> Summary:
         with self._lock:

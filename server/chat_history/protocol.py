@@ -9,7 +9,7 @@ import binascii
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import attrs
@@ -164,8 +164,6 @@ def _object(value: Any, _: Any) -> dict[str, Any]:
     return value
 
 
-
-
 def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter()
     conv.register_structure_hook(str, _strict(str, "a string"))
@@ -174,8 +172,10 @@ def _make_converter() -> cattrs.Converter:
     conv.register_structure_hook_func(lambda t: t == dict[str, Any], _object)
 
     def attrs_hook(cls: type) -> Callable[[Any, Any], Any]:
-        inner = make_dict_structure_fn(
-            cls, conv, **{a.name: override(rename=camel(a.name)) for a in attrs.fields(cls)})
+        overrides: dict[str, Any] = {
+            a.name: override(rename=camel(a.name)) for a in attrs.fields(cls)
+        }
+        inner: Callable[[Any, Any], Any] = make_dict_structure_fn(cls, conv, **overrides)
 
         def structure(value: Any, target: Any) -> Any:
             if not isinstance(value, dict):
@@ -196,8 +196,9 @@ def _make_converter() -> cattrs.Converter:
 
         return structure
 
-    conv.register_structure_hook_factory(lambda t: getattr(t, "__origin__", None) is list,
-                                         list_hook)
+    conv.register_structure_hook_factory(
+        lambda t: getattr(t, "__origin__", None) is list, list_hook
+    )
     return conv
 
 
@@ -207,18 +208,18 @@ converter = _make_converter()
 def _error_path(exc: BaseException, path: str) -> tuple[str, str]:
     """The first leaf error of a cattrs exception group, as (wire path, reason)."""
     if isinstance(exc, IterableValidationError):
-        with_notes, without = exc.group_exceptions()
-        for inner, note in with_notes:
-            return _error_path(inner, f"{path}[{note.index}]")
-        if without:
-            return _error_path(without[0], path)
+        indexed, unindexed = exc.group_exceptions()
+        for inner, index_note in indexed:
+            return _error_path(inner, f"{path}[{index_note.index}]")
+        if unindexed:
+            return _error_path(unindexed[0], path)
     if isinstance(exc, ClassValidationError):
-        with_notes, without = exc.group_exceptions()
-        for inner, note in with_notes:
-            name = camel(note.name)
+        named, unnamed = exc.group_exceptions()
+        for inner, name_note in named:
+            name = camel(name_note.name)
             return _error_path(inner, f"{path}.{name}" if path else name)
-        if without:
-            return _error_path(without[0], path)
+        if unnamed:
+            return _error_path(unnamed[0], path)
     if isinstance(exc, ForbiddenExtraKeysError):
         return path, f"unknown field(s) {sorted(exc.extra_fields)}"
     if isinstance(exc, KeyError):
@@ -254,9 +255,14 @@ def check_text(value: str, field: str, max_chars: int) -> str:
     return value
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def check_json(value: Any, field: str) -> Any:
+    # allow_nan=False: Python's reader accepts NaN/Infinity, which no JSON client can read back.
     try:
-        text = json.dumps(value, ensure_ascii=False)
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (ValueError, RecursionError):
         raise InvalidParams(field, "is not serialisable JSON") from None
     check_text(text, field, MAX_JSON_FIELD_CHARS)
@@ -265,8 +271,11 @@ def check_json(value: Any, field: str) -> Any:
 
 def check_key(params: KeyParams, default_workspace: str) -> tuple[str, str]:
     conversation = check_id(params.conversation_id, "conversationId")
-    workspace = (check_id(params.workspace, "workspace") if params.workspace is not None
-                 else default_workspace)
+    workspace = (
+        check_id(params.workspace, "workspace")
+        if params.workspace is not None
+        else default_workspace
+    )
     return workspace, conversation
 
 
@@ -280,6 +289,9 @@ def check_int(value: int | None, field: str, low: int, high: int = MAX_INT) -> i
     if value is not None and not low <= value <= high:
         raise InvalidParams(field, f"must be between {low:,} and {high:,} (got {value})")
     return value
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def parse_timestamp(value: Any, field: str) -> int | None:
@@ -297,7 +309,10 @@ def parse_timestamp(value: Any, field: str) -> int | None:
             raise InvalidParams(field, f"{value!r} is not an ISO-8601 date-time") from None
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
-        return int(moment.timestamp() * 1000)
+        # Integer arithmetic: float timestamp() * 1000 is off by one millisecond for some instants.
+        millis = (moment - _EPOCH) // timedelta(milliseconds=1)
+        check_int(millis, field, 0, 253_402_300_799_999)
+        return millis
     raise InvalidParams(field, "expected epoch milliseconds or an ISO-8601 string")
 
 
@@ -310,19 +325,22 @@ def _tool_call(raw: ToolCallIn, field: str) -> ToolCall:
     if isinstance(arguments, str):
         check_text(arguments, f"{field}.arguments", MAX_JSON_FIELD_CHARS)
         try:
-            parsed = json.loads(arguments) if arguments.strip() else {}
+            parsed = json.loads(arguments, parse_constant=_no_constant) if arguments.strip() else {}
         except (ValueError, RecursionError):
-            raise InvalidParams(f"{field}.arguments",
-                                "is a string but not JSON (send an object or a JSON string)"
-                                ) from None
+            raise InvalidParams(
+                f"{field}.arguments", "is a string but not JSON (send an object or a JSON string)"
+            ) from None
         if not isinstance(parsed, dict):
             raise InvalidParams(f"{field}.arguments", "must be a JSON object")
     elif isinstance(arguments, dict):
         check_json(arguments, f"{field}.arguments")
     else:
         raise InvalidParams(f"{field}.arguments", "expected an object or a JSON string")
-    return ToolCall(id=check_id(raw.id, f"{field}.id"), name=check_id(raw.name, f"{field}.name"),
-                    arguments=arguments)
+    return ToolCall(
+        id=check_id(raw.id, f"{field}.id"),
+        name=check_id(raw.name, f"{field}.name"),
+        arguments=arguments,
+    )
 
 
 def _attachment(raw: AttachmentIn, field: str) -> Attachment:
@@ -351,13 +369,15 @@ def _attachment(raw: AttachmentIn, field: str) -> Attachment:
 
 def to_message(raw: MessageIn, field: str) -> Message:
     if raw.role not in ROLES:
-        raise InvalidParams(f"{field}.role",
-                            f"unknown role {raw.role!r}; expected one of {', '.join(ROLES)}")
+        raise InvalidParams(
+            f"{field}.role", f"unknown role {raw.role!r}; expected one of {', '.join(ROLES)}"
+        )
     role = raw.role
     if raw.tool_calls and role != "assistant":
         raise InvalidParams(f"{field}.toolCalls", "only assistant messages carry tool calls")
-    calls = tuple(_tool_call(c, f"{field}.toolCalls[{i}]")
-                  for i, c in enumerate(raw.tool_calls or []))
+    calls = tuple(
+        _tool_call(c, f"{field}.toolCalls[{i}]") for i, c in enumerate(raw.tool_calls or [])
+    )
     if len({c.id for c in calls}) != len(calls):
         raise InvalidParams(f"{field}.toolCalls", "tool call ids must be unique")
     if role == "tool":
@@ -369,17 +389,24 @@ def to_message(raw: MessageIn, field: str) -> Message:
     content = raw.content
     if content is None:
         if not calls:
-            raise InvalidParams(f"{field}.content",
-                                "is required (only an assistant message with toolCalls may omit it)")
+            raise InvalidParams(
+                f"{field}.content",
+                "is required (only an assistant message with toolCalls may omit it)",
+            )
         content = ""
     check_text(content, f"{field}.content", MAX_CONTENT_CHARS)
     if raw.name is not None:
         check_id(raw.name, f"{field}.name")
-    attachments = tuple(_attachment(a, f"{field}.attachments[{i}]")
-                        for i, a in enumerate(raw.attachments or []))
+    attachments = tuple(
+        _attachment(a, f"{field}.attachments[{i}]") for i, a in enumerate(raw.attachments or [])
+    )
     return Message(
-        role=role, content=content, tool_calls=calls, tool_call_id=raw.tool_call_id,
-        name=raw.name, attachments=attachments,
+        role=role,
+        content=content,
+        tool_calls=calls,
+        tool_call_id=raw.tool_call_id,
+        name=raw.name,
+        attachments=attachments,
         timestamp=parse_timestamp(raw.timestamp, f"{field}.timestamp"),
         provider_data=check_json(raw.provider_data or {}, f"{field}.providerData"),
         metadata=check_json(raw.metadata or {}, f"{field}.metadata"),
@@ -388,8 +415,9 @@ def to_message(raw: MessageIn, field: str) -> Message:
 
 def to_messages(params: AppendParams) -> list[Message]:
     if not 1 <= len(params.messages) <= MAX_MESSAGES:
-        raise InvalidParams("messages", f"must hold 1 to {MAX_MESSAGES:,} messages "
-                                        f"(got {len(params.messages):,})")
+        raise InvalidParams(
+            "messages", f"must hold 1 to {MAX_MESSAGES:,} messages (got {len(params.messages):,})"
+        )
     return [to_message(m, f"messages[{i}]") for i, m in enumerate(params.messages)]
 
 
@@ -399,12 +427,21 @@ def to_tools(tools: Sequence[ToolIn] | None) -> tuple[ToolSpec, ...] | None:
     if len(tools) > MAX_TOOLS:
         raise InvalidParams("tools", f"at most {MAX_TOOLS} tools")
     return tuple(
-        ToolSpec(name=check_id(t.name, f"tools[{i}].name"),
-                 description=(check_text(t.description, f"tools[{i}].description",
-                                         MAX_CONTENT_CHARS) if t.description is not None else None),
-                 parameters=(check_json(t.parameters, f"tools[{i}].parameters")
-                             if t.parameters is not None else None))
-        for i, t in enumerate(tools))
+        ToolSpec(
+            name=check_id(t.name, f"tools[{i}].name"),
+            description=(
+                check_text(t.description, f"tools[{i}].description", MAX_CONTENT_CHARS)
+                if t.description is not None
+                else None
+            ),
+            parameters=(
+                check_json(t.parameters, f"tools[{i}].parameters")
+                if t.parameters is not None
+                else None
+            ),
+        )
+        for i, t in enumerate(tools)
+    )
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -417,13 +454,24 @@ def wire_message(row: StoredMessage) -> dict[str, Any]:
         "tokens": row.tokens,
         "role": row.role,
         "content": row.content,
-        "toolCalls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
-                      for c in row.tool_calls],
+        "toolCalls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in row.tool_calls
+        ],
         "toolCallId": row.tool_call_id,
         "name": row.name,
-        "attachments": [{k: v for k, v in (("kind", a.kind), ("mimeType", a.mime_type),
-                                           ("data", a.data), ("uri", a.uri)) if v is not None}
-                        for a in row.attachments],
+        "attachments": [
+            {
+                k: v
+                for k, v in (
+                    ("kind", a.kind),
+                    ("mimeType", a.mime_type),
+                    ("data", a.data),
+                    ("uri", a.uri),
+                )
+                if v is not None
+            }
+            for a in row.attachments
+        ],
         "timestamp": row.timestamp,
         "providerData": dict(row.provider_data),
         "metadata": dict(row.metadata),

@@ -31,7 +31,7 @@ Preset = Literal["default", "localModel", "unbounded"]
 
 @cache
 def schema() -> dict[str, Any]:
-    """The ``contributes.configuration`` block: packaged with the wheel, or the repository's copy."""
+    """The ``contributes.configuration`` block: the wheel's copy, else the repository's."""
     packaged = resources.files("chat_history").joinpath("settings.schema.json")
     if packaged.is_file():
         loaded: dict[str, Any] = json.loads(packaged.read_text(encoding="utf-8"))
@@ -118,9 +118,7 @@ def _type_ok(value: Any, expected: str) -> bool:
         return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
     if expected == "number":
         return (
-            isinstance(value, int | float)
-            and not isinstance(value, bool)
-            and math.isfinite(value)
+            isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
         )
     if expected == "string":
         return isinstance(value, str)
@@ -164,8 +162,13 @@ def check_value(value: Any, spec: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _flatten(raw: Mapping[str, Any], prefix: str, known: Mapping[str, Any], out: dict[str, Any],
-             unknown: list[str]) -> None:
+def _flatten(
+    raw: Mapping[str, Any],
+    prefix: str,
+    known: Mapping[str, Any],
+    out: dict[str, Any],
+    unknown: list[str],
+) -> None:
     for key, value in raw.items():
         full = f"{prefix}.{key}"
         if full in known:
@@ -201,8 +204,9 @@ def load_settings(raw: Any) -> LoadedSettings:
             continue
         why = check_value(value, spec)
         if why is None:
-            if spec["type"] == "integer" or (isinstance(spec["type"], list)
-                                             and "integer" in spec["type"]):
+            if spec["type"] == "integer" or (
+                isinstance(spec["type"], list) and "integer" in spec["type"]
+            ):
                 value = int(value) if value is not None else None
             values[key] = value
         else:
@@ -211,16 +215,20 @@ def load_settings(raw: Any) -> LoadedSettings:
     return LoadedSettings(_build(values), tuple(problems), tuple(unknown))
 
 
-def _load_aliases(value: dict[str, Any], spec: Mapping[str, Any],
-                  problems: list[SettingProblem]) -> dict[str, Any]:
+def _load_aliases(
+    value: dict[str, Any], spec: Mapping[str, Any], problems: list[SettingProblem]
+) -> dict[str, Any]:
     kept: dict[str, Any] = {}
     for alias, entry in value.items():
         why = check_value(entry, spec["additionalProperties"])
         if why is None:
             kept[alias] = entry
         else:
-            problems.append(SettingProblem(f"{SECTION}.providers.{alias}", entry, None,
-                                           why + " (alias ignored)"))
+            problems.append(
+                SettingProblem(
+                    f"{SECTION}.providers.{alias}", entry, None, why + " (alias ignored)"
+                )
+            )
     return kept
 
 
@@ -243,8 +251,9 @@ def _build(v: Mapping[str, Any]) -> Settings:
         max_tool_result_chars=v[f"{SECTION}.maxToolResultChars"],
         context=ContextSettings(
             max_context_tokens=v[c + "maxContextTokens"],
-            compact_ratio=(float(v[c + "compactRatio"])
-                           if v[c + "compactRatio"] is not None else None),
+            compact_ratio=(
+                float(v[c + "compactRatio"]) if v[c + "compactRatio"] is not None else None
+            ),
             history_pruning_enabled=v[c + "historyPruning.enabled"],
             history_pruning_max_tokens=v[c + "historyPruning.maxTokens"],
             max_history_turns=v[c + "maxHistoryTurns"],

@@ -50,8 +50,13 @@ def pending_call_ids(turn_rows: Sequence[Message]) -> set[str]:
     return pending
 
 
-def plan_append(*, last_turn: int, current_turn_rows: Sequence[Message],
-                messages: Sequence[Message], max_tool_result_chars: int) -> list[PlannedRow]:
+def plan_append(
+    *,
+    last_turn: int,
+    current_turn_rows: Sequence[Message],
+    messages: Sequence[Message],
+    max_tool_result_chars: int,
+) -> list[PlannedRow]:
     """Number the new rows' turns, check every tool row answers a pending call of its turn, and
     cut over-long tool results. Raises InvalidParams naming the first offending row."""
     pending = pending_call_ids(current_turn_rows)
@@ -73,6 +78,7 @@ def plan_append(*, last_turn: int, current_turn_rows: Sequence[Message],
                 )
             pending.discard(call_id)
             message = attrs.evolve(
-                message, content=truncate_tool_result(message.content, max_tool_result_chars))
+                message, content=truncate_tool_result(message.content, max_tool_result_chars)
+            )
         planned.append(PlannedRow(message, turn))
     return planned

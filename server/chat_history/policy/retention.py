@@ -40,6 +40,8 @@ class RetentionPlan:
     delete_ids: frozenset[int]
     report: PruneReport | None
     events: tuple[Trimmed, ...]
+    #: set by the manager when the same pass deleted an expired summary
+    deleted_summary: bool = False
 
 
 @attrs.define
@@ -58,11 +60,20 @@ def age_cutoff(settings: Settings, now_ms: int) -> int | None:
     """Rows older than this (epoch ms) are expired; None when the age rule is off."""
     if not settings.enable_auto_pruning or settings.max_age_hours <= 0:
         return None
-    return now_ms - int(settings.max_age_hours * HOUR_MS)
+    span = settings.max_age_hours * HOUR_MS
+    if span >= now_ms:  # reaches back before the epoch (or overflows to inf): nothing expires
+        return None
+    return now_ms - int(span)
 
 
-def needs_retention(*, settings: Settings, message_count: int, tokens: int,
-                    oldest_timestamp: int | None, now_ms: int) -> bool:
+def needs_retention(
+    *,
+    settings: Settings,
+    message_count: int,
+    tokens: int,
+    oldest_timestamp: int | None,
+    now_ms: int,
+) -> bool:
     """The O(1) check on per-conversation totals: could any rule delete something?"""
     if not settings.enable_auto_pruning or message_count == 0:
         return False
@@ -81,7 +92,11 @@ def _units(rows: Sequence[RowMeta], preserve_system: bool) -> list[_Unit]:
             continue
         units.setdefault(row.turn, _Unit(row.turn, [])).rows.append(row)
     ordered = [units[t] for t in sorted(units)]
-    if not preserve_system and len(ordered) > 1 and all(r.role == "system" for r in ordered[0].rows):
+    if (
+        not preserve_system
+        and len(ordered) > 1
+        and all(r.role == "system" for r in ordered[0].rows)
+    ):
         # Leading system rows go with the oldest turn they precede.
         ordered[1].rows[:0] = ordered[0].rows
         ordered.pop(0)
@@ -111,17 +126,29 @@ def plan_retention(rows: Sequence[RowMeta], settings: Settings, now_ms: int) -> 
         kept_tokens -= sum(row.tokens for row in unit.rows)
         dropped_turns += 1
 
-    def record(reason: StorageReason, turns_before: int, count_before: int, tokens_before: int,
-               budget: int | None) -> None:
+    def record(
+        reason: StorageReason,
+        turns_before: int,
+        count_before: int,
+        tokens_before: int,
+        budget: int | None,
+    ) -> None:
         if kept_count == count_before:
             return
         reasons.append(reason)
         remaining = [row for row in rows if row.id not in deleted]
-        events.append(Trimmed(
-            scope="storage", reason=reason, dropped_messages=count_before - kept_count,
-            dropped_turns=dropped_turns - turns_before, retained_turns=_retained_turns(remaining),
-            tokens_before=tokens_before, tokens_after=kept_tokens, budget=budget,
-        ))
+        events.append(
+            Trimmed(
+                scope="storage",
+                reason=reason,
+                dropped_messages=count_before - kept_count,
+                dropped_turns=dropped_turns - turns_before,
+                retained_turns=_retained_turns(remaining),
+                tokens_before=tokens_before,
+                tokens_after=kept_tokens,
+                budget=budget,
+            )
+        )
 
     cutoff = age_cutoff(settings, now_ms)
     if cutoff is not None:
@@ -145,8 +172,12 @@ def plan_retention(rows: Sequence[RowMeta], settings: Settings, now_ms: int) -> 
     if not deleted:
         return RetentionPlan(frozenset(), None, ())
     remaining = [row for row in rows if row.id not in deleted]
-    report = PruneReport(dropped_messages=len(deleted), dropped_turns=dropped_turns,
-                         retained_turns=_retained_turns(remaining), reasons=tuple(reasons))
+    report = PruneReport(
+        dropped_messages=len(deleted),
+        dropped_turns=dropped_turns,
+        retained_turns=_retained_turns(remaining),
+        reasons=tuple(reasons),
+    )
     return RetentionPlan(frozenset(deleted), report, tuple(events))
 
 

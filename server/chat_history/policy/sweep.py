@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from chat_history.model import Message
+from chat_history.model import Message, ToolCall
 from chat_history.policy.turns import is_real_user
 
 
@@ -43,7 +43,11 @@ def sweep_orphans(rows: Sequence[Message]) -> list[Message]:
                 out.append(row)
             continue
         if row.role == "assistant" and row.tool_calls:
-            calls = tuple(c for c in row.tool_calls if (index, c.id) in answered)
+            kept: dict[str, ToolCall] = {}
+            for call in row.tool_calls:  # one result answers one call: a repeated id is dropped
+                if (index, call.id) in answered and call.id not in kept:
+                    kept[call.id] = call
+            calls = tuple(kept.values())
             if len(calls) == len(row.tool_calls):
                 out.append(row)
             elif calls or row.content.strip():

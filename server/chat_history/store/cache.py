@@ -69,7 +69,8 @@ class ConversationCache:
         self._rows = 0
 
     def _evict(self) -> None:
-        while self._entries and (len(self._entries) > self.max_conversations
-                                 or self._rows > self.max_rows):
+        while self._entries and (
+            len(self._entries) > self.max_conversations or self._rows > self.max_rows
+        ):
             _, entry = self._entries.popitem(last=False)
             self._rows -= len(entry)

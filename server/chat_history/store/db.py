@@ -21,8 +21,10 @@ from chat_history.store.schema import DATABASE_FILE, NewerSchema, check_version,
 
 BUSY_TIMEOUT_MS = 15_000
 
-_COLUMNS = ("id, turn, role, content, tool_calls, tool_call_id, name, attachments, timestamp, "
-            "provider_data, metadata, tokens")
+_COLUMNS = (
+    "id, turn, role, content, tool_calls, tool_call_id, name, attachments, timestamp, "
+    "provider_data, metadata, tokens"
+)
 
 
 @attrs.frozen
@@ -73,16 +75,44 @@ def _dump(value: Any) -> str | None:
 
 
 def _row_to_message(row: sqlite3.Row | tuple[Any, ...]) -> StoredMessage:
-    (id_, turn, role, content, tool_calls, tool_call_id, name, attachments, timestamp,
-     provider_data, metadata, tokens) = row
+    (
+        id_,
+        turn,
+        role,
+        content,
+        tool_calls,
+        tool_call_id,
+        name,
+        attachments,
+        timestamp,
+        provider_data,
+        metadata,
+        tokens,
+    ) = row
     return StoredMessage(
-        id=id_, turn=turn, role=role, content=content,
-        tool_calls=tuple(ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
-                         for c in json.loads(tool_calls)) if tool_calls else (),
-        tool_call_id=tool_call_id, name=name,
-        attachments=tuple(Attachment(kind=a.get("kind", "image"), mime_type=a.get("mimeType"),
-                                     data=a.get("data"), uri=a.get("uri"))
-                          for a in json.loads(attachments)) if attachments else (),
+        id=id_,
+        turn=turn,
+        role=role,
+        content=content,
+        tool_calls=tuple(
+            ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
+            for c in json.loads(tool_calls)
+        )
+        if tool_calls
+        else (),
+        tool_call_id=tool_call_id,
+        name=name,
+        attachments=tuple(
+            Attachment(
+                kind=a.get("kind", "image"),
+                mime_type=a.get("mimeType"),
+                data=a.get("data"),
+                uri=a.get("uri"),
+            )
+            for a in json.loads(attachments)
+        )
+        if attachments
+        else (),
         timestamp=timestamp,
         provider_data=json.loads(provider_data) if provider_data else {},
         metadata=json.loads(metadata) if metadata else {},
@@ -92,12 +122,29 @@ def _row_to_message(row: sqlite3.Row | tuple[Any, ...]) -> StoredMessage:
 
 def _message_columns(message: Message) -> tuple[Any, ...]:
     return (
-        message.role, message.content,
+        message.role,
+        message.content,
         _dump([{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls]),
-        message.tool_call_id, message.name,
-        _dump([{k: v for k, v in (("kind", a.kind), ("mimeType", a.mime_type), ("data", a.data),
-                                  ("uri", a.uri)) if v is not None} for a in message.attachments]),
-        message.timestamp, _dump(dict(message.provider_data)), _dump(dict(message.metadata)),
+        message.tool_call_id,
+        message.name,
+        _dump(
+            [
+                {
+                    k: v
+                    for k, v in (
+                        ("kind", a.kind),
+                        ("mimeType", a.mime_type),
+                        ("data", a.data),
+                        ("uri", a.uri),
+                    )
+                    if v is not None
+                }
+                for a in message.attachments
+            ]
+        ),
+        message.timestamp,
+        _dump(dict(message.provider_data)),
+        _dump(dict(message.metadata)),
     )
 
 
@@ -130,8 +177,12 @@ class Store:
             if not self.path.exists():
                 fd = os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
                 os.close(fd)
-            connection = sqlite3.connect(self.path, isolation_level=None,
-                                         check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+            connection = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+            )
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot open {self.path}: {_reason(exc)}") from exc
         try:
@@ -222,9 +273,14 @@ class Store:
 
     @staticmethod
     def rows_from(connection: sqlite3.Connection, key: Key, first_id: int) -> list[StoredMessage]:
-        return [_row_to_message(r) for r in connection.execute(
-            f"SELECT {_COLUMNS} FROM messages WHERE workspace = ? AND conversation = ? "
-            "AND id >= ? ORDER BY id", (key.workspace, key.conversation, first_id))]
+        return [
+            _row_to_message(r)
+            for r in connection.execute(
+                f"SELECT {_COLUMNS} FROM messages WHERE workspace = ? AND conversation = ? "
+                "AND id >= ? ORDER BY id",
+                (key.workspace, key.conversation, first_id),
+            )
+        ]
 
     def all_rows(self, connection: sqlite3.Connection, key: Key) -> list[StoredMessage]:
         cached = self.cache.get(key)
@@ -235,24 +291,40 @@ class Store:
         return rows
 
     @staticmethod
-    def page(connection: sqlite3.Connection, key: Key, limit: int,
-             before_id: int | None) -> tuple[list[StoredMessage], bool]:
+    def page(
+        connection: sqlite3.Connection, key: Key, limit: int, before_id: int | None
+    ) -> tuple[list[StoredMessage], bool]:
         bound = before_id if before_id is not None else (1 << 62)
-        rows = [_row_to_message(r) for r in connection.execute(
-            f"SELECT {_COLUMNS} FROM messages WHERE workspace = ? AND conversation = ? AND id < ? "
-            "ORDER BY id DESC LIMIT ?", (key.workspace, key.conversation, bound, limit + 1))]
+        rows = [
+            _row_to_message(r)
+            for r in connection.execute(
+                f"SELECT {_COLUMNS} FROM messages WHERE workspace = ? AND conversation = ? "
+                "AND id < ? ORDER BY id DESC LIMIT ?",
+                (key.workspace, key.conversation, bound, limit + 1),
+            )
+        ]
         has_more = len(rows) > limit
         return list(reversed(rows[:limit])), has_more
 
     @staticmethod
     def row_meta(connection: sqlite3.Connection, key: Key) -> list[RowMetaRecord]:
-        return [RowMetaRecord(*r) for r in connection.execute(
-            "SELECT id, turn, role, tokens, timestamp FROM messages WHERE workspace = ? "
-            "AND conversation = ? ORDER BY id", (key.workspace, key.conversation))]
+        return [
+            RowMetaRecord(*r)
+            for r in connection.execute(
+                "SELECT id, turn, role, tokens, timestamp FROM messages WHERE workspace = ? "
+                "AND conversation = ? ORDER BY id",
+                (key.workspace, key.conversation),
+            )
+        ]
 
-    def insert(self, connection: sqlite3.Connection, key: Key,
-               rows: Sequence[tuple[Message, int, int]], totals: ConversationTotals | None,
-               now_ms: int) -> list[StoredMessage]:
+    def insert(
+        self,
+        connection: sqlite3.Connection,
+        key: Key,
+        rows: Sequence[tuple[Message, int, int]],
+        totals: ConversationTotals | None,
+        now_ms: int,
+    ) -> list[StoredMessage]:
         """Insert (message, turn, tokens) rows in order and update the conversation's totals."""
         stored: list[StoredMessage] = []
         count = totals.message_count if totals else 0
@@ -261,6 +333,7 @@ class Store:
         turn_start = totals.turn_start_id if totals else 0
         oldest = totals.oldest_timestamp if totals else None
         for message, turn, row_tokens in rows:
+            assert message.timestamp is not None, "the manager stamps every row before insert"
             cursor = connection.execute(
                 "INSERT INTO messages (workspace, conversation, turn, role, content, tool_calls, "
                 "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens) "
@@ -274,12 +347,22 @@ class Store:
             count += 1
             tokens += row_tokens
             oldest = message.timestamp if oldest is None else min(oldest, message.timestamp)
-            stored.append(StoredMessage(
-                id=row_id, turn=turn, tokens=row_tokens, role=message.role,
-                content=message.content, tool_calls=message.tool_calls,
-                tool_call_id=message.tool_call_id, name=message.name,
-                attachments=message.attachments, timestamp=message.timestamp,
-                provider_data=message.provider_data, metadata=message.metadata))
+            stored.append(
+                StoredMessage(
+                    id=row_id,
+                    turn=turn,
+                    tokens=row_tokens,
+                    role=message.role,
+                    content=message.content,
+                    tool_calls=message.tool_calls,
+                    tool_call_id=message.tool_call_id,
+                    name=message.name,
+                    attachments=message.attachments,
+                    timestamp=message.timestamp,
+                    provider_data=message.provider_data,
+                    metadata=message.metadata,
+                )
+            )
         connection.execute(
             "INSERT INTO conversations (workspace, conversation, message_count, tokens, last_turn, "
             "turn_start_id, oldest_timestamp, last_activity) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
@@ -296,28 +379,37 @@ class Store:
         """Delete rows by id and recompute the conversation's totals from what is left."""
         id_list = sorted(ids)
         for start in range(0, len(id_list), 500):
-            chunk = id_list[start:start + 500]
+            chunk = id_list[start : start + 500]
             connection.execute(
                 f"DELETE FROM messages WHERE workspace = ? AND conversation = ? AND id IN "
-                f"({','.join('?' * len(chunk))})", (key.workspace, key.conversation, *chunk))
+                f"({','.join('?' * len(chunk))})",
+                (key.workspace, key.conversation, *chunk),
+            )
         count, tokens, oldest = connection.execute(
             "SELECT COUNT(*), COALESCE(SUM(tokens), 0), MIN(timestamp) FROM messages "
-            "WHERE workspace = ? AND conversation = ?", (key.workspace, key.conversation)
+            "WHERE workspace = ? AND conversation = ?",
+            (key.workspace, key.conversation),
         ).fetchone()
         connection.execute(
             "UPDATE conversations SET message_count = ?, tokens = ?, oldest_timestamp = ? "
             "WHERE workspace = ? AND conversation = ?",
-            (count, tokens, oldest, key.workspace, key.conversation))
+            (count, tokens, oldest, key.workspace, key.conversation),
+        )
         self.cache.remove_ids(key, set(id_list))
 
     def clear(self, connection: sqlite3.Connection, key: Key) -> int:
         deleted = connection.execute(
             "DELETE FROM messages WHERE workspace = ? AND conversation = ?",
-            (key.workspace, key.conversation)).rowcount
-        connection.execute("DELETE FROM summaries WHERE workspace = ? AND conversation = ?",
-                           (key.workspace, key.conversation))
-        connection.execute("DELETE FROM conversations WHERE workspace = ? AND conversation = ?",
-                           (key.workspace, key.conversation))
+            (key.workspace, key.conversation),
+        ).rowcount
+        connection.execute(
+            "DELETE FROM summaries WHERE workspace = ? AND conversation = ?",
+            (key.workspace, key.conversation),
+        )
+        connection.execute(
+            "DELETE FROM conversations WHERE workspace = ? AND conversation = ?",
+            (key.workspace, key.conversation),
+        )
         self.cache.drop(key)
         return int(deleted)
 
@@ -325,7 +417,9 @@ class Store:
     def summary(connection: sqlite3.Connection, key: Key) -> StoredSummary | None:
         row = connection.execute(
             "SELECT summary, updated_at, covers_through_id FROM summaries WHERE workspace = ? "
-            "AND conversation = ?", (key.workspace, key.conversation)).fetchone()
+            "AND conversation = ?",
+            (key.workspace, key.conversation),
+        ).fetchone()
         return StoredSummary(*row) if row else None
 
     @staticmethod
@@ -335,13 +429,21 @@ class Store:
             "covers_through_id) VALUES (?, ?, ?, ?, ?) ON CONFLICT (workspace, conversation) DO "
             "UPDATE SET summary = excluded.summary, updated_at = excluded.updated_at, "
             "covers_through_id = excluded.covers_through_id",
-            (key.workspace, key.conversation, summary.summary, summary.updated_at,
-             summary.covers_through_id))
+            (
+                key.workspace,
+                key.conversation,
+                summary.summary,
+                summary.updated_at,
+                summary.covers_through_id,
+            ),
+        )
 
     @staticmethod
     def delete_summary(connection: sqlite3.Connection, key: Key) -> None:
-        connection.execute("DELETE FROM summaries WHERE workspace = ? AND conversation = ?",
-                           (key.workspace, key.conversation))
+        connection.execute(
+            "DELETE FROM summaries WHERE workspace = ? AND conversation = ?",
+            (key.workspace, key.conversation),
+        )
 
     @staticmethod
     def conversations(connection: sqlite3.Connection, workspace: str) -> list[ConversationRecord]:
@@ -353,6 +455,7 @@ class Store:
             "UNION ALL SELECT s.conversation, 0, 0, s.updated_at, 1 FROM summaries s "
             "WHERE s.workspace = ? AND NOT EXISTS (SELECT 1 FROM conversations c WHERE "
             "c.workspace = s.workspace AND c.conversation = s.conversation)",
-            (workspace, workspace)).fetchall()
+            (workspace, workspace),
+        ).fetchall()
         records = [ConversationRecord(r[0], r[1], r[2], r[3], bool(r[4])) for r in rows]
         return sorted(records, key=lambda r: (-r.last_activity, r.conversation))

@@ -1,0 +1,75 @@
+"""Shared fixtures of the core's unit tests: a fixed clock and managers over real SQLite files in
+``tmp_path``. Row builders live in each test file, so that a file reads on its own."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chat_history.manager import ChatHistoryManager, Notify
+from chat_history.settings import Settings, load_settings
+from chat_history.store import Store
+
+#: 2025-11-30T05:20:00Z, the example timestamp of protocol.md.
+T0 = 1_764_480_000_000
+HOUR = 3_600_000
+
+
+class FixedClock:
+    """A clock that only moves when a test moves it (so several appends share one millisecond)."""
+
+    def __init__(self, start: int = T0) -> None:
+        self.now = start
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance_hours(self, hours: float) -> None:
+        self.now += int(hours * HOUR)
+
+
+def settings_from(raw: Mapping[str, Any] | Settings | None) -> Settings:
+    """Settings from a nested ``chatHistory`` section; a test's own settings must be valid."""
+    if isinstance(raw, Settings):
+        return raw
+    loaded = load_settings(dict(raw or {}))
+    assert not loaded.problems and not loaded.unknown_keys, (loaded.problems, loaded.unknown_keys)
+    return loaded.settings
+
+
+MakeManager = Callable[..., ChatHistoryManager]
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock()
+
+
+@pytest.fixture
+def db_folder(tmp_path: Path) -> Path:
+    return tmp_path / "storage"
+
+
+@pytest.fixture
+def make_manager(db_folder: Path, clock: FixedClock) -> Iterator[MakeManager]:
+    """``make_manager(settings, folder=..., notify=...)``: a manager on its own Store (its own
+    connection) over the database in ``folder`` (default: the test's ``db_folder``)."""
+    stores: list[Store] = []
+
+    def make(
+        settings: Mapping[str, Any] | Settings | None = None,
+        *,
+        folder: Path | None = None,
+        notify: Notify | None = None,
+        **store_options: Any,
+    ) -> ChatHistoryManager:
+        store = Store(folder or db_folder, **store_options)
+        stores.append(store)
+        return ChatHistoryManager(store, settings_from(settings), notify=notify, clock=clock)
+
+    yield make
+    for store in stores:
+        store.close()

@@ -1,0 +1,309 @@
+"""ChatHistoryManager, the service API behind the handlers (protocol.md "Requests"): append answers
+one stored row per message in order, get pages newest-first windows in order, listConversations
+sorts by activity, clear deletes messages and summary; keys keep workspaces apart."""
+
+from __future__ import annotations
+
+import pytest
+
+from chat_history.errors import InvalidParams
+from chat_history.model import Attachment, Message, Summary, ToolCall
+from chat_history.policy.tokens import stored_tokens
+from chat_history.store import Key
+
+KEY = Key("ws", "conv")
+T0 = 1_764_480_000_000
+HOUR = 3_600_000
+
+
+def U(text: str, **kw: object) -> Message:
+    return Message(role="user", content=text, **kw)  # type: ignore[arg-type]
+
+
+def A(text: str = "answer", *calls: str) -> Message:
+    return Message(
+        role="assistant",
+        content=text,
+        tool_calls=tuple(
+            ToolCall(id=c, name="read_file", arguments={"path": "a.py"}) for c in calls
+        ),
+    )
+
+
+def T(call_id: str, text: str = "file text") -> Message:
+    return Message(role="tool", content=text, tool_call_id=call_id, name="read_file")
+
+
+def contents(rows: tuple[Message, ...] | list[Message]) -> list[str]:
+    return [row.content for row in rows]
+
+
+# -- append ----------------------------------------------------------------------------------------
+
+
+def test_append_returns_the_stored_rows_one_for_one_in_order(make_manager, clock) -> None:
+    manager = make_manager()
+    sent = [U(f"m{i}") if i % 2 == 0 else A(f"m{i}") for i in range(50)]
+
+    result = manager.append(KEY, sent)
+
+    assert contents(result.messages) == [f"m{i}" for i in range(50)]
+    ids = [row.id for row in result.messages]
+    assert ids == sorted(ids) and len(set(ids)) == 50
+    assert {row.timestamp for row in result.messages} == {clock.now}
+    assert result.pruned is None
+    assert manager.get(KEY).messages == result.messages
+
+
+def test_order_is_kept_within_one_millisecond_across_requests(make_manager) -> None:
+    manager = make_manager()
+    for i in range(10):
+        manager.append(KEY, [U(f"q{i}"), A(f"a{i}")])
+    rows = manager.get(KEY).messages
+    assert contents(rows) == [text for i in range(10) for text in (f"q{i}", f"a{i}")]
+    assert [row.id for row in rows] == sorted(row.id for row in rows)
+
+
+def test_stored_rows_carry_turn_tokens_and_every_field(make_manager, clock) -> None:
+    manager = make_manager()
+    image = Attachment(mime_type="image/png", data="iVBORw0KGgo=")
+    sent = [
+        Message(role="system", content="rules"),
+        U("look", attachments=(image,), metadata={"k": [1]}, timestamp=T0 - HOUR),
+        Message(
+            role="assistant",
+            content="",
+            tool_calls=(ToolCall(id="c1", name="read", arguments='{"p": 1}'),),
+            provider_data={"anthropic": {"thinking": [{"signature": "s"}]}},
+        ),
+        T("c1", "result"),
+    ]
+
+    stored = manager.append(KEY, sent).messages
+
+    assert [row.turn for row in stored] == [0, 1, 1, 1]
+    assert [row.tokens for row in stored] == [stored_tokens(m) for m in sent]
+    assert stored[1].timestamp == T0 - HOUR
+    assert stored[0].timestamp == clock.now
+    assert stored[1].attachments == (image,)
+    assert stored[1].metadata == {"k": [1]}
+    assert stored[2].tool_calls == (ToolCall(id="c1", name="read", arguments='{"p": 1}'),)
+    assert stored[2].provider_data == {"anthropic": {"thinking": [{"signature": "s"}]}}
+    assert (stored[3].tool_call_id, stored[3].name) == ("c1", "read_file")
+    assert manager.get(KEY).messages == stored
+
+
+def test_append_answers_rows_that_retention_deleted_in_the_same_request(make_manager) -> None:
+    manager = make_manager({"maxMessages": 0})
+    result = manager.append(KEY, [U("u1"), A("a1"), U("u2"), A("a2")])
+    assert contents(result.messages) == ["u1", "a1", "u2", "a2"]
+    assert result.pruned is not None
+    assert (result.pruned.dropped_messages, result.pruned.retained_turns) == (2, 1)
+    assert contents(manager.get(KEY).messages) == ["u2", "a2"]
+
+
+def test_a_failing_append_changes_nothing(make_manager) -> None:
+    manager = make_manager()
+    manager.append(KEY, [U("u1"), A("", "c1")])
+    before = manager.get(KEY).messages
+    with pytest.raises(InvalidParams):
+        manager.append(KEY, [T("c1"), U("u2"), A("a2"), T("c9")])
+    assert manager.get(KEY).messages == before
+    assert manager.list_conversations("ws")[0].message_count == 2
+    stored = manager.append(KEY, [T("c1")]).messages
+    assert stored[0].turn == 1
+
+
+# -- get -------------------------------------------------------------------------------------------
+
+
+def ten_rows(manager) -> list[int]:
+    rows = manager.append(KEY, [U(f"m{i}") for i in range(10)]).messages
+    return [row.id for row in rows]
+
+
+def test_get_without_limit_returns_the_whole_history(make_manager) -> None:
+    manager = make_manager()
+    ten_rows(manager)
+    result = manager.get(KEY)
+    assert contents(result.messages) == [f"m{i}" for i in range(10)]
+    assert result.has_more is False
+    assert result.summary is None
+    assert result.pruned is None
+
+
+def test_get_with_limit_returns_the_newest_rows_in_order(make_manager) -> None:
+    manager = make_manager()
+    ten_rows(manager)
+    result = manager.get(KEY, limit=3)
+    assert contents(result.messages) == ["m7", "m8", "m9"]
+    assert result.has_more is True
+
+
+def test_get_pages_back_with_before_id(make_manager) -> None:
+    manager = make_manager()
+    ids = ten_rows(manager)
+    pages = []
+    before = None
+    while True:
+        page = manager.get(KEY, limit=4, before_id=before)
+        pages.append((contents(page.messages), page.has_more))
+        if not page.has_more:
+            break
+        before = page.messages[0].id
+    assert pages == [
+        (["m6", "m7", "m8", "m9"], True),
+        (["m2", "m3", "m4", "m5"], True),
+        (["m0", "m1"], False),
+    ]
+    assert manager.get(KEY, limit=2, before_id=ids[2]).has_more is False
+
+
+def test_get_with_a_limit_of_exactly_the_history_has_no_more(make_manager) -> None:
+    manager = make_manager()
+    ten_rows(manager)
+    assert manager.get(KEY, limit=10).has_more is False
+    assert manager.get(KEY, limit=9).has_more is True
+    assert len(manager.get(KEY, limit=10_000).messages) == 10
+
+
+def test_get_before_id_without_limit(make_manager) -> None:
+    manager = make_manager()
+    ids = ten_rows(manager)
+    result = manager.get(KEY, before_id=ids[3])
+    assert contents(result.messages) == ["m0", "m1", "m2"]
+    assert result.has_more is False
+    assert manager.get(KEY, before_id=ids[0]).messages == ()
+
+
+def test_an_unknown_conversation_is_empty(make_manager) -> None:
+    result = make_manager().get(Key("ws", "never-written"))
+    assert (result.messages, result.summary, result.pruned, result.has_more) == (
+        (),
+        None,
+        None,
+        False,
+    )
+
+
+def test_get_returns_the_summary(make_manager, clock) -> None:
+    manager = make_manager()
+    ids = ten_rows(manager)
+    manager.save_summary(KEY, "the gist", covers_through_id=ids[4])
+    assert manager.get(KEY).summary == Summary(
+        summary="the gist", updated_at=clock.now, covers_through_id=ids[4]
+    )
+    clock.advance_hours(1)
+    manager.save_summary(KEY, "newer gist")
+    assert manager.get_summary(KEY) == Summary(
+        summary="newer gist", updated_at=clock.now, covers_through_id=None
+    )
+
+
+# -- keys ------------------------------------------------------------------------------------------
+
+
+def test_workspaces_and_conversations_are_kept_apart(make_manager) -> None:
+    manager = make_manager()
+    manager.append(Key("w1", "c"), [U("w1 c")])
+    manager.append(Key("w2", "c"), [U("w2 c")])
+    manager.append(Key("w1", "d"), [U("w1 d")])
+    assert contents(manager.get(Key("w1", "c")).messages) == ["w1 c"]
+    assert contents(manager.get(Key("w2", "c")).messages) == ["w2 c"]
+    assert manager.clear(Key("w1", "c")) == 1
+    assert contents(manager.get(Key("w2", "c")).messages) == ["w2 c"]
+    assert contents(manager.get(Key("w1", "d")).messages) == ["w1 d"]
+
+
+def test_turn_numbers_are_per_conversation(make_manager) -> None:
+    manager = make_manager()
+    manager.append(Key("w", "a"), [U("a1"), U("a2")])
+    stored = manager.append(Key("w", "b"), [U("b1")]).messages
+    assert stored[0].turn == 1
+
+
+# -- listConversations -----------------------------------------------------------------------------
+
+
+def test_list_conversations_newest_activity_first_with_totals(make_manager, clock) -> None:
+    manager = make_manager()
+    manager.append(Key("ws", "old"), [U("a"), A("b")])
+    clock.advance_hours(1)
+    manager.append(Key("ws", "new"), [U("abcd")])
+    clock.advance_hours(1)
+    manager.append(Key("ws", "middle"), [U("x")])
+    clock.advance_hours(1)
+    manager.append(Key("ws", "new"), [A("later")])
+    manager.append(Key("other-ws", "elsewhere"), [U("x")])
+    manager.save_summary(Key("ws", "middle"), "summary")
+
+    listed = manager.list_conversations("ws")
+
+    assert [c.conversation for c in listed] == ["new", "middle", "old"]
+    new, middle, old = listed
+    assert (new.message_count, new.tokens, new.last_activity, new.has_summary) == (
+        2,
+        stored_tokens(U("abcd")) + stored_tokens(A("later")),
+        T0 + 3 * HOUR,
+        False,
+    )
+    assert middle.has_summary is True
+    assert (old.message_count, old.last_activity) == (2, T0)
+
+
+def test_list_conversations_reflects_retention_and_clear(make_manager) -> None:
+    manager = make_manager({"maxMessages": 2})
+    manager.append(KEY, [U("u1"), A("a1"), U("u2"), A("a2")])
+    manager.append(Key("ws", "gone"), [U("bye")])
+    manager.clear(Key("ws", "gone"))
+    (only,) = manager.list_conversations("ws")
+    assert (only.conversation, only.message_count) == ("conv", 2)
+    assert only.tokens == sum(row.tokens for row in manager.get(KEY).messages)
+
+
+def test_a_conversation_with_only_a_summary_is_listed(make_manager, clock) -> None:
+    manager = make_manager()
+    manager.save_summary(Key("ws", "summary-only"), "notes")
+    (listed,) = manager.list_conversations("ws")
+    assert (listed.conversation, listed.message_count, listed.has_summary) == (
+        "summary-only",
+        0,
+        True,
+    )
+    assert listed.last_activity == clock.now
+
+
+def test_list_of_an_unknown_workspace_is_empty(make_manager) -> None:
+    assert make_manager().list_conversations("nobody") == []
+
+
+# -- clear -----------------------------------------------------------------------------------------
+
+
+def test_clear_returns_the_count_and_purges_the_summary(make_manager) -> None:
+    manager = make_manager()
+    manager.append(KEY, [U("u1"), A("a1"), U("u2")])
+    manager.save_summary(KEY, "summary")
+
+    assert manager.clear(KEY) == 3
+
+    result = manager.get(KEY)
+    assert result.messages == ()
+    assert result.summary is None
+    assert manager.get_summary(KEY) is None
+    assert manager.list_conversations("ws") == []
+
+
+def test_clear_of_an_unknown_conversation_deletes_nothing(make_manager) -> None:
+    assert make_manager().clear(Key("ws", "never")) == 0
+
+
+def test_a_cleared_conversation_starts_again(make_manager) -> None:
+    manager = make_manager()
+    manager.append(KEY, [U("u1"), A("", "c1")])
+    manager.clear(KEY)
+    with pytest.raises(InvalidParams):
+        manager.append(KEY, [T("c1")])
+    stored = manager.append(KEY, [U("fresh")]).messages
+    assert contents(manager.get(KEY).messages) == ["fresh"]
+    assert stored[0].turn >= 1
