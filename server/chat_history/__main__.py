@@ -24,8 +24,11 @@ class _QuietExpectedErrors(logging.Filter):
 def main() -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(_QuietExpectedErrors())
-    logging.basicConfig(level=logging.WARNING, handlers=[handler],
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING,
+        handlers=[handler],
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     from chat_history.server import server
 
     server.start_io()

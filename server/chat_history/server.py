@@ -56,8 +56,10 @@ def to_jsonrpc(exc: Exception) -> JsonRpcException:
     if isinstance(exc, InvalidParams):
         return JsonRpcInvalidParams(message=str(exc), data={"field": exc.field})
     if isinstance(exc, ContextOverflow):
-        return ContextOverflowError(message=str(exc), data={
-            "estimatedTokens": exc.estimated_tokens, "contextWindow": exc.context_window})
+        return ContextOverflowError(
+            message=str(exc),
+            data={"estimatedTokens": exc.estimated_tokens, "contextWindow": exc.context_window},
+        )
     if isinstance(exc, StorageError):
         return StorageFailure(message=str(exc), data={"reason": exc.reason})
     raise exc
@@ -65,7 +67,7 @@ def to_jsonrpc(exc: Exception) -> JsonRpcException:
 
 def _converter() -> cattrs.Converter:
     """lsprotocol's converter, but custom params and results stay plain JSON (no namedtuples)."""
-    converter = default_converter()
+    converter: cattrs.Converter = default_converter()  # type: ignore[no-untyped-call]
     for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
         converter.register_structure_hook(cls, lambda obj, cls: cls(**obj))
     return converter
@@ -85,8 +87,13 @@ class ChatHistoryProtocol(LanguageServerProtocol):
 
 class ChatHistoryServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("chat-history-server", __version__, protocol_cls=ChatHistoryProtocol,
-                         converter_factory=_converter, max_workers=5)
+        super().__init__(
+            "chat-history-server",
+            __version__,
+            protocol_cls=ChatHistoryProtocol,
+            converter_factory=_converter,
+            max_workers=5,
+        )
         self.manager: ChatHistoryManager | None = None
         self.workspace_identity = "default"
         self._reported: set[str] = set()
@@ -105,8 +112,11 @@ class ChatHistoryServer(LanguageServer):
             message = problem.message()
             if message not in self._reported:
                 self._reported.add(message)
-                self.window_show_message(types.ShowMessageParams(
-                    type=types.MessageType.Warning, message=f"chat-history-server: {message}"))
+                self.window_show_message(
+                    types.ShowMessageParams(
+                        type=types.MessageType.Warning, message=f"chat-history-server: {message}"
+                    )
+                )
         if loaded.unknown_keys:
             log.warning("ignoring unknown settings: %s", ", ".join(loaded.unknown_keys))
         if self.manager is not None:
@@ -116,8 +126,9 @@ class ChatHistoryServer(LanguageServer):
         caps = self.client_capabilities.workspace
         if caps is None or not caps.configuration:
             return
-        answer = await self.workspace_configuration_async(types.ConfigurationParams(
-            items=[types.ConfigurationItem(section=SECTION)]))
+        answer = await self.workspace_configuration_async(
+            types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+        )
         if answer and answer[0] is not None:
             self.apply_settings(answer[0])
 
@@ -171,8 +182,9 @@ async def initialized(ls: ChatHistoryServer, params: types.InitializedParams) ->
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
-async def did_change_configuration(ls: ChatHistoryServer,
-                                   params: types.DidChangeConfigurationParams) -> None:
+async def did_change_configuration(
+    ls: ChatHistoryServer, params: types.DidChangeConfigurationParams
+) -> None:
     settings = params.settings
     if isinstance(settings, dict) and SECTION in settings:
         if settings[SECTION] is not None:
@@ -181,8 +193,9 @@ async def did_change_configuration(ls: ChatHistoryServer,
         await ls.pull_settings()
 
 
-def request(method: str, params_cls: type[P]) -> Callable[
-        [Callable[[ChatHistoryManager, ChatHistoryServer, P], Any]], None]:
+def request(
+    method: str, params_cls: type[P]
+) -> Callable[[Callable[[ChatHistoryManager, ChatHistoryServer, P], Any]], None]:
     """Register a threaded handler: initialize gate, params structuring, error mapping."""
 
     def register(body: Callable[[ChatHistoryManager, ChatHistoryServer, P], Any]) -> None:
@@ -192,7 +205,8 @@ def request(method: str, params_cls: type[P]) -> Callable[
             manager = ls.manager
             if manager is None:
                 raise JsonRpcServerNotInitialized(
-                    message=f"{method}: the server is not initialized (send initialize first)")
+                    message=f"{method}: the server is not initialized (send initialize first)"
+                )
             try:
                 return body(manager, ls, protocol.structure(raw, params_cls))
             except (InvalidParams, ContextOverflow, StorageError) as exc:
@@ -204,17 +218,26 @@ def request(method: str, params_cls: type[P]) -> Callable[
 @request("chatHistory/append", protocol.AppendParams)
 def append(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.AppendParams) -> Any:
     result = m.append(ls.key(p), protocol.to_messages(p))
-    return {"messages": protocol.wire(result.messages), "pruned": protocol.wire_prune(result.pruned)}
+    return {
+        "messages": protocol.wire(result.messages),
+        "pruned": protocol.wire_prune(result.pruned),
+    }
 
 
 @request("chatHistory/get", protocol.GetParams)
 def get(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.GetParams) -> Any:
     key = ls.key(p)
-    result = m.get(key, protocol.check_int(p.limit, "limit", 1, protocol.MAX_PAGE),
-                   protocol.check_int(p.before_id, "beforeId", 0))
-    return {"messages": protocol.wire(result.messages),
-            "summary": protocol.wire_summary(result.summary),
-            "pruned": protocol.wire_prune(result.pruned), "hasMore": result.has_more}
+    result = m.get(
+        key,
+        protocol.check_int(p.limit, "limit", 1, protocol.MAX_PAGE),
+        protocol.check_int(p.before_id, "beforeId", 0),
+    )
+    return {
+        "messages": protocol.wire(result.messages),
+        "summary": protocol.wire_summary(result.summary),
+        "pruned": protocol.wire_prune(result.pruned),
+        "hasMore": result.has_more,
+    }
 
 
 @request("chatHistory/format", protocol.FormatParams)
@@ -227,17 +250,22 @@ def format_(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.FormatPara
 def prepare(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.PrepareParams) -> Any:
     key = ls.key(p)
     options = PrepareOptions(
-        provider=p.provider, model=p.model, tools=protocol.to_tools(p.tools),
+        provider=p.provider,
+        model=p.model,
+        tools=protocol.to_tools(p.tools),
         extra_tokens=protocol.check_int(p.extra_tokens, "extraTokens", 0) or 0,
         overflow_recovery=bool(p.overflow_recovery),
-        keep_tool_context_turns=protocol.check_int(p.keep_tool_context_turns,
-                                                   "keepToolContextTurns", 0))
+        keep_tool_context_turns=protocol.check_int(
+            p.keep_tool_context_turns, "keepToolContextTurns", 0
+        ),
+    )
     return protocol.wire(m.prepare(key, options))
 
 
 @request("chatHistory/saveSummary", protocol.SaveSummaryParams)
-def save_summary(m: ChatHistoryManager, ls: ChatHistoryServer,
-                 p: protocol.SaveSummaryParams) -> Any:
+def save_summary(
+    m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.SaveSummaryParams
+) -> Any:
     key = ls.key(p)
     text = protocol.check_text(p.summary, "summary", protocol.MAX_SUMMARY_CHARS)
     through = protocol.check_int(p.covers_through_id, "coversThroughId", 0)
@@ -255,11 +283,21 @@ def clear(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.KeyParams) -
 
 
 @request("chatHistory/listConversations", protocol.ListParams)
-def list_conversations(m: ChatHistoryManager, ls: ChatHistoryServer,
-                       p: protocol.ListParams) -> Any:
-    workspace = (protocol.check_id(p.workspace, "workspace") if p.workspace is not None
-                 else ls.workspace_identity)
-    return {"conversations": [
-        {"conversationId": c.conversation, "messageCount": c.message_count, "tokens": c.tokens,
-         "lastActivity": c.last_activity, "hasSummary": c.has_summary}
-        for c in m.list_conversations(workspace)]}
+def list_conversations(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ListParams) -> Any:
+    workspace = (
+        protocol.check_id(p.workspace, "workspace")
+        if p.workspace is not None
+        else ls.workspace_identity
+    )
+    return {
+        "conversations": [
+            {
+                "conversationId": c.conversation,
+                "messageCount": c.message_count,
+                "tokens": c.tokens,
+                "lastActivity": c.last_activity,
+                "hasSummary": c.has_summary,
+            }
+            for c in m.list_conversations(workspace)
+        ]
+    }
