@@ -1,0 +1,298 @@
+/**
+ * `ChatHistoryClient`: typed methods over any JSON-RPC connection that can send requests and
+ * receive notifications — a vscode-languageclient `LanguageClient`, a vscode-jsonrpc
+ * `MessageConnection`, or a test double. This module imports neither `vscode` nor Node APIs.
+ */
+
+import {
+  Methods,
+  Notifications,
+  type AppendParams,
+  type AppendResult,
+  type BodyFor,
+  type ClearParams,
+  type ClearResult,
+  type FormatParams,
+  type GetParams,
+  type GetResult,
+  type GetSummaryParams,
+  type ListConversationsParams,
+  type ListConversationsResult,
+  type PreparedRequest,
+  type PrepareParams,
+  type ProviderRequest,
+  type SaveSummaryParams,
+  type Summary,
+  type TrimmedNotification,
+} from "./types";
+
+export interface Disposable {
+  dispose(): void;
+}
+
+/** The little a client needs from a JSON-RPC connection. `LanguageClient` and `MessageConnection` both fit. */
+export interface RpcConnection {
+  sendRequest<R>(method: string, param?: any): Promise<R>;
+  onNotification(method: string, handler: (params: any) => void): Disposable;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/** Error codes the client distinguishes. */
+export const ErrorCodes = {
+  /** JSON-RPC: a malformed or out-of-range param; `data.field` names it. */
+  InvalidParams: -32602,
+  /** JSON-RPC: unknown method. */
+  MethodNotFound: -32601,
+  /** JSON-RPC: an unexpected server failure. */
+  InternalError: -32603,
+  /** LSP: a request before `initialize`. */
+  ServerNotInitialized: -32002,
+  /** The prepared request does not fit the model's known context window. */
+  ContextOverflow: 1001,
+  /** The database cannot be opened or written. */
+  StorageError: 1002,
+  /** vscode-jsonrpc: the message could not be written (e.g. the server's stdin is closed). */
+  MessageWriteError: -32099,
+  /** vscode-jsonrpc: the server's output could not be read. */
+  MessageReadError: -32098,
+  /** vscode-jsonrpc: a pending request was rejected because the connection was disposed. */
+  PendingResponseRejected: -32097,
+  /** vscode-jsonrpc / vscode-languageclient: the connection is not (or no longer) running. */
+  ConnectionInactive: -32096,
+} as const;
+
+export interface ChatHistoryErrorOptions {
+  /** The request method that failed, when known. */
+  method?: string;
+  cause?: unknown;
+}
+
+/** Base class of every error a {@link ChatHistoryClient} method rejects with for a failed request. */
+export class ChatHistoryError extends Error {
+  /** The JSON-RPC error code. */
+  readonly code: number;
+  /** The error's `data` as the server sent it. */
+  readonly data: unknown;
+  /** The request method that failed, when known. */
+  readonly method: string | undefined;
+
+  constructor(message: string, code: number, data?: unknown, options: ChatHistoryErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.data = data;
+    this.method = options.method;
+  }
+}
+
+/** -32602: a malformed or out-of-range param. */
+export class InvalidParamsError extends ChatHistoryError {
+  static readonly code = ErrorCodes.InvalidParams;
+  /** The offending field's path, e.g. `messages[3].toolCallId` (from `data.field`). */
+  readonly field: string | undefined;
+
+  constructor(message: string, data?: unknown, options?: ChatHistoryErrorOptions) {
+    super(message, ErrorCodes.InvalidParams, data, options);
+    const field = dataField(data, "field");
+    this.field = typeof field === "string" ? field : undefined;
+  }
+}
+
+/** -32002: a request reached the server before `initialize`. */
+export class ServerNotInitializedError extends ChatHistoryError {
+  static readonly code = ErrorCodes.ServerNotInitialized;
+
+  constructor(message: string, data?: unknown, options?: ChatHistoryErrorOptions) {
+    super(message, ErrorCodes.ServerNotInitialized, data, options);
+  }
+}
+
+/** 1001: the prepared request does not fit the model's known context window, even after trimming. */
+export class ContextOverflowError extends ChatHistoryError {
+  static readonly code = ErrorCodes.ContextOverflow;
+  /** The request's token estimate after trimming (NaN if the server did not say). */
+  readonly estimatedTokens: number;
+  /** The model's context window (NaN if the server did not say). */
+  readonly contextWindow: number;
+
+  constructor(message: string, data?: unknown, options?: ChatHistoryErrorOptions) {
+    super(message, ErrorCodes.ContextOverflow, data, options);
+    this.estimatedTokens = numberOrNaN(dataField(data, "estimatedTokens"));
+    this.contextWindow = numberOrNaN(dataField(data, "contextWindow"));
+  }
+}
+
+/** 1002: the database cannot be opened or written. */
+export class StorageError extends ChatHistoryError {
+  static readonly code = ErrorCodes.StorageError;
+  /** Why, as the server put it (`data.reason`, else the message). */
+  readonly reason: string;
+
+  constructor(message: string, data?: unknown, options?: ChatHistoryErrorOptions) {
+    super(message, ErrorCodes.StorageError, data, options);
+    const reason = dataField(data, "reason");
+    this.reason = typeof reason === "string" ? reason : message;
+  }
+}
+
+export interface ConnectionClosedDetails {
+  /** The server process's exit code, when it is known to have exited. */
+  exitCode?: number | null;
+  /** The signal that ended the server process, if any. */
+  signal?: string | null;
+}
+
+/**
+ * The connection to the server is gone (the process exited or the connection was disposed) or
+ * not running: the request got no answer. `code` is vscode-jsonrpc's -32099 (write failed),
+ * -32098 (read failed), -32097 (pending request rejected) or -32096 (connection inactive).
+ */
+export class ConnectionClosedError extends ChatHistoryError {
+  readonly exitCode: number | null;
+  readonly signal: string | null;
+
+  constructor(
+    message: string,
+    code: number = ErrorCodes.PendingResponseRejected,
+    details: ConnectionClosedDetails = {},
+    options?: ChatHistoryErrorOptions,
+  ) {
+    super(message, code, undefined, options);
+    this.exitCode = details.exitCode ?? null;
+    this.signal = details.signal ?? null;
+  }
+}
+
+/**
+ * Turns a rejection of `sendRequest` into the matching {@link ChatHistoryError} subclass, by
+ * error code (duck-typed, so that a `ResponseError` from any copy of vscode-jsonrpc maps).
+ * Errors without a numeric `code` are not from the server or the connection and are returned
+ * unchanged.
+ */
+export function toChatHistoryError(error: unknown, method?: string): unknown {
+  if (error instanceof ChatHistoryError) return error;
+  if (typeof error !== "object" || error === null) return error;
+  const { code, message, data } = error as { code?: unknown; message?: unknown; data?: unknown };
+  if (typeof code !== "number") return error;
+  const text = typeof message === "string" && message !== "" ? message : `request failed with code ${code}`;
+  const options: ChatHistoryErrorOptions = { method, cause: error };
+  switch (code) {
+    case ErrorCodes.InvalidParams:
+      return new InvalidParamsError(text, data, options);
+    case ErrorCodes.ServerNotInitialized:
+      return new ServerNotInitializedError(text, data, options);
+    case ErrorCodes.ContextOverflow:
+      return new ContextOverflowError(text, data, options);
+    case ErrorCodes.StorageError:
+      return new StorageError(text, data, options);
+    case ErrorCodes.MessageWriteError:
+    case ErrorCodes.MessageReadError:
+    case ErrorCodes.PendingResponseRejected:
+    case ErrorCodes.ConnectionInactive:
+      return new ConnectionClosedError(text, code, {}, options);
+    default:
+      return new ChatHistoryError(text, code, data, options);
+  }
+}
+
+function dataField(data: unknown, key: string): unknown {
+  return typeof data === "object" && data !== null ? (data as Record<string, unknown>)[key] : undefined;
+}
+
+function numberOrNaN(value: unknown): number {
+  return typeof value === "number" ? value : Number.NaN;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Client
+
+export type TrimmedListener = (event: TrimmedNotification) => void;
+
+/** Typed access to the chat history server's methods and its `chatHistory/trimmed` notification. */
+export class ChatHistoryClient implements Disposable {
+  private readonly trimmedListeners = new Set<TrimmedListener>();
+  private trimmedRegistration: Disposable | undefined;
+
+  constructor(readonly connection: RpcConnection) {}
+
+  /** Appends 1 to 1,000 messages atomically; answers one stored row per message, in order. */
+  append(params: AppendParams): Promise<AppendResult> {
+    return this.request(Methods.append, params);
+  }
+
+  /** The (pruned) history; with `limit`, the newest page (older than `beforeId`) and `hasMore`. */
+  get(params: GetParams): Promise<GetResult> {
+    return this.request(Methods.get, params);
+  }
+
+  /** The whole history formatted for a provider (kind or alias), without trimming. */
+  format<P extends string = string>(params: FormatParams<P>): Promise<ProviderRequest<BodyFor<P>>> {
+    return this.request(Methods.format, params);
+  }
+
+  /** A provider request built under the budget, turn limit and tool-context bound. */
+  prepare<P extends string = string>(params: PrepareParams<P>): Promise<PreparedRequest<BodyFor<P>>> {
+    return this.request(Methods.prepare, params);
+  }
+
+  saveSummary(params: SaveSummaryParams): Promise<Summary> {
+    return this.request(Methods.saveSummary, params);
+  }
+
+  getSummary(params: GetSummaryParams): Promise<Summary | null> {
+    return this.request(Methods.getSummary, params);
+  }
+
+  /** Deletes the conversation's messages and summary. */
+  clear(params: ClearParams): Promise<ClearResult> {
+    return this.request(Methods.clear, params);
+  }
+
+  /** The workspace's conversations, newest activity first. */
+  listConversations(params: ListConversationsParams = {}): Promise<ListConversationsResult> {
+    return this.request(Methods.listConversations, params);
+  }
+
+  /** Subscribes to `chatHistory/trimmed` (storage retention deleted rows, or `prepare` dropped turns). */
+  onTrimmed(listener: TrimmedListener): Disposable {
+    this.trimmedListeners.add(listener);
+    // A vscode-jsonrpc connection keeps one handler per method: register once and fan out.
+    this.trimmedRegistration ??= this.connection.onNotification(Notifications.trimmed, (params) => {
+      for (const each of [...this.trimmedListeners]) {
+        try {
+          each(params as TrimmedNotification);
+        } catch {
+          // One listener's failure must not starve the others.
+        }
+      }
+    });
+    return {
+      dispose: () => {
+        this.trimmedListeners.delete(listener);
+        if (this.trimmedListeners.size === 0) this.unregisterTrimmed();
+      },
+    };
+  }
+
+  /** Drops every listener; the connection itself is left as it is. */
+  dispose(): void {
+    this.trimmedListeners.clear();
+    this.unregisterTrimmed();
+  }
+
+  private unregisterTrimmed(): void {
+    const registration = this.trimmedRegistration;
+    this.trimmedRegistration = undefined;
+    registration?.dispose();
+  }
+
+  private async request<R>(method: string, params: object): Promise<R> {
+    try {
+      return await this.connection.sendRequest<R>(method, params);
+    } catch (error) {
+      throw toChatHistoryError(error, method);
+    }
+  }
+}

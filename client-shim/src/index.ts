@@ -1,0 +1,24 @@
+/**
+ * chat-history-client: a typed client for chat-history-server.
+ *
+ * - {@link ChatHistoryClient} over any {@link RpcConnection} (no `vscode` import);
+ * - {@link startStdioServer} to run the server as a child process from plain Node;
+ * - `chat-history-client/vscode` for `startChatHistoryServer` inside a VS Code extension.
+ */
+
+export * from "./types";
+export * from "./client";
+export { GuardedConnection } from "./guard";
+export { checkPythonServer, installHint, ServerLaunchError, SERVER_MODULE, SERVER_DISTRIBUTION } from "./python";
+export type { CheckServerOptions, ServerLaunchProblem } from "./python";
+export { startStdioServer, spawnServer, answerConfiguration } from "./stdio";
+export type {
+  ConfigurationExchange,
+  ExitStatus,
+  InitializeResultLike,
+  ServerProcess,
+  ShowMessageParams,
+  SpawnServerOptions,
+  StdioServer,
+  StdioServerOptions,
+} from "./stdio";

@@ -1,0 +1,456 @@
+/**
+ * Wire types of the chat history server, protocol version 1 (`shared/spec/protocol.md`).
+ *
+ * Every shape that crosses the wire lives in this one file. Field names are the wire's
+ * (camelCase). Conventions:
+ * - In what a client *sends* (params, {@link Message}), optional fields are `?:`.
+ * - In what the server *returns*, every field the protocol names is present; fields the protocol
+ *   says may be null are typed `T | null`, never optional.
+ */
+
+// ---------------------------------------------------------------------------------------------
+// JSON
+
+export type JsonPrimitive = string | number | boolean | null;
+export type JsonValue = JsonPrimitive | JsonValue[] | { [key: string]: JsonValue };
+export interface JsonObject {
+  [key: string]: JsonValue;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Method and notification names
+
+export const Methods = {
+  append: "chatHistory/append",
+  get: "chatHistory/get",
+  format: "chatHistory/format",
+  prepare: "chatHistory/prepare",
+  saveSummary: "chatHistory/saveSummary",
+  getSummary: "chatHistory/getSummary",
+  clear: "chatHistory/clear",
+  listConversations: "chatHistory/listConversations",
+} as const;
+export type Method = (typeof Methods)[keyof typeof Methods];
+
+/** The settings section the server reads (`workspace/configuration`, `didChangeConfiguration`). */
+export const CONFIGURATION_SECTION = "chatHistory";
+
+export const Notifications = {
+  trimmed: "chatHistory/trimmed",
+} as const;
+
+/** The protocol version this package speaks (`capabilities.experimental.chatHistory.protocolVersion`). */
+export const PROTOCOL_VERSION = 1;
+
+// ---------------------------------------------------------------------------------------------
+// Providers
+
+/** The provider kinds the server formats for. */
+export const PROVIDER_KINDS = [
+  "openai",
+  "openai-responses",
+  "anthropic",
+  "gemini",
+  "ollama",
+  "mistral",
+  "bedrock",
+  "cohere",
+] as const;
+export type ProviderKind = (typeof PROVIDER_KINDS)[number];
+
+/** `providerData`: keyed by provider kind, stored as is, echoed only into that provider's body. */
+export type ProviderData = { [K in ProviderKind]?: JsonValue } & { [providerKind: string]: JsonValue | undefined };
+
+// ---------------------------------------------------------------------------------------------
+// Messages
+
+export type Role = "system" | "user" | "assistant" | "tool";
+
+export interface ToolCall {
+  id: string;
+  name: string;
+  /** An object, or a JSON string, as the model produced it. */
+  arguments: JsonObject | string;
+}
+
+interface AttachmentBase {
+  kind: "image";
+  mimeType?: string;
+}
+/** An image given inline as base64 `data`. */
+export interface DataAttachment extends AttachmentBase {
+  data: string;
+  uri?: string;
+}
+/** An image given by `uri` (passed on to providers that accept image URLs; never read by the server). */
+export interface UriAttachment extends AttachmentBase {
+  uri: string;
+  data?: string;
+}
+export type Attachment = DataAttachment | UriAttachment;
+
+/** Fields every message may carry. */
+interface MessageCommon {
+  /** On `tool` rows: the tool's name. */
+  name?: string | null;
+  attachments?: Attachment[];
+  /** Epoch milliseconds or an ISO-8601 string; default: now. */
+  timestamp?: number | string;
+  providerData?: ProviderData;
+  /** Any JSON object, stored and returned as is. */
+  metadata?: JsonObject;
+}
+
+export interface SystemMessage extends MessageCommon {
+  role: "system";
+  content: string;
+}
+
+export interface UserMessage extends MessageCommon {
+  role: "user";
+  content: string;
+}
+
+/** An assistant reply (it may also carry tool calls). */
+export interface AssistantReply extends MessageCommon {
+  role: "assistant";
+  content: string;
+  toolCalls?: ToolCall[];
+}
+
+/** An assistant tool-call carrier: `content` may be omitted or null (stored as `""`). */
+export interface AssistantToolCallMessage extends MessageCommon {
+  role: "assistant";
+  content?: string | null;
+  toolCalls: ToolCall[];
+}
+
+export type AssistantMessage = AssistantReply | AssistantToolCallMessage;
+
+export interface ToolMessage extends MessageCommon {
+  role: "tool";
+  content: string;
+  /** Required on tool rows: the id of the call this row answers. */
+  toolCallId: string;
+}
+
+/** A message as a client sends it to `chatHistory/append`. */
+export type Message = SystemMessage | UserMessage | AssistantMessage | ToolMessage;
+
+/** A message as the server returns it: every optional field is filled in. */
+export interface StoredMessage {
+  /** Increasing in insertion order across the database. */
+  id: number;
+  /** The conversation's turn number this row belongs to (0: leading system rows / before the first prompt). */
+  turn: number;
+  /** The row's token estimate. */
+  tokens: number;
+  role: Role;
+  content: string;
+  toolCalls: ToolCall[];
+  toolCallId: string | null;
+  name: string | null;
+  attachments: Attachment[];
+  /** Always epoch milliseconds. */
+  timestamp: number;
+  providerData: ProviderData;
+  metadata: JsonObject;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reports and small results
+
+export type StorageTrimReason = "age" | "count" | "tokens";
+export type RequestTrimReason = "tokenBudget" | "turnLimit" | "overflowRecovery";
+export type TrimReason = StorageTrimReason | RequestTrimReason;
+
+/** What storage retention deleted during one request; `null` in results when nothing was deleted. */
+export interface PruneReport {
+  droppedMessages: number;
+  droppedTurns: number;
+  retainedTurns: number;
+  reasons: StorageTrimReason[];
+}
+
+export interface Summary {
+  summary: string;
+  /** Epoch milliseconds. */
+  updatedAt: number;
+  coversThroughId: number | null;
+}
+
+export interface ConversationInfo {
+  conversationId: string;
+  messageCount: number;
+  tokens: number;
+  /** Epoch milliseconds. */
+  lastActivity: number;
+  hasSummary: boolean;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Provider request bodies
+
+type Rows = JsonObject[];
+
+/** OpenAI Chat Completions (and OpenAI-compatible servers). */
+export interface OpenAIBody {
+  messages: Rows;
+}
+/** OpenAI Responses API. */
+export interface OpenAIResponsesBody {
+  /** Omitted when empty. */
+  instructions?: string;
+  input: Rows;
+}
+export interface AnthropicBody {
+  /** Omitted when empty. */
+  system?: string | Rows;
+  messages: Rows;
+}
+export interface GeminiBody {
+  /** Omitted when empty. */
+  systemInstruction?: JsonObject;
+  contents: Rows;
+}
+/** Ollama `/api/chat`. */
+export interface OllamaBody {
+  messages: Rows;
+}
+export interface MistralBody {
+  messages: Rows;
+}
+/** Bedrock Converse. */
+export interface BedrockBody {
+  /** Omitted when empty. */
+  system?: Rows;
+  messages: Rows;
+}
+/** Cohere v2 chat. */
+export interface CohereBody {
+  messages: Rows;
+}
+
+export interface ProviderBodies {
+  openai: OpenAIBody;
+  "openai-responses": OpenAIResponsesBody;
+  anthropic: AnthropicBody;
+  gemini: GeminiBody;
+  ollama: OllamaBody;
+  mistral: MistralBody;
+  bedrock: BedrockBody;
+  cohere: CohereBody;
+}
+
+/** A body of some provider (an alias hides which). */
+export type ProviderBody = { [field: string]: JsonValue | undefined };
+
+/** The body type for a `provider` param: exact for a literal kind, generic for an alias. */
+export type BodyFor<P> = P extends ProviderKind ? ProviderBodies[P] : ProviderBody;
+
+export interface ProviderRequest<B = ProviderBody> {
+  /** Echoes the name the request used (kind or alias). */
+  provider: string;
+  /** The requested model, else the alias's model, else null. */
+  model: string | null;
+  /** Exactly the conversation-carrying fields of the provider's request body. */
+  body: B;
+}
+
+/** `trimmed` of a {@link PreparedRequest}: totals over the steps that dropped turns. */
+export interface RequestTrim {
+  droppedMessages: number;
+  droppedTurns: number;
+  retainedTurns: number;
+  /** The last step that dropped turns. */
+  reason: RequestTrimReason;
+  tokensBefore: number;
+  tokensAfter: number;
+}
+
+export interface PreparedRequest<B = ProviderBody> extends ProviderRequest<B> {
+  estimatedTokens: number;
+  /** null when proactive trimming is off. */
+  budget: number | null;
+  /** null when the model's capacity is unknown. */
+  contextWindow: number | null;
+  trimmed: RequestTrim | null;
+  collapsedToolRows: number;
+  collapsedTurns: number;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Params and results, per method
+
+/** The key every per-conversation method takes. */
+export interface ConversationKey {
+  /** Non-empty, at most 256 characters. */
+  conversationId: string;
+  /** Default: the session's workspace identity. */
+  workspace?: string;
+}
+
+export interface AppendParams extends ConversationKey {
+  /** 1 to 1,000 messages, stored atomically. */
+  messages: Message[];
+}
+export interface AppendResult {
+  /** One per request message, in order (including rows retention deleted in the same request). */
+  messages: StoredMessage[];
+  pruned: PruneReport | null;
+}
+
+export interface GetParams extends ConversationKey {
+  /** 1 to 10,000: the newest `limit` rows. */
+  limit?: number;
+  /** Only rows older than this id. */
+  beforeId?: number;
+}
+export interface GetResult {
+  messages: StoredMessage[];
+  summary: Summary | null;
+  pruned: PruneReport | null;
+  /** Whether older rows exist. */
+  hasMore: boolean;
+}
+
+export interface ToolSchema {
+  name: string;
+  description?: string;
+  /** A JSON Schema object. */
+  parameters?: JsonObject;
+}
+
+export interface FormatParams<P extends string = string> extends ConversationKey {
+  /** A provider kind or an alias; default `chatHistory.activeProvider`. */
+  provider?: P;
+  model?: string;
+  tools?: ToolSchema[];
+}
+export type FormatResult<B = ProviderBody> = ProviderRequest<B>;
+
+export interface PrepareParams<P extends string = string> extends FormatParams<P> {
+  extraTokens?: number;
+  /** Set after a provider reported a context overflow. */
+  overflowRecovery?: boolean;
+  keepToolContextTurns?: number;
+}
+export type PrepareResult<B = ProviderBody> = PreparedRequest<B>;
+
+export interface SaveSummaryParams extends ConversationKey {
+  summary: string;
+  coversThroughId?: number;
+}
+export type SaveSummaryResult = Summary;
+
+export type GetSummaryParams = ConversationKey;
+export type GetSummaryResult = Summary | null;
+
+export type ClearParams = ConversationKey;
+export interface ClearResult {
+  deletedMessages: number;
+}
+
+export interface ListConversationsParams {
+  workspace?: string;
+}
+export interface ListConversationsResult {
+  /** Newest activity first. */
+  conversations: ConversationInfo[];
+}
+
+/** Params and result type of every request, by method name. */
+export interface RequestMap {
+  "chatHistory/append": [AppendParams, AppendResult];
+  "chatHistory/get": [GetParams, GetResult];
+  "chatHistory/format": [FormatParams, FormatResult];
+  "chatHistory/prepare": [PrepareParams, PrepareResult];
+  "chatHistory/saveSummary": [SaveSummaryParams, SaveSummaryResult];
+  "chatHistory/getSummary": [GetSummaryParams, GetSummaryResult];
+  "chatHistory/clear": [ClearParams, ClearResult];
+  "chatHistory/listConversations": [ListConversationsParams, ListConversationsResult];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Notification
+
+interface TrimmedCommon {
+  workspace: string;
+  conversationId: string;
+  droppedMessages: number;
+  droppedTurns: number;
+  retainedTurns: number;
+  tokensBefore: number;
+  tokensAfter: number;
+  /** The token budget or cap that applied; null for the age, count and turn-limit reasons. */
+  budget: number | null;
+}
+/** Storage retention deleted rows for good (one notification per reason). */
+export interface StorageTrimmedNotification extends TrimmedCommon {
+  scope: "storage";
+  reason: StorageTrimReason;
+}
+/** A `prepare` dropped turns from the request (stored rows are untouched). */
+export interface RequestTrimmedNotification extends TrimmedCommon {
+  scope: "request";
+  reason: RequestTrimReason;
+}
+/** `chatHistory/trimmed` params. */
+export type TrimmedNotification = StorageTrimmedNotification | RequestTrimmedNotification;
+
+// ---------------------------------------------------------------------------------------------
+// initialize
+
+/** `initializationOptions` of `initialize` (every field optional). */
+export interface ChatHistoryInitializationOptions {
+  /** Folder that holds the database file; created if missing. */
+  storagePath?: string;
+  /** Initial `chatHistory` settings section, used until the client answers `workspace/configuration`. */
+  settings?: ChatHistorySettings;
+  /** Explicit workspace identity. */
+  workspace?: string;
+}
+
+/** `capabilities.experimental.chatHistory` of the initialize result. */
+export interface ChatHistoryServerCapabilities {
+  protocolVersion: number;
+  providers: string[];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Settings (`chatHistory` section, nested; settings.schema.json is the source of truth)
+
+export type ContextPreset = "default" | "localModel" | "unbounded";
+
+export interface ProviderAlias {
+  provider: ProviderKind;
+  model?: string;
+  /** The model's context window in tokens (applies only to `model`). */
+  contextWindow?: number;
+}
+
+export interface ChatHistoryContextSettings {
+  maxContextTokens?: number | null;
+  compactRatio?: number | null;
+  historyPruning?: {
+    enabled?: boolean;
+    maxTokens?: number;
+  };
+  maxHistoryTurns?: number;
+  keepToolContextTurns?: number | null;
+  trimLowWater?: number;
+  preset?: ContextPreset;
+}
+
+/** The `chatHistory` settings section, nested as `workspace/configuration` delivers it. */
+export interface ChatHistorySettings {
+  enableAutoPruning?: boolean;
+  maxAgeHours?: number;
+  maxMessages?: number;
+  maxTokens?: number;
+  preserveSystemMessages?: boolean;
+  maxToolResultChars?: number;
+  context?: ChatHistoryContextSettings;
+  activeProvider?: string;
+  providers?: { [alias: string]: ProviderAlias };
+}
