@@ -21,8 +21,9 @@ def _show(title: str, value: Any) -> None:
 
 
 def _history_line(row: dict[str, Any]) -> str:
-    text = row["content"] or ", ".join(f"{c['name']}({json.dumps(c['arguments'])})"
-                                      for c in row["toolCalls"])
+    text = row["content"] or ", ".join(
+        f"{c['name']}({json.dumps(c['arguments'])})" for c in row["toolCalls"]
+    )
     answer = f" -> {row['toolCallId']}" if row["toolCallId"] else ""
     return f"  #{row['id']:<3} turn {row['turn']}  {row['role']:<9}{answer} {text[:70]}"
 
@@ -33,35 +34,65 @@ def run(storage: Path) -> int:
         init = server.initialize(settings)
         print(f"server started: {init['serverInfo']['name']} {init['serverInfo']['version']}")
         print(f"database: {storage / 'chat-history.sqlite3'}")
-        print(f"providers: {', '.join(init['capabilities']['experimental']['chatHistory']['providers'])}")
+        kinds = init["capabilities"]["experimental"]["chatHistory"]["providers"]
+        print(f"providers: {', '.join(kinds)}")
         conversation = {"conversationId": "demo"}
-        server.call("chatHistory/append", {**conversation, "messages": [
-            {"role": "system", "content": "You are a coding assistant."},
-            {"role": "user", "content": "What does main.py print?"},
-            {"role": "assistant", "content": None, "toolCalls": [
-                {"id": "call_1", "name": "read_file", "arguments": {"path": "main.py"}}]},
-            {"role": "tool", "toolCallId": "call_1", "name": "read_file",
-             "content": "print('hello')"},
-            {"role": "assistant", "content": "It prints hello."},
-        ]})
+        server.call(
+            "chatHistory/append",
+            {
+                **conversation,
+                "messages": [
+                    {"role": "system", "content": "You are a coding assistant."},
+                    {"role": "user", "content": "What does main.py print?"},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "toolCalls": [
+                            {"id": "call_1", "name": "read_file", "arguments": {"path": "main.py"}}
+                        ],
+                    },
+                    {
+                        "role": "tool",
+                        "toolCallId": "call_1",
+                        "name": "read_file",
+                        "content": "print('hello')",
+                    },
+                    {"role": "assistant", "content": "It prints hello."},
+                ],
+            },
+        )
         print("\nappended turn 1 (user, tool call, tool result, reply)")
-        server.call("chatHistory/append", {**conversation, "messages": [
-            {"role": "user", "content": "And in French?"},
-            {"role": "assistant", "content": "It would print bonjour if you changed it."},
-        ]})
+        server.call(
+            "chatHistory/append",
+            {
+                **conversation,
+                "messages": [
+                    {"role": "user", "content": "And in French?"},
+                    {"role": "assistant", "content": "It would print bonjour if you changed it."},
+                ],
+            },
+        )
         print("appended turn 2")
-        result = server.call("chatHistory/append", {**conversation, "messages": [
-            {"role": "user", "content": "Thanks!"}]})
+        result = server.call(
+            "chatHistory/append",
+            {**conversation, "messages": [{"role": "user", "content": "Thanks!"}]},
+        )
         print("appended turn 3: the conversation now exceeds maxMessages = 7")
-        _show("append result: pruned (whole turn 1 deleted for good, tool pair together)",
-              result["pruned"])
+        _show(
+            "append result: pruned (whole turn 1 deleted for good, tool pair together)",
+            result["pruned"],
+        )
         for note in server.notifications:
             _show(f"notification {note['method']}", note["params"])
         server.notifications.clear()
-        prepared = server.call("chatHistory/prepare", {
-            **conversation, "provider": "anthropic", "model": "claude-sonnet-4-5"})
-        _show("prepare for anthropic under a 30-token budget (request only, nothing deleted)",
-              {k: prepared[k] for k in ("estimatedTokens", "budget", "trimmed", "body")})
+        prepared = server.call(
+            "chatHistory/prepare",
+            {**conversation, "provider": "anthropic", "model": "claude-sonnet-4-5"},
+        )
+        _show(
+            "prepare for anthropic under a 30-token budget (request only, nothing deleted)",
+            {k: prepared[k] for k in ("estimatedTokens", "budget", "trimmed", "body")},
+        )
         for note in server.notifications:
             _show(f"notification {note['method']}", note["params"])
         stored = server.call("chatHistory/get", conversation)
@@ -73,8 +104,9 @@ def run(storage: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--storage", type=Path,
-                        help="storage folder to use (default: a new temporary folder)")
+    parser.add_argument(
+        "--storage", type=Path, help="storage folder to use (default: a new temporary folder)"
+    )
     args = parser.parse_args(argv)
     if args.storage is not None:
         return run(args.storage)
