@@ -34,6 +34,8 @@ from chat_history.model import (
 # Limits (README "Limits"): large enough for real chats, small enough that no request can
 # exhaust memory or the database.
 MAX_ID_CHARS = 256
+#: a workspace identity is usually a folder URI, which can be long
+MAX_WORKSPACE_CHARS = 4_096
 MAX_CONTENT_CHARS = 4_000_000
 MAX_ATTACHMENT_CHARS = 20_000_000
 MAX_MESSAGES = 1_000
@@ -272,7 +274,7 @@ def check_json(value: Any, field: str) -> Any:
 def check_key(params: KeyParams, default_workspace: str) -> tuple[str, str]:
     conversation = check_id(params.conversation_id, "conversationId")
     workspace = (
-        check_id(params.workspace, "workspace")
+        check_id(params.workspace, "workspace", MAX_WORKSPACE_CHARS)
         if params.workspace is not None
         else default_workspace
     )
