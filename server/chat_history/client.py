@@ -3,6 +3,7 @@ Used by the demo, the benchmarks and the tests that need byte-level control of t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -24,14 +25,23 @@ class StdioClient:
     """One server process. Server-to-client notifications are kept in ``notifications``; its
     ``workspace/configuration`` requests are answered with ``configuration``."""
 
-    def __init__(self, storage: Path | None = None, *, env: Mapping[str, str] | None = None,
-                 command: list[str] | None = None, stderr: int | IO[bytes] | None = None) -> None:
+    def __init__(
+        self,
+        storage: Path | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        command: list[str] | None = None,
+        stderr: int | IO[bytes] | None = None,
+    ) -> None:
         self.storage = storage
         self.configuration: Any = None
         self.process = subprocess.Popen(
-            command or SERVER_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            command or SERVER_COMMAND,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE if stderr is None else stderr,
-            env=dict(env) if env is not None else None)
+            env=dict(env) if env is not None else None,
+        )
         self.notifications: list[dict[str, Any]] = []
         self._next_id = 0
 
@@ -71,8 +81,13 @@ class StdioClient:
             if "method" in message:
                 if "id" in message:
                     items = message.get("params", {}).get("items", [])
-                    self.send({"jsonrpc": "2.0", "id": message["id"],
-                               "result": [self.configuration] * len(items)})
+                    self.send(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": message["id"],
+                            "result": [self.configuration] * len(items),
+                        }
+                    )
                 else:
                     self.notifications.append(message)
                 continue
@@ -92,16 +107,19 @@ class StdioClient:
             raise RpcError(answer["error"])
         return answer.get("result")
 
-    def initialize(self, settings: Any = None, *, configuration: bool = False,
-                   **options: Any) -> dict[str, Any]:
+    def initialize(
+        self, settings: Any = None, *, configuration: bool = False, **options: Any
+    ) -> dict[str, Any]:
         init: dict[str, Any] = dict(options)
         if self.storage is not None:
             init["storagePath"] = str(self.storage)
         if settings is not None:
             init["settings"] = settings
         capabilities = {"workspace": {"configuration": True}} if configuration else {}
-        result: dict[str, Any] = self.call("initialize", {
-            "processId": None, "capabilities": capabilities, "initializationOptions": init})
+        result: dict[str, Any] = self.call(
+            "initialize",
+            {"processId": None, "capabilities": capabilities, "initializationOptions": init},
+        )
         self.notify("initialized", {})
         return result
 
@@ -121,7 +139,8 @@ class StdioClient:
         finally:
             for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
                 if stream is not None:
-                    stream.close()
+                    with contextlib.suppress(OSError):  # a killed server: nothing to flush to
+                        stream.close()
 
     def __enter__(self) -> StdioClient:
         return self

@@ -3,19 +3,24 @@ wire to ChatHistoryManager calls. Domain errors become JSON-RPC errors here, in 
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import os
+import sys
+import threading
 from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import cattrs
 from lsprotocol import types
 from pygls.exceptions import (
     JsonRpcException,
     JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
     JsonRpcServerNotInitialized,
 )
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import (
     JsonRPCNotification,
@@ -26,10 +31,11 @@ from pygls.protocol import (
     lsp_method,
 )
 
-from chat_history import __version__, protocol
+from chat_history import __version__, framing, protocol
 from chat_history.errors import ContextOverflow, InvalidParams, StorageError
 from chat_history.manager import ChatHistoryManager, PrepareOptions
 from chat_history.model import Trimmed
+from chat_history.paths import default_storage_folder
 from chat_history.settings import PROVIDER_KINDS, SECTION, load_settings
 from chat_history.store import Key, Store
 
@@ -37,7 +43,7 @@ log = logging.getLogger("chat_history")
 PROTOCOL_VERSION = 1
 TRIMMED = "chatHistory/trimmed"
 #: Error codes that answer bad input or a known condition, not a server defect.
-EXPECTED_CODES = frozenset({-32602, -32002, 1001, 1002})
+EXPECTED_CODES = frozenset({-32600, -32602, -32002, 1001, 1002})
 P = TypeVar("P")
 
 
@@ -78,6 +84,9 @@ class ChatHistoryProtocol(LanguageServerProtocol):
     def lsp_initialize(
         self, params: types.InitializeParams
     ) -> Generator[Any, Any, types.InitializeResult]:
+        if getattr(self._server, "manager", None) is not None:
+            # LSP allows one initialize; a second must not swap the storage folder mid-session.
+            raise JsonRpcInvalidRequest(message="initialize may only be sent once per session")
         result = yield from super().lsp_initialize(params)
         result.capabilities.experimental = {
             "chatHistory": {"protocolVersion": PROTOCOL_VERSION, "providers": list(PROVIDER_KINDS)}
@@ -95,6 +104,10 @@ class ChatHistoryServer(LanguageServer):
             max_workers=5,
         )
         self.manager: ChatHistoryManager | None = None
+        # One thread runs the requests, in the order they arrived: two appends a client sends
+        # without waiting must be stored in that order (pygls's pool would race them for the
+        # manager's lock; the manager serialises them anyway, so no parallelism is lost).
+        self.requests = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chat-history")
         self.workspace_identity = "default"
         self._reported: set[str] = set()
 
@@ -103,6 +116,21 @@ class ChatHistoryServer(LanguageServer):
         if isinstance(error, JsonRpcException) and error.code in EXPECTED_CODES:
             return
         log.error("server error: %s", error)
+
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """pygls's stdio server with ``framing.serve`` as its loop: every request that can be
+        answered is answered, whatever arrives on stdin (see framing.py)."""
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        reader = framing.StdinReader(stdin or sys.stdin.buffer, self.thread_pool)
+        try:
+            asyncio.run(framing.serve(reader, self.protocol, self._stop_event))
+        except BrokenPipeError:
+            log.error("the client closed the connection; shutting down")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()  # type: ignore[no-untyped-call]
 
     # -- settings ----------------------------------------------------------------------------
 
@@ -149,12 +177,7 @@ def _storage_folder(options: dict[str, Any]) -> Path:
         return Path(path).expanduser()
     if path is not None:
         log.warning("initializationOptions.storagePath must be a non-empty string; ignored")
-    env = os.environ.get("CHAT_HISTORY_STORAGE")
-    if env:
-        return Path(env).expanduser()
-    from platformdirs import user_data_dir
-
-    return Path(user_data_dir("chat-history-server", appauthor=False))
+    return default_storage_folder()
 
 
 def _workspace_identity(params: types.InitializeParams, options: dict[str, Any]) -> str:
@@ -196,12 +219,16 @@ async def did_change_configuration(
 def request(
     method: str, params_cls: type[P]
 ) -> Callable[[Callable[[ChatHistoryManager, ChatHistoryServer, P], Any]], None]:
-    """Register a threaded handler: initialize gate, params structuring, error mapping."""
+    """Register a handler run on the request thread: initialize gate, params structuring, error
+    mapping."""
 
     def register(body: Callable[[ChatHistoryManager, ChatHistoryServer, P], Any]) -> None:
         @server.feature(method)
-        @server.thread()
-        def handler(ls: ChatHistoryServer, raw: Any) -> Any:
+        async def handler(ls: ChatHistoryServer, raw: Any) -> Any:
+            # Submitted before the first await, so in the order the requests arrived.
+            return await asyncio.wrap_future(ls.requests.submit(run, ls, raw))
+
+        def run(ls: ChatHistoryServer, raw: Any) -> Any:
             manager = ls.manager
             if manager is None:
                 raise JsonRpcServerNotInitialized(

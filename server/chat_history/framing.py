@@ -1,0 +1,273 @@
+"""The stdio message loop that replaces pygls's ``run_async``: LSP base framing read defensively,
+and an answer for every request that can be answered (JSON-RPC 2.0, sections 4 and 5.1).
+
+pygls 2.1.1 answers none of these, so the client waits forever: a body that is not JSON, not an
+object, or nested deeper than Python's parser goes; a request without ``params`` (which JSON-RPC
+allows) or with an unknown top-level member; a ``jsonrpc`` other than ``"2.0"``; an LSP request
+whose params do not fit lsprotocol's type; a request after ``shutdown``. It also decodes every
+nested object that holds a ``jsonrpc`` key as a message (so such metadata drops the request), dies
+on a ``Content-Length`` too large to allocate, and loses every later frame after a header it cannot
+read. Here a frame that cannot be parsed gets -32700 (id null), a message that is not a valid
+request gets -32600, params that cannot be structured get -32602 naming the field, and the reader
+resynchronises on the next ``Content-Length`` header."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import threading
+from concurrent.futures import Executor
+from typing import Any, BinaryIO
+
+from pygls.protocol import JsonRPCNotification, JsonRPCProtocol, JsonRPCRequestMessage
+
+from chat_history.protocol import _error_path
+
+log = logging.getLogger("chat_history")
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+
+#: The largest frame read into memory; a larger one is skipped (and answered when its id is found
+#: near the start). Far above any valid request: an append holds at most 1,000 messages.
+MAX_FRAME_BYTES = 256 * 1024 * 1024
+#: JSON nesting accepted in a message: far more than metadata or tool arguments need, and far from
+#: Python's recursion limit, so nothing downstream (cattrs, json.dumps in a worker) can overflow.
+MAX_DEPTH = 200
+_MAX_HEADER_LINE = 8_192
+_MAX_INT_DIGITS = 4_000  # below CPython's int_max_str_digits (4,300), which raises mid-parse
+
+# Searched, not matched at the line start: after a frame whose Content-Length was wrong, the next
+# header arrives glued to the leftover bytes of that body, and this finds it there.
+_CONTENT_LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*(\S*)[ \t]*\r?\n?\Z", re.IGNORECASE)
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[][{}]')
+_ID_VALUE = re.compile(rb'\s*:\s*(-?\d{1,18}|"[^"\\]*(?:\\.[^"\\]*)*")')
+
+
+class StdinReader:
+    """Blocking stdin reads on an executor, with a bounded header line."""
+
+    def __init__(self, stdin: BinaryIO, executor: Executor | None) -> None:
+        self.stdin = stdin
+        self.executor = executor
+
+    async def readline(self) -> bytes:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, self.stdin.readline, _MAX_HEADER_LINE)
+
+    async def peek(self) -> bytes:
+        """What can be read without blocking for more (nothing is consumed)."""
+        peek = getattr(self.stdin, "peek", None)
+        if peek is None:
+            return b""
+        loop = asyncio.get_running_loop()
+        head: bytes = await loop.run_in_executor(self.executor, peek, _MAX_HEADER_LINE)
+        return head
+
+    async def read(self, size: int) -> bytes:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, self.stdin.read, size)
+
+
+async def serve(reader: StdinReader, protocol: JsonRPCProtocol, stop: threading.Event) -> None:
+    """Read frames until end of input (or ``stop``), handing each body to ``handle_body``."""
+    while not stop.is_set():
+        length: int | None = None
+        bad_header: bytes | None = None
+        while True:
+            line = await reader.readline()
+            if not line:
+                return
+            if line.strip() == b"":
+                if length is not None or bad_header is not None:
+                    break
+                continue  # a stray blank line between frames
+            match = _CONTENT_LENGTH.search(line)
+            if match is not None:
+                value = match.group(1)
+                length, bad_header = (int(value), None) if value.isdigit() else (None, value)
+        if length is None:
+            send_error(
+                protocol,
+                None,
+                PARSE_ERROR,
+                f"Parse error: invalid Content-Length header {bad_header!r}; frame skipped",
+            )
+            continue
+        if length > MAX_FRAME_BYTES:
+            # Answered from the bytes already here, then skipped like any garbage until the next
+            # header: a client whose header lies about the length still gets served afterwards.
+            send_error(
+                protocol,
+                top_level_id(await reader.peek()),
+                INVALID_REQUEST,
+                f"Invalid Request: the message is {length:,} bytes, more than the limit of "
+                f"{MAX_FRAME_BYTES:,}",
+            )
+            continue
+        body = await reader.read(length)
+        if len(body) < length:
+            return  # end of input inside a frame
+        handle_body(protocol, body)
+
+
+def _parse_int(text: str) -> int | float:
+    # A number too long for int() becomes ±inf, which every integer field refuses by name.
+    return int(text) if len(text) <= _MAX_INT_DIGITS else float(text)
+
+
+def handle_body(protocol: JsonRPCProtocol, body: bytes) -> None:
+    """Validate one message and hand it to pygls, or answer why it cannot be handled."""
+    try:
+        data = json.loads(body, parse_int=_parse_int)
+    except RecursionError:
+        too_deep(protocol, top_level_id(body), "params")
+        return
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        send_error(protocol, None, PARSE_ERROR, f"Parse error: {exc}")
+        return
+    if not isinstance(data, dict):
+        send_error(
+            protocol,
+            None,
+            INVALID_REQUEST,
+            "Invalid Request: a message must be a JSON object (batches are not supported)",
+        )
+        return
+    if "method" not in data:
+        _handle_response(protocol, data)
+        return
+    has_id = "id" in data
+    msg_id = data.get("id")
+    id_ok = isinstance(msg_id, str) or (isinstance(msg_id, int) and not isinstance(msg_id, bool))
+    answer_id = msg_id if id_ok else None
+    method = data["method"]
+
+    def refuse(code: int, message: str, error_data: Any = None) -> None:
+        if has_id:
+            send_error(protocol, answer_id, code, message, error_data)
+        else:
+            log.warning("dropped a notification: %s", message)
+
+    if data.get("jsonrpc") != "2.0":
+        refuse(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"')
+        return
+    if not isinstance(method, str):
+        refuse(INVALID_REQUEST, 'Invalid Request: "method" must be a string')
+        return
+    if has_id and not id_ok:
+        refuse(INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer')
+        return
+    if protocol._shutdown and method != "exit":
+        refuse(INVALID_REQUEST, "Invalid Request: the server is shutting down")
+        return
+    deep = deepest_path(data.get("params"), MAX_DEPTH)
+    if deep is not None:
+        if has_id:
+            too_deep(protocol, answer_id, deep)
+        return
+    message_type = protocol.get_message_type(method)
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if has_id:
+        message["id"] = msg_id
+    if "params" in data or message_type is None:
+        message["params"] = data.get("params")  # JSON-RPC lets a request omit params
+    if message_type is None:
+        message_type = JsonRPCRequestMessage if has_id else JsonRPCNotification
+    try:
+        # What pygls's structure_message does, without its traceback in the log for bad input.
+        structured = protocol._converter.structure(message, message_type)
+    except Exception as exc:
+        field, why = _error_path(exc, "")
+        field = field.removeprefix("params").removeprefix(".") or "params"
+        refuse(INVALID_PARAMS, f"Invalid params: {field}: {why}", {"field": field})
+        return
+    try:
+        protocol.handle_message(structured)
+    except Exception as exc:
+        # pygls answers a request's own errors; what escapes is a notification it choked on
+        # (a $/cancelRequest whose id is a list raises TypeError): never fatal to the server.
+        if not has_id:
+            log.warning("dropped a notification %s: %r", method, exc)
+            return
+        log.exception("could not handle %s", method)
+        send_error(protocol, answer_id, INTERNAL_ERROR, f"Internal error handling {method}")
+
+
+def _handle_response(protocol: JsonRPCProtocol, data: dict[str, Any]) -> None:
+    """A client's answer to a server request (workspace/configuration): never answered back."""
+    if data.get("jsonrpc") != "2.0" or "id" not in data:
+        log.warning("dropped a message that is neither a request nor a response")
+        return
+    try:
+        protocol.handle_message(protocol.structure_message(data))
+    except Exception as exc:
+        log.warning("dropped a response the server cannot read: %s", exc)
+
+
+def too_deep(protocol: JsonRPCProtocol, msg_id: Any, field: str) -> None:
+    if msg_id is None:
+        send_error(protocol, None, PARSE_ERROR, "Parse error: the message is nested too deeply")
+        return
+    send_error(
+        protocol,
+        msg_id,
+        INVALID_PARAMS,
+        f"Invalid params: {field}: nested deeper than {MAX_DEPTH} levels",
+        {"field": field},
+    )
+
+
+def deepest_path(value: Any, limit: int) -> str | None:
+    """The wire path (``messages[0].metadata``) of the first place where ``value`` nests deeper
+    than ``limit``, cut to its first three steps; None when it does not."""
+    stack: list[tuple[Any, int, tuple[str, ...]]] = [(value, 1, ())]
+    while stack:
+        node, depth, path = stack.pop()
+        if isinstance(node, dict):
+            children: Any = ((f".{k}", v) for k, v in node.items())
+        elif isinstance(node, list):
+            children = ((f"[{i}]", v) for i, v in enumerate(node))
+        else:
+            continue
+        if depth > limit:
+            return "".join(path[:3]).lstrip(".") or "params"
+        for step, child in children:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1, (*path, step) if len(path) < 3 else path))
+    return None
+
+
+def top_level_id(body: bytes) -> int | str | None:
+    """The ``id`` member of the outermost object, found without parsing the whole body (it is
+    too deep, or too large, for the parser)."""
+    depth = 0
+    for token in _TOKEN.finditer(body):
+        text = token.group()
+        if text in (b"{", b"["):
+            depth += 1
+        elif text in (b"}", b"]"):
+            depth -= 1
+        elif depth == 1 and text == b'"id"':
+            value = _ID_VALUE.match(body, token.end())
+            if value is not None:
+                try:
+                    found = json.loads(value.group(1))
+                except ValueError:
+                    return None
+                return found if isinstance(found, int | str) else None
+    return None
+
+
+def send_error(
+    protocol: JsonRPCProtocol, msg_id: Any, code: int, message: str, data: Any = None
+) -> None:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    log.info("answered %s: %s", code, message)
+    protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "error": error})
