@@ -4,17 +4,22 @@ policy with the store: one transaction per operation, retention on every read an
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
+from chat_history.errors import InvalidParams
 from chat_history.model import Message, PruneReport, StoredMessage, Summary, ToolSpec, Trimmed
+from chat_history.policy.imports import covered_id, match_stored
 from chat_history.policy.recording import plan_append
 from chat_history.policy.retention import (
     RetentionPlan,
+    age_cutoff,
     needs_retention,
     plan_retention,
     summary_expired,
@@ -22,7 +27,16 @@ from chat_history.policy.retention import (
 from chat_history.policy.tokens import stored_tokens
 from chat_history.settings import Settings, default_settings
 from chat_history.store import Key, Store
-from chat_history.store.db import ConversationRecord, StoredSummary
+from chat_history.store.db import (
+    ConversationRecord,
+    ConversationTotals,
+    DatabaseStats,
+    StoredSummary,
+)
+
+if TYPE_CHECKING:
+    from chat_history.policy.budget import Route
+    from chat_history.policy.context import OmittedTurns, Prepared
 
 Notify = Callable[[Key, Trimmed], None]
 
@@ -43,6 +57,23 @@ class GetResult:
     summary: Summary | None
     pruned: PruneReport | None
     has_more: bool
+
+
+@attrs.frozen
+class ImportedSummary:
+    """A summary from an export; it covered the first ``covers_messages`` exported messages."""
+
+    summary: str
+    updated_at: int
+    covers_messages: int | None
+
+
+@attrs.frozen
+class ImportResult:
+    imported: tuple[StoredMessage, ...]
+    #: leading messages the conversation already held (policy.imports)
+    skipped: int
+    summary_saved: bool
 
 
 @attrs.frozen(kw_only=True)
@@ -105,7 +136,8 @@ class ChatHistoryManager:
     def _retain_in(self, connection: sqlite3.Connection, key: Key, now: int) -> RetentionPlan:
         """Retention inside the caller's write transaction."""
         settings = self.settings
-        summary = self.store.summary(connection, key)
+        # A summary expires only by the age rule: without it, no need to read the summary.
+        summary = self.store.summary(connection, key) if age_cutoff(settings, now) else None
         summary_gone = (
             summary is not None
             and settings.enable_auto_pruning
@@ -144,7 +176,7 @@ class ChatHistoryManager:
             return None
         with self.store.read() as connection:
             totals = self.store.totals(connection, key)
-            summary = self.store.summary(connection, key)
+            summary = self.store.summary(connection, key) if age_cutoff(settings, now) else None
         stale_summary = summary is not None and summary_expired(summary.updated_at, settings, now)
         if not stale_summary and (
             totals is None
@@ -162,6 +194,53 @@ class ChatHistoryManager:
         self._after_delete(key, plan)
         return plan.report
 
+    def _record_in(
+        self,
+        connection: sqlite3.Connection,
+        key: Key,
+        totals: ConversationTotals | None,
+        messages: Sequence[Message],
+        *,
+        max_tool_result_chars: int,
+        now: int,
+    ) -> list[StoredMessage]:
+        """The recording rules (turns, tool rows answering calls) and the insert."""
+        current = self.store.rows_from(connection, key, totals.turn_start_id) if totals else []
+        planned = plan_append(
+            last_turn=totals.last_turn if totals else 0,
+            current_turn_rows=current,
+            messages=messages,
+            max_tool_result_chars=max_tool_result_chars,
+        )
+        stored = self.store.insert(
+            connection,
+            key,
+            [(p.message, p.turn, stored_tokens(p.message)) for p in planned],
+            totals,
+            now,
+        )
+        self._record_completed_turns(connection, key, [*current, *stored])
+        return stored
+
+    def _record_completed_turns(
+        self, connection: sqlite3.Connection, key: Key, rows: Sequence[StoredMessage]
+    ) -> None:
+        """The figures of every turn in ``rows`` (the current turn and the rows just written)
+        that a later turn now follows: what ``prepare`` counts for a turn it does not read."""
+        if not rows or rows[0].turn == rows[-1].turn:
+            return
+        from chat_history.policy.context import turn_figures
+
+        completed: list[tuple[int, tuple[int, ...]]] = []
+        start = 0
+        for index in range(1, len(rows)):
+            if rows[index].turn != rows[start].turn:
+                figures = turn_figures(rows[start:index])
+                if figures.turns:
+                    completed.append((rows[start].turn, figures.as_tuple()))
+                start = index
+        self.store.add_turn_figures(connection, key, completed)
+
     # -- the service API -------------------------------------------------------------------
 
     def append(self, key: Key, messages: Sequence[Message]) -> AppendResult:
@@ -171,22 +250,13 @@ class ChatHistoryManager:
                 m if m.timestamp is not None else attrs.evolve(m, timestamp=now) for m in messages
             ]
             with self.store.write() as connection:
-                totals = self.store.totals(connection, key)
-                current = (
-                    self.store.rows_from(connection, key, totals.turn_start_id) if totals else []
-                )
-                planned = plan_append(
-                    last_turn=totals.last_turn if totals else 0,
-                    current_turn_rows=current,
-                    messages=stamped,
-                    max_tool_result_chars=self.settings.max_tool_result_chars,
-                )
-                stored = self.store.insert(
+                stored = self._record_in(
                     connection,
                     key,
-                    [(p.message, p.turn, stored_tokens(p.message)) for p in planned],
-                    totals,
-                    now,
+                    self.store.totals(connection, key),
+                    stamped,
+                    max_tool_result_chars=self.settings.max_tool_result_chars,
+                    now=now,
                 )
                 plan = self._retain_in(connection, key, now)
             self._after_delete(key, plan)
@@ -216,6 +286,85 @@ class ChatHistoryManager:
                     _summary(self.store.summary(connection, key)),
                 )
 
+    def _request_rows(
+        self, key: Key, route: Route, options: PrepareOptions
+    ) -> tuple[list[StoredMessage], OmittedTurns | None, Summary | None]:
+        """What ``prepare`` reads: the newest turns it can send, all older system rows and the
+        figures of the older turns (so the cost follows the request, not the history), or every
+        row when those figures are missing or do not add up to the store's totals."""
+        with self._lock:
+            self._retain_for_read(key)
+            with self.store.snapshot() as connection:
+                summary = _summary(self.store.summary(connection, key))
+                window = self._window(connection, key, route, options)
+                if window is None:
+                    return self.store.all_rows(connection, key), None, summary
+                return window[0], window[1], summary
+
+    def _window(
+        self, connection: sqlite3.Connection, key: Key, route: Route, options: PrepareOptions
+    ) -> tuple[list[StoredMessage], OmittedTurns | None] | None:
+        from chat_history.policy.budget import effective_budget
+        from chat_history.policy.context import OmittedTurns, TurnFigures, request_floor
+        from chat_history.policy.turns import is_real_user
+
+        context = self.settings.context
+        keep_turns = max(1, context.max_history_turns)
+        keep_tools = options.keep_tool_context_turns
+        if keep_tools is None:
+            keep_tools = context.tool_context_turns()
+        budget = effective_budget(context, route)
+        newest: list[StoredMessage] = []
+        units = floor = 0
+        unit_end = 0
+        # Newest first, turn by turn, until the turns left are ones the request drops: past the
+        # turn limit, or past the budget by a lower bound of the turns read (then the budget step
+        # runs and drops them). Never fewer than keepToolContextTurns + 1, so every turn left out
+        # is collapsed like the figures assume.
+        with contextlib.closing(self.store.newest_first(connection, key)) as rows:
+            for row in rows:
+                newest.append(row)
+                if not is_real_user(row):
+                    continue
+                units += 1
+                floor += request_floor(newest[unit_end:][::-1])
+                unit_end = len(newest)
+                if units > keep_tools and (units >= keep_turns or 0 < budget < floor):
+                    break
+            else:
+                return newest[::-1], None  # the whole conversation was read
+        window = newest[::-1]
+        start = window[0]
+        system = self.store.system_rows(connection, key, start.id)
+        oldest = self.store.oldest_spoken_turn(connection, key)
+        if oldest is None or oldest >= start.turn:
+            return [*system, *window], None  # only system rows are older
+        # The turn limit keeps `keep_turns`: older omitted turns are dropped by it, the rest
+        # by the budget step. Turn numbers of the stored turns are consecutive.
+        split = max(oldest, start.turn - max(0, keep_turns - units))
+        groups: list[TurnFigures] = []
+        for first, last in ((oldest, split - 1), (split, start.turn - 1)):
+            if first > last:
+                groups.append(TurnFigures())
+                continue
+            values = self.store.figures_between(connection, key, first, last)
+            if values is None:
+                return None  # turns written before schema 2
+            groups.append(TurnFigures(*values))
+        omitted = OmittedTurns(*groups)
+        both = omitted.beyond_limit + omitted.within_limit
+        totals = self.store.totals(connection, key)
+        assert totals is not None
+        left_out = (
+            totals.message_count - len(system) - len(window),
+            totals.tokens - sum(r.tokens for r in system) - sum(r.tokens for r in window),
+        )
+        if (both.spoken_rows, both.spoken_tokens) != left_out:
+            return None  # a turn deleted out of order, or turns without figures
+        if options.tools is not None and both.tool_dependent:
+            return None  # their collapse depends on this request's tool names
+        return [*system, *window], omitted
+
     def format(
         self,
         key: Key,
@@ -235,23 +384,32 @@ class ChatHistoryManager:
 
     def prepare(self, key: Key, options: PrepareOptions) -> PreparedRequest:
         from chat_history.policy.budget import resolve_route
-        from chat_history.policy.context import prepare_rows
+        from chat_history.policy.context import OmittedTurnsKept, prepare_rows
         from chat_history.providers import format_body
 
         route = resolve_route(
             options.provider or self.settings.active_provider, options.model, self.settings
         )
-        rows, summary = self.history(key)
-        prepared = prepare_rows(
-            rows,
-            settings=self.settings.context,
-            route=route,
-            summary=summary.summary if summary else None,
-            tools=options.tools,
-            extra_tokens=options.extra_tokens,
-            overflow_recovery=options.overflow_recovery,
-            keep_tool_context_turns=options.keep_tool_context_turns,
-        )
+
+        def prepare(rows: Sequence[Message], omitted: OmittedTurns | None) -> Prepared:
+            return prepare_rows(
+                rows,
+                settings=self.settings.context,
+                route=route,
+                summary=summary.summary if summary else None,
+                tools=options.tools,
+                extra_tokens=options.extra_tokens,
+                overflow_recovery=options.overflow_recovery,
+                keep_tool_context_turns=options.keep_tool_context_turns,
+                omitted=omitted,
+            )
+
+        rows, omitted, summary = self._request_rows(key, route, options)
+        try:
+            prepared = prepare(rows, omitted)
+        except OmittedTurnsKept:  # a window that was too small: never expected, still correct
+            full, summary = self.history(key)
+            prepared = prepare(full, None)
         for event in prepared.events:
             self._notify(key, event)
         return PreparedRequest(
@@ -291,3 +449,74 @@ class ChatHistoryManager:
     def list_conversations(self, workspace: str) -> list[ConversationRecord]:
         with self._lock, self.store.read() as connection:
             return self.store.conversations(connection, workspace)
+
+    def list_workspaces(self) -> list[str]:
+        with self._lock, self.store.read() as connection:
+            return self.store.workspaces(connection)
+
+    def stats(self) -> DatabaseStats:
+        with self._lock, self.store.read() as connection:
+            return self.store.stats(connection)
+
+    def retain(self, key: Key, *, dry_run: bool = False) -> RetentionPlan:
+        """Storage retention of one conversation now (the CLI's ``prune``). With ``dry_run``,
+        the same plan on the same row metadata, and nothing deleted."""
+        with self._lock:
+            now = self._clock()
+            if not dry_run:
+                with self.store.write() as connection:
+                    plan = self._retain_in(connection, key, now)
+                self._after_delete(key, plan)
+                return plan
+            with self.store.read() as connection:
+                summary = self.store.summary(connection, key)
+                plan = plan_retention(self.store.row_meta(connection, key), self.settings, now)
+            expired = (
+                summary is not None
+                and self.settings.enable_auto_pruning
+                and summary_expired(summary.updated_at, self.settings, now)
+            )
+            return attrs.evolve(plan, deleted_summary=expired)
+
+    def import_conversation(
+        self, key: Key, messages: Sequence[Message], summary: ImportedSummary | None = None
+    ) -> ImportResult:
+        """Restore exported messages in one write transaction. Messages the conversation already
+        holds are skipped (policy.imports); the rest go through the recording rules of ``append``
+        but are not cut again (they were when first recorded). Retention is left to the next
+        read or write, which applies the settings of whoever uses the conversation."""
+        with self._lock, self.store.write() as connection:
+            totals = self.store.totals(connection, key)
+            match = match_stored(
+                self.store.rows_from(connection, key, 0) if totals else [], messages
+            )
+            new = [
+                m if m.timestamp is not None else attrs.evolve(m, timestamp=self._clock())
+                for m in messages[match.start :]
+            ]
+            inserted: list[StoredMessage] = []
+            if new:
+                # An import is not activity: the conversation was last active at its newest row.
+                newest = max(m.timestamp or 0 for m in new)
+                try:
+                    inserted = self._record_in(
+                        connection,
+                        key,
+                        totals,
+                        new,
+                        max_tool_result_chars=0,
+                        now=max(newest, totals.last_activity if totals else 0),
+                    )
+                except InvalidParams as exc:  # name the row among ``messages``, not ``new``
+                    index, _, rest = exc.field.removeprefix("messages[").partition("]")
+                    raise InvalidParams(
+                        f"messages[{int(index) + match.start}]{rest}", exc.why
+                    ) from None
+            saved = False
+            current = self.store.summary(connection, key)
+            if summary is not None and (current is None or current.updated_at < summary.updated_at):
+                through = covered_id(summary.covers_messages, match, inserted)
+                stored = StoredSummary(summary.summary, summary.updated_at, through)
+                self.store.save_summary(connection, key, stored)
+                saved = True
+            return ImportResult(tuple(inserted), match.start, saved)

@@ -85,8 +85,8 @@ def test_database_uses_wal_and_secure_delete(make_manager, db_folder: Path) -> N
 
 def test_schema_version_is_recorded(make_manager, db_folder: Path) -> None:
     make_manager().append(KEY, [U("hello")])
-    assert SCHEMA_VERSION == 1
-    assert pragma(db_folder / DATABASE_FILE, "user_version") == 1
+    assert SCHEMA_VERSION == 2
+    assert pragma(db_folder / DATABASE_FILE, "user_version") == SCHEMA_VERSION
 
 
 def test_rows_survive_reopening(make_manager, db_folder: Path) -> None:
@@ -95,7 +95,7 @@ def test_rows_survive_reopening(make_manager, db_folder: Path) -> None:
     first.store.close()
     again = make_manager()
     assert contents(again.get(KEY).messages) == ["kept", "also kept"]
-    assert pragma(db_folder / DATABASE_FILE, "user_version") == 1
+    assert pragma(db_folder / DATABASE_FILE, "user_version") == SCHEMA_VERSION
 
 
 def test_a_newer_schema_is_refused_and_the_file_left_unchanged(

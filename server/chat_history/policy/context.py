@@ -6,6 +6,10 @@ Every step moves whole turns; the running (newest) turn is always sent whole. A 
 ``system`` rows are not dropped: they move up to follow the leading system rows, and the
 breadcrumb (with the conversation summary after it, when one exists) follows them, right before
 the first retained turn.
+
+A caller may leave out old turns that the request drops anyway and pass their totals instead
+(``OmittedTurns``, summed from ``turn_figures``), so that a request costs what it sends, not what
+is stored; the result is the same as with every row.
 """
 
 from __future__ import annotations
@@ -133,6 +137,90 @@ def collapse_turn(
 
 
 @attrs.frozen
+class TurnFigures:
+    """Totals of completed turns as a request sends them collapsed (any prompt-mode call name
+    counting): what ``prepare_rows`` must still count for turns left out of its rows. The
+    fields add up, so totals over a range of turns are differences of running sums."""
+
+    turns: int = 0
+    #: stored non-system rows and their stored estimate (checked against the store's totals)
+    spoken_rows: int = 0
+    spoken_tokens: int = 0
+    #: stored non-system rows the collapse keeps (``dropped_messages`` when the turn is dropped)
+    kept_rows: int = 0
+    #: the non-system estimate after the collapse, its summary row included
+    sent_tokens: int = 0
+    collapsed_rows: int = 0
+    collapsed_turns: int = 0
+    #: turns with a prompt-mode call, whose collapse depends on the request's tool names
+    tool_dependent: int = 0
+
+    def as_tuple(self) -> tuple[int, ...]:
+        return attrs.astuple(self)
+
+    def __add__(self, other: TurnFigures) -> TurnFigures:
+        return TurnFigures(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple(), strict=True)))
+
+
+def turn_figures(rows: Sequence[Message]) -> TurnFigures:
+    """The figures of one completed turn; its system rows do not count (they are always sent)."""
+    spoken = [row for row in rows if row.role != "system"]
+    if not spoken:
+        return TurnFigures()
+    sent, removed = collapse_turn(rows)
+    kept = [row for row in sent if row.role != "system"]
+    synthetic = len(kept) - (len(spoken) - removed)
+    prompt_mode = any(
+        row.role == "assistant" and not row.tool_calls and carrier_calls(row) for row in spoken
+    )
+    return TurnFigures(
+        turns=1,
+        spoken_rows=len(spoken),
+        spoken_tokens=sum(row_tokens(row) for row in spoken),
+        kept_rows=len(kept) - synthetic,
+        sent_tokens=sum(row_tokens(row) for row in kept),
+        collapsed_rows=removed,
+        collapsed_turns=1 if removed else 0,
+        tool_dependent=1 if prompt_mode else 0,
+    )
+
+
+def request_floor(rows: Sequence[Message]) -> int:
+    """A lower bound of a turn's non-system estimate in any request, collapsed or not, whatever
+    the tool names: all of it without a tool exchange; else its prompt, plus its closing reply or,
+    when the last row may be collapsed away, the smallest collapse summary row."""
+    spoken = [row for row in rows if row.role != "system"]
+    if not has_tool_exchange(spoken):  # any name counts: no exchange here, none with fewer names
+        return sum(row_tokens(row) for row in spoken)
+    prompt = spoken[0] if is_real_user(spoken[0]) else None
+    floor = row_tokens(prompt) if prompt is not None else 0
+    last = spoken[-1]
+    if last is not prompt:
+        closing = last.role == "assistant" and not carrier_calls(last)
+        floor += row_tokens(last) if closing else min(row_tokens(last), _SMALLEST_SUMMARY_TOKENS)
+    return floor
+
+
+_SMALLEST_SUMMARY_TOKENS = row_tokens(collapsed_exchange_row(1))
+
+
+@attrs.frozen
+class OmittedTurns:
+    """The oldest turns of a conversation, left out of ``prepare_rows``'s rows (their system rows
+    stay in, as leading system rows). The caller vouches for what makes the result equal to the
+    full one: each omitted turn is older than the newest ``keepToolContextTurns + 1`` (so it is
+    collapsed); the turn limit drops the ``beyond_limit`` turns; the token budget drops the
+    ``within_limit`` ones, which the turn limit keeps."""
+
+    beyond_limit: TurnFigures = TurnFigures()
+    within_limit: TurnFigures = TurnFigures()
+
+
+class OmittedTurnsKept(ValueError):
+    """The request would have sent an omitted turn: it needs every row."""
+
+
+@attrs.frozen
 class _Unit:
     """One turn as it would be sent: its rows, their estimate, its system rows and how many of
     its rows are stored messages (a collapse summary row is not)."""
@@ -161,20 +249,41 @@ class _Window:
     any turn was dropped."""
 
     def __init__(
-        self, leading: Sequence[Message], units: list[_Unit], crumb_tokens: int, fixed: int
+        self,
+        leading: Sequence[Message],
+        units: list[_Unit],
+        crumb_tokens: int,
+        fixed: int,
+        omitted: list[TurnFigures],
     ) -> None:
         self.system_block = list(leading)
         self.units = units
+        #: omitted turns, oldest group first: each group is dropped whole, before any unit
+        self.omitted = [group for group in omitted if group.turns]
         self.crumb_tokens = crumb_tokens
         self.dropped_turns = 0
         self.dropped_messages = 0
         self.events: list[Trimmed] = []
         self.last_reason: RequestTrimReason | None = None
         self.estimate = (
-            fixed + sum(row_tokens(row) for row in leading) + sum(u.tokens for u in units)
+            fixed
+            + sum(row_tokens(row) for row in leading)
+            + sum(group.sent_tokens for group in self.omitted)
+            + sum(u.tokens for u in units)
         )
 
+    def turns(self) -> int:
+        return sum(group.turns for group in self.omitted) + len(self.units)
+
     def drop_oldest(self) -> None:
+        if self.omitted:
+            group = self.omitted.pop(0)
+            self.estimate -= group.sent_tokens
+            if self.dropped_turns == 0:
+                self.estimate += self.crumb_tokens
+            self.dropped_turns += group.turns
+            self.dropped_messages += group.kept_rows
+            return
         unit = self.units.pop(0)
         self.system_block.extend(unit.system_rows)
         self.estimate -= unit.tokens - unit.system_tokens
@@ -187,7 +296,7 @@ class _Window:
         """One of steps 4-6: drop oldest turns while ``over()`` holds, never the newest, and
         record the step's event when it dropped any."""
         before, turns, messages = self.estimate, self.dropped_turns, self.dropped_messages
-        while len(self.units) > 1 and over():
+        while self.turns() > 1 and over():
             self.drop_oldest()
         if self.dropped_turns == turns:
             return
@@ -198,7 +307,7 @@ class _Window:
                 reason=reason,
                 dropped_messages=self.dropped_messages - messages,
                 dropped_turns=self.dropped_turns - turns,
-                retained_turns=len(self.units),
+                retained_turns=self.turns(),
                 tokens_before=before,
                 tokens_after=self.estimate,
                 budget=budget,
@@ -221,13 +330,16 @@ def prepare_rows(
     extra_tokens: int = 0,
     overflow_recovery: bool = False,
     keep_tool_context_turns: int | None = None,
+    omitted: OmittedTurns | None = None,
 ) -> Prepared:
     """Build one provider request from a conversation's rows (steps 3-9).
 
     ``tools`` decides which prompt-mode calls count as carriers (None: any name) and adds its
     schemas to every estimate, as does ``extra_tokens``. ``keep_tool_context_turns`` overrides
-    the setting (and its preset). Raises ContextOverflow when the route's window is known and the
-    final estimate exceeds it, whether or not proactive trimming is on."""
+    the setting (and its preset). ``omitted`` stands for the conversation's oldest turns when
+    ``rows`` leaves them out (see OmittedTurns); OmittedTurnsKept when the request would have
+    sent one of them. Raises ContextOverflow when the route's window is known and the final
+    estimate exceeds it, whether or not proactive trimming is on."""
     _check_non_negative("extraTokens", extra_tokens)
     keep = (
         keep_tool_context_turns
@@ -244,7 +356,9 @@ def prepare_rows(
     turns = segmented.turns
     collapse_before = max(0, len(turns) - 1 - keep)
     units: list[_Unit] = []
-    collapsed_rows = collapsed_turns = 0
+    left_out = [omitted.beyond_limit, omitted.within_limit] if omitted is not None else []
+    collapsed_rows = sum(group.collapsed_rows for group in left_out)
+    collapsed_turns = sum(group.collapsed_turns for group in left_out)
     for index, turn in enumerate(turns):
         sent, removed = turn.rows, 0
         if index < collapse_before:
@@ -256,18 +370,20 @@ def prepare_rows(
         units.append(_unit(sent, running=index == len(turns) - 1, synthetic=synthetic))
 
     crumb = breadcrumb_row(summary)
-    window = _Window(segmented.leading_system, units, row_tokens(crumb), fixed)
+    window = _Window(segmented.leading_system, units, row_tokens(crumb), fixed, left_out)
     tokens_before = window.estimate
 
     # Step 4: turn limit (0 keeps the newest turn).
     keep_turns = max(1, settings.max_history_turns)
-    window.trim("turnLimit", None, lambda: len(window.units) > keep_turns)
+    window.trim("turnLimit", None, lambda: window.turns() > keep_turns)
 
     # Step 5: token budget, down to budget x trimLowWater once the budget forces a trim.
     if budget > 0 and window.estimate > budget:
         low_water = settings.trim_low_water
         target = math.floor(budget * low_water) if low_water < 1 else budget
         window.trim("tokenBudget", budget, lambda: window.estimate > target)
+    if window.omitted:
+        raise OmittedTurnsKept("the request keeps turns that were left out of its rows")
 
     # Step 6: overflow recovery, to at most two thirds of the current estimate.
     if overflow_recovery:

@@ -8,7 +8,8 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,19 @@ import attrs
 from chat_history.errors import StorageError
 from chat_history.model import Attachment, Message, StoredMessage, ToolCall
 from chat_history.store.cache import ConversationCache
-from chat_history.store.schema import DATABASE_FILE, NewerSchema, check_version, migrate
+from chat_history.store.schema import (
+    DATABASE_FILE,
+    FIGURES,
+    NewerSchema,
+    check_version,
+    migrate,
+)
 
 BUSY_TIMEOUT_MS = 15_000
+#: SQLITE_CORRUPT and SQLITE_NOTADB, the primary result codes of a damaged file.
+_DAMAGED = (11, 26)
+#: SQLITE_READONLY and SQLITE_CANTOPEN.
+_UNWRITABLE = (8, 14)
 
 _COLUMNS = (
     "id, turn, role, content, tool_calls, tool_call_id, name, attachments, timestamp, "
@@ -57,6 +68,16 @@ class RowMetaRecord:
     role: str
     tokens: int
     timestamp: int
+
+
+@attrs.frozen
+class DatabaseStats:
+    messages: int
+    conversations: int
+    workspaces: int
+    summaries: int
+    oldest_timestamp: int | None
+    newest_timestamp: int | None
 
 
 @attrs.frozen
@@ -155,16 +176,39 @@ def _reason(exc: BaseException) -> str:
     return text
 
 
+def _enable_wal(connection: sqlite3.Connection) -> None:
+    """``journal_mode = WAL``, retried: on a file another process is creating at the same moment
+    SQLite answers "database is locked" at once, without waiting on the busy handler."""
+    give_up = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > give_up:
+                raise
+            time.sleep(0.005)
+
+
 class Store:
     """The database of one user: opened lazily, so a broken file answers StorageError per request
     while the server stays up, and is retried on the next request."""
 
-    def __init__(self, folder: Path, *, cache_conversations: int = 64, cache_rows: int = 50_000):
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        file_name: str = DATABASE_FILE,
+        cache_conversations: int = 64,
+        cache_rows: int = 50_000,
+    ):
         self.folder = folder
-        self.path = folder / DATABASE_FILE
+        self.path = folder / file_name
         self._connection: sqlite3.Connection | None = None
         self._lock = threading.RLock()
         self._data_version: int | None = None
+        # (file identity, reason) once SQLite found the file corrupt: refused until replaced.
+        self._damaged: tuple[tuple[int, ...] | None, str] | None = None
         self.cache = ConversationCache(cache_conversations, cache_rows)
 
     # -- connection -------------------------------------------------------------------------
@@ -172,11 +216,18 @@ class Store:
     def _open(self) -> sqlite3.Connection:
         if self._connection is not None:
             return self._connection
+        if self._damaged is not None:
+            identity, reason = self._damaged
+            if self._identity() == identity:
+                raise StorageError(reason)
+            self._damaged = None  # moved away or restored: try again
         try:
             self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             if not self.path.exists():
-                fd = os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
-                os.close(fd)
+                # Owner-only from the first byte; another process may create it first (several
+                # editor windows starting at once), which is fine.
+                with contextlib.suppress(FileExistsError):
+                    os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600))
             connection = sqlite3.connect(
                 self.path,
                 isolation_level=None,
@@ -190,7 +241,7 @@ class Store:
             # Refuse a newer schema before anything (even the WAL switch) writes to the file.
             check_version(connection)
             connection.execute("PRAGMA secure_delete = ON")
-            connection.execute("PRAGMA journal_mode = WAL")
+            _enable_wal(connection)
             connection.execute("PRAGMA synchronous = NORMAL")
             migrate(connection)
             for suffix in ("-wal", "-shm"):
@@ -202,10 +253,34 @@ class Store:
             raise StorageError(str(exc)) from exc
         except sqlite3.Error as exc:
             connection.close()
-            raise StorageError(f"cannot use {self.path}: {_reason(exc)}") from exc
+            raise self._failure(exc, f"cannot use {self.path}: ") from exc
         self._connection = connection
         self._data_version = None
         return connection
+
+    def _identity(self) -> tuple[int, ...] | None:
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            return None
+        return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+    def _failure(self, exc: sqlite3.Error, context: str = "") -> StorageError:
+        """The StorageError for ``exc``. A file SQLite reports corrupt is closed and refused from
+        then on (until it is replaced), so no later write goes into a damaged file."""
+        reason = context + _reason(exc)
+        code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+        if code in _UNWRITABLE and not os.access(self.folder, os.W_OK):
+            # SQLite only says "unable to open database file" when it cannot create the -shm.
+            reason += f"; the folder {self.folder} is not writable"
+        if code in _DAMAGED:
+            reason += (
+                f"; {self.path} is damaged and was left as it is: restore it from a backup or "
+                "move it away"
+            )
+            self.close()
+            self._damaged = (self._identity(), reason)
+        return StorageError(reason)
 
     def close(self) -> None:
         with self._lock:
@@ -222,7 +297,17 @@ class Store:
                 self._sync_cache(connection)
                 yield connection
             except sqlite3.Error as exc:
-                raise StorageError(_reason(exc)) from exc
+                raise self._failure(exc) from exc
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read section in one read transaction: several queries see the same commit."""
+        with self.read() as connection:
+            connection.execute("BEGIN")
+            try:
+                yield connection
+            finally:
+                connection.execute("COMMIT")
 
     @contextlib.contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
@@ -232,7 +317,7 @@ class Store:
             try:
                 connection.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise StorageError(_reason(exc)) from exc
+                raise self._failure(exc) from exc
             try:
                 self._sync_cache(connection)
                 yield connection
@@ -242,7 +327,7 @@ class Store:
                     connection.execute("ROLLBACK")
                 self.cache.clear()
                 if isinstance(exc, sqlite3.Error):
-                    raise StorageError(_reason(exc)) from exc
+                    raise self._failure(exc) from exc
                 raise
 
     def _sync_cache(self, connection: sqlite3.Connection) -> None:
@@ -305,6 +390,93 @@ class Store:
         ]
         has_more = len(rows) > limit
         return list(reversed(rows[:limit])), has_more
+
+    @staticmethod
+    def newest_first(
+        connection: sqlite3.Connection, key: Key
+    ) -> Generator[StoredMessage, None, None]:
+        """The conversation's rows newest first, each read when it is consumed."""
+        cursor = connection.execute(
+            f"SELECT {_COLUMNS} FROM messages WHERE workspace = ? AND conversation = ? "
+            "ORDER BY id DESC",
+            (key.workspace, key.conversation),
+        )
+        try:
+            for row in cursor:
+                yield _row_to_message(row)
+        finally:
+            cursor.close()
+
+    @staticmethod
+    def system_rows(
+        connection: sqlite3.Connection, key: Key, before_id: int
+    ) -> list[StoredMessage]:
+        """The system rows older than ``before_id``, in order (the partial index of v2)."""
+        return [
+            _row_to_message(r)
+            for r in connection.execute(
+                f"SELECT {_COLUMNS} FROM messages WHERE workspace = ? AND conversation = ? "
+                "AND role = 'system' AND id < ? ORDER BY id",
+                (key.workspace, key.conversation, before_id),
+            )
+        ]
+
+    @staticmethod
+    def oldest_spoken_turn(connection: sqlite3.Connection, key: Key) -> int | None:
+        """The turn number of the oldest non-system row."""
+        row = connection.execute(
+            "SELECT turn FROM messages WHERE workspace = ? AND conversation = ? "
+            "AND role != 'system' ORDER BY id LIMIT 1",
+            (key.workspace, key.conversation),
+        ).fetchone()
+        return int(row[0]) if row else None
+
+    @staticmethod
+    def add_turn_figures(
+        connection: sqlite3.Connection, key: Key, figures: Sequence[tuple[int, Sequence[int]]]
+    ) -> None:
+        """Record completed turns' figures (turn number, values in FIGURES order), each with the
+        running sums of every turn recorded before it."""
+        if not figures:
+            return
+        width = len(FIGURES)
+        last = connection.execute(
+            f"SELECT {', '.join(FIGURES)}, {', '.join(f'earlier_{n}' for n in FIGURES)} "
+            "FROM turn_figures WHERE workspace = ? AND conversation = ? "
+            "ORDER BY turn DESC LIMIT 1",
+            (key.workspace, key.conversation),
+        ).fetchone()
+        earlier = (
+            [a + b for a, b in zip(last[:width], last[width:], strict=True)]
+            if last
+            else [0] * width
+        )
+        for turn, own in figures:
+            connection.execute(
+                f"INSERT INTO turn_figures VALUES (?, ?, ?, {', '.join('?' * (2 * width))})",
+                (key.workspace, key.conversation, turn, *own, *earlier),
+            )
+            earlier = [a + b for a, b in zip(earlier, own, strict=True)]
+
+    @staticmethod
+    def figures_between(
+        connection: sqlite3.Connection, key: Key, first_turn: int, last_turn: int
+    ) -> tuple[int, ...] | None:
+        """The summed figures of turns ``first_turn``..``last_turn`` from the running sums at
+        both ends (two lookups), or None when either end has none."""
+        width = len(FIGURES)
+        found = {
+            r[0]: r[1:]
+            for r in connection.execute(
+                f"SELECT turn, {', '.join(FIGURES)}, {', '.join(f'earlier_{n}' for n in FIGURES)} "
+                "FROM turn_figures WHERE workspace = ? AND conversation = ? AND turn IN (?, ?)",
+                (key.workspace, key.conversation, first_turn, last_turn),
+            )
+        }
+        if first_turn not in found or last_turn not in found:
+            return None
+        first, last = found[first_turn], found[last_turn]
+        return tuple(last[width + i] + last[i] - first[width + i] for i in range(width))
 
     @staticmethod
     def row_meta(connection: sqlite3.Connection, key: Key) -> list[RowMetaRecord]:
@@ -395,6 +567,11 @@ class Store:
             "WHERE workspace = ? AND conversation = ?",
             (count, tokens, oldest, key.workspace, key.conversation),
         )
+        oldest_turn = self.oldest_spoken_turn(connection, key)
+        connection.execute(
+            "DELETE FROM turn_figures WHERE workspace = ? AND conversation = ? AND turn < ?",
+            (key.workspace, key.conversation, (1 << 62) if oldest_turn is None else oldest_turn),
+        )
         self.cache.remove_ids(key, set(id_list))
 
     def clear(self, connection: sqlite3.Connection, key: Key) -> int:
@@ -408,6 +585,10 @@ class Store:
         )
         connection.execute(
             "DELETE FROM conversations WHERE workspace = ? AND conversation = ?",
+            (key.workspace, key.conversation),
+        )
+        connection.execute(
+            "DELETE FROM turn_figures WHERE workspace = ? AND conversation = ?",
             (key.workspace, key.conversation),
         )
         self.cache.drop(key)
@@ -459,3 +640,27 @@ class Store:
         ).fetchall()
         records = [ConversationRecord(r[0], r[1], r[2], r[3], bool(r[4])) for r in rows]
         return sorted(records, key=lambda r: (-r.last_activity, r.conversation))
+
+    @staticmethod
+    def workspaces(connection: sqlite3.Connection) -> list[str]:
+        """Every workspace that holds messages or a summary, sorted."""
+        return [
+            r[0]
+            for r in connection.execute(
+                "SELECT workspace FROM conversations WHERE message_count > 0 UNION "
+                "SELECT workspace FROM summaries ORDER BY 1"
+            )
+        ]
+
+    @staticmethod
+    def stats(connection: sqlite3.Connection) -> DatabaseStats:
+        messages, oldest, newest = connection.execute(
+            "SELECT COUNT(*), MIN(timestamp), MAX(timestamp) FROM messages"
+        ).fetchone()
+        conversations, workspaces = connection.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT workspace) FROM (SELECT workspace, conversation FROM "
+            "conversations WHERE message_count > 0 UNION SELECT workspace, conversation FROM "
+            "summaries)"
+        ).fetchone()
+        (summaries,) = connection.execute("SELECT COUNT(*) FROM summaries").fetchone()
+        return DatabaseStats(messages, conversations, workspaces, summaries, oldest, newest)

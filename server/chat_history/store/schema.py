@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -49,8 +49,36 @@ CREATE TABLE summaries (
 ) WITHOUT ROWID;
 """
 
+#: The columns of one turn's figures, in the order of policy.context.TurnFigures.
+FIGURES = (
+    "turns",
+    "spoken_rows",
+    "spoken_tokens",
+    "kept_rows",
+    "sent_tokens",
+    "collapsed_rows",
+    "collapsed_turns",
+    "tool_dependent",
+)
+
+# Version 2 lets a request read what it sends, not the whole conversation: system rows without
+# the rest, and per completed turn its figures (policy.context.TurnFigures) with the running sums
+# of every earlier turn's, so the totals of any range of old turns take two lookups. A turn
+# written before version 2 has no figures, and a request that would need them reads every row.
+_V2 = f"""
+CREATE INDEX messages_system ON messages (workspace, conversation, id) WHERE role = 'system';
+CREATE TABLE turn_figures (
+    workspace TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    {", ".join(f"{name} INTEGER NOT NULL" for name in FIGURES)},
+    {", ".join(f"earlier_{name} INTEGER NOT NULL" for name in FIGURES)},
+    PRIMARY KEY (workspace, conversation, turn)
+) WITHOUT ROWID;
+"""
+
 #: MIGRATIONS[n] upgrades a database at user_version n to n + 1.
-MIGRATIONS: dict[int, str] = {0: _V1}
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2}
 
 
 class NewerSchema(Exception):

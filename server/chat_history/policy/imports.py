@@ -1,0 +1,73 @@
+"""Import dedupe: which messages of an imported conversation the database already holds.
+
+Stored rows are immutable and a conversation only grows at its end (and loses whole turns at its
+start), so two copies of one conversation differ by a head and a tail. A message is identified by
+every field a client sent (role, content, tool calls, ids, attachments, timestamp, providerData,
+metadata); the import skips the incoming messages up to the last one already stored and records
+the rest. Re-importing a file, or an older export, therefore adds nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from chat_history.model import Message, StoredMessage
+
+Fingerprint = tuple[Any, ...]
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def fingerprint(message: Message) -> Fingerprint:
+    """Everything a client sent about a message; the database's id, turn and tokens excluded."""
+    return (
+        message.role,
+        message.content,
+        tuple((c.id, c.name, _canonical(c.arguments)) for c in message.tool_calls),
+        message.tool_call_id,
+        message.name,
+        tuple((a.kind, a.mime_type, a.data, a.uri) for a in message.attachments),
+        message.timestamp,
+        _canonical(dict(message.provider_data)),
+        _canonical(dict(message.metadata)),
+    )
+
+
+@attrs.frozen
+class ImportMatch:
+    """``incoming[start:]`` are new; ``stored_ids[i]`` is the id of the stored row that
+    ``incoming[i]`` (i < start) already is, or None when the conversation no longer holds it."""
+
+    start: int
+    stored_ids: tuple[int | None, ...]
+
+
+def match_stored(stored: Sequence[StoredMessage], incoming: Sequence[Message]) -> ImportMatch:
+    if not stored:
+        return ImportMatch(0, ())
+    ids = {fingerprint(row): row.id for row in stored}
+    start = 0
+    for index in range(len(incoming) - 1, -1, -1):
+        if fingerprint(incoming[index]) in ids:
+            start = index + 1
+            break
+    return ImportMatch(start, tuple(ids.get(fingerprint(m)) for m in incoming[:start]))
+
+
+def covered_id(
+    covers_messages: int | None, match: ImportMatch, inserted: Sequence[StoredMessage]
+) -> int | None:
+    """A summary's ``coversThroughId`` in this database, for a summary that covered the first
+    ``covers_messages`` incoming messages: the newest stored row among them (0 when none is
+    stored any more, None when the summary said nothing)."""
+    if covers_messages is None:
+        return None
+    if covers_messages > match.start:
+        return inserted[covers_messages - 1 - match.start].id
+    return max((i for i in match.stored_ids[:covers_messages] if i is not None), default=0)

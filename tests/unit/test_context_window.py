@@ -1,0 +1,352 @@
+"""``prepare`` reads only what a request can send (the newest turns, older system rows and the
+stored figures of older turns) and answers exactly what preparing every row answers: the same
+body, estimate, trim report, collapse counts and events, on random histories and settings."""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_context_properties import TOOL_NAMES, context_settings, histories
+
+from chat_history.errors import ContextOverflow
+from chat_history.manager import ChatHistoryManager, PrepareOptions
+from chat_history.model import Message, ToolCall, ToolSpec, Trimmed
+from chat_history.policy.budget import resolve_route
+from chat_history.policy.context import prepare_rows, request_floor, turn_figures
+from chat_history.policy.turns import segment
+from chat_history.providers import format_body
+from chat_history.settings import ContextSettings, Settings, default_settings
+from chat_history.store import Key, Store
+from chat_history.store.schema import DATABASE_FILE, MIGRATIONS
+
+KEY = Key("ws", "conv")
+T0 = 1_764_480_000_000
+HOUR = 3_600_000
+
+
+def keep_everything(ctx: ContextSettings | None = None) -> Settings:
+    """Retention that never deletes, so the stored rows are the rows appended."""
+    return attrs.evolve(
+        default_settings(),
+        max_messages=1_000_000,
+        max_tokens=0,
+        max_age_hours=0,
+        context=ctx or default_settings().context,
+    )
+
+
+def full_result(
+    manager: ChatHistoryManager, options: PrepareOptions
+) -> tuple[Any, tuple[Trimmed, ...]] | ContextOverflow:
+    """What preparing every stored row answers (the reference)."""
+    rows, summary = manager.history(KEY)
+    route = resolve_route(manager.settings.active_provider, None, manager.settings)
+    try:
+        out = prepare_rows(
+            rows,
+            settings=manager.settings.context,
+            route=route,
+            summary=summary.summary if summary else None,
+            tools=options.tools,
+            extra_tokens=options.extra_tokens,
+            overflow_recovery=options.overflow_recovery,
+            keep_tool_context_turns=options.keep_tool_context_turns,
+        )
+    except ContextOverflow as overflow:
+        return overflow
+    view = (
+        format_body(route.kind, out.rows, route.model),
+        out.estimated_tokens,
+        out.budget,
+        out.trimmed,
+        out.collapsed_tool_rows,
+        out.collapsed_turns,
+    )
+    return view, out.events
+
+
+def windowed_result(
+    manager: ChatHistoryManager, options: PrepareOptions, events: list[Trimmed]
+) -> tuple[Any, tuple[Trimmed, ...]] | ContextOverflow:
+    events.clear()
+    try:
+        out = manager.prepare(KEY, options)
+    except ContextOverflow as overflow:
+        return overflow
+    view = (
+        out.body,
+        out.estimated_tokens,
+        out.budget,
+        out.trimmed,
+        out.collapsed_tool_rows,
+        out.collapsed_turns,
+    )
+    return view, tuple(events)
+
+
+def assert_same(
+    manager: ChatHistoryManager, options: PrepareOptions, events: list[Trimmed]
+) -> None:
+    windowed = windowed_result(manager, options, events)
+    full = full_result(manager, options)
+    if isinstance(full, ContextOverflow):
+        assert isinstance(windowed, ContextOverflow)
+        assert (windowed.estimated_tokens, windowed.context_window) == (
+            full.estimated_tokens,
+            full.context_window,
+        )
+    else:
+        assert windowed == full
+
+
+def open_manager(folder: Path, settings: Settings, events: list[Trimmed]) -> ChatHistoryManager:
+    return ChatHistoryManager(
+        Store(folder),
+        settings,
+        notify=lambda key, event: events.append(event),
+        clock=lambda: T0,
+    )
+
+
+def append_in_pieces(
+    manager: ChatHistoryManager, rows: Sequence[Message], sizes: list[int]
+) -> None:
+    """Append in batches of the drawn sizes: a turn completes within a batch or across two."""
+    index = 0
+    for size in sizes:
+        if index >= len(rows):
+            break
+        manager.append(KEY, rows[index : index + size])
+        index += size
+    if index < len(rows):
+        manager.append(KEY, rows[index:])
+
+
+options_strategy = st.builds(
+    PrepareOptions,
+    tools=st.one_of(
+        st.none(),
+        st.lists(st.sampled_from(TOOL_NAMES[:2]), unique=True).map(
+            lambda names: tuple(ToolSpec(name=n, description="d") for n in names)
+        ),
+    ),
+    extra_tokens=st.integers(0, 300),
+    overflow_recovery=st.booleans(),
+    keep_tool_context_turns=st.one_of(st.none(), st.integers(0, 4)),
+)
+
+
+@settings(
+    deadline=None,
+    max_examples=150,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    st.lists(histories(), min_size=1, max_size=4),
+    context_settings(),
+    options_strategy,
+    st.lists(st.integers(1, 6), max_size=30),
+    st.one_of(st.none(), st.text(alphabet="ab ", max_size=40)),
+)
+def test_a_windowed_prepare_answers_what_preparing_every_row_answers(
+    pieces: list[list[Message]],
+    ctx: ContextSettings,
+    options: PrepareOptions,
+    batches: list[int],
+    summary: str | None,
+) -> None:
+    # Several drawn histories back to back: longer conversations, so the window cuts often.
+    rows = [row for piece in pieces for row in piece]
+    if not rows:
+        return
+    events: list[Trimmed] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        manager = open_manager(Path(tmp), keep_everything(ctx), events)
+        try:
+            try:
+                append_in_pieces(manager, rows, batches)
+            except Exception:
+                return
+            if summary is not None:
+                manager.save_summary(KEY, summary)
+            assert_same(manager, options, events)
+        finally:
+            manager.store.close()
+
+
+def U(text: str) -> Message:
+    return Message(role="user", content=text)
+
+
+def A(text: str, *calls: str) -> Message:
+    return Message(
+        role="assistant",
+        content=text,
+        tool_calls=tuple(ToolCall(id=c, name="read_file", arguments={}) for c in calls),
+    )
+
+
+def T(call_id: str, text: str) -> Message:
+    return Message(role="tool", content=text, tool_call_id=call_id, name="read_file")
+
+
+def long_conversation(turns: int) -> list[Message]:
+    rows: list[Message] = [Message(role="system", content="You are helpful.")]
+    for i in range(turns):
+        rows.append(U(f"question {i} " + "q" * 300))
+        if i % 4 == 0:
+            rows += [A("", f"c{i}"), T(f"c{i}", "result " + "r" * 300)]
+        if i % 50 == 7:
+            rows.append(Message(role="system", content=f"note {i}"))
+        rows.append(A(f"answer {i} " + "a" * 300))
+    return rows
+
+
+def budget_settings(**context: Any) -> Settings:
+    return keep_everything(attrs.evolve(default_settings().context, **context))
+
+
+def test_a_long_conversation_is_prepared_from_its_newest_turns(tmp_path: Path) -> None:
+    events: list[Trimmed] = []
+    manager = open_manager(tmp_path, budget_settings(max_context_tokens=4_000), events)
+    manager.append(KEY, long_conversation(600))
+    route = resolve_route("openai", None, manager.settings)
+
+    rows, omitted, _ = manager._request_rows(KEY, route, PrepareOptions())
+
+    assert omitted is not None and omitted.within_limit.turns > 0
+    assert len(rows) < 100  # of 1,800 stored: what the budget can hold, plus the system rows
+    assert sum(1 for r in rows if r.role == "system") == 13
+    assert_same(manager, PrepareOptions(), events)
+    assert [e.reason for e in events] == ["turnLimit", "tokenBudget"]
+
+
+def test_the_turn_limit_alone_bounds_what_is_read(tmp_path: Path) -> None:
+    events: list[Trimmed] = []
+    manager = open_manager(
+        tmp_path, budget_settings(max_context_tokens=0, max_history_turns=5), events
+    )
+    manager.append(KEY, long_conversation(200))
+    route = resolve_route("openai", None, manager.settings)
+
+    _, omitted, _ = manager._request_rows(KEY, route, PrepareOptions())
+
+    assert omitted is not None and omitted.beyond_limit.turns == 195
+    assert omitted.within_limit.turns == 0
+    assert_same(manager, PrepareOptions(), events)
+
+
+def test_turns_deleted_by_retention_leave_the_window_exact(tmp_path: Path) -> None:
+    events: list[Trimmed] = []
+    settings = attrs.evolve(budget_settings(max_context_tokens=3_000), max_messages=300)
+    manager = open_manager(tmp_path, settings, events)
+    rows = long_conversation(400)
+    for start in range(0, len(rows), 60):
+        manager.append(KEY, rows[start : start + 60])
+    route = resolve_route("openai", None, manager.settings)
+
+    assert manager._request_rows(KEY, route, PrepareOptions())[1] is not None
+    assert_same(manager, PrepareOptions(), events)
+
+
+def test_a_turn_deleted_out_of_order_falls_back_to_every_row(tmp_path: Path) -> None:
+    events: list[Trimmed] = []
+    manager = open_manager(tmp_path, budget_settings(max_context_tokens=2_000), events)
+    manager.append(KEY, long_conversation(120))
+    with manager.store.write() as connection:
+        ids = [
+            r[0]
+            for r in connection.execute(
+                "SELECT id FROM messages WHERE turn = 30 AND role != 'system'"
+            )
+        ]
+        manager.store.delete_rows(connection, KEY, ids)
+    route = resolve_route("openai", None, manager.settings)
+
+    assert manager._request_rows(KEY, route, PrepareOptions())[1] is None
+    assert_same(manager, PrepareOptions(), events)
+
+
+def test_prompt_mode_calls_with_tool_names_fall_back_to_every_row(tmp_path: Path) -> None:
+    events: list[Trimmed] = []
+    manager = open_manager(tmp_path, budget_settings(max_context_tokens=1_000), events)
+    prompt_call = Message(role="assistant", content='<tool_call>{"name": "grep"}</tool_call>')
+    rows = [U("first"), prompt_call, U("[Tool results] none"), A("done")]
+    manager.append(KEY, rows + long_conversation(80)[1:])
+    options = PrepareOptions(tools=(ToolSpec(name="read_file"),))
+    route = resolve_route("openai", None, manager.settings)
+
+    assert manager._request_rows(KEY, route, options)[1] is None
+    assert_same(manager, options, events)
+    assert manager._request_rows(KEY, route, PrepareOptions())[1] is not None
+    assert_same(manager, PrepareOptions(), events)
+
+
+def test_a_version_1_database_keeps_its_rows_and_is_prepared_in_full(tmp_path: Path) -> None:
+    legacy = sqlite3.connect(tmp_path / DATABASE_FILE)
+    for statement in MIGRATIONS[0].split(";"):
+        if statement.strip():
+            legacy.execute(statement)
+    legacy.execute("PRAGMA user_version = 1")
+    # Two turns as a version 1 server wrote them: the first is complete and has no figures.
+    legacy.executemany(
+        "INSERT INTO messages (workspace, conversation, turn, role, content, timestamp, tokens) "
+        "VALUES ('ws', 'conv', ?, ?, ?, ?, 7)",
+        [
+            (1, "user", "old question", T0),
+            (1, "assistant", "old answer", T0),
+            (2, "user", "q2", T0),
+        ],
+    )
+    legacy.execute("INSERT INTO conversations VALUES ('ws', 'conv', 3, 21, 2, 3, ?, ?)", (T0, T0))
+    legacy.commit()
+    legacy.close()
+
+    events: list[Trimmed] = []
+    manager = open_manager(tmp_path, budget_settings(max_context_tokens=2_000), events)
+    added = long_conversation(60)[1:]
+    manager.append(KEY, added)
+
+    stored = manager.get(KEY).messages
+    assert [r.content for r in stored] == [
+        "old question",
+        "old answer",
+        "q2",
+        *(r.content for r in added),
+    ]
+    with manager.store.read() as connection:
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == 2
+    route = resolve_route("openai", None, manager.settings)
+    assert manager._request_rows(KEY, route, PrepareOptions())[1] is None  # turn 1 has none
+    assert_same(manager, PrepareOptions(), events)
+
+
+@settings(deadline=None, max_examples=200)
+@given(histories())
+def test_the_floor_never_exceeds_what_a_turn_sends(rows: list[Message]) -> None:
+    """request_floor is a lower bound of each turn's non-system estimate as prepare sends it,
+    and turn_figures counts what a collapse keeps and leaves out."""
+    for turn in segment(rows).turns:
+        figures = turn_figures(turn.rows)
+        spoken = [r for r in turn.rows if r.role != "system"]
+        assert figures.kept_rows + figures.collapsed_rows == figures.spoken_rows == len(spoken)
+        assert request_floor(turn.rows) <= figures.sent_tokens
+        assert request_floor(turn.rows) <= figures.spoken_tokens
+
+
+@pytest.mark.parametrize("turns", [1, 3, 60])
+def test_short_and_long_conversations_alike(tmp_path: Path, turns: int) -> None:
+    events: list[Trimmed] = []
+    manager = open_manager(tmp_path, budget_settings(max_context_tokens=1_500), events)
+    for row in long_conversation(turns):
+        manager.append(KEY, [row])
+    assert_same(manager, PrepareOptions(), events)
+    assert_same(manager, PrepareOptions(overflow_recovery=True, extra_tokens=200), events)
