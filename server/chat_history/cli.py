@@ -1,0 +1,540 @@
+"""``chat-history``: the command-line tool over the same ChatHistoryManager as the server — list,
+show, prune, export/import (JSONL, ``transfer.py``), stats, demo. Only ``prune`` deletes; the read
+commands turn storage retention off so that looking at a history never changes it."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from chat_history import __version__, protocol
+from chat_history.errors import InvalidParams, StorageError
+from chat_history.manager import ChatHistoryManager
+from chat_history.paths import STORAGE_ENV, default_storage_folder
+from chat_history.progress import Progress
+from chat_history.render import conversations_table, history_text, when
+from chat_history.settings import SECTION, Settings, default_settings, load_settings
+from chat_history.settings_file import SettingsFileError, read_settings_file
+from chat_history.store import Key, Store
+from chat_history.store.db import ConversationRecord
+from chat_history.store.schema import DATABASE_FILE
+from chat_history.transfer import (
+    ConversationImport,
+    ImportFileError,
+    conversation_lines,
+    dumps,
+    header_line,
+    read_import,
+)
+
+EXIT_FAILURE = 1  # missing database or conversation, a bad import file, a bad settings file
+EXIT_USAGE = 2  # bad arguments (argparse's own status)
+EXIT_STORAGE = 3  # the database cannot be opened, read or written (1002 StorageError)
+
+#: The retention flags: (argparse dest, settings key relative to ``chatHistory``).
+RETENTION_FLAGS = (
+    ("max_messages", "maxMessages"),
+    ("max_tokens", "maxTokens"),
+    ("max_age_hours", "maxAgeHours"),
+    ("preserve_system_messages", "preserveSystemMessages"),
+)
+#: What ``stats`` shows of the settings in force: (key, Settings attribute).
+SHOWN_SETTINGS = (
+    ("enableAutoPruning", "enable_auto_pruning"),
+    ("maxAgeHours", "max_age_hours"),
+    ("maxMessages", "max_messages"),
+    ("maxTokens", "max_tokens"),
+    ("preserveSystemMessages", "preserve_system_messages"),
+    ("maxToolResultChars", "max_tool_result_chars"),
+    ("activeProvider", "active_provider"),
+)
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# -- database and settings -----------------------------------------------------------------------
+
+
+def database_location(db: Path | None) -> tuple[Path, str]:
+    """(folder, file name) of ``--db`` (a folder or a database file), else the server's default."""
+    if db is None:
+        return default_storage_folder(), DATABASE_FILE
+    db = db.expanduser()
+    if db.is_dir():
+        return db, DATABASE_FILE
+    if db.is_file() or db.suffix in {".sqlite3", ".sqlite", ".db"}:
+        return db.parent, db.name
+    return db, DATABASE_FILE
+
+
+def open_manager(
+    args: argparse.Namespace, settings: Settings | None = None, *, create: bool = False
+) -> ChatHistoryManager:
+    folder, name = database_location(args.db)
+    path = folder / name
+    if not create and not path.is_file():
+        where = "--db" if args.db is not None else f"${STORAGE_ENV} or the default folder"
+        raise CliError(
+            f"no database at {path} (from {where}): nothing has been recorded there; "
+            "pass --db PATH to name the storage folder or the .sqlite3 file"
+        )
+    return ChatHistoryManager(Store(folder, file_name=name), settings)
+
+
+@attrs.frozen
+class CliSettings:
+    settings: Settings
+    #: where each key given explicitly came from (full dotted key -> file path or flag)
+    sources: dict[str, str]
+
+
+def load_cli_settings(args: argparse.Namespace) -> CliSettings:
+    """Settings from ``--settings`` (VS Code settings.json) and the flags, validated by the
+    server's loader: a bad value in the file falls back to its default with a warning (as in the
+    server), a bad flag is a usage error."""
+    section: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    if args.settings is not None:
+        try:
+            section = read_settings_file(args.settings)
+        except SettingsFileError as exc:
+            raise CliError(str(exc)) from None
+        sources = {f"{SECTION}.{key}": str(args.settings) for key in section}
+    for dest, key in RETENTION_FLAGS:
+        value = getattr(args, dest)
+        if value is not None:
+            section[key] = value
+            sources[f"{SECTION}.{key}"] = "--" + dest.replace("_", "-")
+    loaded = load_settings(section)
+    for problem in loaded.problems:
+        source = sources.get(problem.key, "")
+        if source.startswith("--"):
+            raise CliError(f"argument {source}: {problem.why}", EXIT_USAGE)
+        warn(f"{source}: {problem.message()}")
+    for key in loaded.unknown_keys:
+        warn(f"{args.settings}: ignoring unknown setting {key}")
+    return CliSettings(loaded.settings, sources)
+
+
+def warn(message: str) -> None:
+    print(f"chat-history: warning: {message}", file=sys.stderr)
+
+
+def records(manager: ChatHistoryManager, workspace: str | None) -> dict[Key, ConversationRecord]:
+    """Every conversation of ``workspace`` (default: all), ordered by workspace and id."""
+    workspaces = [workspace] if workspace is not None else manager.list_workspaces()
+    found = {
+        Key(ws, r.conversation): r for ws in workspaces for r in manager.list_conversations(ws)
+    }
+    return dict(sorted(found.items(), key=lambda item: (item[0].workspace, item[0].conversation)))
+
+
+def all_keys(manager: ChatHistoryManager, workspace: str | None) -> list[Key]:
+    return list(records(manager, workspace))
+
+
+def find_key(manager: ChatHistoryManager, conversation: str, workspace: str | None) -> Key:
+    """The conversation named on the command line: in ``--workspace``, else in the one workspace
+    that holds it."""
+    matches = [key for key in all_keys(manager, workspace) if key.conversation == conversation]
+    if not matches:
+        where = f"workspace {workspace!r}" if workspace is not None else "any workspace"
+        raise CliError(f"no conversation {conversation!r} in {where} of {manager.store.path}")
+    if len(matches) > 1:
+        listed = ", ".join(repr(key.workspace) for key in matches)
+        raise CliError(
+            f"conversation {conversation!r} exists in several workspaces ({listed}); "
+            "pass --workspace",
+            EXIT_USAGE,
+        )
+    return matches[0]
+
+
+def reading(settings: Settings) -> Settings:
+    """Settings for a read command: retention off, so that looking never deletes."""
+    return attrs.evolve(settings, enable_auto_pruning=False)
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+# -- commands ------------------------------------------------------------------------------------
+
+
+def cmd_conversations(args: argparse.Namespace) -> int:
+    manager = open_manager(args)
+    workspaces = [args.workspace] if args.workspace is not None else manager.list_workspaces()
+    listed: list[tuple[str, list[ConversationRecord]]] = [
+        (ws, records) for ws in workspaces if (records := manager.list_conversations(ws))
+    ]
+    if args.json:
+        print_json(
+            {
+                "conversations": [
+                    {
+                        "workspace": ws,
+                        "conversationId": r.conversation,
+                        "messageCount": r.message_count,
+                        "tokens": r.tokens,
+                        "lastActivity": r.last_activity,
+                        "hasSummary": r.has_summary,
+                    }
+                    for ws, records in listed
+                    for r in records
+                ]
+            }
+        )
+    elif not listed:
+        where = f" in workspace {args.workspace!r}" if args.workspace is not None else ""
+        print(f"No conversations{where} in {manager.store.path}.")
+    else:
+        print(conversations_table(listed))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    settings = load_cli_settings(args).settings
+    manager = open_manager(args, reading(settings))
+    key = find_key(manager, args.conversation, args.workspace)
+    if args.provider is not None:
+        try:
+            request = manager.format(key, args.provider, args.model)
+        except InvalidParams as exc:
+            raise CliError(f"argument --provider: {exc.why}", EXIT_USAGE) from None
+        print_json(protocol.wire(request))
+        return 0
+    result = manager.get(key)
+    if args.json:
+        print_json(
+            {
+                "workspace": key.workspace,
+                "conversationId": key.conversation,
+                "messages": protocol.wire(result.messages),
+                "summary": protocol.wire_summary(result.summary),
+            }
+        )
+    else:
+        print(history_text(key, result.messages, result.summary, full=args.full))
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    loaded = load_cli_settings(args)
+    # Running prune is the request to prune: enableAutoPruning governs automatic runs only.
+    settings = attrs.evolve(loaded.settings, enable_auto_pruning=True)
+    manager = open_manager(args, settings)
+    keys = all_keys(manager, args.workspace)
+    per_conversation: list[dict[str, Any]] = []
+    totals = {r: Counter(messages=0, turns=0, conversations=0) for r in ("age", "count", "tokens")}
+    summaries = 0
+    with Progress("pruning", len(keys)) as progress:
+        for key in keys:
+            plan = manager.retain(key, dry_run=args.dry_run)
+            progress.advance()
+            if not plan.delete_ids and not plan.deleted_summary:
+                continue
+            summaries += plan.deleted_summary
+            reasons = {}
+            for event in plan.events:
+                reasons[event.reason] = {
+                    "messages": event.dropped_messages,
+                    "turns": event.dropped_turns,
+                }
+                totals[event.reason].update(
+                    messages=event.dropped_messages, turns=event.dropped_turns, conversations=1
+                )
+            per_conversation.append(
+                {
+                    "workspace": key.workspace,
+                    "conversationId": key.conversation,
+                    "droppedMessages": len(plan.delete_ids),
+                    "retainedTurns": plan.report.retained_turns if plan.report else None,
+                    "reasons": reasons,
+                    "summaryDeleted": plan.deleted_summary,
+                }
+            )
+    messages = sum(c["droppedMessages"] for c in per_conversation)
+    if args.json:
+        print_json(
+            {
+                "dryRun": args.dry_run,
+                "conversationsChecked": len(keys),
+                "droppedMessages": messages,
+                "deletedSummaries": summaries,
+                "reasons": {r: dict(c) for r, c in totals.items()},
+                "conversations": per_conversation,
+            }
+        )
+        return 0
+    verb = "Would delete" if args.dry_run else "Deleted"
+    if args.dry_run:
+        print("Dry run: nothing was deleted.")
+    print(
+        f"{verb} {messages:,} message(s) in {len(per_conversation):,} of {len(keys):,} "
+        f"conversation(s), and {summaries} expired summar{'y' if summaries == 1 else 'ies'}."
+    )
+    limits = {
+        "age": f"turns older than {settings.max_age_hours:g} h"
+        if settings.max_age_hours > 0
+        else "rule off",
+        "count": f"more than {settings.max_messages:,} messages",
+        "tokens": f"more than {settings.max_tokens:,} tokens"
+        if settings.max_tokens
+        else "rule off",
+    }
+    for reason, counted in totals.items():
+        print(
+            f"  {reason:<7} {counted['messages']:>8,} messages {counted['turns']:>6,} turns "
+            f"{counted['conversations']:>5,} conversation(s)   ({limits[reason]})"
+        )
+    for item in per_conversation:
+        parts = [
+            f"{reason}: {n['messages']} messages/{n['turns']} turns"
+            for reason, n in item["reasons"].items()
+        ]
+        if item["summaryDeleted"]:
+            parts.append("expired summary")
+        print(f"  {item['workspace']}  {item['conversationId']}: {'; '.join(parts)}")
+    return 0
+
+
+def _write_lines(lines: Iterator[dict[str, Any]], sink: Any, progress: Progress) -> None:
+    for line in lines:
+        sink.write((dumps(line) + "\n").encode("utf-8"))
+        if line["type"] == "message":
+            progress.advance()
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    manager = open_manager(args, reading(default_settings()))
+    found = records(manager, args.workspace)
+    keys = list(found)
+    if args.conversations:
+        chosen = {find_key(manager, c, args.workspace) for c in args.conversations}
+        keys = [key for key in keys if key in chosen]
+    total = sum(found[key].message_count for key in keys)
+    sink = sys.stdout.buffer
+    with Progress("exporting", total) as progress:
+        sink.write((dumps(header_line()) + "\n").encode("utf-8"))
+        for key in keys:
+            result = manager.get(key)
+            _write_lines(conversation_lines(key, result.messages, result.summary), sink, progress)
+    sink.flush()
+    return 0
+
+
+def _read_file(path: str) -> list[ConversationImport]:
+    if path == "-":
+        return read_import(sys.stdin.buffer)
+    try:
+        size = os.path.getsize(path)
+        stream = open(path, "rb")  # noqa: SIM115 - closed below, after the progress bar
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    with stream, Progress("reading", size, long_work=1_000_000) as progress:
+        return read_import(stream, progress.advance)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    try:
+        conversations = _read_file(args.file)
+    except ImportFileError as exc:
+        raise CliError(f"{args.file}:{exc.line}: {exc.why} (nothing was imported)") from None
+    manager = open_manager(args, create=True)
+    imported = skipped = summaries = 0
+    failures: list[str] = []
+    total = sum(len(c.messages) for c in conversations)
+    with Progress("importing", total) as progress:
+        for entry in conversations:
+            try:
+                result = manager.import_conversation(entry.key, entry.messages, entry.summary)
+            except InvalidParams as exc:
+                failures.append(
+                    f"{args.file}:{entry.line_of(exc.field)}: {exc.field}: {exc.why} "
+                    f"(conversation {entry.key.conversation!r} of workspace "
+                    f"{entry.key.workspace!r} not imported)"
+                )
+                continue
+            finally:
+                progress.advance(len(entry.messages))
+            imported += len(result.imported)
+            skipped += result.skipped
+            summaries += result.summary_saved
+    print(
+        f"Imported {imported:,} message(s) and {summaries} summar{'y' if summaries == 1 else 'ies'}"
+        f" into {len(conversations) - len(failures):,} conversation(s); {skipped:,} message(s) "
+        "were already stored."
+    )
+    for failure in failures:
+        print(f"chat-history: {failure}", file=sys.stderr)
+    return EXIT_FAILURE if failures else 0
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    loaded = load_cli_settings(args)
+    manager = open_manager(args, reading(loaded.settings))
+    stats = manager.stats()
+    path = manager.store.path
+    wal = _size(Path(f"{path}-wal"))
+    shown = {
+        f"{SECTION}.{key}": getattr(loaded.settings, attribute) for key, attribute in SHOWN_SETTINGS
+    }
+    if args.json:
+        print_json(
+            {
+                "database": str(path),
+                "fileBytes": _size(path),
+                "walBytes": wal,
+                "messages": stats.messages,
+                "conversations": stats.conversations,
+                "workspaces": stats.workspaces,
+                "summaries": stats.summaries,
+                "oldestMessage": stats.oldest_timestamp,
+                "newestMessage": stats.newest_timestamp,
+                "settings": shown,
+                "settingSources": {k: loaded.sources.get(k, "default") for k in shown},
+            }
+        )
+        return 0
+    print(f"database       {path}")
+    print(f"size           {_size(path):,} bytes (+ {wal:,} bytes of WAL)")
+    print(f"messages       {stats.messages:,}")
+    print(f"conversations  {stats.conversations:,} in {stats.workspaces:,} workspace(s)")
+    print(f"summaries      {stats.summaries:,}")
+    print(f"oldest message {when(stats.oldest_timestamp)}")
+    print(f"newest message {when(stats.newest_timestamp)}")
+    print("settings in force (retention applies on the server's reads and writes, and on prune):")
+    for key, value in shown.items():
+        print(f"  {key:<36} {json.dumps(value):<10} ({loaded.sources.get(key, 'default')})")
+    return 0
+
+
+# -- parser --------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="chat-history",
+        description="Inspect, prune, export and import the chat history database of "
+        "chat-history-server.",
+    )
+    db_help = (
+        "storage folder or .sqlite3 file (default: as the server: "
+        f"${STORAGE_ENV}, else the per-user data folder)"
+    )
+    parser.add_argument("--db", type=Path, metavar="PATH", help=db_help)
+    parser.add_argument("--version", action="version", version=f"chat-history {__version__}")
+    # Given to every subcommand too, so --db may follow it; SUPPRESS keeps a --db given before
+    # the subcommand from being reset.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", type=Path, metavar="PATH", default=argparse.SUPPRESS, help=db_help)
+    settings = argparse.ArgumentParser(add_help=False)
+    group = settings.add_argument_group("settings (default: the schema's defaults)")
+    group.add_argument(
+        "--settings",
+        type=Path,
+        metavar="PATH",
+        help='a VS Code settings.json (comments allowed; flat "chatHistory.x" keys or a nested '
+        '"chatHistory" object)',
+    )
+    group.add_argument("--max-messages", type=int, metavar="N", help="chatHistory.maxMessages")
+    group.add_argument("--max-tokens", type=int, metavar="N", help="chatHistory.maxTokens")
+    group.add_argument("--max-age-hours", type=float, metavar="H", help="chatHistory.maxAgeHours")
+    group.add_argument(
+        "--preserve-system-messages",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="chatHistory.preserveSystemMessages",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(
+        name: str, run: Callable[[argparse.Namespace], int], text: str, *parents: Any
+    ) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=text, description=text, parents=[common, *parents])
+        p.set_defaults(run=run)
+        return p
+
+    p = command("conversations", cmd_conversations, "list conversations (all workspaces)")
+    p.add_argument("--workspace", metavar="W", help="only this workspace")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = command("show", cmd_show, "print a conversation's stored history", settings)
+    p.add_argument("conversation", metavar="CONVERSATION")
+    p.add_argument("--workspace", metavar="W", help="needed when several workspaces hold it")
+    p.add_argument("--provider", metavar="KIND", help="print the provider body (format) instead")
+    p.add_argument("--model", metavar="MODEL", help="model for --provider")
+    p.add_argument("--json", action="store_true", help="the stored rows as JSON")
+    p.add_argument("--full", action="store_true", help="do not shorten tool results")
+
+    p = command("prune", cmd_prune, "apply storage retention to every conversation now", settings)
+    p.add_argument("--dry-run", action="store_true", help="report what would go; delete nothing")
+    p.add_argument("--workspace", metavar="W", help="only this workspace")
+    p.add_argument("--json", action="store_true", help="machine-readable report")
+
+    p = command("export", cmd_export, "write conversations as JSONL to stdout")
+    p.add_argument("conversations", nargs="*", metavar="CONVERSATION", help="default: all")
+    p.add_argument("--workspace", metavar="W", help="only this workspace")
+
+    p = command("import", cmd_import, "import a JSONL export (never duplicates)")
+    p.add_argument("file", metavar="FILE", help="the .jsonl file, or - for stdin")
+
+    p = command("stats", cmd_stats, "database size, counts and the settings in force", settings)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    sub.add_parser("demo", help="run the live demo (python -m chat_history.demo)", add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    with contextlib.suppress(AttributeError, ValueError):
+        sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+    if arguments[:1] == ["demo"]:
+        from chat_history import demo
+
+        return demo.main(arguments[1:])
+    parser = build_parser()
+    args = parser.parse_args(arguments)
+    try:
+        code = int(args.run(args))
+    except CliError as exc:
+        if exc.code == EXIT_USAGE:
+            parser.exit(EXIT_USAGE, f"{parser.prog}: error: {exc}\n")
+        print(f"chat-history: {exc}", file=sys.stderr)
+        return exc.code
+    except StorageError as exc:
+        print(f"chat-history: {exc}", file=sys.stderr)
+        return EXIT_STORAGE
+    except BrokenPipeError:  # ``export | head``: the reader left; not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

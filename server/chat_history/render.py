@@ -1,0 +1,149 @@
+"""Terminal text of the CLI: the conversations table and ``show``'s readable history, in which
+every tool call is printed with the result that answered it."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict, deque
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from chat_history.model import StoredMessage, Summary
+from chat_history.store import Key
+from chat_history.store.db import ConversationRecord
+
+#: Without --full, a tool result or call arguments are cut to this many characters / lines.
+PREVIEW_CHARS = 1_000
+PREVIEW_LINES = 12
+
+
+def when(epoch_ms: int | None) -> str:
+    """Local date and time (seconds) of epoch milliseconds."""
+    if epoch_ms is None:
+        return "-"
+    return datetime.fromtimestamp(epoch_ms / 1000).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    return [line(header), *(line(r) for r in rows)]
+
+
+def conversations_table(by_workspace: Sequence[tuple[str, Sequence[ConversationRecord]]]) -> str:
+    out: list[str] = []
+    for workspace, records in by_workspace:
+        out.append(f"{workspace}  ({plural(len(records), 'conversation')})")
+        rows = [
+            [
+                r.conversation,
+                f"{r.message_count:,}",
+                f"{r.tokens:,}",
+                when(r.last_activity),
+                "yes" if r.has_summary else "no",
+            ]
+            for r in records
+        ]
+        header = ["CONVERSATION", "MESSAGES", "TOKENS", "LAST ACTIVITY", "SUMMARY"]
+        out.extend("  " + line for line in table(header, rows, right={1, 2}))
+        out.append("")
+    return "\n".join(out).rstrip("\n")
+
+
+def _preview(text: str, full: bool) -> str:
+    if full:
+        return text
+    lines = text.split("\n")
+    cut = "\n".join(lines[:PREVIEW_LINES])[:PREVIEW_CHARS]
+    if len(cut) < len(text):
+        return f"{cut}\n[... {len(text) - len(cut):,} more characters; --full shows all]"
+    return cut
+
+
+def _indented(text: str, depth: int) -> list[str]:
+    pad = "    " * depth
+    return [pad + line if line else "" for line in text.split("\n")]
+
+
+def _compact(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _extras(row: StoredMessage) -> list[str]:
+    notes: list[str] = []
+    for a in row.attachments:
+        where = f"{len(a.data):,} base64 characters inline" if a.data is not None else a.uri
+        notes.append(f"[{a.kind} {a.mime_type or ''} {where}]".replace("  ", " "))
+    if row.provider_data:
+        notes.append(f"[providerData: {', '.join(sorted(row.provider_data))}]")
+    if row.metadata:
+        notes.append(f"[metadata: {_preview(_compact(dict(row.metadata)), False)}]")
+    return notes
+
+
+def history_text(
+    key: Key, rows: Sequence[StoredMessage], summary: Summary | None, *, full: bool = False
+) -> str:
+    turns = len({row.turn for row in rows if row.turn > 0})
+    tokens = sum(row.tokens for row in rows)
+    out = [f"Conversation {key.conversation!r} in workspace {key.workspace!r}"]
+    span = f", {when(rows[0].timestamp)} to {when(rows[-1].timestamp)}" if rows else ""
+    out.append(f"{plural(len(rows), 'message')}, {plural(turns, 'turn')}, {tokens:,} tokens{span}")
+    if summary is not None:
+        through = summary.covers_through_id
+        covers = f", covers through #{through}" if through is not None else ""
+        out += ["", f"Summary (updated {when(summary.updated_at)}{covers}):"]
+        out += _indented(summary.summary, 1)
+
+    # Each call's result: the first tool row of the same turn answering its id.
+    answers: dict[tuple[int, str], deque[StoredMessage]] = defaultdict(deque)
+    for row in rows:
+        if row.role == "tool" and row.tool_call_id is not None:
+            answers[(row.turn, row.tool_call_id)].append(row)
+    shown: set[int] = set()
+    turn: int | None = None
+    for row in rows:
+        if row.id in shown:
+            continue
+        if row.turn != turn:
+            turn = row.turn
+            if turn > 0:
+                out += ["", f"--- turn {turn} ---"]
+            else:
+                out.append("")
+        out.append(f"[{when(row.timestamp)}] {row.role} #{row.id}")
+        if row.role == "tool":  # a result whose call is not in the history
+            out.append(
+                f"    result of {row.name or 'a tool'} for call {row.tool_call_id} (no call)"
+            )
+            out += _indented(_preview(row.content, full), 2)
+        elif row.content or not row.tool_calls:
+            out += _indented(row.content if row.content else "(empty)", 1)
+        for call in row.tool_calls:
+            arguments = _preview(_compact(call.arguments), full)
+            out.append(f"    call {call.name} {arguments}  (id {call.id})")
+            pending = answers.get((row.turn, call.id), deque())
+            while pending and pending[0].id < row.id:  # an earlier row's answer, not this call's
+                pending.popleft()
+            result = pending.popleft() if pending else None
+            if result is None:
+                out.append("        -> no result recorded")
+                continue
+            shown.add(result.id)
+            named = f" from {result.name}" if result.name else ""
+            out.append(f"        -> result{named} #{result.id} [{when(result.timestamp)}]")
+            out += _indented(_preview(result.content, full), 3)
+            out += ["            " + note for note in _extras(result)]
+        out += ["    " + note for note in _extras(row)]
+    return "\n".join(out)

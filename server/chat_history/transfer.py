@@ -1,0 +1,189 @@
+"""The JSONL file of ``chat-history export`` / ``import`` (docs-cli.md, "Export format"): one JSON
+object a line; messages in protocol.md's wire shape without the database's ``id``, ``turn`` and
+``tokens``, so that the same validation as ``chatHistory/append`` reads them back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import attrs
+
+from chat_history import protocol
+from chat_history.errors import InvalidParams
+from chat_history.manager import ImportedSummary
+from chat_history.model import Message, StoredMessage, Summary
+from chat_history.store import Key
+
+FORMAT = "chat-history"
+VERSION = 1
+#: Fields of a wire StoredMessage that belong to the database that stored it, not to the message.
+DATABASE_FIELDS = ("id", "turn", "tokens")
+
+
+def dumps(line: dict[str, Any]) -> str:
+    return json.dumps(line, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def header_line() -> dict[str, Any]:
+    return {"type": "header", "format": FORMAT, "version": VERSION}
+
+
+def conversation_lines(
+    key: Key, rows: Sequence[StoredMessage], summary: Summary | None
+) -> Iterator[dict[str, Any]]:
+    """A conversation's message lines in id order, then its summary line."""
+    keys = {"workspace": key.workspace, "conversationId": key.conversation}
+    for row in rows:
+        message = protocol.wire_message(row)
+        for field in DATABASE_FIELDS:
+            del message[field]
+        yield {"type": "message", **keys, "message": message}
+    if summary is not None:
+        through = summary.covers_through_id
+        covers = None if through is None else sum(1 for row in rows if row.id <= through)
+        yield {
+            "type": "summary",
+            **keys,
+            "summary": {
+                "summary": summary.summary,
+                "updatedAt": summary.updated_at,
+                "coversMessages": covers,
+            },
+        }
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+class ImportFileError(Exception):
+    def __init__(self, line: int, why: str) -> None:
+        super().__init__(f"line {line}: {why}")
+        self.line = line
+        self.why = why
+
+
+@attrs.define
+class ConversationImport:
+    """One conversation of an import file, with the line number of each message."""
+
+    key: Key
+    messages: list[Message] = attrs.field(factory=list)
+    lines: list[int] = attrs.field(factory=list)
+    summary: ImportedSummary | None = None
+    summary_line: int = 0
+
+    def line_of(self, field: str) -> int:
+        """The line of ``messages[i]...`` named by an InvalidParams field."""
+        if field.startswith("messages["):
+            index = field.removeprefix("messages[").partition("]")[0]
+            if index.isdigit() and int(index) < len(self.lines):
+                return self.lines[int(index)]
+        return self.lines[0] if self.lines else self.summary_line
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _key(line: dict[str, Any]) -> Key:
+    workspace, conversation = line.get("workspace"), line.get("conversationId")
+    if not isinstance(workspace, str):
+        raise InvalidParams("workspace", "must be a non-empty string")
+    if not isinstance(conversation, str):
+        raise InvalidParams("conversationId", "must be a non-empty string")
+    return Key(
+        protocol.check_id(workspace, "workspace"), protocol.check_id(conversation, "conversationId")
+    )
+
+
+def _message(raw: Any) -> Message:
+    if not isinstance(raw, dict):
+        raise InvalidParams("message", "expected an object")
+    try:
+        structured = protocol.structure(raw, protocol.MessageIn)
+    except InvalidParams as exc:
+        raise InvalidParams(f"message.{exc.field}", exc.why) from None
+    if structured.timestamp is None:
+        # A re-import recognises a message by every field, its timestamp included.
+        raise InvalidParams("message.timestamp", "is required in an import file")
+    return protocol.to_message(structured, "message")
+
+
+def _summary(raw: Any) -> ImportedSummary:
+    if not isinstance(raw, dict):
+        raise InvalidParams("summary", "expected an object")
+    text, updated, covers = raw.get("summary"), raw.get("updatedAt"), raw.get("coversMessages")
+    if not isinstance(text, str):
+        raise InvalidParams("summary.summary", "expected a string")
+    protocol.check_text(text, "summary.summary", protocol.MAX_SUMMARY_CHARS)
+    if isinstance(updated, bool) or not isinstance(updated, int) or updated < 0:
+        raise InvalidParams("summary.updatedAt", "expected epoch milliseconds")
+    if covers is not None and (
+        isinstance(covers, bool) or not isinstance(covers, int) or covers < 0
+    ):
+        raise InvalidParams("summary.coversMessages", "expected a count of messages or null")
+    return ImportedSummary(text, updated, covers)
+
+
+def _read_line(text: str, number: int, conversations: dict[Key, ConversationImport]) -> None:
+    try:
+        line = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise ImportFileError(number, f"not JSON: {exc.msg} (column {exc.colno})") from None
+    except (ValueError, RecursionError) as exc:
+        raise ImportFileError(number, f"not JSON: {exc}") from None
+    if not isinstance(line, dict):
+        raise ImportFileError(number, "expected a JSON object")
+    kind = line.get("type")
+    try:
+        if kind == "header":
+            if line.get("format") != FORMAT or line.get("version") != VERSION:
+                raise InvalidParams(
+                    "header",
+                    f"expected format {FORMAT!r} version {VERSION}, got "
+                    f"{line.get('format')!r} version {line.get('version')!r}",
+                )
+        elif kind == "message":
+            key = _key(line)
+            message = _message(line.get("message"))
+            entry = conversations.setdefault(key, ConversationImport(key))
+            entry.messages.append(message)
+            entry.lines.append(number)
+        elif kind == "summary":
+            key = _key(line)
+            summary = _summary(line.get("summary"))
+            entry = conversations.setdefault(key, ConversationImport(key))
+            if entry.summary is None or entry.summary.updated_at < summary.updated_at:
+                entry.summary, entry.summary_line = summary, number
+        else:
+            raise InvalidParams("type", f'expected "header", "message" or "summary", got {kind!r}')
+    except InvalidParams as exc:
+        raise ImportFileError(number, str(exc)) from None
+
+
+def read_import(
+    lines: Iterable[bytes], on_line: Callable[[int], None] | None = None
+) -> list[ConversationImport]:
+    """Every conversation of an import file in first-seen order; ImportFileError names the first
+    bad line. Blank lines are skipped. ``on_line(bytes_read)`` reports progress."""
+    conversations: dict[Key, ConversationImport] = {}
+    for number, raw in enumerate(lines, 1):
+        if on_line is not None:
+            on_line(len(raw))
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ImportFileError(number, f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        if text.strip():
+            _read_line(text, number, conversations)
+    for entry in conversations.values():
+        summary = entry.summary
+        if summary is not None and (summary.covers_messages or 0) > len(entry.messages):
+            raise ImportFileError(
+                entry.summary_line,
+                f"summary.coversMessages: {summary.covers_messages} is more than the "
+                f"{len(entry.messages)} message(s) of the conversation in the file",
+            )
+    return list(conversations.values())
