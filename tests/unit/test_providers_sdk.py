@@ -18,32 +18,31 @@ import json
 from collections.abc import Callable
 from typing import Annotated, Any
 
+# The SDKs are the `sdk` extra, installed by `make test`: a missing one fails, never skips.
+import anthropic
+import boto3
+import botocore.session
+import cohere
+import google.genai as genai
+import httpx
+import httpx2
+import mistralai.client as mistralai_client
+import ollama
+import openai
+import pydantic
 import pytest
+from anthropic.types import message_create_params
+from botocore.validate import ParamValidator
+from google.genai import types as gt
+from mistralai.client import models as mm
+from openai.types.chat import completion_create_params
+from openai.types.responses import response_create_params
+from provider_rules import violations
+from pydantic import AfterValidator, TypeAdapter
+from test_providers_golden import PNG, canonical, carrier, msg, result, tool_image_rows
 
-pydantic = pytest.importorskip("pydantic")
-openai = pytest.importorskip("openai")
-anthropic = pytest.importorskip("anthropic")
-genai = pytest.importorskip("google.genai")
-mistralai_client = pytest.importorskip("mistralai.client")
-cohere = pytest.importorskip("cohere")
-ollama = pytest.importorskip("ollama")
-boto3 = pytest.importorskip("boto3")
-httpx = pytest.importorskip("httpx")
-httpx2 = pytest.importorskip("httpx2")
-
-import botocore.session  # noqa: E402
-from anthropic.types import message_create_params  # noqa: E402
-from botocore.validate import ParamValidator  # noqa: E402
-from google.genai import types as gt  # noqa: E402
-from mistralai.client import models as mm  # noqa: E402
-from openai.types.chat import completion_create_params  # noqa: E402
-from openai.types.responses import response_create_params  # noqa: E402
-from provider_rules import violations  # noqa: E402
-from pydantic import AfterValidator, TypeAdapter  # noqa: E402
-from test_providers_golden import PNG, canonical, carrier, msg, result, tool_image_rows  # noqa: E402
-
-from chat_history.model import Attachment, Message  # noqa: E402
-from chat_history.providers import KINDS, format_body  # noqa: E402
+from chat_history.model import Attachment, Message
+from chat_history.providers import KINDS, format_body
 
 # ---------------------------------------------------------------------------------------------
 # Strict validation
