@@ -133,30 +133,36 @@ class ChatHistoryManager:
 
     # -- retention -------------------------------------------------------------------------
 
-    def _retain_in(self, connection: sqlite3.Connection, key: Key, now: int) -> RetentionPlan:
-        """Retention inside the caller's write transaction."""
+    def _due(self, connection: sqlite3.Connection, key: Key, now: int) -> tuple[bool, bool]:
+        """(the summary has expired, a retention rule could delete rows): the cheap checks on
+        the conversation's totals, so retention reads no history unless it has work to do."""
         settings = self.settings
+        if not settings.enable_auto_pruning:
+            return False, False
         # A summary expires only by the age rule: without it, no need to read the summary.
         summary = self.store.summary(connection, key) if age_cutoff(settings, now) else None
-        summary_gone = (
-            summary is not None
-            and settings.enable_auto_pruning
-            and summary_expired(summary.updated_at, settings, now)
+        totals = self.store.totals(connection, key)
+        return (
+            summary is not None and summary_expired(summary.updated_at, settings, now),
+            totals is not None
+            and needs_retention(
+                settings=settings,
+                message_count=totals.message_count,
+                tokens=totals.tokens,
+                oldest_timestamp=totals.oldest_timestamp,
+                now_ms=now,
+            ),
         )
+
+    def _retain_in(self, connection: sqlite3.Connection, key: Key, now: int) -> RetentionPlan:
+        """Retention inside the caller's write transaction."""
+        summary_gone, rows_due = self._due(connection, key, now)
         if summary_gone:
             self.store.delete_summary(connection, key)
-        totals = self.store.totals(connection, key)
-        plan = RetentionPlan(frozenset(), None, (), deleted_summary=summary_gone)
-        if totals is None or not needs_retention(
-            settings=settings,
-            message_count=totals.message_count,
-            tokens=totals.tokens,
-            oldest_timestamp=totals.oldest_timestamp,
-            now_ms=now,
-        ):
-            return plan
+        if not rows_due:
+            return RetentionPlan(frozenset(), None, (), deleted_summary=summary_gone)
         plan = attrs.evolve(
-            plan_retention(self.store.row_meta(connection, key), settings, now),
+            plan_retention(self.store.row_meta(connection, key), self.settings, now),
             deleted_summary=summary_gone,
         )
         if plan.delete_ids:
@@ -171,24 +177,9 @@ class ChatHistoryManager:
 
     def _retain_for_read(self, key: Key) -> PruneReport | None:
         now = self._clock()
-        settings = self.settings
-        if not settings.enable_auto_pruning:
-            return None
         with self.store.read() as connection:
-            totals = self.store.totals(connection, key)
-            summary = self.store.summary(connection, key) if age_cutoff(settings, now) else None
-        stale_summary = summary is not None and summary_expired(summary.updated_at, settings, now)
-        if not stale_summary and (
-            totals is None
-            or not needs_retention(
-                settings=settings,
-                message_count=totals.message_count,
-                tokens=totals.tokens,
-                oldest_timestamp=totals.oldest_timestamp,
-                now_ms=now,
-            )
-        ):
-            return None
+            if not any(self._due(connection, key, now)):
+                return None
         with self.store.write() as connection:
             plan = self._retain_in(connection, key, now)
         self._after_delete(key, plan)

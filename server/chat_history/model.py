@@ -24,6 +24,14 @@ class ToolCall:
     name: str
     arguments: Any = attrs.field(factory=dict)
 
+    def as_json(self) -> dict[str, Any]:
+        """The JSON form of protocol.md, as stored and as sent back."""
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> ToolCall:
+        return cls(id=value["id"], name=value["name"], arguments=value["arguments"])
+
     def arguments_json(self) -> str:
         """The arguments as a JSON string (OpenAI, Responses, Mistral, Cohere)."""
         if isinstance(self.arguments, str):
@@ -46,6 +54,20 @@ class Attachment:
     mime_type: str | None = None
     data: str | None = None
     uri: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON form of protocol.md (absent fields left out), as stored and as sent back."""
+        fields = (
+            ("kind", self.kind),
+            ("mimeType", self.mime_type),
+            ("data", self.data),
+            ("uri", self.uri),
+        )
+        return {name: value for name, value in fields if value is not None}
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> Attachment:
+        return cls(mime_type=value.get("mimeType"), data=value.get("data"), uri=value.get("uri"))
 
 
 def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:

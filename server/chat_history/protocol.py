@@ -456,24 +456,10 @@ def wire_message(row: StoredMessage) -> dict[str, Any]:
         "tokens": row.tokens,
         "role": row.role,
         "content": row.content,
-        "toolCalls": [
-            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in row.tool_calls
-        ],
+        "toolCalls": [c.as_json() for c in row.tool_calls],
         "toolCallId": row.tool_call_id,
         "name": row.name,
-        "attachments": [
-            {
-                k: v
-                for k, v in (
-                    ("kind", a.kind),
-                    ("mimeType", a.mime_type),
-                    ("data", a.data),
-                    ("uri", a.uri),
-                )
-                if v is not None
-            }
-            for a in row.attachments
-        ],
+        "attachments": [a.as_json() for a in row.attachments],
         "timestamp": row.timestamp,
         "providerData": dict(row.provider_data),
         "metadata": dict(row.metadata),

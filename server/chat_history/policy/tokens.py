@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from chat_history.model import Message, ToolSpec
+from chat_history.model import Message, ToolCall, ToolSpec
 
 IMAGE_TOKENS = 1_600
 ROW_FRAMING_TOKENS = 4
@@ -26,10 +26,10 @@ def image_markers(text: str) -> list[re.Match[str]]:
     return [m for m in IMAGE_MARKER.finditer(text) if m.group(1) not in IMAGE_PLACEHOLDERS]
 
 
-def tool_calls_json(calls: Iterable[Any]) -> str:
+def tool_calls_json(calls: Iterable[ToolCall]) -> str:
     """The compact JSON a carrier's structured calls are priced as."""
     return json.dumps(
-        [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
+        [c.as_json() for c in calls],
         separators=(",", ":"),
         ensure_ascii=False,
     )

@@ -115,23 +115,12 @@ def _row_to_message(row: sqlite3.Row | tuple[Any, ...]) -> StoredMessage:
         turn=turn,
         role=role,
         content=content,
-        tool_calls=tuple(
-            ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
-            for c in json.loads(tool_calls)
-        )
+        tool_calls=tuple(ToolCall.from_json(c) for c in json.loads(tool_calls))
         if tool_calls
         else (),
         tool_call_id=tool_call_id,
         name=name,
-        attachments=tuple(
-            Attachment(
-                kind=a.get("kind", "image"),
-                mime_type=a.get("mimeType"),
-                data=a.get("data"),
-                uri=a.get("uri"),
-            )
-            for a in json.loads(attachments)
-        )
+        attachments=tuple(Attachment.from_json(a) for a in json.loads(attachments))
         if attachments
         else (),
         timestamp=timestamp,
@@ -145,24 +134,10 @@ def _message_columns(message: Message) -> tuple[Any, ...]:
     return (
         message.role,
         message.content,
-        _dump([{"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls]),
+        _dump([c.as_json() for c in message.tool_calls]),
         message.tool_call_id,
         message.name,
-        _dump(
-            [
-                {
-                    k: v
-                    for k, v in (
-                        ("kind", a.kind),
-                        ("mimeType", a.mime_type),
-                        ("data", a.data),
-                        ("uri", a.uri),
-                    )
-                    if v is not None
-                }
-                for a in message.attachments
-            ]
-        ),
+        _dump([a.as_json() for a in message.attachments]),
         message.timestamp,
         _dump(dict(message.provider_data)),
         _dump(dict(message.metadata)),
