@@ -7,7 +7,6 @@ import json
 import math
 from collections.abc import Mapping
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,13 +30,12 @@ Preset = Literal["default", "localModel", "unbounded"]
 
 @cache
 def schema() -> dict[str, Any]:
-    """The ``contributes.configuration`` block: the wheel's copy, else the repository's."""
-    packaged = resources.files("chat_history").joinpath("settings.schema.json")
-    if packaged.is_file():
-        loaded: dict[str, Any] = json.loads(packaged.read_text(encoding="utf-8"))
-        return loaded
-    repo_copy = Path(__file__).resolve().parents[2] / "settings.schema.json"
-    loaded = json.loads(repo_copy.read_text(encoding="utf-8"))
+    """The ``contributes.configuration`` block: the wheel's copy, else the repository's (an
+    editable install). A plain path, not importlib.resources, which costs ~25 ms at startup."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "settings.schema.json"
+    source = packaged if packaged.is_file() else here.parents[1] / "settings.schema.json"
+    loaded: dict[str, Any] = json.loads(source.read_text(encoding="utf-8"))
     return loaded
 
 
