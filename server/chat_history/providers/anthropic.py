@@ -25,7 +25,6 @@ Rules applied:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,29 +35,20 @@ from chat_history.providers.common import (
     AssistantTurn,
     Image,
     Result,
-    SystemText,
     UserTurn,
+    alternating_turns,
     arguments_object,
-    hashed_suffix,
+    id_rules,
     image_note,
-    merge_adjacent,
     plan,
     provider_data,
+    strip_final_assistant,
     system_texts,
 )
 
 KIND = "anthropic"
-_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-_NOT_ID_CHAR = re.compile(r"[^a-zA-Z0-9_-]")
+_VALID_ID, _MAKE_ID = id_rules(64, "a-zA-Z0-9_-")
 _THINKING_TYPES = ("thinking", "redacted_thinking")
-
-
-def _valid_id(call_id: str) -> bool:
-    return _ID.fullmatch(call_id) is not None
-
-
-def _clean_id(call_id: str) -> str:
-    return _NOT_ID_CHAR.sub("_", call_id)
 
 
 def _text(text: str) -> dict[str, Any]:
@@ -109,6 +99,10 @@ def _tool_result(result: Result) -> dict[str, Any]:
     return block
 
 
+def _results(results: Sequence[Result]) -> dict[str, Any]:
+    return {"role": "user", "content": [_tool_result(result) for result in results]}
+
+
 def _thinking_first(message: dict[str, Any]) -> dict[str, Any]:
     if message["role"] != "assistant":
         return message
@@ -118,43 +112,27 @@ def _thinking_first(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "content": thinking + rest}
 
 
-def _strip_final_assistant(messages: list[dict[str, Any]]) -> None:
-    if not messages or messages[-1]["role"] != "assistant":
-        return
-    content = list(messages[-1]["content"])
-    if content and content[-1].get("type") == "text":
-        stripped = content[-1]["text"].rstrip()
-        if stripped:
-            content[-1] = {**content[-1], "text": stripped}
-        else:
-            content.pop()
-    if content:
-        messages[-1] = {**messages[-1], "content": content}
-    else:
-        messages.pop()
+def _settle(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    settled = [_thinking_first(message) for message in messages]
+    strip_final_assistant(settled, lambda block: block.get("type") == "text")
+    return settled
 
 
 def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The Messages API ``system`` (when any) and ``messages`` for ``rows`` (already swept)."""
-    items = plan(rows, valid_id=_valid_id, make_id=hashed_suffix(_clean_id, 64))
-    messages: list[dict[str, Any]] = []
-    for item in items:
-        if isinstance(item, SystemText):
-            continue
-        if isinstance(item, UserTurn):
-            messages.append(_user(item))
-        elif isinstance(item, AssistantTurn):
-            messages.append(_assistant(item))
-        else:
-            content = [_tool_result(result) for result in item.results]
-            messages.append({"role": "user", "content": content})
-    merged = [_thinking_first(m) for m in merge_adjacent(messages, "role", "content")]
-    _strip_final_assistant(merged)
-    if merged and merged[0]["role"] != "user":
-        merged.insert(0, {"role": "user", "content": [_text(CONTINUED)]})
+    items = plan(rows, valid_id=_VALID_ID, make_id=_MAKE_ID)
+    messages = alternating_turns(
+        items,
+        user=_user,
+        assistant=_assistant,
+        results=_results,
+        content_key="content",
+        opener={"role": "user", "content": [_text(CONTINUED)]},
+        settle=_settle,
+    )
     body: dict[str, Any] = {}
     system = system_texts(items)
     if system:
         body["system"] = "\n\n".join(system)
-    body["messages"] = merged
+    body["messages"] = messages
     return body

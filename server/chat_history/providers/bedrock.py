@@ -24,7 +24,6 @@ Rules applied:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,28 +34,19 @@ from chat_history.providers.common import (
     AssistantTurn,
     Image,
     Result,
-    SystemText,
     UserTurn,
+    alternating_turns,
     arguments_object,
-    hashed_suffix,
+    id_rules,
     image_note,
-    merge_adjacent,
     plan,
+    strip_final_assistant,
     system_texts,
 )
 
 KIND = "bedrock"
 EMPTY_RESULT = "(no output)"
-_ID = re.compile(r"[a-zA-Z0-9_.:-]{1,64}")
-_NOT_ID_CHAR = re.compile(r"[^a-zA-Z0-9_.:-]")
-
-
-def _valid_id(call_id: str) -> bool:
-    return _ID.fullmatch(call_id) is not None
-
-
-def _clean_id(call_id: str) -> str:
-    return _NOT_ID_CHAR.sub("_", call_id)
+_VALID_ID, _MAKE_ID = id_rules(64, "a-zA-Z0-9_.:-")
 
 
 def image_block(image: Image) -> dict[str, Any]:
@@ -97,43 +87,30 @@ def _tool_result(result: Result) -> dict[str, Any]:
     return {"toolResult": {"toolUseId": result.call.id, "content": content}}
 
 
-def _strip_final_assistant(messages: list[dict[str, Any]]) -> None:
-    if not messages or messages[-1]["role"] != "assistant":
-        return
-    content = list(messages[-1]["content"])
-    if content and "text" in content[-1]:
-        stripped = content[-1]["text"].rstrip()
-        if stripped:
-            content[-1] = {"text": stripped}
-        else:
-            content.pop()
-    if content:
-        messages[-1] = {**messages[-1], "content": content}
-    else:
-        messages.pop()
+def _results(results: Sequence[Result]) -> dict[str, Any]:
+    return {"role": "user", "content": [_tool_result(result) for result in results]}
+
+
+def _settle(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    strip_final_assistant(messages, lambda block: "text" in block)
+    return messages
 
 
 def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The Converse ``system`` (when any) and ``messages`` for ``rows`` (already swept)."""
-    items = plan(rows, valid_id=_valid_id, make_id=hashed_suffix(_clean_id, 64))
-    messages: list[dict[str, Any]] = []
-    for item in items:
-        if isinstance(item, SystemText):
-            continue
-        if isinstance(item, UserTurn):
-            messages.append(_user(item))
-        elif isinstance(item, AssistantTurn):
-            messages.append(_assistant(item))
-        else:
-            content = [_tool_result(result) for result in item.results]
-            messages.append({"role": "user", "content": content})
-    merged = merge_adjacent(messages, "role", "content")
-    _strip_final_assistant(merged)
-    if merged and merged[0]["role"] != "user":
-        merged.insert(0, {"role": "user", "content": [{"text": CONTINUED}]})
+    items = plan(rows, valid_id=_VALID_ID, make_id=_MAKE_ID)
+    messages = alternating_turns(
+        items,
+        user=_user,
+        assistant=_assistant,
+        results=_results,
+        content_key="content",
+        opener={"role": "user", "content": [{"text": CONTINUED}]},
+        settle=_settle,
+    )
     body: dict[str, Any] = {}
     system = system_texts(items)
     if system:
         body["system"] = [{"text": text} for text in system]
-    body["messages"] = merged
+    body["messages"] = messages
     return body

@@ -23,40 +23,30 @@ from typing import Any
 
 from chat_history.model import Message
 from chat_history.providers.common import (
-    COMMON_IMAGE_TYPES,
     AssistantTurn,
     Image,
     Result,
-    SystemText,
     UserTurn,
     arguments_json,
+    chat_messages,
     image_note,
+    image_url,
     plan,
-    with_notes,
+    text_or_parts,
 )
 
 KIND = "cohere"
 
 
 def _image_part(image: Image) -> dict[str, Any]:
-    if image.inline_of(COMMON_IMAGE_TYPES):
-        return {"type": "image_url", "image_url": {"url": image.data_url()}}
-    if image.is_web_url and image.uri is not None:
-        return {"type": "image_url", "image_url": {"url": image.uri}}
-    return {"type": "text", "text": image_note(image)}
+    url = image_url(image)
+    if url is None:
+        return {"type": "text", "text": image_note(image)}
+    return {"type": "image_url", "image_url": {"url": url}}
 
 
 def _user(turn: UserTurn) -> dict[str, Any]:
-    texts = [s for s in turn.segments if isinstance(s, str)]
-    content: str | list[dict[str, Any]]
-    if len(texts) == len(turn.segments):
-        content = "".join(texts)
-    else:
-        content = [
-            {"type": "text", "text": s} if isinstance(s, str) else _image_part(s)
-            for s in turn.segments
-        ]
-    return {"role": "user", "content": content}
+    return {"role": "user", "content": text_or_parts(turn.segments, _image_part)}
 
 
 def _assistant(turn: AssistantTurn) -> dict[str, Any]:
@@ -76,21 +66,14 @@ def _assistant(turn: AssistantTurn) -> dict[str, Any]:
     return message
 
 
-def _tool(result: Result) -> dict[str, Any]:
-    content = with_notes(result.text, [image_note(image) for image in result.images()])
-    return {"role": "tool", "tool_call_id": result.call.id, "content": content}
+def _tools(results: Sequence[Result]) -> list[dict[str, Any]]:
+    return [
+        {"role": "tool", "tool_call_id": result.call.id, "content": result.text_with_notes()}
+        for result in results
+    ]
 
 
 def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The Cohere v2 ``messages`` for ``rows`` (already swept)."""
-    messages: list[dict[str, Any]] = []
-    for item in plan(rows):
-        if isinstance(item, SystemText):
-            messages.append({"role": "system", "content": item.text})
-        elif isinstance(item, UserTurn):
-            messages.append(_user(item))
-        elif isinstance(item, AssistantTurn):
-            messages.append(_assistant(item))
-        else:
-            messages.extend(_tool(result) for result in item.results)
+    messages = chat_messages(plan(rows), user=_user, assistant=_assistant, results=_tools)
     return {"messages": messages}

@@ -1,6 +1,7 @@
 """What every provider formatter shares: the exchange plan (tool results placed right after their
 call, in call order), user content split into text and images, image data parsing, tool-call id
-remapping, call arguments in both shapes, and merging of adjacent same-role messages.
+remapping, call arguments in both shapes, the walk from plan to messages (in place, or merged
+into alternating turns) and the final-assistant-text trim.
 
 Pure functions on rows; no I/O. The kind modules turn a plan into their own body shape.
 """
@@ -147,6 +148,16 @@ def image_note(image: Image) -> str:
     return f"[image omitted: {image.mime_type or 'unknown type'} is not supported here]"
 
 
+def image_url(image: Image) -> str | None:
+    """The URL an ``image_url``-style part sends: a data URL for inline png, jpeg, gif or webp, the
+    URI itself for an http(s) attachment; None when the image must become a text note."""
+    if image.inline_of(COMMON_IMAGE_TYPES):
+        return image.data_url()
+    if image.is_web_url and image.uri is not None:
+        return image.uri
+    return None
+
+
 def with_notes(text: str, notes: Sequence[str]) -> str:
     """``text`` with image notes on lines after it (only the notes when the text is blank)."""
     if not notes:
@@ -174,6 +185,21 @@ def user_segments(row: Message) -> list[Segment]:
     segments.append(text[cursor:])
     segments.extend(attachment_images(row))
     return [s for s in segments if not isinstance(s, str) or s.strip()]
+
+
+def text_or_parts(
+    segments: Sequence[Segment],
+    image_part: Callable[[Image], dict[str, Any]],
+    text_type: str = "text",
+) -> str | list[dict[str, Any]]:
+    """User content as one string when every segment is text, else a part per segment in order:
+    ``{"type": text_type, "text": …}`` for text, ``image_part`` of each image."""
+    texts = [s for s in segments if isinstance(s, str)]
+    if len(texts) == len(segments):
+        return "".join(texts)
+    return [
+        {"type": text_type, "text": s} if isinstance(s, str) else image_part(s) for s in segments
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -233,6 +259,10 @@ class Result:
 
     def images(self) -> list[Image]:
         return attachment_images(self.row)
+
+    def text_with_notes(self) -> str:
+        """The text with a note for each image, for tool messages that take no images."""
+        return with_notes(self.text, [image_note(image) for image in self.images()])
 
 
 # --------------------------------------------------------------------------------------------
@@ -307,6 +337,23 @@ def hashed_suffix(clean: Callable[[str], str], max_length: int, fallback: str = 
         return f"{head}_{suffix}"
 
     return make
+
+
+def id_rules(max_length: int, chars: str | None = None) -> tuple[IdCheck, IdMaker]:
+    """``valid_id``/``make_id`` for ids of 1 to ``max_length`` characters, each in the regex class
+    ``chars`` when given: such an id is kept; any other becomes its head (other characters
+    replaced by ``_``) cut to fit, then ``_`` and a hash."""
+    allowed = re.compile(f"[{chars}]*") if chars else None
+    other = re.compile(f"[^{chars}]") if chars else None
+
+    def valid(call_id: str) -> bool:
+        fits = 0 < len(call_id) <= max_length
+        return fits and (allowed is None or allowed.fullmatch(call_id) is not None)
+
+    def clean(call_id: str) -> str:
+        return call_id if other is None else other.sub("_", call_id)
+
+    return valid, hashed_suffix(clean, max_length)
 
 
 def plan(
@@ -413,3 +460,81 @@ def merge_adjacent(
         else:
             merged.append(message)
     return merged
+
+
+# --------------------------------------------------------------------------------------------
+# From plan to messages
+
+
+def chat_messages(
+    items: Iterable[Item],
+    *,
+    user: Callable[[UserTurn], dict[str, Any]],
+    assistant: Callable[[AssistantTurn], dict[str, Any]],
+    results: Callable[[Sequence[Result]], Iterable[dict[str, Any]]],
+) -> list[dict[str, Any]]:
+    """Chat-style messages in plan order: a ``system`` message for each system text, in place;
+    one message per user and assistant turn; ``results``' messages right after their calls."""
+    messages: list[dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, SystemText):
+            messages.append({"role": "system", "content": item.text})
+        elif isinstance(item, UserTurn):
+            messages.append(user(item))
+        elif isinstance(item, AssistantTurn):
+            messages.append(assistant(item))
+        else:
+            messages.extend(results(item.results))
+    return messages
+
+
+def alternating_turns(
+    items: Iterable[Item],
+    *,
+    user: Callable[[UserTurn], dict[str, Any]],
+    assistant: Callable[[AssistantTurn], dict[str, Any]],
+    results: Callable[[Sequence[Result]], dict[str, Any]],
+    content_key: str,
+    opener: dict[str, Any],
+    settle: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None,
+) -> list[dict[str, Any]]:
+    """Turns for kinds that take system text at the top level and want user/assistant turns:
+    system texts skipped; one message per user turn, assistant turn and group of results;
+    adjacent messages of one role merged, then ``settle`` applied (when given); ``opener`` (a
+    user message) put first when the turns open with another role."""
+    messages: list[dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, SystemText):
+            continue
+        if isinstance(item, UserTurn):
+            messages.append(user(item))
+        elif isinstance(item, AssistantTurn):
+            messages.append(assistant(item))
+        else:
+            messages.append(results(item.results))
+    merged = merge_adjacent(messages, "role", content_key)
+    if settle is not None:
+        merged = settle(merged)
+    if merged and merged[0]["role"] != "user":
+        merged.insert(0, opener)
+    return merged
+
+
+def strip_final_assistant(
+    messages: list[dict[str, Any]], is_text: Callable[[dict[str, Any]], bool]
+) -> None:
+    """Trailing whitespace removed from the text block (``is_text``) that ends a final assistant
+    message's ``content``; a block left empty is dropped, and a message left empty too."""
+    if not messages or messages[-1]["role"] != "assistant":
+        return
+    content = list(messages[-1]["content"])
+    if content and is_text(content[-1]):
+        stripped = content[-1]["text"].rstrip()
+        if stripped:
+            content[-1] = {**content[-1], "text": stripped}
+        else:
+            content.pop()
+    if content:
+        messages[-1] = {**messages[-1], "content": content}
+    else:
+        messages.pop()

@@ -40,11 +40,10 @@ from chat_history.providers.common import (
     AssistantTurn,
     Image,
     Result,
-    SystemText,
     UserTurn,
+    alternating_turns,
     arguments_object,
     image_note,
-    merge_adjacent,
     plan,
     provider_data,
     system_texts,
@@ -117,22 +116,17 @@ def _responses(results: Sequence[Result]) -> dict[str, Any]:
 def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The ``systemInstruction`` (when any) and ``contents`` for ``rows`` (already swept)."""
     items = plan(rows)
-    contents: list[dict[str, Any]] = []
-    for item in items:
-        if isinstance(item, SystemText):
-            continue
-        if isinstance(item, UserTurn):
-            contents.append(_user(item))
-        elif isinstance(item, AssistantTurn):
-            contents.append(_model(item))
-        else:
-            contents.append(_responses(item.results))
-    merged = merge_adjacent(contents, "role", "parts")
-    if merged and merged[0]["role"] != "user":
-        merged.insert(0, {"role": "user", "parts": [{"text": CONTINUED}]})
+    contents = alternating_turns(
+        items,
+        user=_user,
+        assistant=_model,
+        results=_responses,
+        content_key="parts",
+        opener={"role": "user", "parts": [{"text": CONTINUED}]},
+    )
     body: dict[str, Any] = {}
     system = system_texts(items)
     if system:
         body["systemInstruction"] = {"parts": [{"text": text} for text in system]}
-    body["contents"] = merged
+    body["contents"] = contents
     return body

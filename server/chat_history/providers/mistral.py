@@ -30,7 +30,6 @@ from typing import Any
 
 from chat_history.model import Message
 from chat_history.providers.common import (
-    COMMON_IMAGE_TYPES,
     CONTINUED,
     AssistantTurn,
     Image,
@@ -40,8 +39,9 @@ from chat_history.providers.common import (
     arguments_json,
     digest,
     image_note,
+    image_url,
     plan,
-    with_notes,
+    text_or_parts,
 )
 
 KIND = "mistral"
@@ -66,24 +66,14 @@ def mistral_id(call_id: str, salt: int = 0) -> str:
 
 
 def _image_chunk(image: Image) -> dict[str, Any]:
-    if image.inline_of(COMMON_IMAGE_TYPES):
-        return {"type": "image_url", "image_url": image.data_url()}
-    if image.is_web_url and image.uri is not None:
-        return {"type": "image_url", "image_url": image.uri}
-    return {"type": "text", "text": image_note(image)}
+    url = image_url(image)
+    if url is None:
+        return {"type": "text", "text": image_note(image)}
+    return {"type": "image_url", "image_url": url}
 
 
 def _user(turn: UserTurn) -> dict[str, Any]:
-    texts = [s for s in turn.segments if isinstance(s, str)]
-    content: str | list[dict[str, Any]]
-    if len(texts) == len(turn.segments):
-        content = "".join(texts)
-    else:
-        content = [
-            {"type": "text", "text": s} if isinstance(s, str) else _image_chunk(s)
-            for s in turn.segments
-        ]
-    return {"role": "user", "content": content}
+    return {"role": "user", "content": text_or_parts(turn.segments, _image_chunk)}
 
 
 def _assistant(turn: AssistantTurn) -> list[dict[str, Any]]:
@@ -104,11 +94,10 @@ def _assistant(turn: AssistantTurn) -> list[dict[str, Any]]:
 
 
 def _tool(result: Result) -> dict[str, Any]:
-    text = with_notes(result.text, [image_note(image) for image in result.images()])
     message: dict[str, Any] = {"role": "tool", "tool_call_id": result.call.id}
     if _NAME.fullmatch(result.call.name):
         message["name"] = result.call.name
-    message["content"] = text
+    message["content"] = result.text_with_notes()
     return message
 
 

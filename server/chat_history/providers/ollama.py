@@ -23,9 +23,9 @@ from chat_history.providers.common import (
     AssistantTurn,
     Image,
     Result,
-    SystemText,
     UserTurn,
     arguments_object,
+    chat_messages,
     image_note,
     plan,
     with_notes,
@@ -68,14 +68,10 @@ def _tool(result: Result) -> dict[str, Any]:
 
 def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The ``/api/chat`` ``messages`` for ``rows`` (already swept)."""
-    messages: list[dict[str, Any]] = []
-    for item in plan(rows):
-        if isinstance(item, SystemText):
-            messages.append({"role": "system", "content": item.text})
-        elif isinstance(item, UserTurn):
-            messages.append(_user(item))
-        elif isinstance(item, AssistantTurn):
-            messages.append(_assistant(item))
-        else:
-            messages.extend(_tool(result) for result in item.results)
+    messages = chat_messages(
+        plan(rows),
+        user=_user,
+        assistant=_assistant,
+        results=lambda results: [_tool(result) for result in results],
+    )
     return {"messages": messages}

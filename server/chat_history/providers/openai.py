@@ -25,42 +25,34 @@ from typing import Any
 
 from chat_history.model import Message
 from chat_history.providers.common import (
-    COMMON_IMAGE_TYPES,
     AssistantTurn,
     Image,
-    SystemText,
-    ToolResults,
+    Result,
     UserTurn,
     arguments_json,
-    hashed_suffix,
+    chat_messages,
+    id_rules,
     image_note,
+    image_url,
     plan,
     provider_data,
+    text_or_parts,
 )
 
 KIND = "openai"
 MAX_ID_LENGTH = 40
-
-
-def _valid_id(call_id: str) -> bool:
-    return 0 < len(call_id) <= MAX_ID_LENGTH
+_VALID_ID, _MAKE_ID = id_rules(MAX_ID_LENGTH)
 
 
 def image_part(image: Image) -> dict[str, Any]:
-    if image.inline_of(COMMON_IMAGE_TYPES):
-        return {"type": "image_url", "image_url": {"url": image.data_url()}}
-    if image.is_web_url and image.uri is not None:
-        return {"type": "image_url", "image_url": {"url": image.uri}}
-    return {"type": "text", "text": image_note(image)}
+    url = image_url(image)
+    if url is None:
+        return {"type": "text", "text": image_note(image)}
+    return {"type": "image_url", "image_url": {"url": url}}
 
 
-def _user_content(turn: UserTurn) -> str | list[dict[str, Any]]:
-    texts = [s for s in turn.segments if isinstance(s, str)]
-    if len(texts) == len(turn.segments):
-        return "".join(texts)
-    return [
-        {"type": "text", "text": s} if isinstance(s, str) else image_part(s) for s in turn.segments
-    ]
+def _user(turn: UserTurn) -> dict[str, Any]:
+    return {"role": "user", "content": text_or_parts(turn.segments, image_part)}
 
 
 def _assistant(turn: AssistantTurn) -> dict[str, Any]:
@@ -83,13 +75,13 @@ def _assistant(turn: AssistantTurn) -> dict[str, Any]:
     return message
 
 
-def _results(item: ToolResults) -> list[dict[str, Any]]:
+def _results(results: Sequence[Result]) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [
         {"role": "tool", "tool_call_id": result.call.id, "content": result.text}
-        for result in item.results
+        for result in results
     ]
     images: list[dict[str, Any]] = []
-    for result in item.results:
+    for result in results:
         result_images = result.images()
         if result_images:
             label = f"Images returned by the {result.call.name} call {result.call.id}:"
@@ -102,14 +94,6 @@ def _results(item: ToolResults) -> list[dict[str, Any]]:
 
 def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The Chat Completions ``messages`` for ``rows`` (already swept)."""
-    messages: list[dict[str, Any]] = []
-    for item in plan(rows, valid_id=_valid_id, make_id=hashed_suffix(lambda s: s, MAX_ID_LENGTH)):
-        if isinstance(item, SystemText):
-            messages.append({"role": "system", "content": item.text})
-        elif isinstance(item, UserTurn):
-            messages.append({"role": "user", "content": _user_content(item)})
-        elif isinstance(item, AssistantTurn):
-            messages.append(_assistant(item))
-        else:
-            messages.extend(_results(item))
+    items = plan(rows, valid_id=_VALID_ID, make_id=_MAKE_ID)
+    messages = chat_messages(items, user=_user, assistant=_assistant, results=_results)
     return {"messages": messages}

@@ -27,7 +27,6 @@ from typing import Any
 
 from chat_history.model import Message
 from chat_history.providers.common import (
-    COMMON_IMAGE_TYPES,
     AssistantTurn,
     Image,
     Result,
@@ -35,38 +34,28 @@ from chat_history.providers.common import (
     ToolResults,
     UserTurn,
     arguments_json,
-    hashed_suffix,
+    id_rules,
     image_note,
+    image_url,
     plan,
     provider_data,
+    text_or_parts,
 )
 
 KIND = "openai-responses"
 MAX_ID_LENGTH = 64
-
-
-def _valid_id(call_id: str) -> bool:
-    return 0 < len(call_id) <= MAX_ID_LENGTH
+_VALID_ID, _MAKE_ID = id_rules(MAX_ID_LENGTH)
 
 
 def _image_part(image: Image) -> dict[str, Any]:
-    if image.inline_of(COMMON_IMAGE_TYPES):
-        return {"type": "input_image", "image_url": image.data_url(), "detail": "auto"}
-    if image.is_web_url and image.uri is not None:
-        return {"type": "input_image", "image_url": image.uri, "detail": "auto"}
-    return {"type": "input_text", "text": image_note(image)}
+    url = image_url(image)
+    if url is None:
+        return {"type": "input_text", "text": image_note(image)}
+    return {"type": "input_image", "image_url": url, "detail": "auto"}
 
 
 def _user(turn: UserTurn) -> dict[str, Any]:
-    texts = [s for s in turn.segments if isinstance(s, str)]
-    content: str | list[dict[str, Any]]
-    if len(texts) == len(turn.segments):
-        content = "".join(texts)
-    else:
-        content = [
-            {"type": "input_text", "text": s} if isinstance(s, str) else _image_part(s)
-            for s in turn.segments
-        ]
+    content = text_or_parts(turn.segments, _image_part, text_type="input_text")
     return {"type": "message", "role": "user", "content": content}
 
 
@@ -113,7 +102,7 @@ def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The Responses ``instructions`` (when any) and ``input`` for ``rows`` (already swept)."""
     instructions: list[str] = []
     items: list[dict[str, Any]] = []
-    for item in plan(rows, valid_id=_valid_id, make_id=hashed_suffix(lambda s: s, MAX_ID_LENGTH)):
+    for item in plan(rows, valid_id=_VALID_ID, make_id=_MAKE_ID):
         if isinstance(item, SystemText):
             if item.leading:
                 instructions.append(item.text)
