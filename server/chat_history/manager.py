@@ -25,6 +25,7 @@ from chat_history.policy.retention import (
     summary_expired,
 )
 from chat_history.policy.tokens import stored_tokens
+from chat_history.policy.turns import is_real_user
 from chat_history.settings import Settings, default_settings
 from chat_history.store import Key, Store
 from chat_history.store.db import (
@@ -196,7 +197,11 @@ class ChatHistoryManager:
         now: int,
     ) -> list[StoredMessage]:
         """The recording rules (turns, tool rows answering calls) and the insert."""
-        current = self.store.rows_from(connection, key, totals.turn_start_id) if totals else []
+        # The current turn's rows matter only to a tool row (its pending calls) or to a new
+        # turn (which completes the current one, whose figures are then recorded).
+        current: list[StoredMessage] = []
+        if totals is not None and any(m.role == "tool" or is_real_user(m) for m in messages):
+            current = self.store.rows_from(connection, key, totals.turn_start_id)
         planned = plan_append(
             last_turn=totals.last_turn if totals else 0,
             current_turn_rows=current,

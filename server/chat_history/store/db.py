@@ -306,6 +306,11 @@ class Store:
                 raise
 
     def _sync_cache(self, connection: sqlite3.Connection) -> None:
+        if not len(self.cache):
+            # Nothing cached, nothing can be stale: skip the pragma (one statement of every
+            # append). The baseline is read again before the next conversation is cached.
+            self._data_version = None
+            return
         version = int(connection.execute("PRAGMA data_version").fetchone()[0])
         if version != self._data_version:
             self.cache.clear()
@@ -346,6 +351,9 @@ class Store:
         cached = self.cache.get(key)
         if cached is not None:
             return cached
+        if self._data_version is None:
+            # Before the rows: a commit in between only makes the next check drop the cache.
+            self._data_version = int(connection.execute("PRAGMA data_version").fetchone()[0])
         rows = self.rows_from(connection, key, 0)
         self.cache.put(key, rows)
         return rows
