@@ -272,10 +272,11 @@ def write_report(run: dict[str, Any], path: Path, plot: Path) -> None:
         "Where the missed targets lose their time (profiles: `cProfile` in-process, `py-spy "
         "record -p <server pid>` over stdio; numbers from the run that introduced this file):",
         "",
-        "- **append vs raw**: an append runs ~10 SQL statements (`BEGIN IMMEDIATE`, the cache's "
-        "`PRAGMA data_version`, the totals, the current turn's rows for the recording rules, the "
-        "insert, the totals upsert, a completed turn's figures, the retention check's totals, "
-        "`COMMIT`) against the floor's 4, ~75 µs in SQLite, plus ~45 µs of Python (row objects, "
+        "- **append vs raw**: an alternating user/assistant append runs 6–9 SQL statements "
+        "(`BEGIN IMMEDIATE`, the totals, the current turn's rows when a tool row or a new turn "
+        "needs them, the insert, the totals upsert, a completed turn's figures (read + insert), "
+        "the retention check's totals, `COMMIT`; the cache's `PRAGMA data_version` only when "
+        "something is cached) against the floor's 4, plus ~40 µs of Python (row objects, "
         "recording rules, token estimates). The floor skips every rule by definition.",
         "- **stdio prepare vs a trivial request**: the in-process `prepare` alone (~0.7 ms: the "
         "newest-first read, turn rules, the OpenAI body) is ~1.7 trivial round trips; on top, the "
