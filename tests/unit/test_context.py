@@ -10,9 +10,10 @@ from typing import Any
 
 import attrs
 import pytest
+from rows import A, S, T, U
 
 from chat_history.errors import ContextOverflow, InvalidParams
-from chat_history.model import Attachment, Message, StoredMessage, ToolCall, ToolSpec
+from chat_history.model import Attachment, Message, StoredMessage, ToolSpec
 from chat_history.policy.budget import Route
 from chat_history.policy.context import (
     BREADCRUMB,
@@ -32,28 +33,6 @@ UNKNOWN = Route("openai", "openai", None, None)
 
 def ctx(**changes: Any) -> ContextSettings:
     return attrs.evolve(default_settings().context, **changes)
-
-
-def S(text: str = "You are helpful.") -> Message:
-    return Message(role="system", content=text)
-
-
-def U(text: str = "question", **kw: Any) -> Message:
-    return Message(role="user", content=text, **kw)
-
-
-def A(text: str = "answer", *calls: str) -> Message:
-    return Message(
-        role="assistant",
-        content=text,
-        tool_calls=tuple(
-            ToolCall(id=c, name="read_file", arguments={"path": "a.py"}) for c in calls
-        ),
-    )
-
-
-def T(call_id: str, text: str = "file text", **kw: Any) -> Message:
-    return Message(role="tool", content=text, tool_call_id=call_id, name="read_file", **kw)
 
 
 def prompt_call(*names: str) -> Message:

@@ -5,6 +5,7 @@ sorts by activity, clear deletes messages and summary; keys keep workspaces apar
 from __future__ import annotations
 
 import pytest
+from rows import A, T, U
 
 from chat_history.errors import InvalidParams
 from chat_history.model import Attachment, Message, Summary, ToolCall
@@ -14,24 +15,6 @@ from chat_history.store import Key
 KEY = Key("ws", "conv")
 T0 = 1_764_480_000_000
 HOUR = 3_600_000
-
-
-def U(text: str, **kw: object) -> Message:
-    return Message(role="user", content=text, **kw)  # type: ignore[arg-type]
-
-
-def A(text: str = "answer", *calls: str) -> Message:
-    return Message(
-        role="assistant",
-        content=text,
-        tool_calls=tuple(
-            ToolCall(id=c, name="read_file", arguments={"path": "a.py"}) for c in calls
-        ),
-    )
-
-
-def T(call_id: str, text: str = "file text") -> Message:
-    return Message(role="tool", content=text, tool_call_id=call_id, name="read_file")
 
 
 def contents(rows: tuple[Message, ...] | list[Message]) -> list[str]:

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rows import A, S, T, U
 
 from chat_history.errors import InvalidParams
-from chat_history.model import Message, ToolCall
+from chat_history.model import Message
 from chat_history.policy.recording import (
     pending_call_ids,
     plan_append,
@@ -24,28 +25,6 @@ from chat_history.policy.tokens import IMAGE_MARKER, stored_tokens
 from chat_history.store import Key
 
 KEY = Key("ws", "conv")
-
-
-def S(text: str = "You are helpful.") -> Message:
-    return Message(role="system", content=text)
-
-
-def U(text: str = "question") -> Message:
-    return Message(role="user", content=text)
-
-
-def A(text: str = "answer", *calls: str) -> Message:
-    return Message(
-        role="assistant",
-        content=text,
-        tool_calls=tuple(
-            ToolCall(id=c, name="read_file", arguments={"path": "a.py"}) for c in calls
-        ),
-    )
-
-
-def T(call_id: str, text: str = "file text") -> Message:
-    return Message(role="tool", content=text, tool_call_id=call_id, name="read_file")
 
 
 def plan(*messages: Message, limit: int = 0, last_turn: int = 0, current: Sequence[Message] = ()):

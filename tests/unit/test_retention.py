@@ -10,8 +10,9 @@ from typing import Any
 
 import attrs
 import pytest
+from rows import A, S, T, U
 
-from chat_history.model import Message, PruneReport, StoredMessage, ToolCall, Trimmed
+from chat_history.model import Message, PruneReport, StoredMessage, Trimmed
 from chat_history.policy.recording import plan_append
 from chat_history.policy.retention import (
     needs_retention,
@@ -32,28 +33,6 @@ def settings(**changes: Any) -> Settings:
     """Default settings with generous caps, so that a test enables only the rule it is about."""
     base = {"max_age_hours": 0.0, "max_messages": 10_000, "max_tokens": 0}
     return attrs.evolve(default_settings(), **{**base, **changes})
-
-
-def S(text: str = "You are helpful.") -> Message:
-    return Message(role="system", content=text)
-
-
-def U(text: str = "question") -> Message:
-    return Message(role="user", content=text)
-
-
-def A(text: str = "answer", *calls: str) -> Message:
-    return Message(
-        role="assistant",
-        content=text,
-        tool_calls=tuple(
-            ToolCall(id=c, name="read_file", arguments={"path": "a.py"}) for c in calls
-        ),
-    )
-
-
-def T(call_id: str, text: str = "file text") -> Message:
-    return Message(role="tool", content=text, tool_call_id=call_id, name="read_file")
 
 
 def history(*messages: Message, start: int = T0, step: int = 1_000) -> list[StoredMessage]:
