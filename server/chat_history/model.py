@@ -104,6 +104,12 @@ class StoredMessage(Message):
     def __hash__(self) -> int:
         return id(self)
 
+    @classmethod
+    def of(cls, message: Message, *, id: int, turn: int, tokens: int) -> StoredMessage:
+        """``message`` as stored: every field it has, plus where and what it cost."""
+        fields = {f.name: getattr(message, f.name) for f in attrs.fields(Message)}
+        return cls(**fields, id=id, turn=turn, tokens=tokens)
+
 
 @attrs.frozen(kw_only=True)
 class Summary:

@@ -502,22 +502,7 @@ class Store:
             count += 1
             tokens += row_tokens
             oldest = message.timestamp if oldest is None else min(oldest, message.timestamp)
-            stored.append(
-                StoredMessage(
-                    id=row_id,
-                    turn=turn,
-                    tokens=row_tokens,
-                    role=message.role,
-                    content=message.content,
-                    tool_calls=message.tool_calls,
-                    tool_call_id=message.tool_call_id,
-                    name=message.name,
-                    attachments=message.attachments,
-                    timestamp=message.timestamp,
-                    provider_data=message.provider_data,
-                    metadata=message.metadata,
-                )
-            )
+            stored.append(StoredMessage.of(message, id=row_id, turn=turn, tokens=row_tokens))
         connection.execute(
             "INSERT INTO conversations (workspace, conversation, message_count, tokens, last_turn, "
             "turn_start_id, oldest_timestamp, last_activity) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
