@@ -42,6 +42,16 @@ if TYPE_CHECKING:
 Notify = Callable[[Key, Trimmed], None]
 
 
+class _Unread:
+    """Marks totals the caller has not read (None means the conversation has none)."""
+
+
+_UNREAD = _Unread()
+#: Retention plans that delete no rows.
+_KEEP_ALL = RetentionPlan(frozenset(), None, ())
+_KEEP_SUMMARY_GONE = RetentionPlan(frozenset(), None, (), deleted_summary=True)
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -134,15 +144,23 @@ class ChatHistoryManager:
 
     # -- retention -------------------------------------------------------------------------
 
-    def _due(self, connection: sqlite3.Connection, key: Key, now: int) -> tuple[bool, bool]:
+    def _due(
+        self,
+        connection: sqlite3.Connection,
+        key: Key,
+        now: int,
+        totals: ConversationTotals | _Unread | None = _UNREAD,
+    ) -> tuple[bool, bool]:
         """(the summary has expired, a retention rule could delete rows): the cheap checks on
-        the conversation's totals, so retention reads no history unless it has work to do."""
+        the conversation's totals (read here unless the caller has them), so retention reads no
+        history unless it has work to do."""
         settings = self.settings
         if not settings.enable_auto_pruning:
             return False, False
         # A summary expires only by the age rule: without it, no need to read the summary.
         summary = self.store.summary(connection, key) if age_cutoff(settings, now) else None
-        totals = self.store.totals(connection, key)
+        if isinstance(totals, _Unread):
+            totals = self.store.totals(connection, key)
         return (
             summary is not None and summary_expired(summary.updated_at, settings, now),
             totals is not None
@@ -155,13 +173,19 @@ class ChatHistoryManager:
             ),
         )
 
-    def _retain_in(self, connection: sqlite3.Connection, key: Key, now: int) -> RetentionPlan:
+    def _retain_in(
+        self,
+        connection: sqlite3.Connection,
+        key: Key,
+        now: int,
+        totals: ConversationTotals | _Unread | None = _UNREAD,
+    ) -> RetentionPlan:
         """Retention inside the caller's write transaction."""
-        summary_gone, rows_due = self._due(connection, key, now)
+        summary_gone, rows_due = self._due(connection, key, now, totals)
         if summary_gone:
             self.store.delete_summary(connection, key)
         if not rows_due:
-            return RetentionPlan(frozenset(), None, (), deleted_summary=summary_gone)
+            return _KEEP_SUMMARY_GONE if summary_gone else _KEEP_ALL
         plan = attrs.evolve(
             plan_retention(self.store.row_meta(connection, key), self.settings, now),
             deleted_summary=summary_gone,
@@ -195,20 +219,21 @@ class ChatHistoryManager:
         *,
         max_tool_result_chars: int,
         now: int,
-    ) -> list[StoredMessage]:
-        """The recording rules (turns, tool rows answering calls) and the insert."""
+    ) -> tuple[list[StoredMessage], ConversationTotals]:
+        """The recording rules (turns, tool rows answering calls) and the insert; returns the
+        stored rows and the conversation's new totals. Rows without a timestamp get ``now``."""
         # The current turn's rows matter only to a tool row (its pending calls) or to a new
         # turn (which completes the current one, whose figures are then recorded).
         current: list[StoredMessage] = []
         if totals is not None and any(m.role == "tool" or is_real_user(m) for m in messages):
-            current = self.store.rows_from(connection, key, totals.turn_start_id)
+            current = self.store.current_turn(connection, key, totals)
         planned = plan_append(
             last_turn=totals.last_turn if totals else 0,
             current_turn_rows=current,
             messages=messages,
             max_tool_result_chars=max_tool_result_chars,
         )
-        stored = self.store.insert(
+        stored, after = self.store.insert(
             connection,
             key,
             [(p.message, p.turn, stored_tokens(p.message)) for p in planned],
@@ -216,7 +241,7 @@ class ChatHistoryManager:
             now,
         )
         self._record_completed_turns(connection, key, [*current, *stored])
-        return stored
+        return stored, after
 
     def _record_completed_turns(
         self, connection: sqlite3.Connection, key: Key, rows: Sequence[StoredMessage]
@@ -242,19 +267,16 @@ class ChatHistoryManager:
     def append(self, key: Key, messages: Sequence[Message]) -> AppendResult:
         with self._lock:
             now = self._clock()
-            stamped = [
-                m if m.timestamp is not None else attrs.evolve(m, timestamp=now) for m in messages
-            ]
             with self.store.write() as connection:
-                stored = self._record_in(
+                stored, totals = self._record_in(
                     connection,
                     key,
-                    self.store.totals(connection, key),
-                    stamped,
+                    self.store.tail_totals(connection, key),
+                    messages,
                     max_tool_result_chars=self.settings.max_tool_result_chars,
                     now=now,
                 )
-                plan = self._retain_in(connection, key, now)
+                plan = self._retain_in(connection, key, now, totals)
             self._after_delete(key, plan)
             return AppendResult(tuple(stored), plan.report)
 
@@ -482,7 +504,7 @@ class ChatHistoryManager:
         but are not cut again (they were when first recorded). Retention is left to the next
         read or write, which applies the settings of whoever uses the conversation."""
         with self._lock, self.store.write() as connection:
-            totals = self.store.totals(connection, key)
+            totals = self.store.tail_totals(connection, key)
             match = match_stored(
                 self.store.rows_from(connection, key, 0) if totals else [], messages
             )
@@ -495,7 +517,7 @@ class ChatHistoryManager:
                 # An import is not activity: the conversation was last active at its newest row.
                 newest = max(m.timestamp or 0 for m in new)
                 try:
-                    inserted = self._record_in(
+                    inserted, _ = self._record_in(
                         connection,
                         key,
                         totals,

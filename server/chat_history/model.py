@@ -105,10 +105,18 @@ class StoredMessage(Message):
         return id(self)
 
     @classmethod
-    def of(cls, message: Message, *, id: int, turn: int, tokens: int) -> StoredMessage:
-        """``message`` as stored: every field it has, plus where and what it cost."""
-        fields = {f.name: getattr(message, f.name) for f in attrs.fields(Message)}
+    def of(
+        cls, message: Message, *, id: int, turn: int, tokens: int, timestamp: int | None = None
+    ) -> StoredMessage:
+        """``message`` as stored: every field it has (``timestamp`` when given instead of its
+        own), plus where and what it cost."""
+        fields = {name: getattr(message, name) for name in _MESSAGE_FIELDS}
+        if timestamp is not None:
+            fields["timestamp"] = timestamp
         return cls(**fields, id=id, turn=turn, tokens=tokens)
+
+
+_MESSAGE_FIELDS = tuple(field.name for field in attrs.fields(Message))
 
 
 @attrs.frozen(kw_only=True)

@@ -25,7 +25,7 @@ from chat_history.policy.turns import segment
 from chat_history.providers import format_body
 from chat_history.settings import ContextSettings, Settings, default_settings
 from chat_history.store import Key, Store
-from chat_history.store.schema import DATABASE_FILE, MIGRATIONS
+from chat_history.store.schema import DATABASE_FILE, MIGRATIONS, SCHEMA_VERSION
 
 KEY = Key("ws", "conv")
 T0 = 1_764_480_000_000
@@ -323,7 +323,7 @@ def test_a_version_1_database_keeps_its_rows_and_is_prepared_in_full(tmp_path: P
         *(r.content for r in added),
     ]
     with manager.store.read() as connection:
-        assert connection.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     route = resolve_route("openai", None, manager.settings)
     assert manager._request_rows(KEY, route, PrepareOptions())[1] is None  # turn 1 has none
     assert_same(manager, PrepareOptions(), events)

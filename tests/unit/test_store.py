@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from chat_history.errors import StorageError
-from chat_history.model import Message, StoredMessage
+from chat_history.errors import InvalidParams, StorageError
+from chat_history.model import Message, StoredMessage, ToolCall
 from chat_history.store import Key
 from chat_history.store.cache import ConversationCache
-from chat_history.store.schema import DATABASE_FILE, SCHEMA_VERSION
+from chat_history.store.schema import DATABASE_FILE, MIGRATIONS, SCHEMA_VERSION
 
 KEY = Key("ws", "conv")
 HOUR = 3_600_000
@@ -85,7 +85,7 @@ def test_database_uses_wal_and_secure_delete(make_manager, db_folder: Path) -> N
 
 def test_schema_version_is_recorded(make_manager, db_folder: Path) -> None:
     make_manager().append(KEY, [U("hello")])
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3
     assert pragma(db_folder / DATABASE_FILE, "user_version") == SCHEMA_VERSION
 
 
@@ -324,6 +324,125 @@ def test_two_processes_append_to_one_conversation_without_losing_a_row(
         assert reply.content == prompt.content + "-reply"
         assert reply.turn == prompt.turn
     assert [row.turn for row in rows[::2]] == list(range(1, 2 * count + 1))
+
+
+# -- ids -------------------------------------------------------------------------------------------
+
+
+def ids(rows: tuple[StoredMessage, ...] | list[StoredMessage]) -> list[int]:
+    return [row.id for row in rows]
+
+
+def test_ids_are_never_handed_out_twice_after_clearing_the_newest_rows(make_manager) -> None:
+    manager = make_manager()
+    other = Key("ws", "other")
+    manager.append(other, [U("kept")])
+    first = ids(manager.append(KEY, [U("q1"), A("a1"), U("q2")]).messages)
+    assert manager.clear(KEY) == 3
+    again = ids(manager.append(KEY, [U("again")]).messages)
+    assert again[0] > max(first)
+    # ... also when another connection deleted them, and for the rows it deletes by retention
+    pruning = make_manager({"maxMessages": 1})
+    newest = ids(pruning.append(KEY, [A("extra"), U("q3"), A("a3")]).messages)
+    assert contents(pruning.get(KEY).messages) == ["q3", "a3"]
+    assert pruning.clear(KEY) == 2
+    assert ids(manager.append(KEY, [U("after")]).messages)[0] > max(newest)
+    assert ids(manager.append(other, [U("later")]).messages)[0] > max(newest) + 1
+
+
+def test_a_version_2_database_migrates_with_every_row_and_id(
+    db_folder: Path, make_manager, clock
+) -> None:
+    db_folder.mkdir(mode=0o700)
+    legacy = sqlite3.connect(db_folder / DATABASE_FILE)
+    for version in (0, 1):
+        for statement in MIGRATIONS[version].split(";"):
+            if statement.strip():
+                legacy.execute(statement)
+    legacy.execute("PRAGMA user_version = 2")
+    legacy.executemany(
+        "INSERT INTO messages (workspace, conversation, turn, role, content, timestamp, tokens) "
+        "VALUES ('ws', 'conv', ?, ?, ?, ?, 5)",
+        [
+            (1, "user", "q1", clock.now),
+            (1, "assistant", "a1", clock.now),
+            (2, "user", "q2", clock.now),
+            (2, "assistant", "gone", clock.now),
+        ],
+    )
+    legacy.execute("DELETE FROM messages WHERE content = 'gone'")  # id 4 was handed out
+    legacy.execute(
+        "INSERT INTO conversations VALUES ('ws', 'conv', 3, 15, 2, 3, ?, ?)", (clock.now, clock.now)
+    )
+    legacy.commit()
+    legacy.close()
+
+    manager = make_manager()
+    stored = manager.get(KEY).messages
+    assert [(r.id, r.content) for r in stored] == [(1, "q1"), (2, "a1"), (3, "q2")]
+    assert ids(manager.append(KEY, [A("a2")]).messages) == [5]
+    assert pragma(db_folder / DATABASE_FILE, "user_version") == SCHEMA_VERSION
+    connection = sqlite3.connect(db_folder / DATABASE_FILE)
+    try:
+        indexes = {r[0] for r in connection.execute("SELECT name FROM sqlite_master")}
+        assert "conversations_by_activity" not in indexes
+        assert {"messages_by_conversation", "messages_system", "id_floor"} <= indexes
+        assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        connection.close()
+
+
+# -- what one connection remembers of another's writes ---------------------------------------------
+
+
+def result_of(call_id: str) -> Message:
+    return Message(role="tool", content=f"result {call_id}", tool_call_id=call_id, name="read")
+
+
+def two_calls() -> Message:
+    calls = tuple(ToolCall(id=i, name="read", arguments={}) for i in ("c1", "c2"))
+    return Message(role="assistant", tool_calls=calls)
+
+
+def test_append_sees_a_tool_result_another_connection_wrote(make_manager) -> None:
+    a = make_manager()
+    b = make_manager()
+    a.append(KEY, [U("q"), two_calls()])
+    a.append(KEY, [result_of("c1")])  # a has now read (and remembers) the running turn
+    b.append(KEY, [result_of("c2")])
+    with pytest.raises(InvalidParams) as refused:
+        a.append(KEY, [result_of("c2")])  # already answered through the other connection
+    assert "'c2' answers no pending tool call" in refused.value.why
+    a.append(KEY, [A("done"), U("next")])
+    with a.store.read() as connection:
+        totals = a.store.totals(connection, KEY)
+    assert totals is not None and totals.message_count == 6
+    assert contents(b.get(KEY).messages) == ["q", "", "result c1", "result c2", "done", "next"]
+
+
+def test_append_after_another_connection_cleared_starts_a_new_conversation(make_manager) -> None:
+    a = make_manager()
+    b = make_manager()
+    a.append(KEY, [U("q"), two_calls()])
+    a.append(KEY, [result_of("c1")])
+    b.clear(KEY)
+    with pytest.raises(InvalidParams):
+        a.append(KEY, [result_of("c2")])
+    stored = a.append(KEY, [U("fresh")]).messages
+    assert [(r.turn, r.content) for r in stored] == [(1, "fresh")]
+    with a.store.read() as connection:
+        totals = a.store.totals(connection, KEY)
+    assert totals is not None and (totals.message_count, totals.turn_start_id) == (1, stored[0].id)
+
+
+def test_a_failed_append_leaves_nothing_remembered(make_manager) -> None:
+    manager = make_manager()
+    manager.append(KEY, [U("q"), two_calls()])
+    manager.append(KEY, [result_of("c1")])
+    with pytest.raises(InvalidParams):  # the second row is refused: nothing of the call lands
+        manager.append(KEY, [result_of("c2"), result_of("c9")])
+    manager.append(KEY, [result_of("c2")])
+    assert contents(manager.get(KEY).messages) == ["q", "", "result c1", "result c2"]
 
 
 # -- the cache -------------------------------------------------------------------------------------

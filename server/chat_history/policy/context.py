@@ -15,6 +15,7 @@ is stored; the result is the same as with every row.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Collection, Sequence
 from typing import Literal
 
@@ -156,10 +157,14 @@ class TurnFigures:
     tool_dependent: int = 0
 
     def as_tuple(self) -> tuple[int, ...]:
-        return attrs.astuple(self)
+        values: tuple[int, ...] = _FIGURE_VALUES(self)
+        return values
 
     def __add__(self, other: TurnFigures) -> TurnFigures:
         return TurnFigures(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple(), strict=True)))
+
+
+_FIGURE_VALUES = operator.attrgetter(*(field.name for field in attrs.fields(TurnFigures)))
 
 
 def turn_figures(rows: Sequence[Message]) -> TurnFigures:

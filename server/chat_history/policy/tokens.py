@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from chat_history.model import Message, ToolCall, ToolSpec
+from chat_history.model import Message, StoredMessage, ToolCall, ToolSpec
 
 IMAGE_TOKENS = 1_600
 ROW_FRAMING_TOKENS = 4
@@ -37,7 +37,13 @@ def tool_calls_json(calls: Iterable[ToolCall]) -> str:
 
 def row_tokens(row: Message, *, dispatch_tool_images: bool = False) -> int:
     """The estimate of one row. Images count for user rows always, and for tool rows only when
-    ``dispatch_tool_images`` (tool results of the running turn in ``prepare``)."""
+    ``dispatch_tool_images`` (tool results of the running turn in ``prepare``). A stored row
+    carries its estimate (``stored_tokens``, computed when it was written): that is the answer
+    unless this estimate counts images the stored one left out."""
+    if isinstance(row, StoredMessage) and not (
+        dispatch_tool_images and row.role == "tool" and row.attachments
+    ):
+        return row.tokens
     text = row.content
     images = 0
     if row.role == "user":

@@ -27,10 +27,36 @@ from chat_history.store.schema import (
 )
 
 BUSY_TIMEOUT_MS = 15_000
+#: Conversations whose end ``Store.tail_totals`` remembers (all are forgotten past it).
+_TAILS = 64
 #: SQLITE_CORRUPT and SQLITE_NOTADB, the primary result codes of a damaged file.
 _DAMAGED = (11, 26)
 #: SQLITE_READONLY and SQLITE_CANTOPEN.
 _UNWRITABLE = (8, 14)
+
+#: One turn's figures and the running sums of the turns before it: the newest recorded turn's
+#: own figures plus its running sums, or zeros for the first.
+_ADD_FIGURES = (
+    "INSERT INTO turn_figures SELECT ?1, ?2, ?3, "
+    + ", ".join(f"?{4 + i}" for i in range(len(FIGURES)))
+    + ", "
+    + ", ".join(f"COALESCE(SUM({n} + earlier_{n}), 0)" for n in FIGURES)
+    + " FROM (SELECT * FROM turn_figures WHERE workspace = ?1 AND conversation = ?2 "
+    "ORDER BY turn DESC LIMIT 1)"
+)
+
+#: A new row's id is one more than any id the table holds or ever deleted (schema v3).
+_INSERT_MESSAGE = (
+    "INSERT INTO messages (id, workspace, conversation, turn, role, content, tool_calls, "
+    "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens) VALUES ("
+    "(SELECT MAX(highest_deleted, COALESCE((SELECT MAX(id) FROM messages), 0)) + 1 "
+    "FROM id_floor), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+#: Run before deleting messages, so no id is handed out twice (schema v3).
+_RAISE_ID_FLOOR = (
+    "UPDATE id_floor SET highest_deleted = (SELECT MAX(id) FROM messages) "
+    "WHERE (SELECT MAX(id) FROM messages) > highest_deleted"
+)
 
 _COLUMNS = (
     "id, turn, role, content, tool_calls, tool_call_id, name, attachments, timestamp, "
@@ -52,6 +78,17 @@ class ConversationTotals:
     turn_start_id: int
     oldest_timestamp: int | None
     last_activity: int
+
+
+@attrs.define
+class _Tail:
+    """What this connection last saw of a conversation's end: its totals and, once read, the rows
+    of its newest turn. Valid while the connection's ``data_version`` is still ``version``: no
+    other connection has committed since, and this one keeps the tail in step with its writes."""
+
+    version: int
+    totals: ConversationTotals | None
+    turn: list[StoredMessage] | None = None
 
 
 @attrs.frozen
@@ -130,7 +167,7 @@ def _row_to_message(row: sqlite3.Row | tuple[Any, ...]) -> StoredMessage:
     )
 
 
-def _message_columns(message: Message) -> tuple[Any, ...]:
+def _message_columns(message: Message, timestamp: int) -> tuple[Any, ...]:
     return (
         message.role,
         message.content,
@@ -138,7 +175,7 @@ def _message_columns(message: Message) -> tuple[Any, ...]:
         message.tool_call_id,
         message.name,
         _dump([a.as_json() for a in message.attachments]),
-        message.timestamp,
+        timestamp,
         _dump(dict(message.provider_data)),
         _dump(dict(message.metadata)),
     )
@@ -185,6 +222,7 @@ class Store:
         # (file identity, reason) once SQLite found the file corrupt: refused until replaced.
         self._damaged: tuple[tuple[int, ...] | None, str] | None = None
         self.cache = ConversationCache(cache_conversations, cache_rows)
+        self._tails: dict[Key, _Tail] = {}
 
     # -- connection -------------------------------------------------------------------------
 
@@ -231,6 +269,7 @@ class Store:
             raise self._failure(exc, f"cannot use {self.path}: ") from exc
         self._connection = connection
         self._data_version = None
+        self._tails.clear()
         return connection
 
     def _identity(self) -> tuple[int, ...] | None:
@@ -301,6 +340,7 @@ class Store:
                 with contextlib.suppress(sqlite3.Error):
                     connection.execute("ROLLBACK")
                 self.cache.clear()
+                self._tails.clear()
                 if isinstance(exc, sqlite3.Error):
                     raise self._failure(exc) from exc
                 raise
@@ -346,6 +386,44 @@ class Store:
                 (key.workspace, key.conversation, first_id),
             )
         ]
+
+    def tail_totals(self, connection: sqlite3.Connection, key: Key) -> ConversationTotals | None:
+        """The conversation's totals inside ``write()``, from what this connection last saw when
+        no other connection has committed since (one pragma instead of a read)."""
+        version = int(connection.execute("PRAGMA data_version").fetchone()[0])
+        tail = self._tails.get(key)
+        if tail is None or tail.version != version:
+            if len(self._tails) >= _TAILS:
+                self._tails.clear()
+            tail = self._tails[key] = _Tail(version, self.totals(connection, key))
+        return tail.totals
+
+    def current_turn(
+        self, connection: sqlite3.Connection, key: Key, totals: ConversationTotals
+    ) -> list[StoredMessage]:
+        """The rows of the conversation's newest turn. With the ``totals`` ``tail_totals`` gave
+        in this write transaction, they are read once and then kept in step with this
+        connection's writes; with any other totals, read."""
+        tail = self._tails.get(key)
+        if tail is None or tail.totals is not totals:
+            return self.rows_from(connection, key, totals.turn_start_id)
+        if tail.turn is None:
+            tail.turn = self.rows_from(connection, key, totals.turn_start_id)
+        return list(tail.turn)
+
+    def _track(self, key: Key, after: ConversationTotals, stored: list[StoredMessage]) -> None:
+        """Keep the conversation's tail in step with rows this connection just inserted."""
+        tail = self._tails.get(key)
+        if tail is None:
+            return
+        if tail.turn is not None:
+            if stored and stored[0].id <= after.turn_start_id:  # a new turn began among them
+                tail.turn = [row for row in stored if row.id >= after.turn_start_id]
+            elif tail.totals is not None and tail.totals.turn_start_id == after.turn_start_id:
+                tail.turn.extend(stored)
+            else:
+                tail.turn = None
+        tail.totals = after
 
     def all_rows(self, connection: sqlite3.Connection, key: Key) -> list[StoredMessage]:
         cached = self.cache.get(key)
@@ -419,27 +497,10 @@ class Store:
         connection: sqlite3.Connection, key: Key, figures: Sequence[tuple[int, Sequence[int]]]
     ) -> None:
         """Record completed turns' figures (turn number, values in FIGURES order), each with the
-        running sums of every turn recorded before it."""
-        if not figures:
-            return
-        width = len(FIGURES)
-        last = connection.execute(
-            f"SELECT {', '.join(FIGURES)}, {', '.join(f'earlier_{n}' for n in FIGURES)} "
-            "FROM turn_figures WHERE workspace = ? AND conversation = ? "
-            "ORDER BY turn DESC LIMIT 1",
-            (key.workspace, key.conversation),
-        ).fetchone()
-        earlier = (
-            [a + b for a, b in zip(last[:width], last[width:], strict=True)]
-            if last
-            else [0] * width
-        )
+        running sums of every turn recorded before it (taken from the newest recorded turn in
+        the same statement)."""
         for turn, own in figures:
-            connection.execute(
-                f"INSERT INTO turn_figures VALUES (?, ?, ?, {', '.join('?' * (2 * width))})",
-                (key.workspace, key.conversation, turn, *own, *earlier),
-            )
-            earlier = [a + b for a, b in zip(earlier, own, strict=True)]
+            connection.execute(_ADD_FIGURES, (key.workspace, key.conversation, turn, *own))
 
     @staticmethod
     def figures_between(
@@ -479,8 +540,9 @@ class Store:
         rows: Sequence[tuple[Message, int, int]],
         totals: ConversationTotals | None,
         now_ms: int,
-    ) -> list[StoredMessage]:
-        """Insert (message, turn, tokens) rows in order and update the conversation's totals."""
+    ) -> tuple[list[StoredMessage], ConversationTotals]:
+        """Insert (message, turn, tokens) rows in order (a row without a timestamp gets
+        ``now_ms``) and update the conversation's totals; returns the rows and the new totals."""
         stored: list[StoredMessage] = []
         count = totals.message_count if totals else 0
         tokens = totals.tokens if totals else 0
@@ -488,12 +550,16 @@ class Store:
         turn_start = totals.turn_start_id if totals else 0
         oldest = totals.oldest_timestamp if totals else None
         for message, turn, row_tokens in rows:
-            assert message.timestamp is not None, "the manager stamps every row before insert"
+            timestamp = now_ms if message.timestamp is None else message.timestamp
             cursor = connection.execute(
-                "INSERT INTO messages (workspace, conversation, turn, role, content, tool_calls, "
-                "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (key.workspace, key.conversation, turn, *_message_columns(message), row_tokens),
+                _INSERT_MESSAGE,
+                (
+                    key.workspace,
+                    key.conversation,
+                    turn,
+                    *_message_columns(message, timestamp),
+                    row_tokens,
+                ),
             )
             row_id = int(cursor.lastrowid or 0)
             if turn != last_turn or turn_start == 0:
@@ -501,8 +567,13 @@ class Store:
             last_turn = turn
             count += 1
             tokens += row_tokens
-            oldest = message.timestamp if oldest is None else min(oldest, message.timestamp)
-            stored.append(StoredMessage.of(message, id=row_id, turn=turn, tokens=row_tokens))
+            oldest = timestamp if oldest is None else min(oldest, timestamp)
+            stored.append(
+                StoredMessage.of(
+                    message, id=row_id, turn=turn, tokens=row_tokens, timestamp=timestamp
+                )
+            )
+        after = ConversationTotals(count, tokens, last_turn, turn_start, oldest, now_ms)
         connection.execute(
             "INSERT INTO conversations (workspace, conversation, message_count, tokens, last_turn, "
             "turn_start_id, oldest_timestamp, last_activity) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
@@ -513,11 +584,13 @@ class Store:
             (key.workspace, key.conversation, count, tokens, last_turn, turn_start, oldest, now_ms),
         )
         self.cache.extend(key, stored)
-        return stored
+        self._track(key, after, stored)
+        return stored, after
 
     def delete_rows(self, connection: sqlite3.Connection, key: Key, ids: Iterable[int]) -> None:
         """Delete rows by id and recompute the conversation's totals from what is left."""
         id_list = sorted(ids)
+        connection.execute(_RAISE_ID_FLOOR)
         for start in range(0, len(id_list), 500):
             chunk = id_list[start : start + 500]
             connection.execute(
@@ -541,8 +614,10 @@ class Store:
             (key.workspace, key.conversation, (1 << 62) if oldest_turn is None else oldest_turn),
         )
         self.cache.remove_ids(key, set(id_list))
+        self._tails.pop(key, None)  # its totals changed
 
     def clear(self, connection: sqlite3.Connection, key: Key) -> int:
+        connection.execute(_RAISE_ID_FLOOR)
         deleted = connection.execute(
             "DELETE FROM messages WHERE workspace = ? AND conversation = ?",
             (key.workspace, key.conversation),
@@ -560,6 +635,7 @@ class Store:
             (key.workspace, key.conversation),
         )
         self.cache.drop(key)
+        self._tails.pop(key, None)
         return int(deleted)
 
     @staticmethod

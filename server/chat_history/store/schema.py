@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -77,8 +77,45 @@ CREATE TABLE turn_figures (
 ) WITHOUT ROWID;
 """
 
+_MESSAGE_COLUMNS = """
+    workspace TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    tool_calls TEXT,
+    tool_call_id TEXT,
+    name TEXT,
+    attachments TEXT,
+    timestamp INTEGER NOT NULL,
+    provider_data TEXT,
+    metadata TEXT,
+    tokens INTEGER NOT NULL
+"""
+
+# Version 3 takes two page writes off every append, keeping what they gave:
+# - Ids are still never reused, but without AUTOINCREMENT, which rewrote sqlite_sequence on every
+#   insert: ``id_floor`` holds the highest id ever deleted from the top, written only by deletes,
+#   and an insert takes one more than the larger of it and the highest id left (store.db).
+# - The index of conversations by activity is gone: every append changed last_activity, so it
+#   cost a page per append, while the listing it served sorts one workspace's conversation rows,
+#   which the primary key finds.
+_V3 = f"""
+DROP INDEX IF EXISTS conversations_by_activity;
+CREATE TABLE id_floor (highest_deleted INTEGER NOT NULL);
+INSERT INTO id_floor SELECT COALESCE(
+    (SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0);
+CREATE TABLE messages_v3 (id INTEGER PRIMARY KEY, {_MESSAGE_COLUMNS});
+INSERT INTO messages_v3 SELECT * FROM messages;
+DROP TABLE messages;
+DELETE FROM sqlite_sequence WHERE name = 'messages';
+ALTER TABLE messages_v3 RENAME TO messages;
+CREATE INDEX messages_by_conversation ON messages (workspace, conversation, id);
+CREATE INDEX messages_system ON messages (workspace, conversation, id) WHERE role = 'system'
+"""
+
 #: MIGRATIONS[n] upgrades a database at user_version n to n + 1.
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2}
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3}
 
 
 class NewerSchema(Exception):
