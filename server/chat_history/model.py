@@ -11,6 +11,16 @@ from typing import Any, Literal
 
 import attrs
 
+#: The compact JSON the store keeps and estimates price (one encoder: ``json.dumps`` with options
+#: builds a new one per call).
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def compact_json(value: Any) -> str:
+    """``value`` as compact JSON, non-ASCII kept as it is."""
+    return _COMPACT.encode(value)
+
+
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
 
@@ -36,7 +46,7 @@ class ToolCall:
         """The arguments as a JSON string (OpenAI, Responses, Mistral, Cohere)."""
         if isinstance(self.arguments, str):
             return self.arguments
-        return json.dumps(self.arguments, separators=(",", ":"), ensure_ascii=False)
+        return compact_json(self.arguments)
 
     def arguments_object(self) -> dict[str, Any]:
         """The arguments as an object (Anthropic, Gemini, Bedrock, Ollama)."""
@@ -109,14 +119,21 @@ class StoredMessage(Message):
         cls, message: Message, *, id: int, turn: int, tokens: int, timestamp: int | None = None
     ) -> StoredMessage:
         """``message`` as stored: every field it has (``timestamp`` when given instead of its
-        own), plus where and what it cost."""
-        fields = {name: getattr(message, name) for name in _MESSAGE_FIELDS}
-        if timestamp is not None:
-            fields["timestamp"] = timestamp
-        return cls(**fields, id=id, turn=turn, tokens=tokens)
-
-
-_MESSAGE_FIELDS = tuple(field.name for field in attrs.fields(Message))
+        own), plus where and what it cost. (Fields spelled out: this runs on every append.)"""
+        return cls(
+            role=message.role,
+            content=message.content,
+            tool_calls=message.tool_calls,
+            tool_call_id=message.tool_call_id,
+            name=message.name,
+            attachments=message.attachments,
+            timestamp=message.timestamp if timestamp is None else timestamp,
+            provider_data=message.provider_data,
+            metadata=message.metadata,
+            id=id,
+            turn=turn,
+            tokens=tokens,
+        )
 
 
 @attrs.frozen(kw_only=True)

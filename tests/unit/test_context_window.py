@@ -257,6 +257,34 @@ def test_turns_deleted_by_retention_leave_the_window_exact(tmp_path: Path) -> No
     assert_same(manager, PrepareOptions(), events)
 
 
+def test_two_connections_appending_in_turn_keep_the_figures_exact(tmp_path: Path) -> None:
+    # Each connection remembers the running sums of the turns it recorded; the other's writes
+    # must make it read them again, or the figures drift and the window falls back (or lies).
+    events: list[Trimmed] = []
+    settings = budget_settings(max_context_tokens=3_000)
+    first = open_manager(tmp_path, settings, events)
+    second = open_manager(tmp_path, settings, events)
+    rows = long_conversation(120)
+    for index, row in enumerate(rows):
+        (first if (index // 3) % 2 else second).append(KEY, [row])
+    route = resolve_route("openai", None, settings)
+    for manager in (first, second):
+        assert manager._request_rows(KEY, route, PrepareOptions())[1] is not None
+        assert_same(manager, PrepareOptions(), events)
+    with first.store.read() as connection:
+        recorded = connection.execute(
+            "SELECT turns, earlier_turns, spoken_rows, earlier_spoken_rows FROM turn_figures "
+            "ORDER BY turn"
+        ).fetchall()
+    assert [(turns, earlier) for turns, earlier, _, _ in recorded] == [
+        (1, n) for n in range(len(recorded))
+    ]
+    spoken = [own for _, _, own, _ in recorded]
+    assert [earlier for _, _, _, earlier in recorded] == [
+        sum(spoken[:n]) for n in range(len(spoken))
+    ]
+
+
 def test_a_turn_deleted_out_of_order_falls_back_to_every_row(tmp_path: Path) -> None:
     events: list[Trimmed] = []
     manager = open_manager(tmp_path, budget_settings(max_context_tokens=2_000), events)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import math
 
+import attrs
 import pytest
 
-from chat_history.model import Attachment, Message, ToolCall, ToolSpec
+from chat_history.model import Attachment, Message, StoredMessage, ToolCall, ToolSpec
 from chat_history.policy.tokens import (
     IMAGE_TOKENS,
     row_tokens,
@@ -242,3 +243,35 @@ def test_quoted_api_trace_is_a_plain_reply() -> None:
     )
     assert not is_carrier(row, tools=["read"])
     assert not is_carrier(Message(role="user", content='{"tool_calls": [{"name": "read"}]}'))
+
+
+def test_a_stored_row_is_priced_by_the_estimate_it_was_stored_with() -> None:
+    picture = (Attachment(mime_type="image/png", data="AAAA"),)
+    user = Message(role="user", content="look [IMAGE:a.png]", attachments=picture)
+    tool = Message(role="tool", content="result", tool_call_id="c1", attachments=picture)
+    for message in (user, tool):
+        stored = StoredMessage.of(message, id=1, turn=1, tokens=stored_tokens(message))
+        assert row_tokens(stored) == row_tokens(message) == stored.tokens
+    # a tool row's images count only where dispatched, which the stored estimate leaves out
+    stored_tool = StoredMessage.of(tool, id=2, turn=1, tokens=stored_tokens(tool))
+    assert row_tokens(stored_tool, dispatch_tool_images=True) == stored_tool.tokens + IMAGE_TOKENS
+    assert row_tokens(tool, dispatch_tool_images=True) == stored_tool.tokens + IMAGE_TOKENS
+
+
+def test_a_stored_row_keeps_every_field_of_its_message() -> None:
+    message = Message(
+        role="assistant",
+        content="text",
+        tool_calls=(ToolCall(id="c1", name="read", arguments={"a": 1}),),
+        tool_call_id=None,
+        name="helper",
+        attachments=(Attachment(uri="file:///a.png"),),
+        timestamp=7,
+        provider_data={"deepseek": {"reasoning_content": "r"}},
+        metadata={"k": "v"},
+    )
+    stored = StoredMessage.of(message, id=3, turn=2, tokens=11)
+    for field in attrs.fields(Message):
+        assert getattr(stored, field.name) == getattr(message, field.name), field.name
+    assert (stored.id, stored.turn, stored.tokens) == (3, 2, 11)
+    assert StoredMessage.of(message, id=3, turn=2, tokens=11, timestamp=9).timestamp == 9

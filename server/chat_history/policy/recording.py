@@ -77,8 +77,8 @@ def plan_append(
                     f"{call_id!r} answers no pending tool call of its turn (pending: {waiting})",
                 )
             pending.discard(call_id)
-            message = attrs.evolve(
-                message, content=truncate_tool_result(message.content, max_tool_result_chars)
-            )
+            cut = truncate_tool_result(message.content, max_tool_result_chars)
+            if cut is not message.content:
+                message = attrs.evolve(message, content=cut)
         planned.append(PlannedRow(message, turn))
     return planned

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from chat_history.model import Message, StoredMessage, ToolCall, ToolSpec
+from chat_history.model import Message, StoredMessage, ToolCall, ToolSpec, compact_json
 
 IMAGE_TOKENS = 1_600
 ROW_FRAMING_TOKENS = 4
@@ -28,11 +27,7 @@ def image_markers(text: str) -> list[re.Match[str]]:
 
 def tool_calls_json(calls: Iterable[ToolCall]) -> str:
     """The compact JSON a carrier's structured calls are priced as."""
-    return json.dumps(
-        [c.as_json() for c in calls],
-        separators=(",", ":"),
-        ensure_ascii=False,
-    )
+    return compact_json([c.as_json() for c in calls])
 
 
 def row_tokens(row: Message, *, dispatch_tool_images: bool = False) -> int:
@@ -70,7 +65,7 @@ def tool_schema_tokens(tool: ToolSpec) -> int:
     parameters: Mapping[str, Any] | None = tool.parameters
     text = tool.name + (tool.description or "")
     if parameters is not None:
-        text += json.dumps(parameters, separators=(",", ":"), ensure_ascii=False)
+        text += compact_json(parameters)
     return text_tokens(text) + ROW_FRAMING_TOKENS
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from chat_history.model import Message, ToolCall
+from chat_history.model import Message, ToolCall, compact_json
 from chat_history.policy.tokens import image_markers
 from chat_history.policy.turns import is_real_user
 
@@ -231,7 +231,7 @@ def arguments_json(call: ToolCall) -> str:
             parsed = None
         if isinstance(parsed, dict):
             return arguments
-    return json.dumps(arguments_object(call), separators=(",", ":"), ensure_ascii=False)
+    return compact_json(arguments_object(call))
 
 
 @attrs.frozen

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from chat_history.errors import StorageError
-from chat_history.model import Attachment, Message, StoredMessage, ToolCall
+from chat_history.model import Attachment, Message, StoredMessage, ToolCall, compact_json
 from chat_history.store.cache import ConversationCache
 from chat_history.store.schema import (
     DATABASE_FILE,
@@ -34,15 +34,11 @@ _DAMAGED = (11, 26)
 #: SQLITE_READONLY and SQLITE_CANTOPEN.
 _UNWRITABLE = (8, 14)
 
-#: One turn's figures and the running sums of the turns before it: the newest recorded turn's
-#: own figures plus its running sums, or zeros for the first.
-_ADD_FIGURES = (
-    "INSERT INTO turn_figures SELECT ?1, ?2, ?3, "
-    + ", ".join(f"?{4 + i}" for i in range(len(FIGURES)))
-    + ", "
-    + ", ".join(f"COALESCE(SUM({n} + earlier_{n}), 0)" for n in FIGURES)
-    + " FROM (SELECT * FROM turn_figures WHERE workspace = ?1 AND conversation = ?2 "
-    "ORDER BY turn DESC LIMIT 1)"
+_ADD_FIGURES = f"INSERT INTO turn_figures VALUES (?, ?, ?, {', '.join('?' * (2 * len(FIGURES)))})"
+#: The running sums through the newest recorded turn: its own figures plus its ``earlier_``.
+_LAST_FIGURES = (
+    f"SELECT {', '.join(f'{n} + earlier_{n}' for n in FIGURES)} FROM turn_figures "
+    "WHERE workspace = ? AND conversation = ? ORDER BY turn DESC LIMIT 1"
 )
 
 #: A new row's id is one more than any id the table holds or ever deleted (schema v3).
@@ -51,6 +47,14 @@ _INSERT_MESSAGE = (
     "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens) VALUES ("
     "(SELECT MAX(highest_deleted, COALESCE((SELECT MAX(id) FROM messages), 0)) + 1 "
     "FROM id_floor), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_UPDATE_TOTALS = (
+    "UPDATE conversations SET message_count = ?, tokens = ?, last_turn = ?, turn_start_id = ?, "
+    "oldest_timestamp = ?, last_activity = ? WHERE workspace = ? AND conversation = ?"
+)
+_INSERT_TOTALS = (
+    "INSERT INTO conversations (message_count, tokens, last_turn, turn_start_id, "
+    "oldest_timestamp, last_activity, workspace, conversation) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 #: Run before deleting messages, so no id is handed out twice (schema v3).
 _RAISE_ID_FLOOR = (
@@ -64,7 +68,7 @@ _COLUMNS = (
 )
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)
 class Key:
     workspace: str
     conversation: str
@@ -88,7 +92,11 @@ class _Tail:
 
     version: int
     totals: ConversationTotals | None
+    #: the write transaction (``Store._writes``) that last checked ``version``
+    checked: int
     turn: list[StoredMessage] | None = None
+    #: the running sums of the newest recorded turn's figures (its own plus its ``earlier_``)
+    figure_sums: tuple[int, ...] | None = None
 
 
 @attrs.frozen
@@ -129,7 +137,7 @@ class ConversationRecord:
 def _dump(value: Any) -> str | None:
     if not value:
         return None
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return compact_json(value)
 
 
 def _row_to_message(row: sqlite3.Row | tuple[Any, ...]) -> StoredMessage:
@@ -223,6 +231,7 @@ class Store:
         self._damaged: tuple[tuple[int, ...] | None, str] | None = None
         self.cache = ConversationCache(cache_conversations, cache_rows)
         self._tails: dict[Key, _Tail] = {}
+        self._writes = 0
 
     # -- connection -------------------------------------------------------------------------
 
@@ -332,6 +341,7 @@ class Store:
                 connection.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise self._failure(exc) from exc
+            self._writes += 1
             try:
                 self._sync_cache(connection)
                 yield connection
@@ -389,22 +399,27 @@ class Store:
 
     def tail_totals(self, connection: sqlite3.Connection, key: Key) -> ConversationTotals | None:
         """The conversation's totals inside ``write()``, from what this connection last saw when
-        no other connection has committed since (one pragma instead of a read)."""
+        no other connection has committed since (one pragma instead of a read). What else the
+        store remembers of the conversation's end is used only once this has checked it."""
         version = int(connection.execute("PRAGMA data_version").fetchone()[0])
         tail = self._tails.get(key)
         if tail is None or tail.version != version:
             if len(self._tails) >= _TAILS:
                 self._tails.clear()
-            tail = self._tails[key] = _Tail(version, self.totals(connection, key))
+            tail = self._tails[key] = _Tail(version, self.totals(connection, key), self._writes)
+        tail.checked = self._writes
         return tail.totals
+
+    def _checked_tail(self, key: Key) -> _Tail | None:
+        tail = self._tails.get(key)
+        return tail if tail is not None and tail.checked == self._writes else None
 
     def current_turn(
         self, connection: sqlite3.Connection, key: Key, totals: ConversationTotals
     ) -> list[StoredMessage]:
-        """The rows of the conversation's newest turn. With the ``totals`` ``tail_totals`` gave
-        in this write transaction, they are read once and then kept in step with this
-        connection's writes; with any other totals, read."""
-        tail = self._tails.get(key)
+        """The rows of the conversation's newest turn (from ``totals``): read once, then kept in
+        step with this connection's writes while ``tail_totals`` finds nothing changed."""
+        tail = self._checked_tail(key)
         if tail is None or tail.totals is not totals:
             return self.rows_from(connection, key, totals.turn_start_id)
         if tail.turn is None:
@@ -492,15 +507,29 @@ class Store:
         ).fetchone()
         return int(row[0]) if row else None
 
-    @staticmethod
     def add_turn_figures(
-        connection: sqlite3.Connection, key: Key, figures: Sequence[tuple[int, Sequence[int]]]
+        self,
+        connection: sqlite3.Connection,
+        key: Key,
+        figures: Sequence[tuple[int, Sequence[int]]],
     ) -> None:
         """Record completed turns' figures (turn number, values in FIGURES order), each with the
-        running sums of every turn recorded before it (taken from the newest recorded turn in
-        the same statement)."""
+        running sums of every turn recorded before it: remembered from this connection's last
+        recording, or read from the newest recorded turn."""
+        if not figures:
+            return
+        tail = self._checked_tail(key)
+        earlier = tail.figure_sums if tail is not None else None
+        if earlier is None:
+            last = connection.execute(_LAST_FIGURES, (key.workspace, key.conversation)).fetchone()
+            earlier = tuple(last) if last else (0,) * len(FIGURES)
         for turn, own in figures:
-            connection.execute(_ADD_FIGURES, (key.workspace, key.conversation, turn, *own))
+            connection.execute(
+                _ADD_FIGURES, (key.workspace, key.conversation, turn, *own, *earlier)
+            )
+            earlier = tuple(a + b for a, b in zip(earlier, own, strict=True))
+        if tail is not None:
+            tail.figure_sums = earlier
 
     @staticmethod
     def figures_between(
@@ -575,13 +604,8 @@ class Store:
             )
         after = ConversationTotals(count, tokens, last_turn, turn_start, oldest, now_ms)
         connection.execute(
-            "INSERT INTO conversations (workspace, conversation, message_count, tokens, last_turn, "
-            "turn_start_id, oldest_timestamp, last_activity) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (workspace, conversation) DO UPDATE SET message_count = excluded."
-            "message_count, tokens = excluded.tokens, last_turn = excluded.last_turn, "
-            "turn_start_id = excluded.turn_start_id, oldest_timestamp = excluded.oldest_timestamp,"
-            " last_activity = excluded.last_activity",
-            (key.workspace, key.conversation, count, tokens, last_turn, turn_start, oldest, now_ms),
+            _UPDATE_TOTALS if totals else _INSERT_TOTALS,
+            (count, tokens, last_turn, turn_start, oldest, now_ms, key.workspace, key.conversation),
         )
         self.cache.extend(key, stored)
         self._track(key, after, stored)
