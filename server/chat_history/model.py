@@ -56,6 +56,23 @@ class ToolCall:
         return dict(self.arguments)
 
 
+#: The last calls ``tool_calls_json`` encoded, with their JSON: an append prices a carrier's calls
+#: and then stores the same text (one tuple, rebound whole, so threads never see a torn pair).
+_LAST_CALLS: tuple[tuple[ToolCall, ...], str] = ((), "[]")
+
+
+def tool_calls_json(calls: tuple[ToolCall, ...]) -> str:
+    """Structured calls as compact JSON (``ToolCall.as_json`` each): how the store keeps them and
+    how the token estimate prices them."""
+    global _LAST_CALLS
+    last = _LAST_CALLS
+    if last[0] is calls:
+        return last[1]
+    text = compact_json([call.as_json() for call in calls])
+    _LAST_CALLS = (calls, text)
+    return text
+
+
 @attrs.frozen(kw_only=True)
 class Attachment:
     """An image attached to a row: inline base64 ``data`` or a ``uri`` the server never reads."""

@@ -172,6 +172,9 @@ def turn_figures(rows: Sequence[Message]) -> TurnFigures:
     spoken = [row for row in rows if row.role != "system"]
     if not spoken:
         return TurnFigures()
+    if not has_tool_exchange(spoken):  # sent as it is (the common case: a question, an answer)
+        tokens = sum(row_tokens(row) for row in spoken)
+        return TurnFigures(1, len(spoken), tokens, len(spoken), tokens, 0, 0, 0)
     sent, removed = collapse_turn(rows)
     kept = [row for row in sent if row.role != "system"]
     synthetic = len(kept) - (len(spoken) - removed)

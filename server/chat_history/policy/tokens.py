@@ -4,10 +4,16 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from chat_history.model import Message, StoredMessage, ToolCall, ToolSpec, compact_json
+from chat_history.model import (
+    Message,
+    StoredMessage,
+    ToolSpec,
+    compact_json,
+    tool_calls_json,
+)
 
 IMAGE_TOKENS = 1_600
 ROW_FRAMING_TOKENS = 4
@@ -23,11 +29,6 @@ def text_tokens(text: str) -> int:
 def image_markers(text: str) -> list[re.Match[str]]:
     """The dispatchable ``[IMAGE:…]`` markers in a user row's text."""
     return [m for m in IMAGE_MARKER.finditer(text) if m.group(1) not in IMAGE_PLACEHOLDERS]
-
-
-def tool_calls_json(calls: Iterable[ToolCall]) -> str:
-    """The compact JSON a carrier's structured calls are priced as."""
-    return compact_json([c.as_json() for c in calls])
 
 
 def row_tokens(row: Message, *, dispatch_tool_images: bool = False) -> int:

@@ -16,7 +16,14 @@ from typing import Any
 import attrs
 
 from chat_history.errors import StorageError
-from chat_history.model import Attachment, Message, StoredMessage, ToolCall, compact_json
+from chat_history.model import (
+    Attachment,
+    Message,
+    StoredMessage,
+    ToolCall,
+    compact_json,
+    tool_calls_json,
+)
 from chat_history.store.cache import ConversationCache
 from chat_history.store.schema import (
     DATABASE_FILE,
@@ -179,7 +186,7 @@ def _message_columns(message: Message, timestamp: int) -> tuple[Any, ...]:
     return (
         message.role,
         message.content,
-        _dump([c.as_json() for c in message.tool_calls]),
+        tool_calls_json(message.tool_calls) if message.tool_calls else None,
         message.tool_call_id,
         message.name,
         _dump([a.as_json() for a in message.attachments]),
