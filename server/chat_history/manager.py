@@ -205,6 +205,9 @@ class ChatHistoryManager:
         with self.store.read() as connection:
             if not any(self._due(connection, key, now)):
                 return None
+        return self._retain_now(key, now)
+
+    def _retain_now(self, key: Key, now: int) -> PruneReport | None:
         with self.store.write() as connection:
             plan = self._retain_in(connection, key, now)
         self._after_delete(key, plan)
@@ -311,13 +314,26 @@ class ChatHistoryManager:
         figures of the older turns (so the cost follows the request, not the history), or every
         row when those figures are missing or do not add up to the store's totals."""
         with self._lock:
-            self._retain_for_read(key)
+            now = self._clock()
             with self.store.snapshot() as connection:
-                summary = _summary(self.store.summary(connection, key))
-                window = self._window(connection, key, route, options)
-                if window is None:
-                    return self.store.all_rows(connection, key), None, summary
-                return window[0], window[1], summary
+                # Retention first (as every read): checked in the same snapshot, on the totals
+                # the store may remember, so the common case is one read transaction.
+                if not any(
+                    self._due(connection, key, now, self.store.tail_totals(connection, key))
+                ):
+                    return self._read_request_rows(connection, key, route, options)
+            self._retain_now(key, now)
+            with self.store.snapshot() as connection:
+                return self._read_request_rows(connection, key, route, options)
+
+    def _read_request_rows(
+        self, connection: sqlite3.Connection, key: Key, route: Route, options: PrepareOptions
+    ) -> tuple[list[StoredMessage], OmittedTurns | None, Summary | None]:
+        summary = _summary(self.store.summary(connection, key))
+        window = self._window(connection, key, route, options)
+        if window is None:
+            return self.store.all_rows(connection, key), None, summary
+        return window[0], window[1], summary
 
     def _window(
         self, connection: sqlite3.Connection, key: Key, route: Route, options: PrepareOptions
@@ -371,7 +387,7 @@ class ChatHistoryManager:
             groups.append(TurnFigures(*values))
         omitted = OmittedTurns(*groups)
         both = omitted.beyond_limit + omitted.within_limit
-        totals = self.store.totals(connection, key)
+        totals = self.store.tail_totals(connection, key)
         assert totals is not None
         left_out = (
             totals.message_count - len(system) - len(window),
@@ -433,7 +449,7 @@ class ChatHistoryManager:
         return PreparedRequest(
             provider=route.name,
             model=route.model,
-            body=format_body(route.kind, prepared.rows, route.model),
+            body=format_body(route.kind, prepared.rows, route.model, swept=True),
             estimated_tokens=prepared.estimated_tokens,
             budget=prepared.budget,
             context_window=prepared.context_window,

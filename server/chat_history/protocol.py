@@ -466,12 +466,26 @@ def wire_message(row: StoredMessage) -> dict[str, Any]:
     }
 
 
+_WIRE_NAMES: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def _wire_names(cls: type) -> tuple[tuple[str, str], ...]:
+    """(field, camelCase key) of an attrs class, worked out once."""
+    names = _WIRE_NAMES.get(cls)
+    if names is None:
+        names = _WIRE_NAMES[cls] = tuple((f.name, camel(f.name)) for f in attrs.fields(cls))
+    return names
+
+
 def wire(value: Any) -> Any:
-    """camelCase JSON of an attrs result (every field kept, even when it equals its default)."""
+    """camelCase JSON of an attrs result (every field kept, even when it equals its default).
+    A dict is JSON already (provider bodies, ``providerData``, ``metadata``) and is not copied."""
+    if isinstance(value, dict):
+        return value
     if attrs.has(type(value)):
         if isinstance(value, StoredMessage):
             return wire_message(value)
-        return {camel(f.name): wire(getattr(value, f.name)) for f in attrs.fields(type(value))}
+        return {wired: wire(getattr(value, name)) for name, wired in _wire_names(type(value))}
     if isinstance(value, list | tuple):
         return [wire(v) for v in value]
     if isinstance(value, Mapping):

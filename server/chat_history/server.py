@@ -76,6 +76,17 @@ def _converter() -> cattrs.Converter:
     converter: cattrs.Converter = default_converter()  # type: ignore[no-untyped-call]
     for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
         converter.register_structure_hook(cls, lambda obj, cls: cls(**obj))
+    # Outgoing: one level only. Our results are JSON already (a ~20 KB prepare body took a
+    # cattrs walk as long as json.dumps itself); an lsprotocol object inside still reaches
+    # this converter through json.dumps's ``default`` hook.
+    converter.register_unstructure_hook(
+        JsonRPCResponseMessage,
+        lambda m: {"id": m.id, "jsonrpc": m.jsonrpc, "result": m.result},
+    )
+    converter.register_unstructure_hook(
+        JsonRPCNotification,
+        lambda m: {"method": m.method, "jsonrpc": m.jsonrpc, "params": m.params},
+    )
     return converter
 
 

@@ -378,3 +378,83 @@ def test_short_and_long_conversations_alike(tmp_path: Path, turns: int) -> None:
         manager.append(KEY, [row])
     assert_same(manager, PrepareOptions(), events)
     assert_same(manager, PrepareOptions(overflow_recovery=True, extra_tokens=200), events)
+
+
+# -- what a connection remembers of the newest rows ---------------------------------------------
+
+
+def assert_same_as_a_fresh_reader(
+    manager: ChatHistoryManager, folder: Path, events: list[Trimmed]
+) -> None:
+    """The windowed prepare of ``manager`` (which may serve rows it remembers) equals preparing
+    every row read by a connection that remembers nothing."""
+    fresh = open_manager(folder, manager.settings, [])
+    try:
+        assert windowed_result(manager, PrepareOptions(), events) == full_result(
+            fresh, PrepareOptions()
+        )
+    finally:
+        fresh.store.close()
+
+
+def sent_contents(manager: ChatHistoryManager) -> list[str]:
+    body = manager.prepare(KEY, PrepareOptions()).body
+    messages = body["messages"]
+    assert isinstance(messages, list)
+    return [m["content"] for m in messages if isinstance(m.get("content"), str)]
+
+
+def test_rows_another_connection_appends_reach_the_next_prepare(tmp_path: Path) -> None:
+    events: list[Trimmed] = []
+    settings = budget_settings(max_context_tokens=3_000)
+    reader = open_manager(tmp_path, settings, events)
+    writer = open_manager(tmp_path, settings, [])
+    writer.append(KEY, long_conversation(60))
+    assert_same_as_a_fresh_reader(reader, tmp_path, events)  # reader now remembers the tail
+    writer.append(KEY, [U("from the other window"), A("its answer")])
+    assert sent_contents(reader)[-2:] == ["from the other window", "its answer"]
+    assert_same_as_a_fresh_reader(reader, tmp_path, events)
+
+
+def test_rows_another_connection_deletes_never_come_back(tmp_path: Path) -> None:
+    events: list[Trimmed] = []
+    settings = budget_settings(max_context_tokens=3_000)
+    reader = open_manager(tmp_path, settings, events)
+    writer = open_manager(tmp_path, settings, [])
+    writer.append(KEY, long_conversation(40))
+    assert_same_as_a_fresh_reader(reader, tmp_path, events)
+    writer.clear(KEY)
+    writer.append(KEY, [U("a new start"), A("fresh")])
+    assert sent_contents(reader) == ["a new start", "fresh"]
+    pruning = open_manager(tmp_path, attrs.evolve(settings, max_messages=30), [])
+    pruning.append(KEY, long_conversation(30)[1:])  # retention deletes the oldest turns
+    assert "a new start" not in sent_contents(reader)
+    assert_same_as_a_fresh_reader(reader, tmp_path, events)
+
+
+def test_own_appends_and_retention_keep_the_remembered_rows_exact(tmp_path: Path) -> None:
+    events: list[Trimmed] = []
+    settings = attrs.evolve(budget_settings(max_context_tokens=3_000), max_messages=200)
+    manager = open_manager(tmp_path, settings, events)
+    rows = long_conversation(150)
+    for start in range(0, len(rows), 7):
+        manager.append(KEY, rows[start : start + 7])
+        if start % 21 == 0:
+            assert_same_as_a_fresh_reader(manager, tmp_path, events)
+    assert_same_as_a_fresh_reader(manager, tmp_path, events)
+
+
+def test_a_bounded_memory_of_rows_reads_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chat_history.store import db
+
+    monkeypatch.setattr(db, "_RECENT_CHARS", 2_000)  # a handful of rows
+    events: list[Trimmed] = []
+    manager = open_manager(tmp_path, budget_settings(max_context_tokens=6_000), events)
+    manager.append(KEY, long_conversation(80))
+    for _ in range(3):
+        assert_same_as_a_fresh_reader(manager, tmp_path, events)
+        manager.append(KEY, [U("one more " + "x" * 900), A("ok " + "y" * 900)])
+    tail = manager.store._tails[KEY]
+    assert tail.recent is not None and sum(len(r.content) for r in tail.recent) <= 2_000

@@ -93,9 +93,13 @@ def collapsed_exchange_row(calls: int) -> Message:
 
 def has_tool_exchange(rows: Sequence[Message], tools: Collection[str] | None = None) -> bool:
     """Whether a turn holds a carrier, a tool row or an agent-loop user row."""
-    return any(
-        row.role == "tool" or is_in_turn_user(row) or carrier_calls(row, tools) for row in rows
-    )
+    for row in rows:  # a loop, not any(): this runs for every turn of every request
+        role = row.role
+        if role == "tool" or (role == "user" and is_in_turn_user(row)):
+            return True
+        if role == "assistant" and carrier_calls(row, tools):
+            return True
+    return False
 
 
 def _exchange_calls(rows: Sequence[Message], tools: Collection[str] | None) -> int:
@@ -241,12 +245,19 @@ class _Unit:
 
 
 def _unit(rows: tuple[Message, ...], *, running: bool, synthetic: int) -> _Unit:
-    system = tuple(row for row in rows if row.role == "system")
+    tokens = system_tokens = 0
+    system: list[Message] = []
+    for row in rows:
+        cost = row_tokens(row, dispatch_tool_images=running)
+        tokens += cost
+        if row.role == "system":
+            system.append(row)
+            system_tokens += cost  # images are dispatched differently on tool rows only
     return _Unit(
         rows=rows,
-        tokens=sum(row_tokens(row, dispatch_tool_images=running) for row in rows),
-        system_rows=system,
-        system_tokens=sum(row_tokens(row) for row in system),
+        tokens=tokens,
+        system_rows=tuple(system),
+        system_tokens=system_tokens,
         stored_rows=len(rows) - len(system) - synthetic,
     )
 

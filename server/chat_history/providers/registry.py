@@ -41,12 +41,15 @@ _FORMATTERS: dict[str, Formatter] = {
 assert tuple(_FORMATTERS) == KINDS, "one formatter per provider kind, in settings order"
 
 
-def format_body(kind: str, rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
+def format_body(
+    kind: str, rows: Sequence[Message], model: str | None = None, *, swept: bool = False
+) -> dict[str, Any]:
     """The body fields of ``kind``'s request that carry the conversation (protocol.md body
-    table), from provider-neutral rows in stored order. Pure: no I/O, rows are not changed."""
+    table), from provider-neutral rows in stored order. Pure: no I/O, rows are not changed.
+    The orphan sweep runs first unless the rows come ``swept`` already (``prepare_rows``)."""
     formatter = _FORMATTERS.get(kind)
     if formatter is None:  # routes are resolved by policy.budget.resolve_route; this is a guard
         raise InvalidParams(
             "provider", f"unknown provider kind {kind!r}; known: {', '.join(KINDS)}"
         )
-    return formatter(sweep_orphans(rows), model)
+    return formatter(rows if swept else sweep_orphans(rows), model)

@@ -34,8 +34,11 @@ from chat_history.store.schema import (
 )
 
 BUSY_TIMEOUT_MS = 15_000
-#: Conversations whose end ``Store.tail_totals`` remembers (all are forgotten past it).
+#: Conversations whose end ``Store`` remembers (all are forgotten past it), and the few whose
+#: newest rows it keeps, with the content characters kept for each.
 _TAILS = 64
+_RECENT_TAILS = 8
+_RECENT_CHARS = 2_000_000
 #: SQLITE_CORRUPT and SQLITE_NOTADB, the primary result codes of a damaged file.
 _DAMAGED = (11, 26)
 #: SQLITE_READONLY and SQLITE_CANTOPEN.
@@ -93,17 +96,26 @@ class ConversationTotals:
 
 @attrs.define
 class _Tail:
-    """What this connection last saw of a conversation's end: its totals and, once read, the rows
-    of its newest turn. Valid while the connection's ``data_version`` is still ``version``: no
-    other connection has committed since, and this one keeps the tail in step with its writes."""
+    """What this connection last saw of a conversation's end: its totals, the rows of its newest
+    turn, its newest rows, the running sums of its turn figures. Valid while the connection's
+    ``data_version`` is still ``version``: no other connection has committed since, and this
+    one keeps the tail in step with its own writes (deleting drops it)."""
 
     version: int
     totals: ConversationTotals | None
-    #: the write transaction (``Store._writes``) that last checked ``version``
+    #: the transaction (``Store._transactions``) that last checked ``version``
     checked: int
     turn: list[StoredMessage] | None = None
     #: the running sums of the newest recorded turn's figures (its own plus its ``earlier_``)
     figure_sums: tuple[int, ...] | None = None
+    #: the conversation's newest rows, oldest first, as last read or written here
+    recent: list[StoredMessage] | None = None
+    recent_chars: int = 0
+    #: turn_figures rows looked up (turn -> own figures then running sums); recorded turns
+    #: never change, and deleting drops the tail
+    figure_rows: dict[int, tuple[int, ...]] = attrs.Factory(dict)
+    #: whether ``recent`` reaches back to the conversation's first row
+    recent_whole: bool = False
 
 
 @attrs.frozen
@@ -238,7 +250,10 @@ class Store:
         self._damaged: tuple[tuple[int, ...] | None, str] | None = None
         self.cache = ConversationCache(cache_conversations, cache_rows)
         self._tails: dict[Key, _Tail] = {}
-        self._writes = 0
+        self._recent_keys: dict[Key, None] = {}  # insertion order: least recently used first
+        # Bumped when a write() or snapshot() begins and when it ends: a tail checked in the
+        # current one has ``checked`` equal to it, and none outside them has.
+        self._transactions = 0
 
     # -- connection -------------------------------------------------------------------------
 
@@ -334,9 +349,11 @@ class Store:
         """A read section in one read transaction: several queries see the same commit."""
         with self.read() as connection:
             connection.execute("BEGIN")
+            self._transactions += 1
             try:
                 yield connection
             finally:
+                self._transactions += 1
                 connection.execute("COMMIT")
 
     @contextlib.contextmanager
@@ -348,7 +365,7 @@ class Store:
                 connection.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise self._failure(exc) from exc
-            self._writes += 1
+            self._transactions += 1
             try:
                 self._sync_cache(connection)
                 yield connection
@@ -361,6 +378,8 @@ class Store:
                 if isinstance(exc, sqlite3.Error):
                     raise self._failure(exc) from exc
                 raise
+            finally:
+                self._transactions += 1
 
     def _sync_cache(self, connection: sqlite3.Connection) -> None:
         if not len(self.cache):
@@ -404,22 +423,30 @@ class Store:
             )
         ]
 
-    def tail_totals(self, connection: sqlite3.Connection, key: Key) -> ConversationTotals | None:
-        """The conversation's totals inside ``write()``, from what this connection last saw when
-        no other connection has committed since (one pragma instead of a read). What else the
-        store remembers of the conversation's end is used only once this has checked it."""
-        version = int(connection.execute("PRAGMA data_version").fetchone()[0])
+    def _tail(self, connection: sqlite3.Connection, key: Key) -> _Tail:
+        """The conversation's tail, checked in this write() or snapshot() (a pragma, once): what
+        this connection remembers when nothing else has committed since, else read afresh."""
         tail = self._tails.get(key)
+        if tail is not None and tail.checked == self._transactions:
+            return tail
+        assert self._transactions % 2, "only inside write() or snapshot()"
+        version = int(connection.execute("PRAGMA data_version").fetchone()[0])
         if tail is None or tail.version != version:
             if len(self._tails) >= _TAILS:
                 self._tails.clear()
-            tail = self._tails[key] = _Tail(version, self.totals(connection, key), self._writes)
-        tail.checked = self._writes
-        return tail.totals
+            totals = self.totals(connection, key)
+            tail = self._tails[key] = _Tail(version, totals, self._transactions)
+        tail.checked = self._transactions
+        return tail
+
+    def tail_totals(self, connection: sqlite3.Connection, key: Key) -> ConversationTotals | None:
+        """The conversation's totals inside ``write()`` or ``snapshot()``: remembered when no
+        other connection has committed since (one pragma instead of a read)."""
+        return self._tail(connection, key).totals
 
     def _checked_tail(self, key: Key) -> _Tail | None:
         tail = self._tails.get(key)
-        return tail if tail is not None and tail.checked == self._writes else None
+        return tail if tail is not None and tail.checked == self._transactions else None
 
     def current_turn(
         self, connection: sqlite3.Connection, key: Key, totals: ConversationTotals
@@ -445,6 +472,10 @@ class Store:
                 tail.turn.extend(stored)
             else:
                 tail.turn = None
+        if tail.recent is not None:
+            tail.recent.extend(stored)
+            tail.recent_chars += sum(len(row.content) for row in stored)
+            self._trim_recent(tail)
         tail.totals = after
 
     def all_rows(self, connection: sqlite3.Connection, key: Key) -> list[StoredMessage]:
@@ -474,21 +505,69 @@ class Store:
         has_more = len(rows) > limit
         return list(reversed(rows[:limit])), has_more
 
-    @staticmethod
     def newest_first(
-        connection: sqlite3.Connection, key: Key
+        self, connection: sqlite3.Connection, key: Key
     ) -> Generator[StoredMessage, None, None]:
-        """The conversation's rows newest first, each read when it is consumed."""
+        """The conversation's rows newest first, each read when it is consumed; inside
+        ``snapshot()`` or ``write()``. The newest rows this connection last read or wrote come
+        from memory while nothing else has committed, and the rows read are remembered."""
+        tail = self._tail(connection, key)
+        recent = tail.recent
+        before = 1 << 62
+        if recent is not None:
+            yield from reversed(recent)
+            if tail.recent_whole:
+                return
+            if recent:
+                before = recent[0].id
+        read: list[StoredMessage] = []
+        whole = False
         cursor = connection.execute(
             f"SELECT {_COLUMNS} FROM messages WHERE workspace = ? AND conversation = ? "
-            "ORDER BY id DESC",
-            (key.workspace, key.conversation),
+            "AND id < ? ORDER BY id DESC",
+            (key.workspace, key.conversation, before),
         )
         try:
-            for row in cursor:
-                yield _row_to_message(row)
+            for raw in cursor:
+                row = _row_to_message(raw)
+                read.append(row)
+                yield row
+            whole = True
         finally:
             cursor.close()
+            if read or whole:
+                read.reverse()
+                self._remember_recent(key, tail, read + (recent or []), whole)
+
+    def _remember_recent(
+        self, key: Key, tail: _Tail, rows: list[StoredMessage], whole: bool
+    ) -> None:
+        """Keep ``rows`` (the conversation's newest, oldest first) as the tail's recent rows,
+        within the bounds: _RECENT_CHARS of content each, for _RECENT_TAILS conversations."""
+        tail.recent = rows
+        tail.recent_chars = sum(len(row.content) for row in rows)
+        tail.recent_whole = whole
+        self._trim_recent(tail)
+        self._recent_keys.pop(key, None)
+        self._recent_keys[key] = None
+        while len(self._recent_keys) > _RECENT_TAILS:
+            evicted = next(iter(self._recent_keys))
+            del self._recent_keys[evicted]
+            other = self._tails.get(evicted)
+            if other is not None:
+                other.recent = None
+
+    @staticmethod
+    def _trim_recent(tail: _Tail) -> None:
+        recent = tail.recent
+        if recent is None or tail.recent_chars <= _RECENT_CHARS:
+            return
+        drop = 0
+        while drop < len(recent) and tail.recent_chars > _RECENT_CHARS:
+            tail.recent_chars -= len(recent[drop].content)
+            drop += 1
+        del recent[:drop]
+        tail.recent_whole = False
 
     @staticmethod
     def system_rows(
@@ -538,23 +617,29 @@ class Store:
         if tail is not None:
             tail.figure_sums = earlier
 
-    @staticmethod
     def figures_between(
-        connection: sqlite3.Connection, key: Key, first_turn: int, last_turn: int
+        self, connection: sqlite3.Connection, key: Key, first_turn: int, last_turn: int
     ) -> tuple[int, ...] | None:
         """The summed figures of turns ``first_turn``..``last_turn`` from the running sums at
-        both ends (two lookups), or None when either end has none."""
-        width = len(FIGURES)
-        found = {
-            r[0]: r[1:]
+        both ends (two lookups, remembered in the tail inside a transaction), or None when
+        either end has none."""
+        tail = self._checked_tail(key)
+        known = tail.figure_rows if tail is not None else {}
+        if len(known) > 256:
+            known.clear()  # turns a growing conversation no longer asks for
+        wanted = [turn for turn in {first_turn, last_turn} if turn not in known]
+        found = dict(known) if tail is None else known
+        if wanted:
             for r in connection.execute(
                 f"SELECT turn, {', '.join(FIGURES)}, {', '.join(f'earlier_{n}' for n in FIGURES)} "
-                "FROM turn_figures WHERE workspace = ? AND conversation = ? AND turn IN (?, ?)",
-                (key.workspace, key.conversation, first_turn, last_turn),
-            )
-        }
+                f"FROM turn_figures WHERE workspace = ? AND conversation = ? AND turn IN "
+                f"({', '.join('?' * len(wanted))})",
+                (key.workspace, key.conversation, *wanted),
+            ):
+                found[r[0]] = r[1:]
         if first_turn not in found or last_turn not in found:
             return None
+        width = len(FIGURES)
         first, last = found[first_turn], found[last_turn]
         return tuple(last[width + i] + last[i] - first[width + i] for i in range(width))
 
