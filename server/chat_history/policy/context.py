@@ -203,7 +203,10 @@ def request_floor(rows: Sequence[Message]) -> int:
     when the last row may be collapsed away, the smallest collapse summary row."""
     spoken = [row for row in rows if row.role != "system"]
     if not has_tool_exchange(spoken):  # any name counts: no exchange here, none with fewer names
-        return sum(row_tokens(row) for row in spoken)
+        total = 0
+        for row in spoken:  # a loop, not sum(): this runs for every turn a request reads
+            total += row_tokens(row)
+        return total
     prompt = spoken[0] if is_real_user(spoken[0]) else None
     floor = row_tokens(prompt) if prompt is not None else 0
     last = spoken[-1]
@@ -423,9 +426,9 @@ def prepare_rows(
     running_tools = (
         {id(row) for row in window.units[-1].rows if row.role == "tool"} if window.units else set()
     )
-    estimated = fixed + sum(
-        row_tokens(row, dispatch_tool_images=id(row) in running_tools) for row in swept
-    )
+    estimated = fixed
+    for row in swept:
+        estimated += row_tokens(row, dispatch_tool_images=id(row) in running_tools)
     if route.context_window is not None and estimated > route.context_window:
         raise ContextOverflow(estimated, route.context_window)
 

@@ -172,8 +172,10 @@ def user_segments(row: Message) -> list[Segment]:
     """A user row's content in order: text, and an image for each ``[IMAGE:data:…]`` marker
     (path markers and placeholders stay text), then the row's attachments.
     Whitespace-only text between markers is dropped; text is otherwise kept verbatim."""
-    segments: list[Segment] = []
     text = row.content
+    if "[IMAGE:" not in text and not row.attachments:  # the common case: plain text
+        return [text] if text.strip() else []
+    segments: list[Segment] = []
     cursor = 0
     for marker in image_markers(text):
         image = parse_data_uri(marker.group(1))
@@ -439,7 +441,7 @@ def system_texts(items: Iterable[Item]) -> list[str]:
 def provider_data(row: Message, kind: str) -> Mapping[str, Any]:
     """``providerData[kind]`` when it is an object, else empty."""
     value = row.provider_data.get(kind)
-    return value if isinstance(value, Mapping) else {}
+    return value if value is not None and isinstance(value, Mapping) else {}
 
 
 # --------------------------------------------------------------------------------------------
