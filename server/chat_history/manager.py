@@ -358,7 +358,7 @@ class ChatHistoryManager:
         with contextlib.closing(self.store.newest_first(connection, key)) as rows:
             for row in rows:
                 newest.append(row)
-                if not is_real_user(row):
+                if row.role != "user" or not is_real_user(row):
                     continue
                 units += 1
                 floor += request_floor(newest[unit_end:][::-1])

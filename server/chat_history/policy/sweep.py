@@ -32,7 +32,7 @@ def sweep_orphans(rows: Sequence[Message]) -> list[Message]:
                 answered.add((carrier_at, call_id))
             else:
                 keep_tool[index] = False
-        elif is_real_user(row):
+        elif row.role == "user" and is_real_user(row):
             # A real prompt closes the exchange: later tool rows cannot answer earlier calls.
             carrier_at = None
             pending = set()

@@ -134,7 +134,7 @@ def segment(rows: Sequence[T]) -> Segmented[T]:
     current: list[T] = []
     number = 0
     for row in rows[index:]:
-        if is_real_user(row):
+        if row.role == "user" and is_real_user(row):
             if current:
                 turns.append(Turn(number, tuple(current)))
             number += 1

@@ -14,6 +14,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -389,7 +390,7 @@ def plan(
             ids = {call.id for call in rows[carrier].tool_calls}
             if row.tool_call_id in ids and row.tool_call_id not in answered[carrier]:
                 answered[carrier][row.tool_call_id] = index
-        elif is_real_user(row):
+        elif row.role == "user" and is_real_user(row):
             carrier = None
 
     maker = make_id or hashed_suffix(lambda s: s, 64)
@@ -438,10 +439,15 @@ def system_texts(items: Iterable[Item]) -> list[str]:
     return [item.text for item in items if isinstance(item, SystemText)]
 
 
+_NO_DATA: Mapping[str, Any] = MappingProxyType({})
+
+
 def provider_data(row: Message, kind: str) -> Mapping[str, Any]:
     """``providerData[kind]`` when it is an object, else empty."""
+    if not row.provider_data:
+        return _NO_DATA
     value = row.provider_data.get(kind)
-    return value if value is not None and isinstance(value, Mapping) else {}
+    return value if isinstance(value, Mapping) else _NO_DATA
 
 
 # --------------------------------------------------------------------------------------------
