@@ -155,6 +155,41 @@ def test_fast_path_never_serves_rows_another_process_pruned(tmp_path: Path) -> N
         b.close()
 
 
+def _sent(server: Server, conversation: str) -> list[str]:
+    body = server.ok("chatHistory/prepare", {"conversationId": conversation, "provider": "openai"})
+    return [m["content"] for m in body["body"]["messages"] if isinstance(m["content"], str)]
+
+
+def test_what_a_process_remembers_of_a_conversation_follows_another_process(
+    tmp_path: Path,
+) -> None:
+    # Each process remembers a conversation's totals, running turn and newest rows between
+    # requests; the other process's appends, clears and retention must all reach it.
+    storage = tmp_path / "store"
+    a = start(storage, KEEP_ALL, log=tmp_path / "a.log")
+    b = start(storage, {"maxMessages": 4, "maxTokens": 0}, log=tmp_path / "b.log")
+    call = {"id": "c1", "name": "read_file", "arguments": {"path": "a.py"}}
+    try:
+        a.append("c", user("q1"), assistant("a1"), user("q2"))
+        a.append("c", {"role": "assistant", "content": "", "toolCalls": [call]})
+        assert _sent(a, "c") == ["q1", "a1", "q2"]  # a now remembers the newest rows
+        b.append("c", {"role": "tool", "content": "r1", "toolCallId": "c1", "name": "read_file"})
+        with pytest.raises(RpcError) as refused:  # b answered c1: nothing is pending any more
+            a.append("c", {"role": "tool", "content": "r1", "toolCallId": "c1"})
+        assert refused.value.code == -32602
+        assert _sent(a, "c")[-1] == "r1"
+        b.append("c", assistant("a2"), user("q3"), assistant("a3"))  # prunes to the newest 4
+        assert _sent(a, "c") == ["q3", "a3"]
+        assert b.ok("chatHistory/clear", {"conversationId": "c"})["deletedMessages"] == 2
+        assert _sent(a, "c") == []
+        first = a.append("c", user("again"))["messages"][0]
+        assert first["turn"] == 1
+        assert _sent(a, "c") == ["again"]
+    finally:
+        a.close()
+        b.close()
+
+
 def test_connections_opening_a_new_database_at_once_all_succeed(tmp_path: Path) -> None:
     """Editor windows started together race to create the file and switch it to WAL. Found here:
     the loser of the O_EXCL create, and a WAL switch while another connection holds the new file
