@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from chat_history.policy.budget import Route
     from chat_history.policy.context import OmittedTurns, Prepared
 
-Notify = Callable[[Key, Trimmed], None]
+#: Receives one request's ``chatHistory/trimmed`` events together (never an empty batch).
+Notify = Callable[[Key, Sequence[Trimmed]], None]
 
 
 class _Unread:
@@ -138,7 +139,7 @@ class ChatHistoryManager:
     ) -> None:
         self.store = store
         self.settings = settings or default_settings()
-        self._notify = notify or (lambda key, event: None)
+        self._notify = notify or (lambda key, events: None)
         self._clock = clock
         self._lock = threading.RLock()
 
@@ -197,8 +198,8 @@ class ChatHistoryManager:
     def _after_delete(self, key: Key, plan: RetentionPlan) -> None:
         if plan.delete_ids or plan.deleted_summary:
             self.store.reset_wal()
-        for event in plan.events:
-            self._notify(key, event)
+        if plan.events:
+            self._notify(key, plan.events)
 
     def _retain_for_read(self, key: Key) -> PruneReport | None:
         now = self._clock()
@@ -444,8 +445,8 @@ class ChatHistoryManager:
         except OmittedTurnsKept:  # a window that was too small: never expected, still correct
             full, summary = self.history(key)
             prepared = prepare(full, None)
-        for event in prepared.events:
-            self._notify(key, event)
+        if prepared.events:
+            self._notify(key, prepared.events)
         return PreparedRequest(
             provider=route.name,
             model=route.model,

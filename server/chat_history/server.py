@@ -4,10 +4,11 @@ wire to ChatHistoryManager calls. Domain errors become JSON-RPC errors here, in 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sys
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -42,6 +43,8 @@ from chat_history.store import Key, Store
 log = logging.getLogger("chat_history")
 PROTOCOL_VERSION = 1
 TRIMMED = "chatHistory/trimmed"
+#: The framing pygls writes (Content-Type included), for messages this module writes itself.
+_FRAME = b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n%s"
 #: Error codes that answer bad input or a known condition, not a server defect.
 EXPECTED_CODES = frozenset({-32600, -32602, -32002, 1001, 1002})
 P = TypeVar("P")
@@ -121,6 +124,8 @@ class ChatHistoryServer(LanguageServer):
         self.requests = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chat-history")
         self.workspace_identity = "default"
         self._reported: set[str] = set()
+        #: the stdout writer ``start_io`` gave pygls (None until then)
+        self._stdout: StdoutWriter | None = None
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         # Error responses already reach the client; expected ones need no log line at all.
@@ -132,7 +137,8 @@ class ChatHistoryServer(LanguageServer):
         """pygls's stdio server with ``framing.serve`` as its loop: every request that can be
         answered is answered, whatever arrives on stdin (see framing.py)."""
         self._stop_event = threading.Event()
-        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        self._stdout = StdoutWriter(stdout or sys.stdout.buffer)
+        self.protocol.set_writer(self._stdout)
         reader = framing.StdinReader(stdin or sys.stdin.buffer, self.thread_pool)
         try:
             asyncio.run(framing.serve(reader, self.protocol, self._stop_event))
@@ -171,8 +177,20 @@ class ChatHistoryServer(LanguageServer):
         if answer and answer[0] is not None:
             self.apply_settings(answer[0])
 
-    def send_trimmed(self, key: Key, event: Trimmed) -> None:
-        self.protocol.notify(TRIMMED, protocol.wire_trimmed(key.workspace, key.conversation, event))
+    def send_trimmed(self, key: Key, events: Sequence[Trimmed]) -> None:
+        """One request's ``chatHistory/trimmed`` notifications, written to stdout in one write
+        (a prepare of a long conversation sends two, and every write wakes the client)."""
+        params = [protocol.wire_trimmed(key.workspace, key.conversation, e) for e in events]
+        writer = self._stdout
+        if writer is None:  # not serving stdio (an embedding test): pygls's own path
+            for one in params:
+                self.protocol.notify(TRIMMED, one)
+            return
+        frames = []
+        for one in params:
+            body = json.dumps({"jsonrpc": "2.0", "method": TRIMMED, "params": one}).encode()
+            frames.append(_FRAME % (len(body), body))
+        writer.write(b"".join(frames))
 
     def key(self, params: protocol.KeyParams) -> Key:
         workspace, conversation = protocol.check_key(params, self.workspace_identity)

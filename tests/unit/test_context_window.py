@@ -111,7 +111,7 @@ def open_manager(folder: Path, settings: Settings, events: list[Trimmed]) -> Cha
     return ChatHistoryManager(
         Store(folder),
         settings,
-        notify=lambda key, event: events.append(event),
+        notify=lambda key, batch: events.extend(batch),
         clock=lambda: T0,
     )
 

@@ -384,7 +384,7 @@ def test_summary_expires_with_the_age_rule() -> None:
 def test_manager_age_rule_empties_the_conversation_and_its_summary(make_manager, clock) -> None:
     events: list[tuple[Key, Trimmed]] = []
     manager = make_manager(
-        {"maxAgeHours": 1}, notify=lambda key, event: events.append((key, event))
+        {"maxAgeHours": 1}, notify=lambda key, batch: events.extend((key, event) for event in batch)
     )
     manager.append(KEY, [U("u1"), A("a1")])
     manager.save_summary(KEY, "they talked")
@@ -405,7 +405,7 @@ def test_manager_age_rule_empties_the_conversation_and_its_summary(make_manager,
 
 def test_manager_deletes_an_expired_summary_without_a_report(make_manager, clock) -> None:
     events: list[Trimmed] = []
-    manager = make_manager({"maxAgeHours": 1}, notify=lambda key, event: events.append(event))
+    manager = make_manager({"maxAgeHours": 1}, notify=lambda key, batch: events.extend(batch))
     manager.save_summary(KEY, "old summary")
     clock.advance_hours(2)
     manager.append(KEY, [U("fresh")])
@@ -431,7 +431,7 @@ def test_manager_append_reports_and_notifies_each_rule(make_manager, clock) -> N
     events: list[Trimmed] = []
     manager = make_manager(
         {"maxAgeHours": 5, "maxMessages": 4, "maxTokens": 30},
-        notify=lambda key, event: events.append(event),
+        notify=lambda key, batch: events.extend(batch),
     )
     manager.append(KEY, [U("u1"), A("a1")])
     clock.advance_hours(10)
@@ -468,7 +468,7 @@ def test_manager_with_auto_pruning_off_keeps_everything(make_manager, clock) -> 
     events: list[Trimmed] = []
     manager = make_manager(
         {"enableAutoPruning": False, "maxAgeHours": 1, "maxMessages": 0, "maxTokens": 10},
-        notify=lambda key, event: events.append(event),
+        notify=lambda key, batch: events.extend(batch),
     )
     manager.append(KEY, [U("u1 " + BIG), A("a1"), U("u2"), A("a2")])
     manager.save_summary(KEY, "summary")
