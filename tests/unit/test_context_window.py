@@ -4,6 +4,7 @@ body, estimate, trim report, collapse counts and events, on random histories and
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import tempfile
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_context_properties import TOOL_NAMES, context_settings, histories
 
-from chat_history.errors import ContextOverflow
+from chat_history.errors import ContextOverflow, InvalidParams
 from chat_history.manager import ChatHistoryManager, PrepareOptions
 from chat_history.model import Message, ToolCall, ToolSpec, Trimmed
 from chat_history.policy.budget import resolve_route
@@ -458,3 +459,67 @@ def test_a_bounded_memory_of_rows_reads_the_rest(
         manager.append(KEY, [U("one more " + "x" * 900), A("ok " + "y" * 900)])
     tail = manager.store._tails[KEY]
     assert tail.recent is not None and sum(len(r.content) for r in tail.recent) <= 2_000
+
+
+#: One step of two connections sharing a conversation: (which connection, what it does).
+steps = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b"]),
+        st.one_of(
+            st.tuples(st.just("append"), st.integers(1, 9)),
+            st.tuples(st.just("prepare"), st.just(0)),
+            st.tuples(st.just("prune"), st.integers(4, 40)),
+            st.tuples(st.just("clear"), st.just(0)),
+        ),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(
+    deadline=None,
+    max_examples=60,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(steps, st.integers(1_500, 6_000))
+def test_two_connections_in_any_order_never_see_a_stale_conversation(
+    script: list[tuple[str, tuple[str, int]]], budget: int
+) -> None:
+    # Whatever two connections do to one conversation, in whatever order, each one's prepare
+    # (served partly from what it remembers) equals preparing every row as a fresh reader sees
+    # them; and the appends' turn numbers and pending calls follow the other's writes.
+    source = long_conversation(200)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        settings_ = budget_settings(max_context_tokens=budget)
+        events: list[Trimmed] = []
+        managers = {  # b also prunes what it appends to (its own deletes)
+            "a": open_manager(folder, settings_, events),
+            "b": open_manager(folder, attrs.evolve(settings_, max_messages=60), events),
+        }
+        position = 0
+        try:
+            for who, (action, amount) in script:
+                manager = managers[who]
+                if action == "append":
+                    rows = source[position : position + amount]
+                    position += amount
+                    # a tool row whose call was pruned or cleared away is refused
+                    with contextlib.suppress(InvalidParams):
+                        manager.append(KEY, rows)
+                elif action == "prepare":
+                    assert_same_as_a_fresh_reader(manager, folder, events)
+                elif action == "prune":
+                    pruner = open_manager(folder, attrs.evolve(settings_, max_messages=amount), [])
+                    try:
+                        pruner.retain(KEY)
+                    finally:
+                        pruner.store.close()
+                else:
+                    manager.clear(KEY)
+            for manager in managers.values():
+                assert_same_as_a_fresh_reader(manager, folder, events)
+        finally:
+            for manager in managers.values():
+                manager.store.close()
