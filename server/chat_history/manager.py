@@ -208,6 +208,12 @@ class ChatHistoryManager:
                 return None
         return self._retain_now(key, now)
 
+    def _nothing_due(self, connection: sqlite3.Connection, key: Key, now: int) -> bool:
+        """Retention before a read, checked in the read's own snapshot on the totals the store
+        may remember: the common case is one read transaction. Else the caller runs
+        ``_retain_now`` and reads in a new snapshot."""
+        return not any(self._due(connection, key, now, self.store.tail_totals(connection, key)))
+
     def _retain_now(self, key: Key, now: int) -> PruneReport | None:
         with self.store.write() as connection:
             plan = self._retain_in(connection, key, now)
@@ -286,17 +292,31 @@ class ChatHistoryManager:
 
     def get(self, key: Key, limit: int | None = None, before_id: int | None = None) -> GetResult:
         with self._lock:
-            pruned = self._retain_for_read(key)
-            with self.store.read() as connection:
-                if limit is None:
-                    rows = self.store.all_rows(connection, key)
-                    if before_id is not None:
-                        rows = [row for row in rows if row.id < before_id]
-                    has_more = False
-                else:
-                    rows, has_more = self.store.page(connection, key, limit, before_id)
-                summary = _summary(self.store.summary(connection, key))
-            return GetResult(tuple(rows), summary, pruned, has_more)
+            now = self._clock()
+            with self.store.snapshot() as connection:
+                if self._nothing_due(connection, key, now):
+                    return self._read_page(connection, key, limit, before_id, None)
+            pruned = self._retain_now(key, now)
+            with self.store.snapshot() as connection:
+                return self._read_page(connection, key, limit, before_id, pruned)
+
+    def _read_page(
+        self,
+        connection: sqlite3.Connection,
+        key: Key,
+        limit: int | None,
+        before_id: int | None,
+        pruned: PruneReport | None,
+    ) -> GetResult:
+        if limit is None:
+            rows = self.store.all_rows(connection, key)
+            if before_id is not None:
+                rows = [row for row in rows if row.id < before_id]
+            has_more = False
+        else:
+            rows, has_more = self.store.page(connection, key, limit, before_id)
+        summary = _summary(self.store.summary(connection, key))
+        return GetResult(tuple(rows), summary, pruned, has_more)
 
     def history(self, key: Key) -> tuple[list[StoredMessage], Summary | None]:
         """The whole pruned history and its summary (format, prepare, CLI)."""
@@ -317,11 +337,7 @@ class ChatHistoryManager:
         with self._lock:
             now = self._clock()
             with self.store.snapshot() as connection:
-                # Retention first (as every read): checked in the same snapshot, on the totals
-                # the store may remember, so the common case is one read transaction.
-                if not any(
-                    self._due(connection, key, now, self.store.tail_totals(connection, key))
-                ):
+                if self._nothing_due(connection, key, now):
                     return self._read_request_rows(connection, key, route, options)
             self._retain_now(key, now)
             with self.store.snapshot() as connection:

@@ -178,8 +178,10 @@ def test_what_a_process_remembers_of_a_conversation_follows_another_process(
             a.append("c", {"role": "tool", "content": "r1", "toolCallId": "c1"})
         assert refused.value.code == -32602
         assert _sent(a, "c")[-1] == "r1"
+        assert [r["content"] for r in a.get("c", limit=2)] == ["", "r1"]  # the newest page too
         b.append("c", assistant("a2"), user("q3"), assistant("a3"))  # prunes to the newest 4
         assert _sent(a, "c") == ["q3", "a3"]
+        assert [r["content"] for r in a.get("c", limit=5)] == ["q3", "a3"]
         assert b.ok("chatHistory/clear", {"conversationId": "c"})["deletedMessages"] == 2
         assert _sent(a, "c") == []
         first = a.append("c", user("again"))["messages"][0]

@@ -394,6 +394,9 @@ def assert_same_as_a_fresh_reader(
         assert windowed_result(manager, PrepareOptions(), events) == full_result(
             fresh, PrepareOptions()
         )
+        for limit in (1, 7):  # the newest page comes through the same remembered rows
+            page, expected = manager.get(KEY, limit=limit), fresh.get(KEY, limit=limit)
+            assert (page.messages, page.has_more) == (expected.messages, expected.has_more)
     finally:
         fresh.store.close()
 

@@ -4,6 +4,7 @@ timeout, ``secure_delete`` and a WAL reset after deletes so deleted text does no
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import sqlite3
@@ -489,19 +490,25 @@ class Store:
         self.cache.put(key, rows)
         return rows
 
-    @staticmethod
     def page(
-        connection: sqlite3.Connection, key: Key, limit: int, before_id: int | None
+        self, connection: sqlite3.Connection, key: Key, limit: int, before_id: int | None
     ) -> tuple[list[StoredMessage], bool]:
-        bound = before_id if before_id is not None else (1 << 62)
-        rows = [
-            _row_to_message(r)
-            for r in connection.execute(
-                f"SELECT {_COLUMNS} FROM messages WHERE workspace = ? AND conversation = ? "
-                "AND id < ? ORDER BY id DESC LIMIT ?",
-                (key.workspace, key.conversation, bound, limit + 1),
-            )
-        ]
+        """Up to ``limit`` rows before ``before_id`` (the newest when None), in order, and
+        whether older ones exist. The newest page, inside ``snapshot()``, comes through
+        ``newest_first``: from memory when this connection remembers the rows."""
+        if before_id is None and self._transactions % 2:
+            with contextlib.closing(self.newest_first(connection, key)) as newest:
+                rows = list(itertools.islice(newest, limit + 1))
+        else:
+            bound = before_id if before_id is not None else (1 << 62)
+            rows = [
+                _row_to_message(r)
+                for r in connection.execute(
+                    f"SELECT {_COLUMNS} FROM messages WHERE workspace = ? AND conversation = ? "
+                    "AND id < ? ORDER BY id DESC LIMIT ?",
+                    (key.workspace, key.conversation, bound, limit + 1),
+                )
+            ]
         has_more = len(rows) > limit
         return list(reversed(rows[:limit])), has_more
 
