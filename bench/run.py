@@ -25,7 +25,7 @@ from report import write_plot, write_report  # noqa: E402
 ORDER = ["raw", "ours", "stdio", "agents", "langchain", "llamaindex"]
 FULL = {
     "sizes": [100, 1_000, 10_000, 100_000],
-    "reps": {"append": 200, "get": 100, "prepare": 50},
+    "reps": {"append": 200, "get": 100, "prepare": 100},
     "op_budget_s": 5.0,
     "cap_s": 150.0,
     "starts": 15,

@@ -356,7 +356,7 @@ class ChatHistoryManager:
         self, connection: sqlite3.Connection, key: Key, route: Route, options: PrepareOptions
     ) -> tuple[list[StoredMessage], OmittedTurns | None] | None:
         from chat_history.policy.budget import effective_budget
-        from chat_history.policy.context import OmittedTurns, TurnFigures, request_floor
+        from chat_history.policy.context import OmittedTurns, TurnFigures, turn_floor
         from chat_history.policy.turns import is_real_user
 
         context = self.settings.context
@@ -378,7 +378,7 @@ class ChatHistoryManager:
                 if row.role != "user" or not is_real_user(row):
                     continue
                 units += 1
-                floor += request_floor(newest[unit_end:][::-1])
+                floor += turn_floor(tuple(newest[unit_end:][::-1]))
                 unit_end = len(newest)
                 if units > keep_tools and (units >= keep_turns or 0 < budget < floor):
                     break

@@ -14,6 +14,7 @@ is stored; the result is the same as with every row.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Callable, Collection, Sequence
@@ -247,6 +248,27 @@ class _Unit:
     stored_rows: int
 
 
+# A request re-reads mostly the turns the previous one read, as the same row objects (the store
+# remembers a conversation's newest rows), and a turn's collapse, floor and unit depend on its
+# rows alone: these are cached on the row tuples. Rows hash by identity and compare by value, so
+# a hit is the same rows; the cache holds them, so an identity is never reused while cached.
+_TURN_CACHE = 256  # turns: a few requests of a few conversations
+
+
+@functools.lru_cache(maxsize=_TURN_CACHE)
+def _collapsed(
+    rows: tuple[Message, ...], tools: frozenset[str] | None
+) -> tuple[tuple[Message, ...], int]:
+    return collapse_turn(rows, tools)
+
+
+@functools.lru_cache(maxsize=_TURN_CACHE)
+def turn_floor(rows: tuple[Message, ...]) -> int:
+    """``request_floor`` of one turn's rows, cached (the window asks it of every turn it reads)."""
+    return request_floor(rows)
+
+
+@functools.lru_cache(maxsize=_TURN_CACHE)
 def _unit(rows: tuple[Message, ...], *, running: bool, synthetic: int) -> _Unit:
     tokens = system_tokens = 0
     system: list[Message] = []
@@ -384,7 +406,7 @@ def prepare_rows(
     for index, turn in enumerate(turns):
         sent, removed = turn.rows, 0
         if index < collapse_before:
-            sent, removed = collapse_turn(turn.rows, tool_names)
+            sent, removed = _collapsed(turn.rows, tool_names)
         if removed:
             collapsed_rows += removed
             collapsed_turns += 1
