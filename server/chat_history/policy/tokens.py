@@ -43,7 +43,7 @@ def row_tokens(row: Message, *, dispatch_tool_images: bool = False) -> int:
     text = row.content
     images = 0
     if row.role == "user":
-        markers = image_markers(text)
+        markers = image_markers(text) if "[IMAGE:" in text else []
         if markers:
             images += len(markers)
             text = IMAGE_MARKER.sub(
