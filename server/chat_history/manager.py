@@ -203,8 +203,8 @@ class ChatHistoryManager:
 
     def _retain_for_read(self, key: Key) -> PruneReport | None:
         now = self._clock()
-        with self.store.read() as connection:
-            if not any(self._due(connection, key, now)):
+        with self.store.snapshot() as connection:
+            if self._nothing_due(connection, key, now):
                 return None
         return self._retain_now(key, now)
 
