@@ -24,29 +24,14 @@ from typing import Any
 from chat_history.model import Message
 from chat_history.providers.common import (
     AssistantTurn,
-    Image,
     Result,
-    UserTurn,
     arguments_json,
     chat_messages,
-    image_note,
-    image_url,
+    chat_user,
     plan,
-    text_or_parts,
 )
 
 KIND = "cohere"
-
-
-def _image_part(image: Image) -> dict[str, Any]:
-    url = image_url(image)
-    if url is None:
-        return {"type": "text", "text": image_note(image)}
-    return {"type": "image_url", "image_url": {"url": url}}
-
-
-def _user(turn: UserTurn) -> dict[str, Any]:
-    return {"role": "user", "content": text_or_parts(turn.segments, _image_part)}
 
 
 def _assistant(turn: AssistantTurn) -> dict[str, Any]:
@@ -75,5 +60,5 @@ def _tools(results: Sequence[Result]) -> list[dict[str, Any]]:
 
 def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The Cohere v2 ``messages`` for ``rows`` (already swept)."""
-    messages = chat_messages(plan(rows), user=_user, assistant=_assistant, results=_tools)
+    messages = chat_messages(plan(rows), user=chat_user, assistant=_assistant, results=_tools)
     return {"messages": messages}

@@ -205,6 +205,20 @@ def text_or_parts(
     ]
 
 
+def chat_image_part(image: Image) -> dict[str, Any]:
+    """An image as a Chat Completions content part (OpenAI, Cohere v2): ``image_url: {url}``
+    when it can be sent, else a text note."""
+    url = image_url(image)
+    if url is None:
+        return {"type": "text", "text": image_note(image)}
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def chat_user(turn: UserTurn) -> dict[str, Any]:
+    """A user turn as a Chat Completions message: a string, or parts when it has images."""
+    return {"role": "user", "content": text_or_parts(turn.segments, chat_image_part)}
+
+
 # --------------------------------------------------------------------------------------------
 # Calls
 

@@ -26,33 +26,19 @@ from typing import Any
 from chat_history.model import Message
 from chat_history.providers.common import (
     AssistantTurn,
-    Image,
     Result,
-    UserTurn,
     arguments_json,
+    chat_image_part,
     chat_messages,
+    chat_user,
     id_rules,
-    image_note,
-    image_url,
     plan,
     provider_data,
-    text_or_parts,
 )
 
 KIND = "openai"
 MAX_ID_LENGTH = 40
 _VALID_ID, _MAKE_ID = id_rules(MAX_ID_LENGTH)
-
-
-def image_part(image: Image) -> dict[str, Any]:
-    url = image_url(image)
-    if url is None:
-        return {"type": "text", "text": image_note(image)}
-    return {"type": "image_url", "image_url": {"url": url}}
-
-
-def _user(turn: UserTurn) -> dict[str, Any]:
-    return {"role": "user", "content": text_or_parts(turn.segments, image_part)}
 
 
 def _assistant(turn: AssistantTurn) -> dict[str, Any]:
@@ -86,7 +72,7 @@ def _results(results: Sequence[Result]) -> list[dict[str, Any]]:
         if result_images:
             label = f"Images returned by the {result.call.name} call {result.call.id}:"
             images.append({"type": "text", "text": label})
-            images.extend(image_part(image) for image in result_images)
+            images.extend(chat_image_part(image) for image in result_images)
     if images:
         messages.append({"role": "user", "content": images})
     return messages
@@ -95,5 +81,5 @@ def _results(results: Sequence[Result]) -> list[dict[str, Any]]:
 def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The Chat Completions ``messages`` for ``rows`` (already swept)."""
     items = plan(rows, valid_id=_VALID_ID, make_id=_MAKE_ID)
-    messages = chat_messages(items, user=_user, assistant=_assistant, results=_results)
+    messages = chat_messages(items, user=chat_user, assistant=_assistant, results=_results)
     return {"messages": messages}
