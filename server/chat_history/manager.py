@@ -43,11 +43,6 @@ if TYPE_CHECKING:
 Notify = Callable[[Key, Sequence[Trimmed]], None]
 
 
-class _Unread:
-    """Marks totals the caller has not read (None means the conversation has none)."""
-
-
-_UNREAD = _Unread()
 #: Retention plans that delete no rows.
 _KEEP_ALL = RetentionPlan(frozenset(), None, ())
 _KEEP_SUMMARY_GONE = RetentionPlan(frozenset(), None, (), deleted_summary=True)
@@ -150,18 +145,15 @@ class ChatHistoryManager:
         connection: sqlite3.Connection,
         key: Key,
         now: int,
-        totals: ConversationTotals | _Unread | None = _UNREAD,
+        totals: ConversationTotals | None,
     ) -> tuple[bool, bool]:
         """(the summary has expired, a retention rule could delete rows): the cheap checks on
-        the conversation's totals (read here unless the caller has them), so retention reads no
-        history unless it has work to do."""
+        the conversation's ``totals``, so retention reads no history unless it has work to do."""
         settings = self.settings
         if not settings.enable_auto_pruning:
             return False, False
         # A summary expires only by the age rule: without it, no need to read the summary.
         summary = self.store.summary(connection, key) if age_cutoff(settings, now) else None
-        if isinstance(totals, _Unread):
-            totals = self.store.totals(connection, key)
         return (
             summary is not None and summary_expired(summary.updated_at, settings, now),
             totals is not None
@@ -179,7 +171,7 @@ class ChatHistoryManager:
         connection: sqlite3.Connection,
         key: Key,
         now: int,
-        totals: ConversationTotals | _Unread | None = _UNREAD,
+        totals: ConversationTotals | None,
     ) -> RetentionPlan:
         """Retention inside the caller's write transaction."""
         summary_gone, rows_due = self._due(connection, key, now, totals)
@@ -216,7 +208,7 @@ class ChatHistoryManager:
 
     def _retain_now(self, key: Key, now: int) -> PruneReport | None:
         with self.store.write() as connection:
-            plan = self._retain_in(connection, key, now)
+            plan = self._retain_in(connection, key, now, self.store.tail_totals(connection, key))
         self._after_delete(key, plan)
         return plan.report
 
@@ -516,7 +508,9 @@ class ChatHistoryManager:
             now = self._clock()
             if not dry_run:
                 with self.store.write() as connection:
-                    plan = self._retain_in(connection, key, now)
+                    plan = self._retain_in(
+                        connection, key, now, self.store.tail_totals(connection, key)
+                    )
                 self._after_delete(key, plan)
                 return plan
             with self.store.read() as connection:
