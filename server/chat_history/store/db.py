@@ -97,8 +97,8 @@ class ConversationTotals:
 
 @attrs.define
 class _Tail:
-    """What this connection last saw of a conversation's end: its totals, the rows of its newest
-    turn, its newest rows, the running sums of its turn figures. Valid while the connection's
+    """What this connection last saw of a conversation's end: its totals, its newest rows (the
+    running turn among them), the running sums of its turn figures. Valid while the connection's
     ``data_version`` is still ``version``: no other connection has committed since, and this
     one keeps the tail in step with its own writes (deleting drops it)."""
 
@@ -106,7 +106,6 @@ class _Tail:
     totals: ConversationTotals | None
     #: the transaction (``Store._transactions``) that last checked ``version``
     checked: int
-    turn: list[StoredMessage] | None = None
     #: the running sums of the newest recorded turn's figures (its own plus its ``earlier_``)
     figure_sums: tuple[int, ...] | None = None
     #: the conversation's newest rows, oldest first, as last read or written here
@@ -452,27 +451,28 @@ class Store:
     def current_turn(
         self, connection: sqlite3.Connection, key: Key, totals: ConversationTotals
     ) -> list[StoredMessage]:
-        """The rows of the conversation's newest turn (from ``totals``): read once, then kept in
-        step with this connection's writes while ``tail_totals`` finds nothing changed."""
+        """The rows of the conversation's newest turn (from ``totals``): the end of the newest
+        rows this connection remembers, read (and remembered) when they do not reach back to
+        the turn's first row."""
+        start = totals.turn_start_id
         tail = self._checked_tail(key)
         if tail is None or tail.totals is not totals:
-            return self.rows_from(connection, key, totals.turn_start_id)
-        if tail.turn is None:
-            tail.turn = self.rows_from(connection, key, totals.turn_start_id)
-        return list(tail.turn)
+            return self.rows_from(connection, key, start)
+        recent = tail.recent
+        if recent is None or not (tail.recent_whole or (recent and recent[0].id <= start)):
+            rows = self.rows_from(connection, key, start)
+            self._remember_recent(key, tail, rows, whole=False)
+            return list(rows)
+        first = len(recent)
+        while first > 0 and recent[first - 1].id >= start:  # the turn is at the end: walk back
+            first -= 1
+        return recent[first:]
 
     def _track(self, key: Key, after: ConversationTotals, stored: list[StoredMessage]) -> None:
         """Keep the conversation's tail in step with rows this connection just inserted."""
         tail = self._tails.get(key)
         if tail is None:
             return
-        if tail.turn is not None:
-            if stored and stored[0].id <= after.turn_start_id:  # a new turn began among them
-                tail.turn = [row for row in stored if row.id >= after.turn_start_id]
-            elif tail.totals is not None and tail.totals.turn_start_id == after.turn_start_id:
-                tail.turn.extend(stored)
-            else:
-                tail.turn = None
         if tail.recent is not None:
             tail.recent.extend(stored)
             tail.recent_chars += sum(len(row.content) for row in stored)
