@@ -631,11 +631,10 @@ class Store:
         both ends (two lookups, remembered in the tail inside a transaction), or None when
         either end has none."""
         tail = self._checked_tail(key)
-        known = tail.figure_rows if tail is not None else {}
-        if len(known) > 256:
-            known.clear()  # turns a growing conversation no longer asks for
-        wanted = [turn for turn in {first_turn, last_turn} if turn not in known]
-        found = dict(known) if tail is None else known
+        found = tail.figure_rows if tail is not None else {}
+        if len(found) > 256:
+            found.clear()  # turns a growing conversation no longer asks for
+        wanted = [turn for turn in {first_turn, last_turn} if turn not in found]
         if wanted:
             for r in connection.execute(
                 f"SELECT turn, {', '.join(FIGURES)}, {', '.join(f'earlier_{n}' for n in FIGURES)} "
