@@ -233,6 +233,7 @@ def _openai_text_content(c: Checker, where: str, content: Any) -> None:
 
 
 def _openai_user_content(c: Checker, where: str, content: Any) -> None:
+    """Chat Completions user content; Cohere v2 documents the same parts."""
     if isinstance(content, str):
         return
     if not isinstance(content, list) or not content:
@@ -948,7 +949,7 @@ def check_cohere(c: Checker, body: dict[str, Any]) -> None:
                 c.text(where, message["content"], allow_blank=False)
         elif role == "user":
             if c.keys(where, message, {"role", "content"}, set()):
-                _cohere_user_content(c, where, message["content"])
+                _openai_user_content(c, where, message["content"])
         elif role == "assistant":
             if not c.keys(where, message, {"role"}, {"content", "tool_plan", "tool_calls"}):
                 continue
@@ -968,27 +969,6 @@ def check_cohere(c: Checker, body: dict[str, Any]) -> None:
         else:
             c.fail(where, f"unknown role {role!r}")
     _chat_pairing(c, messages, _function_call_ids)
-
-
-def _cohere_user_content(c: Checker, where: str, content: Any) -> None:
-    if isinstance(content, str):
-        return
-    if not isinstance(content, list) or not content:
-        c.fail(where, "user content must be a string or a non-empty list")
-        return
-    for index, part in enumerate(content):
-        here = f"{where}.content[{index}]"
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "text":
-            if c.keys(here, part, {"type", "text"}, set()):
-                c.text(here, part["text"])
-        elif kind == "image_url":
-            if c.keys(here, part, {"type", "image_url"}, set()) and c.keys(
-                here + ".image_url", part["image_url"], {"url"}, {"detail"}
-            ):
-                _data_url(c, here, part["image_url"]["url"])
-        else:
-            c.fail(here, f"unknown user content part {kind!r}")
 
 
 CHECKS: dict[str, Callable[[Checker, dict[str, Any]], None]] = {
