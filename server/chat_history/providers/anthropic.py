@@ -5,7 +5,9 @@ Rules applied:
 - Every system row's text goes to the top-level ``system`` string, joined by a blank line, in
   order; omitted when there is none. A system row in mid-conversation is folded in there too
   (``role: "system"`` inside ``messages`` is only for a few models), so it keeps system authority
-  and never splits a tool exchange.
+  and never splits a tool exchange. System rows after the assistant's last reply are the
+  exception, as for every kind: they travel as an ``[Application instruction]`` user turn
+  (``common.trailing_instruction``), so the body does not end on a turn read as a prefill.
 - Content is always a list of blocks; no text block is empty or whitespace-only.
 - User images: ``{"type": "image", "source": {"type": "base64", media_type, data}}`` for png,
   jpeg, gif and webp data, ``{"type": "url", url}`` sources for http(s) attachment URIs, a text

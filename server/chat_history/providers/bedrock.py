@@ -3,7 +3,9 @@
 Rules applied:
 
 - Every system row becomes one ``{"text": …}`` block of the top-level ``system`` list, in order
-  (a mid-conversation system row is folded in there too); omitted when there is none.
+  (a mid-conversation system row is folded in there too); omitted when there is none. System
+  rows after the assistant's last reply are the exception, as for every kind: they travel as an
+  ``[Application instruction]`` user turn (``common.trailing_instruction``).
 - Content is a list of blocks with exactly one key each; no text block is empty or
   whitespace-only.
 - Images: ``{"image": {"format": png|jpeg|gif|webp, "source": {"bytes": <base64>}}}``. In this JSON

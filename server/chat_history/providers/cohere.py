@@ -3,7 +3,9 @@
 Rules applied:
 
 - Roles ``system``, ``user``, ``assistant``, ``tool``; system rows are messages, in place (v2
-  replaced the v1 ``preamble`` with system messages).
+  replaced the v1 ``preamble`` with system messages), except those after the assistant's last
+  reply: as for every kind, they travel as an ``[Application instruction]`` user message
+  (``common.trailing_instruction``).
 - User content is the row's string, or ``text``/``image_url`` parts when it has images
   (``image_url: {url}`` with a data URL of png, jpeg, gif or webp, or an http(s) URL); any
   other image becomes a text note.

@@ -27,6 +27,10 @@ from chat_history.policy.turns import is_real_user
 #: (or an assistant message where Mistral needs one between tool results and the next prompt).
 CONTINUED = "(continued)"
 
+#: First line of the user turn that carries system rows trailing the assistant's last reply
+#: (an instruction the application appended): see ``plan``.
+APPLICATION_INSTRUCTION = "[Application instruction]"
+
 #: Image types OpenAI, Anthropic, Bedrock, Mistral and Cohere document (Anthropic and Bedrock
 #: enforce the list); other types become a text note.
 COMMON_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -391,6 +395,9 @@ def plan(
       providers take images from the user (and in tool results) only.
     - Call ids are made valid for the provider (``valid_id``/``make_id``) and unique across the
       body; a call and its result always carry the same id.
+    - System rows after the assistant's last reply (no user row or tool result after it) become
+      one user turn, ``[Application instruction]`` and their texts (``trailing_instruction``), so
+      no body ends on an assistant turn that the API would continue as a prefill.
     """
     answered: dict[int, dict[str, int]] = {}
     carrier: int | None = None
@@ -446,7 +453,22 @@ def plan(
                 items.append(
                     ToolResults(tuple(Result(c, rows[results_at[c.source.id]]) for c in calls))
                 )
-    return items
+    return trailing_instruction(items)
+
+
+def trailing_instruction(items: list[Item]) -> list[Item]:
+    """``items`` with the system texts that follow the last assistant reply (the last item other
+    than a system text is an assistant turn) replaced by one user turn: the line
+    ``[Application instruction]``, then those texts joined by a blank line. Every other system
+    text stays a system text."""
+    end = len(items)
+    while end > 0 and isinstance(items[end - 1], SystemText):
+        end -= 1
+    if end == len(items) or end == 0 or not isinstance(items[end - 1], AssistantTurn):
+        return items
+    texts = [item.text for item in items[end:] if isinstance(item, SystemText)]
+    text = "\n".join([APPLICATION_INSTRUCTION, "\n\n".join(texts)])
+    return [*items[:end], UserTurn(Message(role="user", content=text), (text,))]
 
 
 def system_texts(items: Iterable[Item]) -> list[str]:
@@ -537,9 +559,15 @@ def alternating_turns(
     merged = merge_adjacent(messages, "role", content_key)
     if settle is not None:
         merged = settle(merged)
-    if merged and merged[0]["role"] != "user":
-        merged.insert(0, opener)
-    return merged
+    return opened_by_user(merged, opener)
+
+
+def opened_by_user(messages: list[dict[str, Any]], opener: dict[str, Any]) -> list[dict[str, Any]]:
+    """``messages`` with ``opener`` (a ``(continued)`` user message) put first when they open with
+    another role (a history truncated, forked or imported to start with the assistant)."""
+    if messages and messages[0]["role"] != "user":
+        return [opener, *messages]
+    return messages
 
 
 def strip_final_assistant(

@@ -4,6 +4,8 @@ Rules applied:
 
 - Every system row becomes one text part of ``systemInstruction: {"parts": [{"text": …}]}``, in
   order (a mid-conversation system row is folded in there too); omitted when there is none.
+  System rows after the assistant's last reply are the exception, as for every kind: they
+  travel as an ``[Application instruction]`` user turn (``common.trailing_instruction``).
 - Roles are ``user`` and ``model`` only. Parts hold exactly one of ``text``, ``inlineData``,
   ``functionCall``, ``functionResponse`` (plus ``thoughtSignature`` where echoed); no empty text.
 - Images: ``inlineData {mimeType, data}`` for inline png, jpeg, webp, heic and heif (the types
@@ -26,11 +28,21 @@ Rules applied:
   ``thoughtSignature`` (one signature for the whole turn, as the API returns it for parallel
   calls) goes on the turn's first ``functionCall`` part, or on its last part when it has no
   calls. Signatures are the base64 text the REST API returned, sent back unchanged.
+- Gemini 3 (a ``model`` of ``gemini-3`` or a later major version, ``models/`` prefix allowed)
+  refuses a request whose current turn (the contents after the last user turn that holds no
+  ``functionResponse``) has a step without a signature on its first ``functionCall`` part:
+  calls made by another provider, or stored without one. Such a part gets Google's documented
+  placeholder ``skip_thought_signature_validator``, as a literal string (the API takes it so,
+  not base64-encoded), on every step of the current turn, as Google describes for sequential
+  calls. A stored signature is never replaced; only a step's first ``functionCall`` part gets
+  one (the model signs only that part of parallel calls); earlier turns are left as they are
+  (the API does not check them), and so are Gemini 2.x and unnamed models.
 - Call ids are kept (made unique in the body); the response carries its call's id and name.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,6 +62,9 @@ from chat_history.providers.common import (
 )
 
 KIND = "gemini"
+#: The value Google documents for a function call that has no signature of its own.
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+_MAJOR_VERSION = re.compile(r"(?:models/)?gemini-(\d+)(?:[.-]|$)")
 #: The image types the Gemini API documents for inline data.
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"})
 
@@ -113,6 +128,32 @@ def _responses(results: Sequence[Result]) -> dict[str, Any]:
     return {"role": "user", "parts": parts}
 
 
+def needs_signatures(model: str | None) -> bool:
+    """Whether ``model`` is Gemini 3 or later, which validates the current turn's signatures."""
+    found = _MAJOR_VERSION.match(model.strip().lower()) if model else None
+    return found is not None and int(found.group(1)) >= 3
+
+
+def _sign_current_turn(contents: list[dict[str, Any]]) -> None:
+    """The skip placeholder on the first ``functionCall`` part of each step of the current turn
+    that has no signature there (in place)."""
+    start = 0
+    for index, content in enumerate(contents):
+        if content["role"] == "user" and not any("functionResponse" in p for p in content["parts"]):
+            start = index + 1
+    for index in range(start, len(contents)):
+        content = contents[index]
+        if content["role"] != "model":
+            continue
+        first_call = next((p for p in content["parts"] if "functionCall" in p), None)
+        if first_call is not None and "thoughtSignature" not in first_call:
+            parts = [
+                {**p, "thoughtSignature": SKIP_SIGNATURE} if p is first_call else p
+                for p in content["parts"]
+            ]
+            contents[index] = {**content, "parts": parts}
+
+
 def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The ``systemInstruction`` (when any) and ``contents`` for ``rows`` (already swept)."""
     items = plan(rows)
@@ -124,6 +165,8 @@ def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
         content_key="parts",
         opener={"role": "user", "parts": [{"text": CONTINUED}]},
     )
+    if needs_signatures(model):
+        _sign_current_turn(contents)
     body: dict[str, Any] = {}
     system = system_texts(items)
     if system:

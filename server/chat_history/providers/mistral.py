@@ -3,7 +3,9 @@
 Rules applied (Mistral validates message order and ids server-side, as ``mistral-common`` does):
 
 - System rows are ``system`` messages at the start, in order: a system message may not follow an
-  assistant or tool message, so a mid-conversation system row joins the leading ones.
+  assistant or tool message, so a mid-conversation system row joins the leading ones. System
+  rows after the assistant's last reply are the exception, as for every kind: they travel as an
+  ``[Application instruction]`` user message (``common.trailing_instruction``).
 - User content is the row's string, or ``text``/``image_url`` chunks when it has images
   (``image_url`` a data URL of png, jpeg, gif or webp, or an http(s) URL); any other image
   becomes a text note.
@@ -16,6 +18,10 @@ Rules applied (Mistral validates message order and ids server-side, as ``mistral
   images here: a result's images become text notes.
 - A user message may not follow a tool message: a ``(continued)`` assistant message is put
   between them.
+- A conversation that opens with the assistant (truncated, forked or imported) gets a
+  ``(continued)`` user message after the system messages, as for Anthropic, Gemini and Bedrock:
+  mistral-common's validators skip the first message when pairing calls with results, so a
+  first message carrying calls has its results refused.
 - Tool-call ids are exactly 9 characters of ``[a-zA-Z0-9]``: a stored id that already is one is
   kept, any other is replaced by the first 9 base-62 digits of its SHA-256 (with a salt on a
   clash), so the same history always gives the same ids; a call and its result share it.
@@ -40,6 +46,7 @@ from chat_history.providers.common import (
     digest,
     image_note,
     image_url,
+    opened_by_user,
     plan,
     text_or_parts,
 )
@@ -117,4 +124,5 @@ def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
             messages.extend(_assistant(item))
         else:
             messages.extend(_tool(result) for result in item.results)
-    return {"messages": system + messages}
+    opener = {"role": "user", "content": CONTINUED}
+    return {"messages": system + opened_by_user(messages, opener)}

@@ -2,7 +2,9 @@
 
 Rules applied:
 
-- Roles ``system``, ``user``, ``assistant``, ``tool``; system rows are messages, in place.
+- Roles ``system``, ``user``, ``assistant``, ``tool``; system rows are messages, in place,
+  except those after the assistant's last reply: as for every kind, they travel as an
+  ``[Application instruction]`` user message (``common.trailing_instruction``).
 - ``content`` is always a string. Images are a message's ``images`` list of bare base64 strings
   (data URLs and attachments reduced to their data); Ollama takes no URLs, so a URI (or invalid
   data) becomes a text note appended to the content.

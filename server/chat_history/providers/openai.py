@@ -2,7 +2,9 @@
 
 Rules applied:
 
-- System rows are ``system`` messages, in place (Chat Completions takes them anywhere).
+- System rows are ``system`` messages, in place (Chat Completions takes them anywhere), except
+  those after the assistant's last reply: as for every kind, they travel as an
+  ``[Application instruction]`` user message (``common.trailing_instruction``).
 - User content is the row's string, or a list of ``text``/``image_url`` parts when it has images:
   attachments and ``[IMAGE:data:…]`` markers of png, jpeg, gif or webp become ``image_url``
   parts with a data URL; an attachment ``uri`` that is an http(s) URL is passed as the URL; any

@@ -4,7 +4,9 @@ Rules applied:
 
 - The leading system rows are joined (blank line between) into ``instructions``, omitted when
   there are none. A system row later in the conversation stays in place as a
-  ``{"type": "message", "role": "system"}`` item, which the Responses API documents for input.
+  ``{"type": "message", "role": "system"}`` item, which the Responses API documents for input;
+  system rows after the assistant's last reply travel, as for every kind, as an
+  ``[Application instruction]`` user message (``common.trailing_instruction``).
 - User rows are ``message`` items; content is the row's string, or ``input_text``/``input_image``
   parts when it has images (``image_url`` is a data URL of png, jpeg, gif or webp, or an http(s)
   URL; ``detail: "auto"``); any other image becomes a text note.
