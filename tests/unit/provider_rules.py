@@ -89,6 +89,18 @@ class Checker:
         except (binascii.Error, ValueError):
             self.fail(where, "image data is not base64")
 
+    def proto_bytes(self, where: str, value: Any) -> None:
+        """A protobuf ``bytes`` field in JSON: standard or URL-safe base64, padding optional
+        (so Google's literal ``skip_thought_signature_validator`` placeholder is one)."""
+        if not isinstance(value, str) or not value:
+            self.fail(where, "must be non-empty base64 text")
+            return
+        padded = value + "=" * (-len(value) % 4) if "=" not in value else value
+        try:
+            base64.b64decode(padded, altchars=b"-_", validate=True)
+        except (binascii.Error, ValueError):
+            self.fail(where, "is not base64 (standard or URL-safe)")
+
 
 def _internal_keys(c: Checker, where: str, value: Any) -> None:
     if isinstance(value, dict):
@@ -366,7 +378,7 @@ _IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 
 def check_anthropic(c: Checker, body: dict[str, Any]) -> None:
     if "system" in body:
-        c.text("system", body["system"], allow_blank=False)
+        _anthropic_system(c, body["system"])
     messages = body.get("messages")
     if not isinstance(messages, list):
         c.fail("messages", "must be a list")
@@ -457,6 +469,23 @@ def check_anthropic(c: Checker, body: dict[str, Any]) -> None:
                 c.fail(
                     "messages[-1]", "final assistant content cannot end with trailing whitespace"
                 )
+
+
+def _anthropic_system(c: Checker, system: Any) -> None:
+    """A string, or a non-empty list of text blocks (``TextBlockParam``: optional
+    ``cache_control`` and ``citations``)."""
+    if isinstance(system, str):
+        c.text("system", system, allow_blank=False)
+        return
+    if not isinstance(system, list) or not system:
+        c.fail("system", "must be a string or a non-empty list of text blocks")
+        return
+    for index, block in enumerate(system):
+        where = f"system[{index}]"
+        if c.keys(where, block, {"type", "text"}, {"cache_control", "citations"}):
+            if block["type"] != "text":
+                c.fail(where, "system blocks are text blocks")
+            c.text(where, block["text"], allow_blank=False)
 
 
 def _anthropic_use_ids(message: Any) -> set[str]:
@@ -665,7 +694,7 @@ def _bedrock_result_content(c: Checker, where: str, content: Any) -> None:
             continue
         ((key, value),) = block.items()
         if key == "text":
-            c.text(here, value, allow_blank=False)
+            c.text(here, value)  # Converse takes blank text inside a toolResult
         elif key == "image":
             _bedrock_image(c, here, value)
         elif key == "json":
@@ -723,7 +752,7 @@ def check_gemini(c: Checker, body: dict[str, Any]) -> None:
             if "thoughtSignature" in part:
                 if role != "model":
                     c.fail(here, "thoughtSignature outside a model turn")
-                c.base64(here + ".thoughtSignature", part["thoughtSignature"])
+                c.proto_bytes(here + ".thoughtSignature", part["thoughtSignature"])
             value = part[key]
             if key != "functionResponse":
                 leading = False
@@ -892,7 +921,17 @@ def check_mistral(c: Checker, body: dict[str, Any]) -> None:
             if message["content"]:
                 _mistral_content(c, where, message["content"], images=False)
             if message.get("tool_calls"):
+                if index == 0:
+                    # mistral-common's pairing skips the first message: its calls' results are
+                    # "Unexpected tool call id … in tool results"
+                    c.fail(where, "a conversation cannot open with tool calls")
                 _check_function_calls(c, where, message["tool_calls"])
+                for call in message["tool_calls"]:
+                    name = call.get("function", {}).get("name") if isinstance(call, dict) else None
+                    if not isinstance(name, str) or not _MISTRAL_NAME.fullmatch(name):
+                        c.fail(
+                            where, f"Function name was {name} but must match [a-zA-Z0-9_-]{{1,64}}"
+                        )
                 for call_id in _function_call_ids(message):
                     if not isinstance(call_id, str) or not _MISTRAL_ID.fullmatch(call_id):
                         c.fail(
@@ -927,7 +966,12 @@ def _mistral_content(c: Checker, where: str, content: Any, *, images: bool) -> N
                 c.text(here, chunk["text"])
         elif kind == "image_url" and images:
             if c.keys(here, chunk, {"type", "image_url"}, set()):
-                _data_url(c, here, chunk["image_url"])
+                url = chunk["image_url"]
+                if isinstance(url, dict):
+                    if c.keys(here + ".image_url", url, {"url"}, {"detail"}):
+                        _data_url(c, here, url["url"])
+                else:
+                    _data_url(c, here, url)
         else:
             c.fail(here, f"chunk {kind!r} not allowed here")
 

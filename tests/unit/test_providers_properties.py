@@ -375,3 +375,157 @@ def test_the_rule_checker_catches_a_broken_body(kind: str, rule: str, mutate: An
     assert violations(kind, body) == []
     mutate(body)
     assert violations(kind, body) != [], rule
+
+
+# ---------------------------------------------------------------------------------------------
+# Histories that open and end anywhere, as truncate, fork and import leave them: the first row
+# may be the assistant (with or without calls), a tool row, or system rows then the assistant;
+# the last may be anything, trailing system rows and unanswered calls included.
+
+GEMINI_MODELS = st.sampled_from(
+    [None, "gemini-2.5-flash", "gemini-3-pro-preview", "gemini-3-flash"]
+)
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+
+
+def _extend(out: Rows, rows: list[Message]) -> None:
+    for row in rows:
+        fields = {
+            "tool_calls": row.tool_calls,
+            "tool_call_id": row.tool_call_id,
+            "name": row.name,
+            "attachments": row.attachments,
+            "provider_data": row.provider_data,
+        }
+        out.add(row.role, row.content, **fields)
+
+
+@st.composite
+def open_histories(draw: st.DrawFn) -> list[Message]:
+    out = Rows()
+    opening = draw(
+        st.sampled_from(
+            ["none", "assistant", "carrier", "tool", "system-assistant", "system-carrier"]
+        )
+    )
+    if opening.startswith("system"):
+        for _ in range(draw(st.integers(1, 2))):
+            out.add("system", draw(TEXTS))
+    if opening.endswith("assistant"):
+        out.add("assistant", draw(TEXTS), provider_data=draw(PROVIDER_DATA))
+    elif opening.endswith("carrier"):
+        calls = draw(
+            st.lists(
+                st.builds(ToolCall, id=CALL_IDS, name=NAMES, arguments=ARGUMENTS),
+                min_size=1,
+                max_size=3,
+                unique_by=lambda c: c.id,
+            )
+        )
+        out.add(
+            "assistant", draw(TEXTS), tool_calls=tuple(calls), provider_data=draw(PROVIDER_DATA)
+        )
+        for call in draw(st.permutations(calls)):
+            out.add("tool", draw(TEXTS), tool_call_id=call.id, name=call.name)
+    elif opening == "tool":
+        out.add("tool", draw(TEXTS), tool_call_id=draw(CALL_IDS), name=draw(NAMES))
+    # the rest: a slice of a random history (its own opening and ending cut anywhere)
+    rest = draw(histories())
+    start = draw(st.integers(0, len(rest)))
+    end = draw(st.integers(start, len(rest)))
+    _extend(out, rest[start:end])
+    ending = draw(st.sampled_from(["none", "system", "reply-system", "unanswered"]))
+    if ending == "reply-system":
+        out.add("assistant", draw(TEXTS))
+    if ending in ("system", "reply-system"):
+        for _ in range(draw(st.integers(1, 2))):
+            out.add("system", draw(TEXTS))
+    elif ending == "unanswered":
+        out.add("assistant", draw(TEXTS), tool_calls=(ToolCall(id="late", name="run"),))
+    return out.rows
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=open_histories(), model=GEMINI_MODELS)
+def test_histories_opening_and_ending_anywhere_pass_the_rule_checker(
+    kind: str, rows: list[Message], model: str | None
+) -> None:
+    assert violations(kind, format_body(kind, rows, model)) == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=open_histories(), model=GEMINI_MODELS)
+def test_histories_opening_and_ending_anywhere_pass_the_sdk_types(
+    kind: str, rows: list[Message], model: str | None
+) -> None:
+    from test_providers_sdk import sdk_problems
+
+    assert sdk_problems(kind, format_body(kind, rows, model)) == []
+
+
+def _turns(body: dict[str, Any]) -> list[dict[str, Any]]:
+    turns: list[dict[str, Any]] = body.get("messages") or body.get("input") or body["contents"]
+    return turns
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=open_histories(), instruction=st.text(min_size=1, max_size=8).filter(str.strip))
+def test_no_body_ends_on_the_reply_when_an_instruction_follows_it(
+    kind: str, rows: list[Message], instruction: str
+) -> None:
+    out = Rows()
+    _extend(out, [*rows, Message(role="assistant", content="REPLY")])
+    out.add("system", "NOTE " + instruction)
+    body = format_body(kind, out.rows)
+    last = _turns(body)[-1]
+    assert last["role"] == "user"
+    text = dump(last)
+    assert "[Application instruction]" in text
+    assert json.dumps("NOTE " + instruction, ensure_ascii=False)[1:-1] in text
+    assert "REPLY" in dump(_turns(body)[-2])
+
+
+def _without_placeholders(contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            **content,
+            "parts": [
+                {
+                    k: v
+                    for k, v in p.items()
+                    if not (k == "thoughtSignature" and v == SKIP_SIGNATURE)
+                }
+                for p in content["parts"]
+            ],
+        }
+        for content in contents
+    ]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=open_histories())
+def test_gemini_3_adds_only_placeholders_and_signs_every_current_step(rows: list[Message]) -> None:
+    older = format_body("gemini", rows, "gemini-2.5-pro")
+    newer = format_body("gemini", rows, "gemini-3-pro-preview")
+    assert SKIP_SIGNATURE not in dump(older)
+    # the same body, but for placeholders where no signature was stored
+    assert _without_placeholders(newer["contents"]) == older["contents"]
+    contents = newer["contents"]
+    start = max(
+        (
+            i + 1
+            for i, c in enumerate(contents)
+            if c["role"] == "user" and not any("functionResponse" in p for p in c["parts"])
+        ),
+        default=0,
+    )
+    for index, content in enumerate(contents):
+        calls = [p for p in content["parts"] if "functionCall" in p]
+        if calls:
+            assert ("thoughtSignature" in calls[0]) or index < start
+            assert all(p.get("thoughtSignature") != SKIP_SIGNATURE for p in calls[1:])
+            if index < start:
+                assert all(p.get("thoughtSignature") != SKIP_SIGNATURE for p in calls)

@@ -3,8 +3,9 @@
 1. strict validation with the SDK's own request types — lazy iterables materialised inside an
    AfterValidator, input diffed against the validated output to catch keys the type does not
    know (openai, anthropic); ``extra="forbid"`` models (google-genai); ``is_unknown`` chunks and
-   dropped keys (mistralai); extras of ``extra="allow"`` models (cohere); dropped keys
-   (ollama); botocore's ParamValidator (bedrock);
+   dropped keys (mistralai), and Mistral's own request validator (``mistral-common``, serving
+   mode) at every tokenizer version it ships; extras of ``extra="allow"`` models (cohere);
+   dropped keys (ollama); botocore's ParamValidator (bedrock);
 2. the HTTP request each SDK would send, captured with a mock transport (no network), compared
    with the body, so the SDK is shown to accept and send it.
 
@@ -34,6 +35,10 @@ import pytest
 from anthropic.types import message_create_params
 from botocore.validate import ParamValidator
 from google.genai import types as gt
+from mistral_common.exceptions import MistralCommonException
+from mistral_common.protocol.instruct.request import ChatCompletionRequest as MistralCommonRequest
+from mistral_common.protocol.instruct.validator import ValidationMode, get_validator
+from mistral_common.tokens.tokenizers.base import TokenizerVersion
 from mistralai.client import models as mm
 from openai.types.chat import completion_create_params
 from openai.types.responses import response_create_params
@@ -151,7 +156,49 @@ def check_mistral(body: dict[str, Any]) -> list[str]:
     except pydantic.ValidationError as error:
         return [str(error)]
     kept = model.model_dump(mode="json", by_alias=True)
-    return _unknown_chunks(model) + dropped_keys(request, kept)
+    return _unknown_chunks(model) + dropped_keys(request, kept) + mistral_common_problems(body)
+
+
+#: Every validator version mistral-common ships (v1 … v15 in 1.13).
+MISTRAL_VERSIONS = tuple(TokenizerVersion)
+#: Versions whose user messages take text only (images came with v3): a body with an image
+#: chunk is a request for a vision model, so these are not asked about it.
+TEXT_ONLY_VERSIONS = {TokenizerVersion.v1, TokenizerVersion.v2}
+NEXT_PROMPT = {"role": "user", "content": "And next?"}
+
+
+def mistral_request(body: dict[str, Any]) -> dict[str, Any]:
+    """The request a client sends with ``body``: its new prompt appended when the history ends
+    with the assistant's reply (serving mode wants the last message from the user or a tool)."""
+    messages = list(body["messages"])
+    if messages and messages[-1]["role"] == "assistant":
+        messages.append(NEXT_PROMPT)
+    return {"model": "mistral-large-latest", "messages": messages}
+
+
+def _has_image(body: dict[str, Any]) -> bool:
+    return any(
+        isinstance(m["content"], list) and any(c.get("type") == "image_url" for c in m["content"])
+        for m in body["messages"]
+    )
+
+
+def mistral_common_problems(
+    body: dict[str, Any], versions: tuple[TokenizerVersion, ...] = MISTRAL_VERSIONS
+) -> list[str]:
+    """What mistral-common's serving validator refuses in the request, per version."""
+    if not body["messages"]:
+        return []  # nothing to send: the client's prompt alone is the request
+    problems: list[str] = []
+    for version in versions:
+        if version in TEXT_ONLY_VERSIONS and _has_image(body):
+            continue
+        try:
+            request = MistralCommonRequest.model_validate(mistral_request(body))
+            get_validator(version, ValidationMode.serving).validate_request(request)
+        except (MistralCommonException, pydantic.ValidationError) as error:
+            problems.append(f"mistral-common {version.value}: {error}")
+    return problems
 
 
 COHERE_MESSAGES = TypeAdapter(list[cohere.ChatMessageV2])
