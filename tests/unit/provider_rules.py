@@ -567,6 +567,7 @@ def _alternation(
 # AWS Bedrock Converse
 
 _BEDROCK_ID = re.compile(r"[a-zA-Z0-9_.:-]{1,64}")
+_BEDROCK_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _BEDROCK_BLOCKS = {"text", "image", "toolUse", "toolResult", "reasoningContent", "document"}
 
 
@@ -624,6 +625,10 @@ def check_bedrock(c: Checker, body: dict[str, Any]) -> None:
                         c.fail(
                             here, f"toolUseId {tool_id!r} does not match [a-zA-Z0-9_.:-]{{1,64}}"
                         )
+                    name = value["name"]
+                    if not isinstance(name, str) or not _BEDROCK_NAME.fullmatch(name):
+                        # botocore's ToolName: [a-zA-Z0-9_-]+, 1 to 64 (checked server-side)
+                        c.fail(here, f"toolUse name {name!r} does not match [a-zA-Z0-9_-]{{1,64}}")
                     if tool_id in seen:
                         c.fail(here, f"toolUseId {tool_id!r} is not unique")
                     seen.add(tool_id)

@@ -310,6 +310,29 @@ def test_mistral_names_that_do_not_fit_are_mapped_for_call_and_result_alike() ->
     assert messages[2]["name"] == "web_search"
 
 
+@pytest.mark.parametrize("kind", ["mistral", "bedrock"])
+@pytest.mark.parametrize(
+    ("name", "sent"),
+    [("shell.exec", "shell_exec"), ("多", "_"), ("x" * 70, "x" * 64), ("ok-name_1", "ok-name_1")],
+)
+def test_names_outside_the_function_name_pattern_are_mapped(
+    kind: str, name: str, sent: str
+) -> None:
+    # mistral-common and Converse's ToolName take [a-zA-Z0-9_-]{1,64} only
+    calls = (ToolCall(id="c1", name=name, arguments={}),)
+    rows = [msg("user", "go"), msg("assistant", tool_calls=calls), result("c1", name=name)]
+    text = str(accepted(kind, rows))
+    assert repr(sent) in text
+    if sent != name:
+        assert repr(name) not in text
+
+
+def test_the_rule_checker_refuses_a_bedrock_tool_name_the_service_model_refuses() -> None:
+    body = accepted("bedrock", [msg("user", "go"), carrier("c1"), result("c1")])
+    body["messages"][1]["content"][0]["toolUse"]["name"] = "shell.exec"
+    assert violations("bedrock", body) != []
+
+
 def test_mistral_common_runs_every_version_on_a_text_only_body() -> None:
     # The text-only versions are left out only for a body with images; here a broken body is
     # refused by every version, the text-only ones included.

@@ -13,7 +13,9 @@ Rules applied:
   ``base64.b64decode`` of it (boto3 encodes bytes itself). Other types and URIs become text notes
   (Converse takes no web URLs).
 - An assistant row is ``[text?, toolUse…]`` with ``toolUse {toolUseId, name, input}`` and
-  ``input`` an object.
+  ``input`` an object. ``name`` fits Converse's ``[a-zA-Z0-9_-]{1,64}`` (``ToolName`` in the
+  service model, checked server-side): any other character becomes ``_``
+  (``common.function_name``).
 - All results of a call turn are ``toolResult {toolUseId, content}`` blocks in the next user
   message, first, in call order. ``content`` is the result text (``(no output)`` when empty, since
   Converse takes no empty text) followed by the result's images.
@@ -39,6 +41,7 @@ from chat_history.providers.common import (
     UserTurn,
     alternating_turns,
     arguments_object,
+    function_name,
     id_rules,
     image_note,
     plan,
@@ -69,7 +72,7 @@ def _assistant(turn: AssistantTurn) -> dict[str, Any]:
         {
             "toolUse": {
                 "toolUseId": c.id,
-                "name": c.name,
+                "name": function_name(c.name),
                 "input": arguments_object(c.source),
             }
         }

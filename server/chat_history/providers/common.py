@@ -255,6 +255,18 @@ def arguments_json(call: ToolCall) -> str:
     return compact_json(arguments_object(call))
 
 
+_FUNCTION_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+_NOT_IN_FUNCTION_NAME = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def function_name(name: str) -> str:
+    """A call's name where only ``[a-zA-Z0-9_-]{1,64}`` is taken (Mistral, Bedrock): kept when it
+    fits, else each other character replaced by ``_`` and cut to 64 (``tool`` when empty)."""
+    if _FUNCTION_NAME.fullmatch(name):
+        return name
+    return _NOT_IN_FUNCTION_NAME.sub("_", name)[:64] or "tool"
+
+
 @attrs.frozen
 class Call:
     """A call to send: ``id`` is the provider's id for it, ``source`` the stored call."""

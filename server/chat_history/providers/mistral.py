@@ -17,8 +17,8 @@ Rules applied (Mistral validates message order and ids server-side, as ``mistral
   order. Tool messages take no images here: a result's images become text notes.
 - Function names fit Mistral's ``[a-zA-Z0-9_-]{1,64}`` (mistral-common refuses any other in a
   call or a result): a stored name that fits is kept, any other has each other character
-  replaced by ``_`` and is cut to 64 (``tool`` when nothing is left); a call and its result
-  carry the same name.
+  replaced by ``_`` and is cut to 64 (``tool`` when nothing is left; ``common.function_name``);
+  a call and its result carry the same name.
 - A user message may not follow a tool message: a ``(continued)`` assistant message is put
   between them.
 - A conversation that opens with the assistant (truncated, forked or imported) gets a
@@ -47,6 +47,7 @@ from chat_history.providers.common import (
     UserTurn,
     arguments_json,
     digest,
+    function_name,
     image_note,
     image_url,
     opened_by_user,
@@ -57,8 +58,6 @@ from chat_history.providers.common import (
 KIND = "mistral"
 ID_LENGTH = 9
 _ID = re.compile(r"[a-zA-Z0-9]{9}")
-_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-_NAME_OTHER = re.compile(r"[^a-zA-Z0-9_-]")
 _BASE62 = string.digits + string.ascii_letters
 
 
@@ -74,13 +73,6 @@ def mistral_id(call_id: str, salt: int = 0) -> str:
         number, remainder = divmod(number, len(_BASE62))
         chars.append(_BASE62[remainder])
     return "".join(chars)
-
-
-def mistral_name(name: str) -> str:
-    """The function name sent for a stored call's name."""
-    if _NAME.fullmatch(name):
-        return name
-    return _NAME_OTHER.sub("_", name)[:64] or "tool"
 
 
 def _image_chunk(image: Image) -> dict[str, Any]:
@@ -103,7 +95,7 @@ def _assistant(turn: AssistantTurn) -> list[dict[str, Any]]:
             {
                 "id": c.id,
                 "type": "function",
-                "function": {"name": mistral_name(c.name), "arguments": arguments_json(c.source)},
+                "function": {"name": function_name(c.name), "arguments": arguments_json(c.source)},
             }
             for c in turn.calls
         ]
@@ -115,7 +107,7 @@ def _tool(result: Result) -> dict[str, Any]:
     return {
         "role": "tool",
         "tool_call_id": result.call.id,
-        "name": mistral_name(result.call.name),
+        "name": function_name(result.call.name),
         "content": result.text_with_notes(),
     }
 
