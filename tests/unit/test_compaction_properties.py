@@ -14,7 +14,7 @@ import attrs
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from rows import as_stored
-from test_context_properties import histories
+from test_context_properties import context_settings, histories, requests
 
 from chat_history.model import Message, StoredMessage, Summary
 from chat_history.policy.budget import Route
@@ -157,3 +157,28 @@ def test_with_a_summary_saved_for_every_proposal_requests_stay_sound(
         )
         assert check_request(after, prefix, summary, ctx) == proposal.covered_turns
     event(f"proposals saved: {proposals if proposals < 3 else '3 or more'}")
+
+
+@settings(deadline=None, max_examples=150)
+@given(histories(), context_settings(), requests)
+def test_trim_counts_are_exact(
+    history: list[Message], ctx: ContextSettings, kw: dict[str, Any]
+) -> None:
+    """semantics.md step 10 (changed): ``droppedMessages`` is the dropped turns' stored rows other
+    than system rows, whatever step 3 made of them; the collapse counts are of sent turns only."""
+    out = prepare_rows(history, settings=ctx, route=UNKNOWN, **kw)
+    turns = segment(history).turns
+    dropped = out.trimmed.dropped_turns if out.trimmed is not None else 0
+    expected = sum(1 for t in turns[:dropped] for r in t.rows if r.role != "system")
+    assert (out.trimmed.dropped_messages if out.trimmed is not None else 0) == expected
+    if out.trimmed is not None:
+        assert sum(e.dropped_messages for e in out.events) == expected
+    keep = kw["keep_tool_context_turns"]
+    keep = ctx.tool_context_turns() if keep is None else keep
+    names = None if kw["tools"] is None else [t.name for t in kw["tools"]]
+    removed = [
+        collapse_turn(turns[i].rows, names)[1] if i < len(turns) - 1 - keep else 0
+        for i in range(dropped, len(turns))
+    ]
+    assert out.collapsed_tool_rows == sum(removed)
+    assert out.collapsed_turns == sum(1 for n in removed if n)

@@ -34,7 +34,6 @@ from chat_history.policy.compaction import (
 )
 from chat_history.policy.compaction import (
     NO_COVERAGE,
-    NOTE_SEPARATOR,
     Proposal,
     SpanTurn,
     compaction_due,
@@ -54,8 +53,6 @@ from chat_history.policy.turns import (
 )
 from chat_history.settings import ContextSettings
 
-#: Separates the breadcrumb line from the conversation summary that follows it.
-SUMMARY_SEPARATOR = NOTE_SEPARATOR
 #: The assistant row a collapsed turn that no reply closed is sent with.
 COLLAPSED_EXCHANGE = "[Tool exchange: {n} tool call(s) — results collapsed]"
 
@@ -99,11 +96,11 @@ class Prepared:
     collapsed_tool_rows: int
     collapsed_turns: int
     events: tuple[Trimmed, ...]
-    raw_estimated_tokens: int = 0
-    calibration: Calibration = UNCALIBRATED
-    compacted_turns: int = 0
-    compacted_messages: int = 0
-    compaction: Proposal | None = None
+    raw_estimated_tokens: int
+    calibration: Calibration
+    compacted_turns: int
+    compacted_messages: int
+    compaction: Proposal | None
 
 
 def breadcrumb_row(summary: str | None = None) -> Message:
