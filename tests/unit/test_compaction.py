@@ -166,11 +166,28 @@ def test_coverage_is_a_prefix_of_the_turns() -> None:
     assert coverage(turns, 0).turns == 0
 
 
-def test_coverage_needs_every_row_when_old_turns_are_omitted() -> None:
+def test_turns_left_out_for_another_coverage_need_every_row() -> None:
     rows = conversation(3)
     omitted = OmittedTurns(within_limit=TurnFigures(turns=1, spoken_rows=2))
-    with pytest.raises(OmittedTurnsKept):
+    with pytest.raises(OmittedTurnsKept):  # split without knowing of the summary's coverage
         run(rows, summary=summary("S", rows[-1].id), omitted=omitted)
+    covered = OmittedTurns(covered=TurnFigures(turns=1, spoken_rows=2), covers_through_id=3)
+    with pytest.raises(OmittedTurnsKept):  # split by a coverage the summary does not have
+        run(rows, summary=summary("S", 5), omitted=covered)
+    with pytest.raises(OmittedTurnsKept):  # no summary stands in for them
+        run(rows, summary="S", omitted=attrs.evolve(covered, covers_through_id=None))
+
+
+def test_covered_turns_may_be_left_out_of_the_rows() -> None:
+    rows = conversation(4)
+    covered = [r for r in rows if r.turn in (1, 2)]
+    figures = TurnFigures(turns=2, spoken_rows=4)
+    through = covered[-1].id
+    left_out = OmittedTurns(covered=figures, covers_through_id=through)
+    full = run(rows, summary=summary("S", through))
+    windowed = run([rows[0], *rows[5:]], summary=summary("S", through), omitted=left_out)
+    assert windowed == full
+    assert (windowed.compacted_turns, windowed.compacted_messages) == (2, 4)
 
 
 # --- step 7: the context note ---------------------------------------------------------------------

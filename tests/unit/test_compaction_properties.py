@@ -20,7 +20,14 @@ from chat_history.model import Message, StoredMessage, Summary
 from chat_history.policy.budget import Route
 from chat_history.policy.calibration import UNCALIBRATED, Calibration
 from chat_history.policy.compaction import SUMMARY_HEADER
-from chat_history.policy.context import Prepared, collapse_turn, prepare_rows
+from chat_history.policy.context import (
+    OmittedTurns,
+    Prepared,
+    TurnFigures,
+    collapse_turn,
+    prepare_rows,
+    turn_figures,
+)
 from chat_history.policy.sweep import sweep_orphans
 from chat_history.policy.tokens import row_tokens
 from chat_history.policy.turns import Turn, segment
@@ -182,3 +189,38 @@ def test_trim_counts_are_exact(
     ]
     assert out.collapsed_tool_rows == sum(removed)
     assert out.collapsed_turns == sum(1 for n in removed if n)
+
+
+@settings(deadline=None, max_examples=150)
+@given(histories(), compaction_settings(), calibrations, st.data())
+def test_covered_turns_left_out_of_the_rows_answer_the_same(
+    history: list[Message], ctx: ContextSettings, calibration: Calibration, data: Any
+) -> None:
+    """A caller may leave out the turns a summary stands in for (their system rows stay, as
+    leading rows) and pass their figures instead: the request and the proposal are the same."""
+    rows = as_stored(history)
+    segmented = segment(rows)
+    turns = segmented.turns
+    if len(turns) < 2:
+        return
+    k = data.draw(st.integers(1, len(turns) - 1), label="covered turns")
+    inside = [r.id for r in turns[k].rows[:-1]] if k < len(turns) - 1 else []
+    through = data.draw(st.sampled_from([last_id(turns[k - 1]), *inside]), label="through")
+    summary = Summary(summary="the gist", updated_at=0, covers_through_id=through)
+    kw: dict[str, Any] = {
+        "settings": ctx,
+        "route": UNKNOWN,
+        "summary": summary,
+        "calibration": calibration,
+        "propose_compaction": True,
+    }
+    full = prepare_rows(rows, **kw)
+    assert full.compacted_turns == k
+    system = [
+        *segmented.leading_system,
+        *[r for turn in turns[:k] for r in turn.rows if r.role == "system"],
+    ]
+    rest = [r for turn in turns[k:] for r in turn.rows]
+    figures = sum((turn_figures(turn.rows) for turn in turns[:k]), TurnFigures())
+    left_out = OmittedTurns(covered=figures, covers_through_id=through)
+    assert prepare_rows([*system, *rest], omitted=left_out, **kw) == full

@@ -33,7 +33,6 @@ from chat_history.policy.compaction import (
     BREADCRUMB as BREADCRUMB,
 )
 from chat_history.policy.compaction import (
-    NO_COVERAGE,
     Proposal,
     SpanTurn,
     compaction_due,
@@ -247,12 +246,16 @@ _SMALLEST_SUMMARY_TOKENS = row_tokens(collapsed_exchange_row(1))
 class OmittedTurns:
     """The oldest turns of a conversation, left out of ``prepare_rows``'s rows (their system rows
     stay in, as leading system rows). The caller vouches for what makes the result equal to the
-    full one: each omitted turn is older than the newest ``keepToolContextTurns + 1`` (so it is
-    collapsed); the turn limit drops the ``beyond_limit`` turns; the token budget drops the
-    ``within_limit`` ones, which the turn limit keeps."""
+    full one: the summary stands in for the ``covered`` turns, the oldest (its coverage is
+    ``covers_through_id``, which must be the summary's own); each other omitted turn is older
+    than the newest ``keepToolContextTurns + 1`` (so it is collapsed); the turn limit drops the
+    ``beyond_limit`` turns; the token budget drops the ``within_limit`` ones, which the turn
+    limit keeps."""
 
     beyond_limit: TurnFigures = TurnFigures()
     within_limit: TurnFigures = TurnFigures()
+    covered: TurnFigures = attrs.field(default=TurnFigures(), kw_only=True)
+    covers_through_id: int | None = attrs.field(default=None, kw_only=True)
 
 
 class OmittedTurnsKept(ValueError):
@@ -451,15 +454,20 @@ def prepare_rows(
     text, covers_through_id = _summary_parts(summary)
     left_out = [omitted.beyond_limit, omitted.within_limit] if omitted is not None else []
     omitted_turns = sum(group.turns for group in left_out)
+    pre_covered = omitted.covered if omitted is not None else TurnFigures()
+    if omitted is not None and (omitted_turns or pre_covered.turns):
+        if omitted.covers_through_id != covers_through_id:
+            raise OmittedTurnsKept("the turns were left out for another summary coverage")
+        if pre_covered.turns and covers_through_id is None:
+            raise OmittedTurnsKept("no summary stands in for the covered turns left out")
 
-    # Step 2½: the summary stands in for the completed turns it covers.
+    # Step 2½: the summary stands in for the completed turns it covers (those left out first).
     segmented = segment(rows)
     turns = segmented.turns
-    covered = NO_COVERAGE
-    if covers_through_id is not None:
-        if omitted_turns:
-            raise OmittedTurnsKept("the summary's coverage is decided on every row")
-        covered = coverage(turns, covers_through_id)
+    covered = coverage(turns, covers_through_id)
+    if covered.turns and omitted_turns:
+        raise OmittedTurnsKept("covered turns follow uncovered turns that were left out")
+    compacted_turns = pre_covered.turns + covered.turns
 
     # Step 3: tool context collapse of completed turns older than the newest `keep`.
     collapse_before = max(0, len(turns) - 1 - keep)
@@ -479,7 +487,7 @@ def prepare_rows(
         context_note(
             text,
             has_coverage=covers_through_id is not None,
-            covered_turns=covered.turns,
+            covered_turns=compacted_turns,
             dropped=dropped,
         )
         for dropped in (False, True)
@@ -559,7 +567,7 @@ def prepare_rows(
                 SpanTurn(unit.rows, turns[covered.turns + index])
                 for index, unit in enumerate(all_units[:span_end])
             ],
-            covered_turns=covered.turns,
+            covered_turns=compacted_turns,
             settings=settings,
             budget=budget,
             calibration=calibration,
@@ -575,7 +583,7 @@ def prepare_rows(
         events=tuple(window.events),
         raw_estimated_tokens=raw,
         calibration=calibration,
-        compacted_turns=covered.turns,
-        compacted_messages=covered.messages,
+        compacted_turns=compacted_turns,
+        compacted_messages=pre_covered.spoken_rows + covered.messages,
         compaction=proposal,
     )
