@@ -440,6 +440,14 @@ export interface ChatHistoryContextSettings {
   keepToolContextTurns?: number | null;
   trimLowWater?: number;
   preset?: ContextPreset;
+  /** Compaction proposals of `prepare` (settings.md "Compaction"). */
+  compaction?: {
+    enabled?: boolean;
+    triggerRatio?: number;
+    keepRecentTurns?: number;
+    maxSummaryTokens?: number;
+    prompt?: string | null;
+  };
 }
 
 /** The `chatHistory` settings section, nested as `workspace/configuration` delivers it. */

@@ -72,6 +72,11 @@ const TYPED_KEYS: Record<Leaves<ChatHistorySettings>, true> = {
   "context.keepToolContextTurns": true,
   "context.trimLowWater": true,
   "context.preset": true,
+  "context.compaction.enabled": true,
+  "context.compaction.triggerRatio": true,
+  "context.compaction.keepRecentTurns": true,
+  "context.compaction.maxSummaryTokens": true,
+  "context.compaction.prompt": true,
   activeProvider: true,
   providers: true,
 };

@@ -61,6 +61,12 @@ class ContextSettings:
     keep_tool_context_turns: int | None
     trim_low_water: float
     preset: Preset
+    #: compaction proposals (settings.md "Compaction"; semantics.md "When compaction is proposed")
+    compaction_enabled: bool
+    compaction_trigger_ratio: float
+    compaction_keep_recent_turns: int
+    compaction_max_summary_tokens: int
+    compaction_prompt: str | None
 
     def tool_context_turns(self) -> int:
         """``keepToolContextTurns``, or the preset's value when it is null."""
@@ -258,6 +264,11 @@ def _build(v: Mapping[str, Any]) -> Settings:
             keep_tool_context_turns=v[c + "keepToolContextTurns"],
             trim_low_water=float(v[c + "trimLowWater"]),
             preset=v[c + "preset"],
+            compaction_enabled=v[c + "compaction.enabled"],
+            compaction_trigger_ratio=float(v[c + "compaction.triggerRatio"]),
+            compaction_keep_recent_turns=v[c + "compaction.keepRecentTurns"],
+            compaction_max_summary_tokens=v[c + "compaction.maxSummaryTokens"],
+            compaction_prompt=v[c + "compaction.prompt"],
         ),
         active_provider=v[f"{SECTION}.activeProvider"],
         providers=aliases,

@@ -3,9 +3,12 @@ ids of the calls it makes), T tool result answering a call id."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from chat_history.model import Message, ToolCall
+from chat_history.model import Message, StoredMessage, ToolCall
+from chat_history.policy.tokens import stored_tokens
+from chat_history.policy.turns import is_real_user
 
 
 def S(text: str = "You are helpful.") -> Message:
@@ -28,3 +31,17 @@ def A(text: str = "answer", *calls: str) -> Message:
 
 def T(call_id: str, text: str = "file text", **kw: Any) -> Message:
     return Message(role="tool", content=text, tool_call_id=call_id, name="read_file", **kw)
+
+
+def as_stored(rows: Sequence[Message], first_id: int = 1) -> list[StoredMessage]:
+    """``rows`` as a conversation stores them: ids from ``first_id`` in order, turn numbers as
+    ``append`` gives them, each row's stored estimate."""
+    out: list[StoredMessage] = []
+    turn = 0
+    for offset, row in enumerate(rows):
+        if is_real_user(row):
+            turn += 1
+        out.append(
+            StoredMessage.of(row, id=first_id + offset, turn=turn, tokens=stored_tokens(row))
+        )
+    return out

@@ -496,12 +496,16 @@ def test_dropped_system_rows_move_up_in_order_after_the_leading_ones() -> None:
 
 
 def test_the_summary_follows_the_breadcrumb_line() -> None:
+    # semantics.md step 7 (changed in version 2): the summary part has its own header line.
     out = run(
         [U("one"), A("one"), U("two"), A("two")],
         settings=ctx(max_history_turns=1),
         summary="The user asked about X.",
     )
-    assert out.rows[0] == Message(role="user", content=BREADCRUMB + "\n\nThe user asked about X.")
+    assert out.rows[0] == Message(
+        role="user",
+        content=BREADCRUMB + "\n\n[Summary of earlier turns]\nThe user asked about X.",
+    )
     assert out.estimated_tokens == sum(row_tokens(r) for r in out.rows)
 
 

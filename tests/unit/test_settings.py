@@ -149,6 +149,11 @@ def test_schema_defaults_match_settings_md() -> None:
     assert settings.context.keep_tool_context_turns is None
     assert settings.context.trim_low_water == 1.0
     assert settings.context.preset == "default"
+    assert settings.context.compaction_enabled is True
+    assert settings.context.compaction_trigger_ratio == 0.8
+    assert settings.context.compaction_keep_recent_turns == 4
+    assert settings.context.compaction_max_summary_tokens == 2_000
+    assert settings.context.compaction_prompt is None
     assert settings.active_provider == "openai"
     assert dict(settings.providers) == {}
 
@@ -319,3 +324,35 @@ def test_bad_provider_alias_is_dropped_with_a_problem_and_good_ones_kept() -> No
     assert typo.value == {"provider": "antropic", "model": "m"}
     assert "antropic" in typo.message()
     assert loaded.settings.active_provider == "claude"
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ({"prompt": 42}, "chatHistory.context.compaction.prompt"),
+        ({"prompt": ["Summarize."]}, "chatHistory.context.compaction.prompt"),
+        ({"triggerRatio": 0}, "chatHistory.context.compaction.triggerRatio"),
+        ({"triggerRatio": 1.5}, "chatHistory.context.compaction.triggerRatio"),
+        ({"keepRecentTurns": 0}, "chatHistory.context.compaction.keepRecentTurns"),
+        ({"keepRecentTurns": 2.5}, "chatHistory.context.compaction.keepRecentTurns"),
+        ({"maxSummaryTokens": 99}, "chatHistory.context.compaction.maxSummaryTokens"),
+        ({"enabled": "yes"}, "chatHistory.context.compaction.enabled"),
+    ],
+)
+def test_a_bad_compaction_setting_is_reported_and_replaced(raw: dict[str, Any], key: str) -> None:
+    loaded = load_settings({"context": {"compaction": raw, "maxHistoryTurns": 3}})
+    assert [problem.key for problem in loaded.problems] == [key]
+    assert attribute(loaded.settings, key) == properties()[key]["default"]
+    assert loaded.settings.context.max_history_turns == 3  # the other keys still apply
+
+
+def test_compaction_settings_load_nested_and_dotted() -> None:
+    nested_ = load_settings(
+        {"context": {"compaction": {"prompt": "Sum up.", "keepRecentTurns": 2}}}
+    ).settings
+    dotted = load_settings(
+        {"context.compaction.prompt": "Sum up.", "context.compaction.keepRecentTurns": 2}
+    ).settings
+    assert nested_ == dotted
+    assert nested_.context.compaction_prompt == "Sum up."
+    assert nested_.context.compaction_keep_recent_turns == 2

@@ -1,11 +1,14 @@
-"""Request-time context preparation (semantics.md, "Request-time preparation" steps 3-9): tool
-context collapse, turn limit, token budget, overflow recovery, breadcrumb, orphan sweep and the
-capacity check. Pure: it builds what one request sends and never edits stored rows.
+"""Request-time context preparation (semantics.md, "Request-time preparation" steps 2½-10): the
+summary standing in for the turns it covers, tool context collapse, turn limit, token budget,
+overflow recovery, context note, orphan sweep, the capacity check and the report, with the
+compaction proposal (semantics.md "Version 2"). Pure: it builds what one request sends and never
+edits stored rows.
 
-Every step moves whole turns; the running (newest) turn is always sent whole. A dropped turn's
-``system`` rows are not dropped: they move up to follow the leading system rows, and the
-breadcrumb (with the conversation summary after it, when one exists) follows them, right before
-the first retained turn.
+Every step moves whole turns; the running (newest) turn is always sent whole. A dropped or
+covered turn's ``system`` rows are not dropped: they move up to follow the leading system rows,
+and the context note (breadcrumb and summary, ``policy/compaction.py``) follows them, right
+before the first retained turn. Every estimate compared with the budget, the compaction trigger
+or the window, and every token figure reported, is calibrated (``policy/calibration.py``).
 
 A caller may leave out old turns that the request drops anyway and pass their totals instead
 (``OmittedTurns``, summed from ``turn_figures``), so that a request costs what it sends, not what
@@ -23,8 +26,21 @@ from typing import Literal
 import attrs
 
 from chat_history.errors import ContextOverflow, InvalidParams
-from chat_history.model import Message, ToolSpec, Trimmed
+from chat_history.model import Message, Summary, ToolSpec, Trimmed
 from chat_history.policy.budget import Route, effective_budget
+from chat_history.policy.calibration import UNCALIBRATED, Calibration
+from chat_history.policy.compaction import (
+    BREADCRUMB as BREADCRUMB,
+)
+from chat_history.policy.compaction import (
+    Proposal,
+    SpanTurn,
+    compaction_due,
+    context_note,
+    coverage,
+    propose,
+    summary_text,
+)
 from chat_history.policy.sweep import sweep_orphans
 from chat_history.policy.tokens import row_tokens, tool_schema_tokens
 from chat_history.policy.turns import (
@@ -36,10 +52,6 @@ from chat_history.policy.turns import (
 )
 from chat_history.settings import ContextSettings
 
-#: The ``user`` row that tells the model earlier turns were left out of this request.
-BREADCRUMB = "[earlier turns omitted to fit the context window]"
-#: Separates the breadcrumb line from the conversation summary that follows it.
-SUMMARY_SEPARATOR = "\n\n"
 #: The assistant row a collapsed turn that no reply closed is sent with.
 COLLAPSED_EXCHANGE = "[Tool exchange: {n} tool call(s) — results collapsed]"
 
@@ -49,11 +61,12 @@ RequestTrimReason = Literal["turnLimit", "tokenBudget", "overflowRecovery"]
 @attrs.frozen(kw_only=True)
 class RequestTrim:
     """``PreparedRequest.trimmed``: totals over steps 4-6; ``reason`` names the last step that
-    dropped turns. ``tokens_before`` is the estimate after the collapse, before step 4.
+    dropped turns. ``tokens_before`` is the estimate after the collapse, before step 4; both
+    token figures are calibrated.
 
-    ``dropped_messages`` counts stored rows left out: a dropped turn's system rows move rather
-    than drop, and a collapse summary row is not a stored row, so every stored row is sent,
-    collapsed (``collapsed_tool_rows``) or dropped."""
+    ``dropped_messages`` counts the dropped turns' stored rows other than their system rows
+    (which move up), whatever step 3 had made of them (semantics.md step 10): every stored row is
+    sent, collapsed in a sent turn (``collapsed_tool_rows``), dropped or compacted."""
 
     dropped_messages: int
     dropped_turns: int
@@ -69,7 +82,10 @@ class Prepared:
 
     ``rows`` are ready for the provider formatter; ``budget`` is None when proactive trimming is
     off; ``events`` are the ``chatHistory/trimmed`` notifications (scope ``request``), one per
-    step that dropped turns."""
+    step that dropped turns. ``estimated_tokens`` and the token figures of ``trimmed`` and
+    ``events`` are calibrated by ``calibration``; ``raw_estimated_tokens`` is not.
+    ``collapsed_*`` count sent turns only; ``compacted_*`` the turns the summary stood in for and
+    their stored rows other than system rows. ``compaction`` is the proposal, if any."""
 
     rows: tuple[Message, ...]
     estimated_tokens: int
@@ -79,13 +95,19 @@ class Prepared:
     collapsed_tool_rows: int
     collapsed_turns: int
     events: tuple[Trimmed, ...]
+    raw_estimated_tokens: int
+    calibration: Calibration
+    compacted_turns: int
+    compacted_messages: int
+    compaction: Proposal | None
 
 
 def breadcrumb_row(summary: str | None = None) -> Message:
-    """The breadcrumb ``user`` row; a non-blank ``summary`` follows the breadcrumb line."""
-    if summary is not None and summary.strip():
-        return Message(role="user", content=BREADCRUMB + SUMMARY_SEPARATOR + summary)
-    return Message(role="user", content=BREADCRUMB)
+    """The context note of a request that dropped turns, with no summary standing in: the
+    breadcrumb line, then a non-blank ``summary`` (one without ``coversThroughId``)."""
+    note = context_note(summary, has_coverage=False, covered_turns=0, dropped=True)
+    assert note is not None
+    return note
 
 
 def collapsed_exchange_row(calls: int) -> Message:
@@ -152,7 +174,7 @@ class TurnFigures:
     #: stored non-system rows and their stored estimate (checked against the store's totals)
     spoken_rows: int = 0
     spoken_tokens: int = 0
-    #: stored non-system rows the collapse keeps (``dropped_messages`` when the turn is dropped)
+    #: stored non-system rows the collapse keeps
     kept_rows: int = 0
     #: the non-system estimate after the collapse, its summary row included
     sent_tokens: int = 0
@@ -224,12 +246,16 @@ _SMALLEST_SUMMARY_TOKENS = row_tokens(collapsed_exchange_row(1))
 class OmittedTurns:
     """The oldest turns of a conversation, left out of ``prepare_rows``'s rows (their system rows
     stay in, as leading system rows). The caller vouches for what makes the result equal to the
-    full one: each omitted turn is older than the newest ``keepToolContextTurns + 1`` (so it is
-    collapsed); the turn limit drops the ``beyond_limit`` turns; the token budget drops the
-    ``within_limit`` ones, which the turn limit keeps."""
+    full one: the summary stands in for the ``covered`` turns, the oldest (its coverage is
+    ``covers_through_id``, which must be the summary's own); each other omitted turn is older
+    than the newest ``keepToolContextTurns + 1`` (so it is collapsed); the turn limit drops the
+    ``beyond_limit`` turns; the token budget drops the ``within_limit`` ones, which the turn
+    limit keeps."""
 
     beyond_limit: TurnFigures = TurnFigures()
     within_limit: TurnFigures = TurnFigures()
+    covered: TurnFigures = attrs.field(default=TurnFigures(), kw_only=True)
+    covers_through_id: int | None = attrs.field(default=None, kw_only=True)
 
 
 class OmittedTurnsKept(ValueError):
@@ -238,14 +264,16 @@ class OmittedTurnsKept(ValueError):
 
 @attrs.frozen
 class _Unit:
-    """One turn as it would be sent: its rows, their estimate, its system rows and how many of
-    its rows are stored messages (a collapse summary row is not)."""
+    """One turn as it would be sent: its rows, their estimate, its system rows, its stored rows
+    other than system rows (``dropped_messages`` when it is dropped, whatever step 3 made of it)
+    and the rows step 3 left out."""
 
     rows: tuple[Message, ...]
     tokens: int
     system_rows: tuple[Message, ...]
     system_tokens: int
-    stored_rows: int
+    spoken_rows: int
+    collapsed_rows: int
 
 
 # A request re-reads mostly the turns the previous one read, as the same row objects (the store
@@ -269,7 +297,7 @@ def turn_floor(rows: tuple[Message, ...]) -> int:
 
 
 @functools.lru_cache(maxsize=_TURN_CACHE)
-def _unit(rows: tuple[Message, ...], *, running: bool, synthetic: int) -> _Unit:
+def _unit(rows: tuple[Message, ...], *, running: bool, synthetic: int, removed: int) -> _Unit:
     tokens = system_tokens = 0
     system: list[Message] = []
     for row in rows:
@@ -283,38 +311,47 @@ def _unit(rows: tuple[Message, ...], *, running: bool, synthetic: int) -> _Unit:
         tokens=tokens,
         system_rows=tuple(system),
         system_tokens=system_tokens,
-        stored_rows=len(rows) - len(system) - synthetic,
+        spoken_rows=len(rows) - len(system) - synthetic + removed,
+        collapsed_rows=removed,
     )
 
 
 class _Window:
     """The request being trimmed: the system block (leading system rows plus the system rows of
-    dropped turns), the retained turns, and a running estimate that includes the breadcrumb once
-    any turn was dropped."""
+    covered and dropped turns), the retained turns, and a running (raw) estimate that includes
+    the context note: ``note_tokens`` before any turn is dropped (0 when there is no note),
+    ``dropped_note_tokens`` once one is."""
 
     def __init__(
         self,
         leading: Sequence[Message],
         units: list[_Unit],
-        crumb_tokens: int,
+        note_tokens: tuple[int, int],
         fixed: int,
         omitted: list[TurnFigures],
+        calibration: Calibration,
     ) -> None:
         self.system_block = list(leading)
         self.units = units
         #: omitted turns, oldest group first: each group is dropped whole, before any unit
         self.omitted = [group for group in omitted if group.turns]
-        self.crumb_tokens = crumb_tokens
+        self.note_tokens, dropped_note_tokens = note_tokens
+        self.crumb_tokens = dropped_note_tokens - self.note_tokens
+        self.calibration = calibration
         self.dropped_turns = 0
         self.dropped_messages = 0
         self.events: list[Trimmed] = []
         self.last_reason: RequestTrimReason | None = None
         self.estimate = (
             fixed
+            + self.note_tokens
             + sum(row_tokens(row) for row in leading)
             + sum(group.sent_tokens for group in self.omitted)
             + sum(u.tokens for u in units)
         )
+
+    def calibrated(self) -> int:
+        return self.calibration.apply(self.estimate)
 
     def turns(self) -> int:
         return sum(group.turns for group in self.omitted) + len(self.units)
@@ -326,7 +363,7 @@ class _Window:
             if self.dropped_turns == 0:
                 self.estimate += self.crumb_tokens
             self.dropped_turns += group.turns
-            self.dropped_messages += group.kept_rows
+            self.dropped_messages += group.spoken_rows
             return
         unit = self.units.pop(0)
         self.system_block.extend(unit.system_rows)
@@ -334,12 +371,12 @@ class _Window:
         if self.dropped_turns == 0:
             self.estimate += self.crumb_tokens
         self.dropped_turns += 1
-        self.dropped_messages += unit.stored_rows
+        self.dropped_messages += unit.spoken_rows
 
     def trim(self, reason: RequestTrimReason, budget: int | None, over: Callable[[], bool]) -> None:
         """One of steps 4-6: drop oldest turns while ``over()`` holds, never the newest, and
-        record the step's event when it dropped any."""
-        before, turns, messages = self.estimate, self.dropped_turns, self.dropped_messages
+        record the step's event (calibrated figures) when it dropped any."""
+        before, turns, messages = self.calibrated(), self.dropped_turns, self.dropped_messages
         while self.turns() > 1 and over():
             self.drop_oldest()
         if self.dropped_turns == turns:
@@ -353,7 +390,7 @@ class _Window:
                 dropped_turns=self.dropped_turns - turns,
                 retained_turns=self.turns(),
                 tokens_before=before,
-                tokens_after=self.estimate,
+                tokens_after=self.calibrated(),
                 budget=budget,
             )
         )
@@ -364,26 +401,46 @@ def _check_non_negative(field: str, value: int) -> None:
         raise InvalidParams(field, f"must be at least 0, got {value}")
 
 
+def _summary_parts(summary: str | Summary | None) -> tuple[str | None, int | None]:
+    """The summary's text (None when blank) and its coverage; a plain string covers nothing."""
+    if isinstance(summary, Summary):
+        text = summary_text(summary.summary)
+        return text, summary.covers_through_id if text is not None else None
+    return summary_text(summary), None
+
+
+def _note_tokens(note: Message | None) -> int:
+    return row_tokens(note) if note is not None else 0
+
+
 def prepare_rows(
     rows: Sequence[Message],
     *,
     settings: ContextSettings,
     route: Route,
-    summary: str | None = None,
+    summary: str | Summary | None = None,
     tools: Sequence[ToolSpec] | None = None,
     extra_tokens: int = 0,
     overflow_recovery: bool = False,
     keep_tool_context_turns: int | None = None,
     omitted: OmittedTurns | None = None,
+    calibration: Calibration = UNCALIBRATED,
+    propose_compaction: bool = False,
 ) -> Prepared:
-    """Build one provider request from a conversation's rows (steps 3-9).
+    """Build one provider request from a conversation's rows (steps 2½-10).
 
-    ``tools`` decides which prompt-mode calls count as carriers (None: any name) and adds its
-    schemas to every estimate, as does ``extra_tokens``. ``keep_tool_context_turns`` overrides
-    the setting (and its preset). ``omitted`` stands for the conversation's oldest turns when
-    ``rows`` leaves them out (see OmittedTurns); OmittedTurnsKept when the request would have
-    sent one of them. Raises ContextOverflow when the route's window is known and the final
-    estimate exceeds it, whether or not proactive trimming is on."""
+    ``summary`` is the conversation's summary: a ``Summary`` with ``covers_through_id`` stands
+    in for the turns it covers (rows must then be stored rows, whose ids it compares); a string
+    or a summary without coverage is only sent after the breadcrumb. ``tools`` decides which
+    prompt-mode calls count as carriers (None: any name) and adds its schemas to every estimate,
+    as does ``extra_tokens``. ``keep_tool_context_turns`` overrides the setting (and its
+    preset). ``calibration`` scales every estimate compared or reported. With
+    ``propose_compaction``, the result carries the compaction proposal the settings call for.
+
+    ``omitted`` stands for the conversation's oldest turns when ``rows`` leaves them out (see
+    OmittedTurns); OmittedTurnsKept when the request would have sent one of them, or needs their
+    rows (a summary's coverage, a compaction proposal). Raises ContextOverflow when the route's
+    window is known and the final estimate exceeds it, whether or not proactive trimming is on."""
     _check_non_negative("extraTokens", extra_tokens)
     keep = (
         keep_tool_context_turns
@@ -394,50 +451,84 @@ def prepare_rows(
     tool_names = None if tools is None else frozenset(tool.name for tool in tools)
     fixed = extra_tokens + sum(tool_schema_tokens(tool) for tool in tools or ())
     budget = effective_budget(settings, route)
+    text, covers_through_id = _summary_parts(summary)
+    left_out = [omitted.beyond_limit, omitted.within_limit] if omitted is not None else []
+    omitted_turns = sum(group.turns for group in left_out)
+    pre_covered = omitted.covered if omitted is not None else TurnFigures()
+    if omitted is not None and (omitted_turns or pre_covered.turns):
+        if omitted.covers_through_id != covers_through_id:
+            raise OmittedTurnsKept("the turns were left out for another summary coverage")
+        if pre_covered.turns and covers_through_id is None:
+            raise OmittedTurnsKept("no summary stands in for the covered turns left out")
 
-    # Step 3: tool context collapse of completed turns older than the newest `keep`.
+    # Step 2½: the summary stands in for the completed turns it covers (those left out first).
     segmented = segment(rows)
     turns = segmented.turns
+    covered = coverage(turns, covers_through_id)
+    if covered.turns and omitted_turns:
+        raise OmittedTurnsKept("covered turns follow uncovered turns that were left out")
+    compacted_turns = pre_covered.turns + covered.turns
+
+    # Step 3: tool context collapse of completed turns older than the newest `keep`.
     collapse_before = max(0, len(turns) - 1 - keep)
     units: list[_Unit] = []
-    left_out = [omitted.beyond_limit, omitted.within_limit] if omitted is not None else []
-    collapsed_rows = sum(group.collapsed_rows for group in left_out)
-    collapsed_turns = sum(group.collapsed_turns for group in left_out)
-    for index, turn in enumerate(turns):
+    for index in range(covered.turns, len(turns)):
+        turn = turns[index]
         sent, removed = turn.rows, 0
         if index < collapse_before:
             sent, removed = _collapsed(turn.rows, tool_names)
-        if removed:
-            collapsed_rows += removed
-            collapsed_turns += 1
         synthetic = len(sent) - (len(turn.rows) - removed)
-        units.append(_unit(sent, running=index == len(turns) - 1, synthetic=synthetic))
+        units.append(
+            _unit(sent, running=index == len(turns) - 1, synthetic=synthetic, removed=removed)
+        )
+    all_units = tuple(units)
 
-    crumb = breadcrumb_row(summary)
-    window = _Window(segmented.leading_system, units, row_tokens(crumb), fixed, left_out)
-    tokens_before = window.estimate
+    note, dropped_note = (
+        context_note(
+            text,
+            has_coverage=covers_through_id is not None,
+            covered_turns=compacted_turns,
+            dropped=dropped,
+        )
+        for dropped in (False, True)
+    )
+    window = _Window(
+        [*segmented.leading_system, *covered.moved_system],
+        units,
+        (_note_tokens(note), _note_tokens(dropped_note)),
+        fixed,
+        left_out,
+        calibration,
+    )
+    tokens_before = window.calibrated()
+    due = propose_compaction and compaction_due(
+        tokens_before, budget, settings, omitted_turns + len(units)
+    )
+    if due and omitted_turns:
+        raise OmittedTurnsKept("a compaction proposal needs the rows of the oldest turns")
 
     # Step 4: turn limit (0 keeps the newest turn).
     keep_turns = max(1, settings.max_history_turns)
     window.trim("turnLimit", None, lambda: window.turns() > keep_turns)
 
     # Step 5: token budget, down to budget x trimLowWater once the budget forces a trim.
-    if budget > 0 and window.estimate > budget:
+    if budget > 0 and window.calibrated() > budget:
         low_water = settings.trim_low_water
         target = math.floor(budget * low_water) if low_water < 1 else budget
-        window.trim("tokenBudget", budget, lambda: window.estimate > target)
+        window.trim("tokenBudget", budget, lambda: window.calibrated() > target)
     if window.omitted:
         raise OmittedTurnsKept("the request keeps turns that were left out of its rows")
 
     # Step 6: overflow recovery, to at most two thirds of the current estimate.
     if overflow_recovery:
-        recovery = 2 * window.estimate // 3
-        window.trim("overflowRecovery", recovery, lambda: window.estimate > recovery)
+        recovery = 2 * window.calibrated() // 3
+        window.trim("overflowRecovery", recovery, lambda: window.calibrated() > recovery)
 
-    # Step 7: the breadcrumb, once, right after the system block.
+    # Step 7: the context note, once, right after the system block.
     sent_rows: list[Message] = list(window.system_block)
-    if window.dropped_turns:
-        sent_rows.append(crumb)
+    final_note = dropped_note if window.dropped_turns else note
+    if final_note is not None:
+        sent_rows.append(final_note)
     for unit in window.units:
         sent_rows.extend(unit.rows)
 
@@ -448,12 +539,14 @@ def prepare_rows(
     running_tools = (
         {id(row) for row in window.units[-1].rows if row.role == "tool"} if window.units else set()
     )
-    estimated = fixed
+    raw = fixed
     for row in swept:
-        estimated += row_tokens(row, dispatch_tool_images=id(row) in running_tools)
+        raw += row_tokens(row, dispatch_tool_images=id(row) in running_tools)
+    estimated = calibration.apply(raw)
     if route.context_window is not None and estimated > route.context_window:
         raise ContextOverflow(estimated, route.context_window)
 
+    # Step 10: the report; collapse counts are of the turns sent.
     trimmed = None
     if window.last_reason is not None:
         trimmed = RequestTrim(
@@ -464,13 +557,33 @@ def prepare_rows(
             tokens_before=tokens_before,
             tokens_after=estimated,
         )
+    proposal = None
+    if due:
+        span_end = len(all_units) - settings.compaction_keep_recent_turns
+        proposal = propose(
+            system_block=[*segmented.leading_system, *covered.moved_system],
+            summary=text,
+            span=[
+                SpanTurn(unit.rows, turns[covered.turns + index])
+                for index, unit in enumerate(all_units[:span_end])
+            ],
+            covered_turns=compacted_turns,
+            settings=settings,
+            budget=budget,
+            calibration=calibration,
+        )
     return Prepared(
         rows=tuple(swept),
         estimated_tokens=estimated,
         budget=budget if budget > 0 else None,
         context_window=route.context_window,
         trimmed=trimmed,
-        collapsed_tool_rows=collapsed_rows,
-        collapsed_turns=collapsed_turns,
+        collapsed_tool_rows=sum(unit.collapsed_rows for unit in window.units),
+        collapsed_turns=sum(1 for unit in window.units if unit.collapsed_rows),
         events=tuple(window.events),
+        raw_estimated_tokens=raw,
+        calibration=calibration,
+        compacted_turns=compacted_turns,
+        compacted_messages=pre_covered.spoken_rows + covered.messages,
+        compaction=proposal,
     )
