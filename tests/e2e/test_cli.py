@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import pytest
 
+from chat_history import protocol
 from chat_history.manager import ChatHistoryManager
 from chat_history.model import Attachment, Message, ToolCall
 from chat_history.settings import default_settings
@@ -622,3 +623,41 @@ def test_reimporting_an_older_export_does_not_bring_pruned_turns_back(
     assert result.returncode == 0, result.stderr
     assert "Imported 0 message(s)" in result.stdout
     assert export(env, db, "long") == pruned
+
+
+def test_a_workspace_as_long_as_the_server_accepts_survives_export_and_import(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The server takes workspaces up to MAX_WORKSPACE_CHARS; its backup must restore them."""
+    from tests.e2e.reliability import start, user
+
+    longest = "file:///" + "w" * (protocol.MAX_WORKSPACE_CHARS - len("file:///"))
+    source, target = tmp_path / "source", tmp_path / "target"
+    server = start(source, {"maxMessages": 100})
+    try:
+        for workspace in (longest, "short"):
+            server.ok(
+                "chatHistory/append",
+                {"conversationId": "c", "workspace": workspace, "messages": [user("kept")]},
+            )
+        too_long = server.request(
+            "chatHistory/append",
+            {"conversationId": "c", "workspace": longest + "w", "messages": [user("no")]},
+        )
+        assert too_long["error"]["data"]["field"] == "workspace"
+    finally:
+        server.close()
+    first = export(env, source / "chat-history.sqlite3")
+    assert f'"workspace":"{longest}"' in first
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(first, encoding="utf-8")
+    imported = run(env, "import", dump, "--db", target)
+    assert imported.returncode == 0, imported.stderr
+    assert "into 2 conversation(s)" in imported.stdout
+    assert export(env, target) == first
+
+    # One character more is what the server refuses too: named, and nothing imported.
+    dump.write_text(first.replace(longest, longest + "w"), encoding="utf-8")
+    refused = run(env, "import", dump, "--db", tmp_path / "other")
+    assert refused.returncode == 1
+    assert "workspace" in refused.stderr and "nothing was imported" in refused.stderr
