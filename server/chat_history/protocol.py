@@ -274,9 +274,7 @@ def check_json(value: Any, field: str) -> Any:
 def check_key(params: KeyParams, default_workspace: str) -> tuple[str, str]:
     conversation = check_id(params.conversation_id, "conversationId")
     workspace = (
-        check_workspace(params.workspace)
-        if params.workspace is not None
-        else default_workspace
+        check_workspace(params.workspace) if params.workspace is not None else default_workspace
     )
     return workspace, conversation
 

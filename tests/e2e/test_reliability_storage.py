@@ -461,3 +461,90 @@ def test_a_request_cannot_reach_storage_before_initialize_chooses_it(tmp_path: P
         assert sorted(os.listdir(tmp_path)) == ["server.log"]
     finally:
         server.close()
+
+
+# -- the file at the path -----------------------------------------------------------------------
+
+
+def _contents(server: Server, conversation: str = "c") -> list[str]:
+    return [r["content"] for r in server.get(conversation)]
+
+
+def _rows_in(file: Path) -> list[str]:
+    connection = sqlite3.connect(file)
+    try:
+        return [r[0] for r in connection.execute("SELECT content FROM messages ORDER BY id")]
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("deleted", ["the database file", "the file, -wal and -shm"])
+def test_a_database_deleted_while_in_use_is_replaced_by_a_new_one_that_keeps_every_later_row(
+    tmp_path: Path, deleted: str
+) -> None:
+    """Rows answered after the deletion are in the file at the path, where a restart (or another
+    window) finds them, not in the unlinked file."""
+    folder = tmp_path / "store"
+    server = start(folder, KEEP_ALL, log=tmp_path / "server.log")
+    try:
+        server.append("c", user("before"), assistant("old answer"))
+        suffixes = [""] if deleted == "the database file" else list(SUFFIXES)
+        for suffix in suffixes:
+            Path(f"{database_path(folder)}{suffix}").unlink()
+        server.append("c", user("after"), assistant("new answer"))
+        assert _contents(server) == ["after", "new answer"]
+        assert "was deleted, moved or replaced" in server.stderr_text()
+    finally:
+        server.close()
+    assert _integrity(folder) == "ok"
+    again = start(folder, KEEP_ALL, log=tmp_path / "again.log")
+    try:
+        assert _contents(again) == ["after", "new answer"]
+    finally:
+        again.close()
+
+
+@pytest.mark.parametrize("moved", ["the folder", "the file"])
+def test_a_database_moved_while_in_use_keeps_its_rows_and_the_path_gets_the_new_ones(
+    tmp_path: Path, moved: str
+) -> None:
+    """Where it went, the database is complete on its own (no -wal needed); the path, where a
+    restart looks, gets a new database with the rows answered since."""
+    folder = tmp_path / "store"
+    server = start(folder, KEEP_ALL, log=tmp_path / "server.log")
+    try:
+        server.append("c", user("before"))
+        if moved == "the folder":
+            folder.rename(tmp_path / "moved")
+            away = database_path(tmp_path / "moved")
+        else:
+            away = folder / "renamed.sqlite3"
+            database_path(folder).rename(away)
+        server.append("c", user("after"))
+        assert _contents(server) == ["after"]
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    finally:
+        server.close()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{away}{suffix}").unlink(missing_ok=True)
+    assert _rows_in(away) == ["before"]  # nothing lost where it went
+    assert _rows_in(database_path(folder)) == ["after"]
+
+
+def test_a_database_moved_over_the_open_one_is_used_from_the_next_request(tmp_path: Path) -> None:
+    """Restoring a backup with ``mv`` while the server runs: the next request sees it."""
+    folder, backup = tmp_path / "store", tmp_path / "backup"
+    first = start(backup, KEEP_ALL, log=tmp_path / "backup.log")
+    try:
+        first.append("c", user("from the backup"))
+    finally:
+        first.close()
+    server = start(folder, KEEP_ALL, log=tmp_path / "server.log")
+    try:
+        server.append("c", user("current"))
+        os.replace(database_path(backup), database_path(folder))
+        assert _contents(server) == ["from the backup"]
+        server.append("c", user("after the restore"))
+    finally:
+        server.close()
+    assert _rows_in(database_path(folder)) == ["from the backup", "after the restore"]

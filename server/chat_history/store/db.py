@@ -55,6 +55,7 @@ _RECENT_CHARS = 2_000_000
 _DAMAGED = (11, 26)
 #: SQLITE_READONLY and SQLITE_CANTOPEN.
 _UNWRITABLE = (8, 14)
+_SIDECARS = ("-wal", "-shm")
 
 _ADD_FIGURES = f"INSERT INTO turn_figures VALUES (?, ?, ?, {', '.join('?' * (2 * len(FIGURES)))})"
 #: The running sums through the newest recorded turn: its own figures plus its ``earlier_``.
@@ -226,6 +227,15 @@ def _reason(exc: BaseException) -> str:
     return text
 
 
+def _file_id(path: str | Path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the file at ``path``; None when there is none."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
+
+
 def _enable_wal(connection: sqlite3.Connection) -> None:
     """``journal_mode = WAL``, retried: on a file another process is creating at the same moment
     SQLite answers "database is locked" at once, without waiting on the busy handler."""
@@ -267,6 +277,8 @@ class Store:
         self._transactions = 0
         #: (st_dev, st_ino) of the file the connection opened: the path must still name it
         self._file: tuple[int, int] | None = None
+        #: the same for its -wal and -shm (None: not there at the time)
+        self._sidecars: dict[str, tuple[int, int] | None] = {}
         #: a WAL reset that did not finish: deleted text may still be in the -wal
         self._reset_pending = False
         self._reset_failures = 0  # attempts failed since the last reset that finished
@@ -307,7 +319,7 @@ class Store:
             _enable_wal(connection)
             connection.execute("PRAGMA synchronous = NORMAL")
             migrate(connection)
-            for suffix in ("-wal", "-shm"):
+            for suffix in _SIDECARS:
                 side = Path(str(self.path) + suffix)
                 if side.exists():
                     os.chmod(side, 0o600)
@@ -319,6 +331,7 @@ class Store:
             raise self._failure(exc, f"cannot use {self.path}: ") from exc
         self._connection = connection
         self._file = self._file_at_path()
+        self._sidecars = {suffix: _file_id(f"{self.path}{suffix}") for suffix in _SIDECARS}
         self._data_version = None
         self.cache.clear()
         self._tails.clear()
@@ -326,11 +339,7 @@ class Store:
 
     def _file_at_path(self) -> tuple[int, int] | None:
         """(st_dev, st_ino) of the file the path names now; None when there is none."""
-        try:
-            info = os.stat(self.path)
-        except OSError:
-            return None
-        return (info.st_dev, info.st_ino)
+        return _file_id(self.path)
 
     def _lost_file(self) -> None:
         """The open file is no longer the one at the path (deleted, its folder moved or
@@ -342,8 +351,24 @@ class Store:
             "file at that path is used (a new database if there is none)",
             self.path,
         )
+        connection = self._connection
+        assert connection is not None
+        # Every committed row into the old file (through its open descriptor), so a file moved
+        # away is complete without the -wal left at the path. SQLite itself does not checkpoint
+        # a moved file on close.
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute(f"PRAGMA busy_timeout = {RESET_WAIT_MS}")
+            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._close_connection()
         self._reset_pending = False  # the WAL it was about went with the old file
+        # The old file's -wal and -shm, when still at the path, would be read as the new
+        # file's: its pages over another database. Only the very files opened with it go.
+        for suffix, identity in self._sidecars.items():
+            side = f"{self.path}{suffix}"
+            if identity is not None and _file_id(side) == identity:
+                with contextlib.suppress(OSError):
+                    os.unlink(side)
+        self._sidecars = {}
 
     def _identity(self) -> tuple[int, ...] | None:
         try:
