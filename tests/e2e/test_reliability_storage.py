@@ -12,6 +12,7 @@ import random
 import shutil
 import sqlite3
 import stat
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -548,3 +549,107 @@ def test_a_database_moved_over_the_open_one_is_used_from_the_next_request(tmp_pa
     finally:
         server.close()
     assert _rows_in(database_path(folder)) == ["from the backup", "after the restore"]
+
+
+# -- WAL resets that cannot finish at once -------------------------------------------------------
+
+
+def _wal_bytes(folder: Path) -> int:
+    wal = Path(f"{database_path(folder)}-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def _fill(disk: Path) -> Path:
+    """A file that takes every free byte of ``disk``."""
+    filler = disk / "filler"
+    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (1 << 16, 1 << 12, 1 << 9):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(descriptor, bytes(size))
+    finally:
+        os.close(descriptor)
+    return filler
+
+
+def test_a_full_disk_after_the_commit_answers_the_change_and_resets_the_wal_later(
+    tmp_path: Path,
+) -> None:
+    """An append whose retention deletes rows commits into the WAL (which has room); the reset
+    that follows must grow the database file and cannot. The append was made, so it is answered
+    with its result, and the reset is done once there is room again."""
+    with tmpfs(tmp_path / "disk", "size=4m,mode=0700") as disk:
+        folder = disk / "store"
+        settings = {**KEEP_ALL, "maxMessages": 2}
+        server = start(folder, settings, log=tmp_path / "server.log")
+        try:
+            secret, needle = _secret("short")
+            server.append("c", user(secret), assistant("noted"))
+            server.append("big", user("b" * 1_500_000))  # a WAL of 1.5 MB
+            # Another connection copies the WAL into the database file (which grows to hold
+            # it), leaving the WAL file at its size for the next commit to write over.
+            reader = sqlite3.connect(database_path(folder))
+            assert reader.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[0] == 0
+            reader.close()
+            filler = _fill(disk)
+            # New pages past the file's end, written into the WAL; retention deletes the secret.
+            answer = server.append("c", user("y" * 200_000), assistant("ok"))
+            assert answer["pruned"]["reasons"] == ["count"]
+            assert "did not finish" in server.stderr_text()
+            assert _wal_bytes(folder) > 0  # the reset is pending, not forgotten
+            filler.unlink()
+            assert [r["content"][:1] for r in server.get("c")] == ["y", "o"]
+            assert _wal_bytes(folder) == 0
+            assert occurrences(folder, needle) == 0
+            assert "pending WAL reset" in server.stderr_text()
+        finally:
+            server.close()
+        assert _integrity(folder) == "ok"
+
+
+@pytest.mark.parametrize("retried", ["by the next request", "while idle"])
+def test_deleted_text_held_in_the_wal_by_a_reader_is_gone_once_the_reader_leaves(
+    tmp_path: Path, retried: str
+) -> None:
+    folder = tmp_path / "store"
+    server = start(folder, KEEP_ALL, log=tmp_path / "server.log")
+    reader = None
+    try:
+        secret, needle = _secret("20 KB")
+        server.append("c", user(secret), assistant("noted"))
+        reader = sqlite3.connect(database_path(folder), isolation_level=None)
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 2
+        assert server.ok("chatHistory/clear", {"conversationId": "c"}) == {"deletedMessages": 2}
+        assert occurrences(folder, needle) > 0  # the reader's snapshot keeps the WAL
+        reader.execute("COMMIT")  # the reader leaves, its connection stays open
+        if retried == "by the next request":
+            assert server.get("other") == []
+        else:  # no request comes: the retry timer does it (a generous wait, not a timing claim)
+            give_up = time.monotonic() + 60
+            while occurrences(folder, needle) and time.monotonic() < give_up:
+                time.sleep(0.1)
+        assert occurrences(folder, needle) == 0
+    finally:
+        server.close()
+        if reader is not None:
+            assert occurrences(folder, needle) == 0
+            reader.close()
+    assert occurrences(folder, needle) == 0
+
+
+def test_a_replaced_summary_leaves_no_byte_in_the_database_files(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    server = start(folder, KEEP_ALL, log=tmp_path / "server.log")
+    try:
+        for size in ("short", "20 KB"):
+            secret, needle = _secret(size)
+            server.ok("chatHistory/saveSummary", {"conversationId": size, "summary": secret})
+            assert occurrences(folder, needle) > 0
+            server.ok("chatHistory/saveSummary", {"conversationId": size, "summary": "newer"})
+            assert occurrences(folder, needle) == 0
+            summary = server.ok("chatHistory/getSummary", {"conversationId": size})
+            assert summary["summary"] == "newer"
+    finally:
+        server.close()
