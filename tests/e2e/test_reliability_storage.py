@@ -12,6 +12,7 @@ import random
 import shutil
 import sqlite3
 import stat
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -443,7 +444,8 @@ def test_folder_and_every_database_file_are_owner_only_under_a_permissive_umask(
     try:
         server.append("c", user("hello"))
         files = {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()}
-        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+        for made in (folder, folder.parent, folder.parent.parent):  # each folder it created
+            assert stat.S_IMODE(made.stat().st_mode) == 0o700, made
         base = database_path(folder).name
         assert files == {base: 0o600, f"{base}-wal": 0o600, f"{base}-shm": 0o600}
     finally:
@@ -653,3 +655,99 @@ def test_a_replaced_summary_leaves_no_byte_in_the_database_files(tmp_path: Path)
             assert summary["summary"] == "newer"
     finally:
         server.close()
+
+
+def _modes(folder: Path) -> dict[str, int]:
+    return {p.name: stat.S_IMODE(p.stat().st_mode) for p in [folder, *folder.iterdir()]}
+
+
+def test_a_loose_store_of_ours_is_made_owner_only_and_a_shared_folder_is_warned_about(
+    tmp_path: Path,
+) -> None:
+    ours, shared = tmp_path / "ours", tmp_path / "shared"
+    for folder in (ours, shared):
+        first = start(folder, KEEP_ALL, log=tmp_path / f"{folder.name}-first.log")
+        try:
+            first.append("c", user("hello"))
+        finally:
+            first.close()
+        folder.chmod(0o777)
+        database_path(folder).chmod(0o644)
+    (shared / "notes.txt").write_text("the user keeps other things here")
+    base = database_path(ours).name
+    for folder in (ours, shared):
+        server = start(folder, KEEP_ALL, log=tmp_path / f"{folder.name}.log", umask=0)
+        try:
+            server.append("c", user("again"))
+            log = server.stderr_text()
+        finally:
+            server.close()
+        assert "made owner-only (0600)" in log
+        if folder is ours:
+            assert "0777; made owner-only (0700)" in log
+            assert _modes(folder) == {"ours": 0o700, base: 0o600}
+        else:  # not only ours: left as it is, and said
+            assert "other users can replace or delete the database" in log
+            assert _modes(folder) == {"shared": 0o777, base: 0o600, "notes.txt": 0o644}
+
+
+def test_a_dangling_symlink_as_the_database_gets_an_owner_only_target(tmp_path: Path) -> None:
+    folder, target = tmp_path / "store", tmp_path / "elsewhere" / "history.sqlite3"
+    folder.mkdir(mode=0o700)
+    target.parent.mkdir()
+    database_path(folder).symlink_to(target)
+    server = start(folder, KEEP_ALL, log=tmp_path / "server.log", umask=0)
+    try:
+        server.append("c", user("through the link"))
+        assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    finally:
+        server.close()
+    assert database_path(folder).is_symlink()
+    assert _rows_in(target) == ["through the link"]
+
+
+#: The server as the unprivileged user: everything it imports is loaded before it drops root
+#: (the interpreter's own files are root's only on this machine).
+AS_NOBODY = (
+    "import decimal, chat_history.__main__, chat_history.server, chat_history.store.db; "
+    "os.setgroups([]); os.setgid(65534); os.setuid(65534)"
+)
+
+
+def test_a_store_that_belongs_to_another_user_is_refused_and_left_untouched() -> None:
+    assert is_root(), "this test runs as root (CI does) to act as two users"
+    shared = Path(tempfile.mkdtemp(prefix="chat-history-owner-"))
+    try:
+        folder = shared / "store"
+        first = start(folder, KEEP_ALL, log=shared / "root.log")
+        try:
+            first.append("c", user("root's row"))
+        finally:
+            first.close()
+        shared.chmod(0o755)
+        folder.chmod(0o777)  # even writable by everyone, it is not the other user's to use
+        database_path(folder).chmod(0o666)
+        before = database_bytes(folder)
+        server = start(folder, KEEP_ALL, log=shared / "nobody.log", preexec=AS_NOBODY)
+        try:
+            reason = storage_error(
+                server, "chatHistory/append", {"conversationId": "c", "messages": [user("x")]}
+            )
+            assert "belongs to another user (uid 0)" in reason, reason
+            assert server.alive()
+        finally:
+            server.close()
+        assert database_bytes(folder) == before
+        assert sorted(p.name for p in folder.iterdir()) == [database_path(folder).name]
+
+        # Root may use another user's store (an administrator's CLI): warned, and it works.
+        for path in (folder, database_path(folder)):
+            os.chown(path, 65534, 65534)
+        server = start(folder, KEEP_ALL, log=shared / "root-again.log")
+        try:
+            assert _contents(server) == ["root's row"]
+            assert "belongs to uid 65534; used as root" in server.stderr_text()
+        finally:
+            server.close()
+    finally:
+        shutil.rmtree(shared)

@@ -28,6 +28,7 @@ from chat_history.model import (
     compact_json,
     tool_calls_json,
 )
+from chat_history.store import files
 from chat_history.store.cache import ConversationCache
 from chat_history.store.schema import (
     DATABASE_FILE,
@@ -297,12 +298,12 @@ class Store:
                 raise StorageError(reason)
             self._damaged = None  # moved away or restored: try again
         try:
-            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            if not self.path.exists():
-                # Owner-only from the first byte; another process may create it first (several
-                # editor windows starting at once), which is fine.
-                with contextlib.suppress(FileExistsError):
-                    os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600))
+            # Owner-only from the first byte, whatever the umask; another user's store refused.
+            files.make_folder(self.folder)
+            files.check_folder(self.folder, self.path.name)
+            files.create_file(self.path)
+            for suffix in ("", *_SIDECARS):
+                files.check_file(Path(f"{self.path}{suffix}"))
             connection = sqlite3.connect(
                 self.path,
                 isolation_level=None,
@@ -320,9 +321,7 @@ class Store:
             connection.execute("PRAGMA synchronous = NORMAL")
             migrate(connection)
             for suffix in _SIDECARS:
-                side = Path(str(self.path) + suffix)
-                if side.exists():
-                    os.chmod(side, 0o600)
+                files.tighten(Path(f"{self.path}{suffix}"))
         except NewerSchema as exc:
             connection.close()
             raise StorageError(str(exc)) from exc
