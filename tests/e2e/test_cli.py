@@ -661,3 +661,42 @@ def test_a_workspace_as_long_as_the_server_accepts_survives_export_and_import(
     refused = run(env, "import", dump, "--db", tmp_path / "other")
     assert refused.returncode == 1
     assert "workspace" in refused.stderr and "nothing was imported" in refused.stderr
+
+
+def test_show_and_conversations_print_no_terminal_control_from_stored_text(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Stored text cannot retitle the terminal, write its clipboard (OSC 52) or overwrite lines:
+    controls are shown escaped; tab and newline stay; --json keeps the text exact."""
+    hostile = (
+        "title\x1b]0;owned\x07 clip\x1b]52;c;ZXZpbA==\x1b\\ csi\x9b2J osc\x9d8;;x\x9c"
+        " cr\rback\x08 del\x7f nul\x00 tab\tend\nsecond line"
+    )
+    key = Key("ws\x1b[31m", "chat\x1b]0;t\x07")
+    m = manager(tmp_path)
+    m.append(key, [Message(role="user", content=hostile, timestamp=T)])
+    m.save_summary(key, "sum\x1b[2Jmary")
+    m.store.close()
+
+    def output(*args: str) -> bytes:
+        result = subprocess.run(
+            [*CLI, *args, "--db", str(tmp_path)], capture_output=True, env=env, timeout=60
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    for printed in (output("show", key.conversation), output("conversations")):
+        text = printed.decode("utf-8")
+        assert not [c for c in text if c not in "\t\n" and (ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0)]
+        assert "\\x1b" in text
+    shown = output("show", key.conversation).decode("utf-8")
+    assert "clip\\x1b]52;c;ZXZpbA==\\x1b\\ csi\\x9b2J" in shown
+    assert "cr\\x0dback\\x08 del\\x7f nul\\x00 tab\tend\n    second line" in shown
+    assert "sum\\x1b[2Jmary" in shown
+    exact = json.loads(output("show", key.conversation, "--json"))
+    assert exact["messages"][0]["content"] == hostile
+    assert exact["conversationId"] == key.conversation
+    listed = json.loads(output("conversations", "--json"))["conversations"]
+    assert [(c["workspace"], c["conversationId"]) for c in listed] == [
+        (key.workspace, key.conversation)
+    ]
