@@ -538,16 +538,17 @@ class Store:
         with self._lock:
             if self._retry_timer is not threading.current_thread():
                 return  # closed, or replaced by a newer timer
-            if not self._reset_pending:
-                self._retry_timer = None
+            connection = self._connection
+            if not self._reset_pending or connection is None:
+                self._retry_timer = None  # done, or closed: the next open starts afresh
                 return
-            try:
-                connection = self._open()
-            except StorageError:
+            if self._file != self._file_at_path():
+                self._retry_timer = None  # the next request reopens (and drops the reset)
+                return
+            if connection.in_transaction or not self._try_reset(connection, 0):
                 self._schedule_retry()
                 return
-            if not connection.in_transaction and self._try_reset(connection, 0):
-                self._retry_timer = None
+            self._retry_timer = None
 
     # -- queries (call inside read() or write()) ----------------------------------------------
 
