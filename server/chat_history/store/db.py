@@ -343,8 +343,8 @@ class Store:
     def _lost_file(self) -> None:
         """The open file is no longer the one at the path (deleted, its folder moved or
         renamed, or another file moved over it): writing on would put acknowledged rows where
-        no later open finds them. Close it (SQLite checkpoints its WAL into it, wherever it is
-        now) and open what is at the path, as a restart or another window would."""
+        no later open finds them. Checkpoint its WAL into it (wherever it is now), close it, and
+        open what is at the path, as a restart or another window would."""
         log.warning(
             "%s was deleted, moved or replaced while the server had it open; from now on the "
             "file at that path is used (a new database if there is none)",

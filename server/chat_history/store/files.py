@@ -22,8 +22,10 @@ FILE_MODE = 0o600
 SIDECARS = ("-wal", "-shm")
 
 
-def _is_root() -> bool:
-    return os.geteuid() == 0
+def _euid() -> int | None:
+    """This process's user, where the platform has one (not on Windows: no owner checks)."""
+    geteuid = getattr(os, "geteuid", None)
+    return int(geteuid()) if geteuid is not None else None
 
 
 def make_folder(folder: Path) -> None:
@@ -48,9 +50,10 @@ def check_owner(path: Path, info: os.stat_result, what: str) -> None:
     """Refuse ``path`` when another user owns it: that user can read and change every row (and
     files SQLite creates there would not be theirs). Root may use any user's store (SQLite gives
     the files it creates to the database's owner); it is warned."""
-    if info.st_uid == os.geteuid():
+    euid = _euid()
+    if euid is None or info.st_uid == euid:
         return
-    if _is_root():
+    if euid == 0:
         log.warning("%s %s belongs to uid %d; used as root", what, path, info.st_uid)
         return
     raise StorageError(
@@ -61,16 +64,17 @@ def check_owner(path: Path, info: os.stat_result, what: str) -> None:
 
 
 def check_folder(folder: Path, file_name: str) -> None:
-    """The storage folder before it is used: refused when another user owns it; tightened to
-    0700 when others may read or write it and it holds only the database's files, else warned
-    about when others may write it (they could replace or delete the database)."""
+    """The storage folder before it is used: refused when another user (not root) owns it;
+    tightened to 0700 when others may read or write it and it holds only the database's files,
+    else warned about when others may write it (they could replace or delete the database)."""
     info = os.stat(folder)
-    check_owner(folder, info, "the storage folder")
+    if info.st_uid != 0:  # a folder of root's (``/tmp``) is no risk: root can read all anyway
+        check_owner(folder, info, "the storage folder")
     mode = stat.S_IMODE(info.st_mode)
     if not mode & 0o077:
         return
     ours = {file_name, *(file_name + suffix for suffix in SIDECARS)}
-    if set(os.listdir(folder)) <= ours and info.st_uid == os.geteuid():
+    if set(os.listdir(folder)) <= ours and info.st_uid == _euid():
         os.chmod(folder, FOLDER_MODE)
         log.warning("the storage folder %s was %04o; made owner-only (0700)", folder, mode)
     elif mode & 0o022 and not mode & stat.S_ISVTX:
@@ -117,7 +121,7 @@ def tighten(path: Path, info: os.stat_result | None = None) -> None:
         except FileNotFoundError:
             return
     mode = stat.S_IMODE(info.st_mode)
-    if mode == FILE_MODE or info.st_uid != os.geteuid():
+    if mode == FILE_MODE or info.st_uid != _euid():
         return
     with contextlib.suppress(OSError):
         os.chmod(path, FILE_MODE)
