@@ -31,7 +31,11 @@ def main() -> None:
     )
     from chat_history.server import server
 
-    server.start_io()
+    try:
+        server.start_io()
+    finally:
+        if server.manager is not None:
+            server.manager.store.close()  # a pending WAL reset gets its last try
 
 
 if __name__ == "__main__":

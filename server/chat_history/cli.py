@@ -21,7 +21,7 @@ from chat_history.errors import InvalidParams, StorageError
 from chat_history.manager import ChatHistoryManager
 from chat_history.paths import STORAGE_ENV, default_storage_folder
 from chat_history.progress import Progress
-from chat_history.render import conversations_table, history_text, when
+from chat_history.render import conversations_table, history_text, terminal_safe, when
 from chat_history.settings import SECTION, Settings, default_settings, load_settings
 from chat_history.settings_file import SettingsFileError, read_settings_file
 from chat_history.store import Key, Store
@@ -308,7 +308,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         ]
         if item["summaryDeleted"]:
             parts.append("expired summary")
-        print(f"  {item['workspace']}  {item['conversationId']}: {'; '.join(parts)}")
+        print(terminal_safe(f"  {item['workspace']}  {item['conversationId']}: {'; '.join(parts)}"))
     return 0
 
 

@@ -471,7 +471,9 @@ class ChatHistoryManager:
         with self._lock:
             stored = StoredSummary(summary, self._clock(), covers_through_id)
             with self.store.write() as connection:
-                self.store.save_summary(connection, key, stored)
+                replaced = self.store.save_summary(connection, key, stored)
+            if replaced:  # the old text is replaced, so it goes like deleted text
+                self.store.reset_wal()
             result = _summary(stored)
             assert result is not None
             return result
@@ -530,7 +532,18 @@ class ChatHistoryManager:
         holds are skipped (policy.imports); the rest go through the recording rules of ``append``
         but are not cut again (they were when first recorded). Retention is left to the next
         read or write, which applies the settings of whoever uses the conversation."""
-        with self._lock, self.store.write() as connection:
+        with self._lock:
+            result, replaced = self._import_in(key, messages, summary)
+            if replaced:
+                self.store.reset_wal()
+            return result
+
+    def _import_in(
+        self, key: Key, messages: Sequence[Message], summary: ImportedSummary | None
+    ) -> tuple[ImportResult, bool]:
+        """``import_conversation`` in one write transaction: its result, and whether it replaced
+        a stored summary."""
+        with self.store.write() as connection:
             totals = self.store.tail_totals(connection, key)
             match = match_stored(
                 self.store.rows_from(connection, key, 0) if totals else [], messages
@@ -557,11 +570,11 @@ class ChatHistoryManager:
                     raise InvalidParams(
                         f"messages[{int(index) + match.start}]{rest}", exc.why
                     ) from None
-            saved = False
+            saved = replaced = False
             current = self.store.summary(connection, key)
             if summary is not None and (current is None or current.updated_at < summary.updated_at):
                 through = covered_id(summary.covers_messages, match, inserted)
                 stored = StoredSummary(summary.summary, summary.updated_at, through)
-                self.store.save_summary(connection, key, stored)
+                replaced = self.store.save_summary(connection, key, stored)
                 saved = True
-            return ImportResult(tuple(inserted), match.start, saved)
+            return ImportResult(tuple(inserted), match.start, saved), replaced

@@ -274,11 +274,15 @@ def check_json(value: Any, field: str) -> Any:
 def check_key(params: KeyParams, default_workspace: str) -> tuple[str, str]:
     conversation = check_id(params.conversation_id, "conversationId")
     workspace = (
-        check_id(params.workspace, "workspace", MAX_WORKSPACE_CHARS)
-        if params.workspace is not None
-        else default_workspace
+        check_workspace(params.workspace) if params.workspace is not None else default_workspace
     )
     return workspace, conversation
+
+
+def check_workspace(value: str, field: str = "workspace") -> str:
+    """A workspace identity: the one rule of the server's requests and of ``chat-history
+    import``, so whatever the server stored can be exported and imported again."""
+    return check_id(value, field, MAX_WORKSPACE_CHARS)
 
 
 def check_id(value: str, field: str, max_chars: int = MAX_ID_CHARS) -> str:

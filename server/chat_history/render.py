@@ -4,6 +4,7 @@ every tool call is printed with the result that answered it."""
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict, deque
 from collections.abc import Sequence
 from datetime import datetime
@@ -16,6 +17,17 @@ from chat_history.store.db import ConversationRecord
 #: Without --full, a tool result or call arguments are cut to this many characters / lines.
 PREVIEW_CHARS = 1_000
 PREVIEW_LINES = 12
+
+
+#: C0 controls but tab and newline, DEL, and C1 controls: ESC (colours, OSC 52 clipboard writes,
+#: window titles), the one-byte CSI/OSC of C1, carriage return and backspace (overwriting a line).
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` for a terminal: every control character that is not a tab or newline shown as
+    ``\\xNN``, so stored text cannot drive the terminal (JSON output stays exact)."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def when(epoch_ms: int | None) -> str:
@@ -44,10 +56,10 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int])
 def conversations_table(by_workspace: Sequence[tuple[str, Sequence[ConversationRecord]]]) -> str:
     out: list[str] = []
     for workspace, records in by_workspace:
-        out.append(f"{workspace}  ({plural(len(records), 'conversation')})")
+        out.append(f"{terminal_safe(workspace)}  ({plural(len(records), 'conversation')})")
         rows = [
             [
-                r.conversation,
+                terminal_safe(r.conversation),
                 f"{r.message_count:,}",
                 f"{r.tokens:,}",
                 when(r.last_activity),
@@ -146,4 +158,4 @@ def history_text(
             out += _indented(_preview(result.content, full), 3)
             out += ["            " + note for note in _extras(result)]
         out += ["    " + note for note in _extras(row)]
-    return "\n".join(out)
+    return terminal_safe("\n".join(out))

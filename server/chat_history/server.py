@@ -341,9 +341,7 @@ def clear(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.KeyParams) -
 @request("chatHistory/listConversations", protocol.ListParams)
 def list_conversations(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ListParams) -> Any:
     workspace = (
-        protocol.check_id(p.workspace, "workspace", protocol.MAX_WORKSPACE_CHARS)
-        if p.workspace is not None
-        else ls.workspace_identity
+        protocol.check_workspace(p.workspace) if p.workspace is not None else ls.workspace_identity
     )
     return {
         "conversations": [

@@ -94,7 +94,7 @@ def _key(line: dict[str, Any]) -> Key:
     if not isinstance(conversation, str):
         raise InvalidParams("conversationId", "must be a non-empty string")
     return Key(
-        protocol.check_id(workspace, "workspace"), protocol.check_id(conversation, "conversationId")
+        protocol.check_workspace(workspace), protocol.check_id(conversation, "conversationId")
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import pytest
 
+from chat_history import protocol
 from chat_history.manager import ChatHistoryManager
 from chat_history.model import Attachment, Message, ToolCall
 from chat_history.settings import default_settings
@@ -622,3 +623,80 @@ def test_reimporting_an_older_export_does_not_bring_pruned_turns_back(
     assert result.returncode == 0, result.stderr
     assert "Imported 0 message(s)" in result.stdout
     assert export(env, db, "long") == pruned
+
+
+def test_a_workspace_as_long_as_the_server_accepts_survives_export_and_import(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The server takes workspaces up to MAX_WORKSPACE_CHARS; its backup must restore them."""
+    from tests.e2e.reliability import start, user
+
+    longest = "file:///" + "w" * (protocol.MAX_WORKSPACE_CHARS - len("file:///"))
+    source, target = tmp_path / "source", tmp_path / "target"
+    server = start(source, {"maxMessages": 100})
+    try:
+        for workspace in (longest, "short"):
+            server.ok(
+                "chatHistory/append",
+                {"conversationId": "c", "workspace": workspace, "messages": [user("kept")]},
+            )
+        too_long = server.request(
+            "chatHistory/append",
+            {"conversationId": "c", "workspace": longest + "w", "messages": [user("no")]},
+        )
+        assert too_long["error"]["data"]["field"] == "workspace"
+    finally:
+        server.close()
+    first = export(env, source / "chat-history.sqlite3")
+    assert f'"workspace":"{longest}"' in first
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(first, encoding="utf-8")
+    imported = run(env, "import", dump, "--db", target)
+    assert imported.returncode == 0, imported.stderr
+    assert "into 2 conversation(s)" in imported.stdout
+    assert export(env, target) == first
+
+    # One character more is what the server refuses too: named, and nothing imported.
+    dump.write_text(first.replace(longest, longest + "w"), encoding="utf-8")
+    refused = run(env, "import", dump, "--db", tmp_path / "other")
+    assert refused.returncode == 1
+    assert "workspace" in refused.stderr and "nothing was imported" in refused.stderr
+
+
+def test_show_and_conversations_print_no_terminal_control_from_stored_text(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Stored text cannot retitle the terminal, write its clipboard (OSC 52) or overwrite lines:
+    controls are shown escaped; tab and newline stay; --json keeps the text exact."""
+    hostile = (
+        "title\x1b]0;owned\x07 clip\x1b]52;c;ZXZpbA==\x1b\\ csi\x9b2J osc\x9d8;;x\x9c"
+        " cr\rback\x08 del\x7f nul\x00 tab\tend\nsecond line"
+    )
+    key = Key("ws\x1b[31m", "chat\x1b]0;t\x07")
+    m = manager(tmp_path)
+    m.append(key, [Message(role="user", content=hostile, timestamp=T)])
+    m.save_summary(key, "sum\x1b[2Jmary")
+    m.store.close()
+
+    def output(*args: str) -> bytes:
+        result = subprocess.run(
+            [*CLI, *args, "--db", str(tmp_path)], capture_output=True, env=env, timeout=60
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    for printed in (output("show", key.conversation), output("conversations")):
+        text = printed.decode("utf-8")
+        assert not [c for c in text if c not in "\t\n" and (ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0)]
+        assert "\\x1b" in text
+    shown = output("show", key.conversation).decode("utf-8")
+    assert "clip\\x1b]52;c;ZXZpbA==\\x1b\\ csi\\x9b2J" in shown
+    assert "cr\\x0dback\\x08 del\\x7f nul\\x00 tab\tend\n    second line" in shown
+    assert "sum\\x1b[2Jmary" in shown
+    exact = json.loads(output("show", key.conversation, "--json"))
+    assert exact["messages"][0]["content"] == hostile
+    assert exact["conversationId"] == key.conversation
+    listed = json.loads(output("conversations", "--json"))["conversations"]
+    assert [(c["workspace"], c["conversationId"]) for c in listed] == [
+        (key.workspace, key.conversation)
+    ]

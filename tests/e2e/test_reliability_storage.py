@@ -12,6 +12,8 @@ import random
 import shutil
 import sqlite3
 import stat
+import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -442,7 +444,8 @@ def test_folder_and_every_database_file_are_owner_only_under_a_permissive_umask(
     try:
         server.append("c", user("hello"))
         files = {p.name: stat.S_IMODE(p.stat().st_mode) for p in folder.iterdir()}
-        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+        for made in (folder, folder.parent, folder.parent.parent):  # each folder it created
+            assert stat.S_IMODE(made.stat().st_mode) == 0o700, made
         base = database_path(folder).name
         assert files == {base: 0o600, f"{base}-wal": 0o600, f"{base}-shm": 0o600}
     finally:
@@ -461,3 +464,290 @@ def test_a_request_cannot_reach_storage_before_initialize_chooses_it(tmp_path: P
         assert sorted(os.listdir(tmp_path)) == ["server.log"]
     finally:
         server.close()
+
+
+# -- the file at the path -----------------------------------------------------------------------
+
+
+def _contents(server: Server, conversation: str = "c") -> list[str]:
+    return [r["content"] for r in server.get(conversation)]
+
+
+def _rows_in(file: Path) -> list[str]:
+    connection = sqlite3.connect(file)
+    try:
+        return [r[0] for r in connection.execute("SELECT content FROM messages ORDER BY id")]
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("deleted", ["the database file", "the file, -wal and -shm"])
+def test_a_database_deleted_while_in_use_is_replaced_by_a_new_one_that_keeps_every_later_row(
+    tmp_path: Path, deleted: str
+) -> None:
+    """Rows answered after the deletion are in the file at the path, where a restart (or another
+    window) finds them, not in the unlinked file."""
+    folder = tmp_path / "store"
+    server = start(folder, KEEP_ALL, log=tmp_path / "server.log")
+    try:
+        server.append("c", user("before"), assistant("old answer"))
+        suffixes = [""] if deleted == "the database file" else list(SUFFIXES)
+        for suffix in suffixes:
+            Path(f"{database_path(folder)}{suffix}").unlink()
+        server.append("c", user("after"), assistant("new answer"))
+        assert _contents(server) == ["after", "new answer"]
+        assert "was deleted, moved or replaced" in server.stderr_text()
+    finally:
+        server.close()
+    assert _integrity(folder) == "ok"
+    again = start(folder, KEEP_ALL, log=tmp_path / "again.log")
+    try:
+        assert _contents(again) == ["after", "new answer"]
+    finally:
+        again.close()
+
+
+@pytest.mark.parametrize("moved", ["the folder", "the file"])
+def test_a_database_moved_while_in_use_keeps_its_rows_and_the_path_gets_the_new_ones(
+    tmp_path: Path, moved: str
+) -> None:
+    """Where it went, the database is complete on its own (no -wal needed); the path, where a
+    restart looks, gets a new database with the rows answered since."""
+    folder = tmp_path / "store"
+    server = start(folder, KEEP_ALL, log=tmp_path / "server.log")
+    try:
+        server.append("c", user("before"))
+        if moved == "the folder":
+            folder.rename(tmp_path / "moved")
+            away = database_path(tmp_path / "moved")
+        else:
+            away = folder / "renamed.sqlite3"
+            database_path(folder).rename(away)
+        server.append("c", user("after"))
+        assert _contents(server) == ["after"]
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    finally:
+        server.close()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{away}{suffix}").unlink(missing_ok=True)
+    assert _rows_in(away) == ["before"]  # nothing lost where it went
+    assert _rows_in(database_path(folder)) == ["after"]
+
+
+def test_a_database_moved_over_the_open_one_is_used_from_the_next_request(tmp_path: Path) -> None:
+    """Restoring a backup with ``mv`` while the server runs: the next request sees it."""
+    folder, backup = tmp_path / "store", tmp_path / "backup"
+    first = start(backup, KEEP_ALL, log=tmp_path / "backup.log")
+    try:
+        first.append("c", user("from the backup"))
+    finally:
+        first.close()
+    server = start(folder, KEEP_ALL, log=tmp_path / "server.log")
+    try:
+        server.append("c", user("current"))
+        os.replace(database_path(backup), database_path(folder))
+        assert _contents(server) == ["from the backup"]
+        server.append("c", user("after the restore"))
+    finally:
+        server.close()
+    assert _rows_in(database_path(folder)) == ["from the backup", "after the restore"]
+
+
+# -- WAL resets that cannot finish at once -------------------------------------------------------
+
+
+def _wal_bytes(folder: Path) -> int:
+    wal = Path(f"{database_path(folder)}-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def _fill(disk: Path) -> Path:
+    """A file that takes every free byte of ``disk``."""
+    filler = disk / "filler"
+    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (1 << 16, 1 << 12, 1 << 9):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(descriptor, bytes(size))
+    finally:
+        os.close(descriptor)
+    return filler
+
+
+def test_a_full_disk_after_the_commit_answers_the_change_and_resets_the_wal_later(
+    tmp_path: Path,
+) -> None:
+    """An append whose retention deletes rows commits into the WAL (which has room); the reset
+    that follows must grow the database file and cannot. The append was made, so it is answered
+    with its result, and the reset is done once there is room again."""
+    with tmpfs(tmp_path / "disk", "size=4m,mode=0700") as disk:
+        folder = disk / "store"
+        settings = {**KEEP_ALL, "maxMessages": 2}
+        server = start(folder, settings, log=tmp_path / "server.log")
+        try:
+            secret, needle = _secret("short")
+            server.append("c", user(secret), assistant("noted"))
+            server.append("big", user("b" * 1_500_000))  # a WAL of 1.5 MB
+            # Another connection copies the WAL into the database file (which grows to hold
+            # it), leaving the WAL file at its size for the next commit to write over.
+            reader = sqlite3.connect(database_path(folder))
+            assert reader.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[0] == 0
+            reader.close()
+            filler = _fill(disk)
+            # New pages past the file's end, written into the WAL; retention deletes the secret.
+            answer = server.append("c", user("y" * 200_000), assistant("ok"))
+            assert answer["pruned"]["reasons"] == ["count"]
+            assert "did not finish" in server.stderr_text()
+            assert _wal_bytes(folder) > 0  # the reset is pending, not forgotten
+            filler.unlink()
+            assert [r["content"][:1] for r in server.get("c")] == ["y", "o"]
+            assert _wal_bytes(folder) == 0
+            assert occurrences(folder, needle) == 0
+            assert "pending WAL reset" in server.stderr_text()
+        finally:
+            server.close()
+        assert _integrity(folder) == "ok"
+
+
+@pytest.mark.parametrize("retried", ["by the next request", "while idle"])
+def test_deleted_text_held_in_the_wal_by_a_reader_is_gone_once_the_reader_leaves(
+    tmp_path: Path, retried: str
+) -> None:
+    folder = tmp_path / "store"
+    server = start(folder, KEEP_ALL, log=tmp_path / "server.log")
+    reader = None
+    try:
+        secret, needle = _secret("20 KB")
+        server.append("c", user(secret), assistant("noted"))
+        reader = sqlite3.connect(database_path(folder), isolation_level=None)
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 2
+        assert server.ok("chatHistory/clear", {"conversationId": "c"}) == {"deletedMessages": 2}
+        assert occurrences(folder, needle) > 0  # the reader's snapshot keeps the WAL
+        reader.execute("COMMIT")  # the reader leaves, its connection stays open
+        if retried == "by the next request":
+            assert server.get("other") == []
+        else:  # no request comes: the retry timer does it (a generous wait, not a timing claim)
+            give_up = time.monotonic() + 60
+            while occurrences(folder, needle) and time.monotonic() < give_up:
+                time.sleep(0.1)
+        assert occurrences(folder, needle) == 0
+    finally:
+        server.close()
+        if reader is not None:
+            assert occurrences(folder, needle) == 0
+            reader.close()
+    assert occurrences(folder, needle) == 0
+
+
+def test_a_replaced_summary_leaves_no_byte_in_the_database_files(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    server = start(folder, KEEP_ALL, log=tmp_path / "server.log")
+    try:
+        for size in ("short", "20 KB"):
+            secret, needle = _secret(size)
+            server.ok("chatHistory/saveSummary", {"conversationId": size, "summary": secret})
+            assert occurrences(folder, needle) > 0
+            server.ok("chatHistory/saveSummary", {"conversationId": size, "summary": "newer"})
+            assert occurrences(folder, needle) == 0
+            summary = server.ok("chatHistory/getSummary", {"conversationId": size})
+            assert summary["summary"] == "newer"
+    finally:
+        server.close()
+
+
+def _modes(folder: Path) -> dict[str, int]:
+    return {p.name: stat.S_IMODE(p.stat().st_mode) for p in [folder, *folder.iterdir()]}
+
+
+def test_a_loose_store_of_ours_is_made_owner_only_and_a_shared_folder_is_warned_about(
+    tmp_path: Path,
+) -> None:
+    ours, shared = tmp_path / "ours", tmp_path / "shared"
+    for folder in (ours, shared):
+        first = start(folder, KEEP_ALL, log=tmp_path / f"{folder.name}-first.log")
+        try:
+            first.append("c", user("hello"))
+        finally:
+            first.close()
+        folder.chmod(0o777)
+        database_path(folder).chmod(0o644)
+    (shared / "notes.txt").write_text("the user keeps other things here")
+    base = database_path(ours).name
+    for folder in (ours, shared):
+        server = start(folder, KEEP_ALL, log=tmp_path / f"{folder.name}.log", umask=0)
+        try:
+            server.append("c", user("again"))
+            log = server.stderr_text()
+        finally:
+            server.close()
+        assert "made owner-only (0600)" in log
+        if folder is ours:
+            assert "0777; made owner-only (0700)" in log
+            assert _modes(folder) == {"ours": 0o700, base: 0o600}
+        else:  # not only ours: left as it is, and said
+            assert "other users can replace or delete the database" in log
+            assert _modes(folder) == {"shared": 0o777, base: 0o600, "notes.txt": 0o644}
+
+
+def test_a_dangling_symlink_as_the_database_gets_an_owner_only_target(tmp_path: Path) -> None:
+    folder, target = tmp_path / "store", tmp_path / "elsewhere" / "history.sqlite3"
+    folder.mkdir(mode=0o700)
+    target.parent.mkdir()
+    database_path(folder).symlink_to(target)
+    server = start(folder, KEEP_ALL, log=tmp_path / "server.log", umask=0)
+    try:
+        server.append("c", user("through the link"))
+        assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    finally:
+        server.close()
+    assert database_path(folder).is_symlink()
+    assert _rows_in(target) == ["through the link"]
+
+
+#: The server as the unprivileged user: everything it imports is loaded before it drops root
+#: (the interpreter's own files are root's only on this machine).
+AS_NOBODY = (
+    "import decimal, chat_history.__main__, chat_history.server, chat_history.store.db; "
+    "os.setgroups([]); os.setgid(65534); os.setuid(65534)"
+)
+
+
+def test_a_store_that_belongs_to_another_user_is_refused_and_left_untouched() -> None:
+    assert is_root(), "this test runs as root (CI does) to act as two users"
+    shared = Path(tempfile.mkdtemp(prefix="chat-history-owner-"))
+    try:
+        folder = shared / "store"
+        first = start(folder, KEEP_ALL, log=shared / "root.log")
+        try:
+            first.append("c", user("root's row"))
+        finally:
+            first.close()
+        shared.chmod(0o755)
+        folder.chmod(0o777)  # even writable by everyone, it is not the other user's to use
+        database_path(folder).chmod(0o666)
+        before = database_bytes(folder)
+        server = start(folder, KEEP_ALL, log=shared / "nobody.log", preexec=AS_NOBODY)
+        try:
+            reason = storage_error(
+                server, "chatHistory/append", {"conversationId": "c", "messages": [user("x")]}
+            )
+            assert "belongs to another user (uid 0)" in reason, reason
+            assert server.alive()
+        finally:
+            server.close()
+        assert database_bytes(folder) == before
+        assert sorted(p.name for p in folder.iterdir()) == [database_path(folder).name]
+
+        # Root may use another user's store (an administrator's CLI): warned, and it works.
+        for path in (folder, database_path(folder)):
+            os.chown(path, 65534, 65534)
+        server = start(folder, KEEP_ALL, log=shared / "root-again.log")
+        try:
+            assert _contents(server) == ["root's row"]
+            assert "belongs to uid 65534; used as root" in server.stderr_text()
+        finally:
+            server.close()
+    finally:
+        shutil.rmtree(shared)

@@ -1,11 +1,14 @@
 """SQLite queries. One write transaction per logical operation (BEGIN IMMEDIATE), WAL, a busy
-timeout, ``secure_delete`` and a WAL reset after deletes so deleted text does not linger."""
+timeout, ``secure_delete`` and a WAL reset after deletes so deleted text does not linger (retried
+until it succeeds). The file at the path is the database: one deleted, moved away or replaced
+while open is noticed, and the file at the path is opened instead."""
 
 from __future__ import annotations
 
 import contextlib
 import itertools
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -25,6 +28,7 @@ from chat_history.model import (
     compact_json,
     tool_calls_json,
 )
+from chat_history.store import files
 from chat_history.store.cache import ConversationCache
 from chat_history.store.schema import (
     DATABASE_FILE,
@@ -35,6 +39,14 @@ from chat_history.store.schema import (
 )
 
 BUSY_TIMEOUT_MS = 15_000
+#: How long a WAL reset waits for readers and writers of other connections: the first attempt
+#: after a delete, and at close. A reset that cannot finish is retried (``Store._retry_reset``),
+#: so a delete need not wait the whole busy timeout for another window's long read.
+RESET_WAIT_MS = 2_000
+#: Seconds between the retries of a pending WAL reset while the server is idle.
+RESET_RETRY_SECONDS = 2.0
+
+log = logging.getLogger("chat_history")
 #: Conversations whose end ``Store`` remembers (all are forgotten past it), and the few whose
 #: newest rows it keeps, with the content characters kept for each.
 _TAILS = 64
@@ -44,6 +56,7 @@ _RECENT_CHARS = 2_000_000
 _DAMAGED = (11, 26)
 #: SQLITE_READONLY and SQLITE_CANTOPEN.
 _UNWRITABLE = (8, 14)
+_SIDECARS = ("-wal", "-shm")
 
 _ADD_FIGURES = f"INSERT INTO turn_figures VALUES (?, ?, ?, {', '.join('?' * (2 * len(FIGURES)))})"
 #: The running sums through the newest recorded turn: its own figures plus its ``earlier_``.
@@ -215,6 +228,15 @@ def _reason(exc: BaseException) -> str:
     return text
 
 
+def _file_id(path: str | Path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the file at ``path``; None when there is none."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino)
+
+
 def _enable_wal(connection: sqlite3.Connection) -> None:
     """``journal_mode = WAL``, retried: on a file another process is creating at the same moment
     SQLite answers "database is locked" at once, without waiting on the busy handler."""
@@ -254,24 +276,34 @@ class Store:
         # Bumped when a write() or snapshot() begins and when it ends: a tail checked in the
         # current one has ``checked`` equal to it, and none outside them has.
         self._transactions = 0
+        #: (st_dev, st_ino) of the file the connection opened: the path must still name it
+        self._file: tuple[int, int] | None = None
+        #: the same for its -wal and -shm (None: not there at the time)
+        self._sidecars: dict[str, tuple[int, int] | None] = {}
+        #: a WAL reset that did not finish: deleted text may still be in the -wal
+        self._reset_pending = False
+        self._reset_failures = 0  # attempts failed since the last reset that finished
+        self._retry_timer: threading.Timer | None = None
 
     # -- connection -------------------------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
         if self._connection is not None:
-            return self._connection
+            if self._file == self._file_at_path():
+                return self._connection
+            self._lost_file()
         if self._damaged is not None:
             identity, reason = self._damaged
             if self._identity() == identity:
                 raise StorageError(reason)
             self._damaged = None  # moved away or restored: try again
         try:
-            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            if not self.path.exists():
-                # Owner-only from the first byte; another process may create it first (several
-                # editor windows starting at once), which is fine.
-                with contextlib.suppress(FileExistsError):
-                    os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600))
+            # Owner-only from the first byte, whatever the umask; another user's store refused.
+            files.make_folder(self.folder)
+            files.check_folder(self.folder, self.path.name)
+            files.create_file(self.path)
+            for suffix in ("", *_SIDECARS):
+                files.check_file(Path(f"{self.path}{suffix}"))
             connection = sqlite3.connect(
                 self.path,
                 isolation_level=None,
@@ -288,10 +320,8 @@ class Store:
             _enable_wal(connection)
             connection.execute("PRAGMA synchronous = NORMAL")
             migrate(connection)
-            for suffix in ("-wal", "-shm"):
-                side = Path(str(self.path) + suffix)
-                if side.exists():
-                    os.chmod(side, 0o600)
+            for suffix in _SIDECARS:
+                files.tighten(Path(f"{self.path}{suffix}"))
         except NewerSchema as exc:
             connection.close()
             raise StorageError(str(exc)) from exc
@@ -299,9 +329,45 @@ class Store:
             connection.close()
             raise self._failure(exc, f"cannot use {self.path}: ") from exc
         self._connection = connection
+        self._file = self._file_at_path()
+        self._sidecars = {suffix: _file_id(f"{self.path}{suffix}") for suffix in _SIDECARS}
         self._data_version = None
+        self.cache.clear()
         self._tails.clear()
         return connection
+
+    def _file_at_path(self) -> tuple[int, int] | None:
+        """(st_dev, st_ino) of the file the path names now; None when there is none."""
+        return _file_id(self.path)
+
+    def _lost_file(self) -> None:
+        """The open file is no longer the one at the path (deleted, its folder moved or
+        renamed, or another file moved over it): writing on would put acknowledged rows where
+        no later open finds them. Checkpoint its WAL into it (wherever it is now), close it, and
+        open what is at the path, as a restart or another window would."""
+        log.warning(
+            "%s was deleted, moved or replaced while the server had it open; from now on the "
+            "file at that path is used (a new database if there is none)",
+            self.path,
+        )
+        connection = self._connection
+        assert connection is not None
+        # Every committed row into the old file (through its open descriptor), so a file moved
+        # away is complete without the -wal left at the path. SQLite itself does not checkpoint
+        # a moved file on close.
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute(f"PRAGMA busy_timeout = {RESET_WAIT_MS}")
+            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._close_connection()
+        self._reset_pending = False  # the WAL it was about went with the old file
+        # The old file's -wal and -shm, when still at the path, would be read as the new
+        # file's: its pages over another database. Only the very files opened with it go.
+        for suffix, identity in self._sidecars.items():
+            side = f"{self.path}{suffix}"
+            if identity is not None and _file_id(side) == identity:
+                with contextlib.suppress(OSError):
+                    os.unlink(side)
+        self._sidecars = {}
 
     def _identity(self) -> tuple[int, ...] | None:
         try:
@@ -323,15 +389,26 @@ class Store:
                 f"; {self.path} is damaged and was left as it is: restore it from a backup or "
                 "move it away"
             )
-            self.close()
+            self._close_connection()
             self._damaged = (self._identity(), reason)
         return StorageError(reason)
 
     def close(self) -> None:
+        """Close the connection, after a last try of a pending WAL reset."""
         with self._lock:
-            if self._connection is not None:
+            if self._reset_pending and self._connection is not None:
+                self._try_reset(self._connection, RESET_WAIT_MS)
+            self._close_connection()
+            if self._retry_timer is not None:
+                self._retry_timer.cancel()
+                self._retry_timer = None
+
+    def _close_connection(self) -> None:
+        if self._connection is not None:
+            with contextlib.suppress(sqlite3.Error):
                 self._connection.close()
-                self._connection = None
+            self._connection = None
+            self._file = None
 
     @contextlib.contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -343,6 +420,7 @@ class Store:
                 yield connection
             except sqlite3.Error as exc:
                 raise self._failure(exc) from exc
+            self._retry_reset()
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
@@ -380,6 +458,7 @@ class Store:
                 raise
             finally:
                 self._transactions += 1
+            self._retry_reset()
 
     def _sync_cache(self, connection: sqlite3.Connection) -> None:
         if not len(self.cache):
@@ -392,14 +471,84 @@ class Store:
             self.cache.clear()
             self._data_version = version
 
-    def reset_wal(self) -> None:
-        """Checkpoint and truncate the WAL so deleted rows' old page images are gone from it too."""
+    def reset_wal(self) -> bool:
+        """Checkpoint and truncate the WAL so that deleted or replaced text is gone from it too;
+        called after the commit that deleted it. Never raises: the change is made, and a reset
+        that cannot finish now (disk full, another connection reading or writing past
+        RESET_WAIT_MS) is logged and retried after every later operation, every
+        RESET_RETRY_SECONDS while idle, and at close. Returns whether it finished."""
         with self._lock:
-            connection = self._open()
+            self._reset_pending = True
             try:
-                connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error as exc:
-                raise StorageError(_reason(exc)) from exc
+                connection = self._open()
+            except StorageError as exc:
+                log.warning("the WAL reset of %s is pending: %s", self.path, exc)
+                self._schedule_retry()
+                return False
+            return self._try_reset(connection, RESET_WAIT_MS)
+
+    def _try_reset(self, connection: sqlite3.Connection, wait_ms: int) -> bool:
+        """One attempt at the pending reset, waiting at most ``wait_ms`` for other connections;
+        outside any transaction of this connection."""
+        why = ""
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {wait_ms}")
+            busy, _, _ = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if busy:
+                why = "another connection is reading or writing the database"
+        except sqlite3.Error as exc:
+            why = _reason(exc)
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if not why:
+            if self._reset_failures:
+                log.warning("the pending WAL reset of %s is done", self.path)
+            self._reset_pending = False
+            self._reset_failures = 0
+            return True
+        self._reset_failures += 1
+        if self._reset_failures == 1:  # once per pending reset, not per retry
+            log.warning(
+                "the WAL reset of %s did not finish (%s): the change is made; deleted text may "
+                "stay in the -wal until the reset is retried",
+                self.path,
+                why,
+            )
+        self._schedule_retry()
+        return False
+
+    def _retry_reset(self) -> None:
+        """Retry a pending WAL reset without waiting for other connections (after an
+        operation, so it delays no answer beyond one checkpoint)."""
+        connection = self._connection
+        if self._reset_pending and connection is not None and not connection.in_transaction:
+            self._try_reset(connection, 0)
+
+    def _schedule_retry(self) -> None:
+        timer = self._retry_timer
+        if timer is not None and timer.is_alive() and threading.current_thread() is not timer:
+            return
+        timer = threading.Timer(RESET_RETRY_SECONDS, self._retry_when_idle)
+        timer.daemon = True
+        self._retry_timer = timer
+        timer.start()
+
+    def _retry_when_idle(self) -> None:
+        with self._lock:
+            if self._retry_timer is not threading.current_thread():
+                return  # closed, or replaced by a newer timer
+            connection = self._connection
+            if not self._reset_pending or connection is None:
+                self._retry_timer = None  # done, or closed: the next open starts afresh
+                return
+            if self._file != self._file_at_path():
+                self._retry_timer = None  # the next request reopens (and drops the reset)
+                return
+            if connection.in_transaction or not self._try_reset(connection, 0):
+                self._schedule_retry()
+                return
+            self._retry_timer = None
 
     # -- queries (call inside read() or write()) ----------------------------------------------
 
@@ -770,7 +919,16 @@ class Store:
         return StoredSummary(*row) if row else None
 
     @staticmethod
-    def save_summary(connection: sqlite3.Connection, key: Key, summary: StoredSummary) -> None:
+    def save_summary(connection: sqlite3.Connection, key: Key, summary: StoredSummary) -> bool:
+        """Save the conversation's summary; returns whether it replaced one (whose text then
+        needs a WAL reset to be gone from the files)."""
+        replaced = (
+            connection.execute(
+                "SELECT 1 FROM summaries WHERE workspace = ? AND conversation = ?",
+                (key.workspace, key.conversation),
+            ).fetchone()
+            is not None
+        )
         connection.execute(
             "INSERT INTO summaries (workspace, conversation, summary, updated_at, "
             "covers_through_id) VALUES (?, ?, ?, ?, ?) ON CONFLICT (workspace, conversation) DO "
@@ -784,6 +942,7 @@ class Store:
                 summary.covers_through_id,
             ),
         )
+        return replaced
 
     @staticmethod
     def delete_summary(connection: sqlite3.Connection, key: Key) -> None:
