@@ -32,6 +32,7 @@ def main() -> None:
     from chat_history.server import server
 
     server.start_io()
+    sys.exit(server.exit_code)
 
 
 if __name__ == "__main__":
