@@ -229,6 +229,8 @@ class ChatHistoryServer(LanguageServer):
         self.requests = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chat-history")
         #: set by ``shutdown``: requests that have not started never will
         self.closing = threading.Event()
+        #: the tasks of requests not yet answered (``shutdown`` waits for them)
+        self.in_flight: set[asyncio.Task[Any]] = set()
         self.barrier = self._new_barrier(default_settings())
         self.workspace_identity = "default"
         self.exit_code = 0
@@ -451,7 +453,9 @@ async def shutdown(ls: ChatHistoryServer, *args: Any) -> None:
     # A request that started is finished and answered before `shutdown` is; the others never run.
     ls.closing.set()
     ls.barrier.wake()
-    await asyncio.wrap_future(ls.requests.submit(lambda: None))
+    # Each request's answer is written by a callback pygls added before this one's: awaiting
+    # the request tasks means their answers are out before the answer to `shutdown`.
+    await asyncio.gather(*ls.in_flight, return_exceptions=True)
 
 
 def request(
@@ -466,6 +470,10 @@ def request(
             # Ticket and submission before the first await: in the order the requests arrived.
             job = Job(ls.barrier.ticket(), ls.closing)
             done = asyncio.wrap_future(ls.requests.submit(run, ls, job, raw))
+            task = asyncio.current_task()
+            if task is not None:
+                ls.in_flight.add(task)
+                task.add_done_callback(ls.in_flight.discard)
             while True:
                 try:
                     return await asyncio.shield(done)
