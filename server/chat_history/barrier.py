@@ -78,6 +78,15 @@ class SettingsBarrier:
             self._settings = settings
             self._changed.notify_all()
 
+    def abandon(self) -> None:
+        """No answer can come any more (the client is gone): pending pulls are past their bound
+        now, so waiting requests run, with retention held."""
+        with self._changed:
+            now = self._clock()
+            for pull in self._deadline:
+                self._deadline[pull] = min(self._deadline[pull], now)
+            self._changed.notify_all()
+
     def wake(self) -> None:
         """Re-check waiting requests (one of them was cancelled)."""
         with self._changed:

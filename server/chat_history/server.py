@@ -180,8 +180,9 @@ class ChatHistoryProtocol(LanguageServerProtocol):
         super()._handle_cancel_notification(msg_id)
 
 
-class _NotRun(Exception):
-    """A request cancelled (or refused by ``shutdown``) before it started: it did nothing."""
+#: What the request thread returns for a request cancelled (or refused by ``shutdown``) before
+#: it started: it did nothing. A value, not an exception: at exit nobody may be left to read it.
+_NOT_RUN = object()
 
 
 class Job:
@@ -262,6 +263,7 @@ class ChatHistoryServer(LanguageServer):
         except SystemExit as exc:  # `exit`: 0 after `shutdown`, else 1 (LSP)
             self.exit_code = exc.code if isinstance(exc.code, int) else 1
         finally:
+            self.barrier.abandon()  # requests waiting for settings must not hold up the exit
             self.shutdown()  # type: ignore[no-untyped-call]
 
     # -- telling the editor ----------------------------------------------------------------
@@ -280,7 +282,7 @@ class ChatHistoryServer(LanguageServer):
         loop = self._loop
         if loop is None or _running_loop() is loop:
             send()
-        else:
+        elif not loop.is_closed():  # after the loop ended there is no client to tell
             loop.call_soon_threadsafe(send)
 
     # -- settings ----------------------------------------------------------------------------
@@ -476,19 +478,20 @@ def request(
                 task.add_done_callback(ls.in_flight.discard)
             while True:
                 try:
-                    return await asyncio.shield(done)
-                except _NotRun:
-                    raise asyncio.CancelledError from None
+                    result = await asyncio.shield(done)
                 except asyncio.CancelledError:
                     if job.cancel():
                         ls.barrier.wake()
                         raise
-                    # started: it finishes, and its result is the answer
+                    continue  # started: it finishes, and its result is the answer
+                if result is _NOT_RUN:
+                    raise asyncio.CancelledError
+                return result
 
         def run(ls: ChatHistoryServer, job: Job, raw: Any) -> Any:
             settings = ls.barrier.settings_for(job.ticket, job.stopped)
             if not job.start():
-                raise _NotRun
+                return _NOT_RUN
             manager = ls.manager
             if manager is None:
                 raise JsonRpcServerNotInitialized(

@@ -336,3 +336,14 @@ def test_shutdown_during_a_running_append_answers_it_first(tmp_path: Path) -> No
         assert answer["error"]["code"] == -32800 and stored == 0
     else:
         assert len(answer["result"]["messages"]) == len(BIG) == stored
+
+
+def test_exit_while_a_request_waits_for_settings(tmp_path: Path) -> None:
+    wire = Wire(tmp_path / "store")
+    wire.initialize()  # declares workspace.configuration; the pull is never answered
+    wire.request("chatHistory/get", {"conversationId": "c"})
+    wire.configuration_request()
+    wire.notify("exit")
+    code, stderr = wire.finish()
+    assert code == 1
+    assert "never retrieved" not in stderr, stderr
