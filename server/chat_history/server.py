@@ -392,12 +392,12 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 server = ChatHistoryServer()
 
 
-def _storage_folder(options: dict[str, Any]) -> Path:
+def _storage_folder(ls: ChatHistoryServer, options: dict[str, Any]) -> Path:
     path = options.get("storagePath")
     if isinstance(path, str) and path:
         return Path(path).expanduser()
     if path is not None:
-        server.tell(
+        ls.tell(
             types.MessageType.Warning,
             "initializationOptions.storagePath must be a non-empty string; ignored",
         )
@@ -420,7 +420,7 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
     if not isinstance(options, dict):
         options = {}
     ls.workspace_identity = _workspace_identity(params, options)
-    folder = _storage_folder(options)
+    folder = _storage_folder(ls, options)
     ls.manager = ChatHistoryManager(Store(folder), notify=ls.send_trimmed)
     raw = options.get("settings")
     ls.barrier = ls._new_barrier(ls.checked_settings(raw))
