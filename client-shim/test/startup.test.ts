@@ -52,8 +52,13 @@ test("startChatHistoryServer: get in activate, with the editor answering workspa
       pythonPath: PYTHON,
       clientOptions: {
         middleware: {
+          // The editor is slow both ways: the pushed section and the pulled answer come late.
           workspace: {
             configuration: async (params, token, next) => late(await next(params, token)),
+            didChangeConfiguration: async (sections, next) => {
+              await late(undefined);
+              await next(sections);
+            },
           },
         },
       },
