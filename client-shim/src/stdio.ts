@@ -153,7 +153,8 @@ export interface StdioServerOptions extends SpawnServerOptions {
   settings?: ChatHistorySettings;
   /**
    * The current `chatHistory` section, nested, used to answer `workspace/configuration`
-   * (called on every request of the server; null answers null). Default: `settings`.
+   * (called on every request of the server; null answers null; a promise is awaited, as an
+   * editor that reads its settings asynchronously answers). Default: `settings`.
    */
   configuration?: () => any;
   /** `initializationOptions.workspace`: explicit workspace identity. */
@@ -208,9 +209,9 @@ export async function startStdioServer(options: StdioServerOptions): Promise<Std
   const listeners = new Set<(exchange: ConfigurationExchange) => void>();
   const configurationRequests: ConfigurationExchange[] = [];
 
-  connection.onRequest("workspace/configuration", (params: { items?: ConfigurationExchange["items"] }) => {
+  connection.onRequest("workspace/configuration", async (params: { items?: ConfigurationExchange["items"] }) => {
     const items = params?.items ?? [];
-    const answer = answerConfiguration(items, currentSection());
+    const answer = answerConfiguration(items, await currentSection());
     const exchange = { items, answer };
     configurationRequests.push(exchange);
     // Listeners run after the answer has been written.
@@ -224,7 +225,10 @@ export async function startStdioServer(options: StdioServerOptions): Promise<Std
   const initializationOptions: ChatHistoryInitializationOptions = {};
   if (options.storagePath !== undefined) initializationOptions.storagePath = options.storagePath;
   const initialSettings = options.settings ?? (options.configuration ? options.configuration() : undefined);
-  if (initialSettings !== undefined && initialSettings !== null) initializationOptions.settings = initialSettings;
+  // A configuration read asynchronously is not known yet: the server waits for its answer.
+  if (initialSettings !== undefined && initialSettings !== null && !isPromise(initialSettings)) {
+    initializationOptions.settings = initialSettings;
+  }
   if (options.workspace !== undefined) initializationOptions.workspace = options.workspace;
 
   const initializeParams = {
@@ -303,6 +307,10 @@ export function answerConfiguration(items: { section?: string | null }[], sectio
     }
     return value === undefined ? null : (JSON.parse(JSON.stringify(value)) as JsonValue);
   });
+}
+
+function isPromise(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as { then?: unknown } | null)?.then === "function";
 }
 
 function describeCommand(options: SpawnServerOptions): string {

@@ -36,6 +36,7 @@ def main() -> None:
     finally:
         if server.manager is not None:
             server.manager.store.close()  # a pending WAL reset gets its last try
+    sys.exit(server.exit_code)
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ class KeyParams:
 
 @attrs.define
 class AppendParams(KeyParams):
-    messages: list[MessageIn] = attrs.field(factory=list)
+    messages: list[MessageIn] = attrs.field(kw_only=True)
 
 
 @attrs.define
@@ -124,7 +124,7 @@ class PrepareParams(FormatParams):
 
 @attrs.define
 class SaveSummaryParams(KeyParams):
-    summary: str = ""
+    summary: str = attrs.field(kw_only=True)
     covers_through_id: int | None = None
 
 
@@ -160,7 +160,14 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
+def empty_object(value: Any) -> Any:
+    """``[]`` where an object is expected means ``{}``: Lua clients (Neovim) encode an empty
+    table as ``[]``. A non-empty array is left as is, to be refused by name."""
+    return {} if isinstance(value, list) and not value else value
+
+
 def _object(value: Any, _: Any) -> dict[str, Any]:
+    value = empty_object(value)
     if not isinstance(value, dict):
         raise TypeError(f"expected an object, got {_json_type(value)}")
     return value
@@ -180,6 +187,7 @@ def _make_converter() -> cattrs.Converter:
         inner: Callable[[Any, Any], Any] = make_dict_structure_fn(cls, conv, **overrides)
 
         def structure(value: Any, target: Any) -> Any:
+            value = empty_object(value)
             if not isinstance(value, dict):
                 raise TypeError(f"expected an object, got {_json_type(value)}")
             return inner(value, target)
@@ -231,6 +239,7 @@ def _error_path(exc: BaseException, path: str) -> tuple[str, str]:
 
 def structure(params: Any, cls: type[T]) -> T:
     """Structure raw JSON params into ``cls``; any mismatch is InvalidParams naming the field."""
+    params = empty_object(params)
     if params is None:
         params = {}
     if not isinstance(params, dict):
@@ -327,7 +336,7 @@ def _tool_call(raw: ToolCallIn, field: str) -> ToolCall:
         raise InvalidParams(f"{field}.id", "must be a non-empty string")
     if not isinstance(raw.name, str):
         raise InvalidParams(f"{field}.name", "must be a non-empty string")
-    arguments = raw.arguments if raw.arguments is not None else {}
+    arguments = empty_object(raw.arguments) if raw.arguments is not None else {}
     if isinstance(arguments, str):
         check_text(arguments, f"{field}.arguments", MAX_JSON_FIELD_CHARS)
         try:

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 import attrs
 
+from chat_history.protocol import empty_object
+
 SECTION = "chatHistory"
 PROVIDER_KINDS: tuple[str, ...] = (
     "openai",
@@ -172,13 +174,22 @@ def _flatten(
     known: Mapping[str, Any],
     out: dict[str, Any],
     unknown: list[str],
+    problems: list[SettingProblem],
 ) -> None:
     for key, value in raw.items():
         full = f"{prefix}.{key}"
         if full in known:
             out[full] = value
-        elif isinstance(value, dict) and any(k.startswith(full + ".") for k in known):
-            _flatten(value, full, known, out, unknown)
+        elif any(k.startswith(full + ".") for k in known):  # a section, like `context`
+            value = empty_object(value)
+            if isinstance(value, dict):
+                _flatten(value, full, known, out, unknown, problems)
+            else:
+                problems.append(
+                    SettingProblem(
+                        full, value, {}, "expected an object (every key in it keeps its default)"
+                    )
+                )
         else:
             unknown.append(full)
 
@@ -190,12 +201,13 @@ def load_settings(raw: Any) -> LoadedSettings:
     flat: dict[str, Any] = {}
     unknown: list[str] = []
     problems: list[SettingProblem] = []
+    raw = empty_object(raw)
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         problems.append(SettingProblem(SECTION, raw, {}, "expected an object"))
         raw = {}
-    _flatten(raw, SECTION, props, flat, unknown)
+    _flatten(raw, SECTION, props, flat, unknown, problems)
     values: dict[str, Any] = {}
     for key, spec in props.items():
         default = spec.get("default")
@@ -203,6 +215,8 @@ def load_settings(raw: Any) -> LoadedSettings:
             values[key] = default
             continue
         value = flat[key]
+        if "object" in (spec["type"] if isinstance(spec["type"], list) else [spec["type"]]):
+            value = empty_object(value)
         if key == f"{SECTION}.providers" and isinstance(value, dict):
             values[key] = _load_aliases(value, spec, problems)
             continue
@@ -224,6 +238,7 @@ def _load_aliases(
 ) -> dict[str, Any]:
     kept: dict[str, Any] = {}
     for alias, entry in value.items():
+        entry = empty_object(entry)
         why = check_value(entry, spec["additionalProperties"])
         if why is None:
             kept[alias] = entry

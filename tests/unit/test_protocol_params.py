@@ -365,7 +365,7 @@ def test_lone_surrogate_in_tool_call_arguments() -> None:
         ({"conversationId": "c", "tools": {"name": "x"}}, FormatParams, "tools"),
         ({"conversationId": "c", "tools": [{"description": "x"}]}, FormatParams, "tools[0].name"),
         (
-            {"conversationId": "c", "tools": [{"name": "x", "parameters": []}]},
+            {"conversationId": "c", "tools": [{"name": "x", "parameters": [1]}]},
             PrepareParams,
             "tools[0].parameters",
         ),

@@ -267,7 +267,7 @@ def test_out_of_range_value_is_reported_and_replaced_while_other_keys_apply() ->
         ({"context.historyPruning.enabled": "on"}, "chatHistory.context.historyPruning.enabled"),
         ({"activeProvider": ""}, "chatHistory.activeProvider"),
         ({"activeProvider": 3}, "chatHistory.activeProvider"),
-        ({"providers": []}, "chatHistory.providers"),
+        ({"providers": ["openai"]}, "chatHistory.providers"),
     ],
 )
 def test_each_bad_value_falls_back_to_its_default(raw: dict[str, Any], key: str) -> None:
