@@ -21,6 +21,30 @@ def compact_json(value: Any) -> str:
     return _COMPACT.encode(value)
 
 
+#: The deepest JSON accepted anywhere (a message, and the object in an ``arguments`` string):
+#: far more than metadata or tool arguments need, and far from Python's recursion limit, so no
+#: parser, encoder or converter downstream can overflow.
+MAX_JSON_DEPTH = 200
+
+
+def nesting_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``value`` holds an object or array more than ``limit`` levels deep (``value``
+    itself is level 1). Iterative: it answers for any depth."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
 
@@ -49,9 +73,16 @@ class ToolCall:
         return compact_json(self.arguments)
 
     def arguments_object(self) -> dict[str, Any]:
-        """The arguments as an object (Anthropic, Gemini, Bedrock, Ollama)."""
+        """The arguments as an object (Anthropic, Gemini, Bedrock, Ollama). A string nested deeper
+        than ``MAX_JSON_DEPTH`` (stored before appends bounded it) is passed on as the string:
+        its object could not be sent."""
         if isinstance(self.arguments, str):
-            parsed = json.loads(self.arguments) if self.arguments.strip() else {}
+            try:
+                parsed = json.loads(self.arguments) if self.arguments.strip() else {}
+            except RecursionError:
+                return {"value": self.arguments}
+            if nesting_exceeds(parsed):
+                return {"value": self.arguments}
             return parsed if isinstance(parsed, dict) else {"value": parsed}
         return dict(self.arguments)
 

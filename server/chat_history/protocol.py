@@ -20,6 +20,7 @@ from cattrs.gen import make_dict_structure_fn, override
 
 from chat_history.errors import InvalidParams
 from chat_history.model import (
+    MAX_JSON_DEPTH,
     ROLES,
     Attachment,
     Message,
@@ -29,6 +30,7 @@ from chat_history.model import (
     ToolCall,
     ToolSpec,
     Trimmed,
+    nesting_exceeds,
 )
 
 # Limits (README "Limits"): large enough for real chats, small enough that no request can
@@ -261,10 +263,19 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def check_depth(value: Any, field: str) -> Any:
+    if nesting_exceeds(value, MAX_JSON_DEPTH):
+        raise InvalidParams(field, f"nested deeper than {MAX_JSON_DEPTH} levels")
+    return value
+
+
 def check_json(value: Any, field: str) -> Any:
+    """Depth, then size measured as the compact JSON the store keeps (no spaces after ``,`` and
+    ``:``: a client's compact text of up to the limit fits)."""
+    check_depth(value, field)
     # allow_nan=False: Python's reader accepts NaN/Infinity, which no JSON client can read back.
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (ValueError, RecursionError):
         raise InvalidParams(field, "is not serialisable JSON") from None
     check_text(text, field, MAX_JSON_FIELD_CHARS)
@@ -334,6 +345,7 @@ def _tool_call(raw: ToolCallIn, field: str) -> ToolCall:
             ) from None
         if not isinstance(parsed, dict):
             raise InvalidParams(f"{field}.arguments", "must be a JSON object")
+        check_depth(parsed, f"{field}.arguments")
     elif isinstance(arguments, dict):
         check_json(arguments, f"{field}.arguments")
     else:

@@ -9,7 +9,7 @@ import attrs
 
 from chat_history.errors import InvalidParams
 from chat_history.model import Message
-from chat_history.policy.tokens import IMAGE_MARKER
+from chat_history.policy.tokens import find_image_markers
 from chat_history.policy.turns import is_real_user, next_turn_number
 
 
@@ -24,11 +24,11 @@ def truncate_tool_result(content: str, limit: int) -> str:
         return content
     head_end = (2 * limit) // 3
     tail_start = len(content) - (limit - head_end)
-    for marker in IMAGE_MARKER.finditer(content):
-        if marker.start() < head_end < marker.end():
-            head_end = marker.start()
-        if marker.start() < tail_start < marker.end():
-            tail_start = marker.end()
+    for marker in find_image_markers(content):
+        if marker.start < head_end < marker.end:
+            head_end = marker.start
+        if marker.start < tail_start < marker.end:
+            tail_start = marker.end
     removed = tail_start - head_end
     return content[:head_end] + truncation_marker(removed) + content[tail_start:]
 
