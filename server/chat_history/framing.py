@@ -173,6 +173,8 @@ async def finish(protocol: JsonRPCProtocol, pending: set[Any], *, closed: bool) 
                 if isinstance(future, concurrent.futures.Future) and not future.done():
                     future.set_exception(ConnectionError("the client closed the connection"))
         waiting = [asyncio.wrap_future(f) for f in list(pending)]
+        if not waiting:  # the last one finished since the loop's test
+            break
         await asyncio.wait(waiting)
         await asyncio.sleep(0)  # the answers are written by the futures' done callbacks
 
