@@ -70,6 +70,10 @@ def case_metadata() -> bytes:
     return append([user("m", metadata={"k": "x" * (MAX_JSON_FIELD_CHARS - 10)})])
 
 
+def case_frame_cap() -> bytes:
+    return append([user("z" * 268_000) for _ in range(MAX_MESSAGES)])
+
+
 def case_objects() -> bytes:
     # 999,000 empty objects in 3 metadata fields of ~1,000,000 characters: with the messages,
     # lists and params, just under MAX_CONTAINERS.
@@ -105,6 +109,7 @@ CASES: dict[str, tuple[Callable[[], bytes], int]] = {
     "image: 20,000,000 base64 characters": (case_image, 1_000),
     "metadata: 1,000,000 characters of JSON": (case_metadata, 1_000),
     "1,000 messages of 100,000 characters (100 MB)": (case_messages, 1_000),
+    "1,000 messages of 268,000 characters (the 256 MiB frame cap)": (case_frame_cap, 1_000),
     "999,000 empty objects in metadata (about the most accepted)": (case_objects, 1_000),
     f"{MAX_CONTAINERS + 1:,} objects (refused)": (case_objects_over, 1_000),
     "unclosed [IMAGE: at the content limit, append + prepare": (case_unclosed_markers, 1_001),
