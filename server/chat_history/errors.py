@@ -41,6 +41,11 @@ def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
     return cut(text, limit)
 
 
+def quoted(value: Any, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` for an error message (``'nope'``), cut like ``shown``."""
+    return cut(repr(value), limit)
+
+
 def cut(text: str, limit: int = SHOWN_CHARS) -> str:
     if len(text) <= limit:
         return text

@@ -18,7 +18,7 @@ from cattrs.cols import list_structure_factory
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, override
 
-from chat_history.errors import InvalidParams, shown
+from chat_history.errors import InvalidParams, quoted
 from chat_history.model import (
     MAX_JSON_DEPTH,
     ROLES,
@@ -300,7 +300,7 @@ def check_id(value: str, field: str, max_chars: int = MAX_ID_CHARS) -> str:
 
 def check_int(value: int | None, field: str, low: int, high: int = MAX_INT) -> int | None:
     if value is not None and not low <= value <= high:
-        raise InvalidParams(field, f"must be between {low:,} and {high:,} (got {shown(value)})")
+        raise InvalidParams(field, f"must be between {low:,} and {high:,} (got {quoted(value)})")
     return value
 
 
@@ -319,7 +319,7 @@ def parse_timestamp(value: Any, field: str) -> int | None:
         try:
             moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
-            raise InvalidParams(field, f"{shown(value)} is not an ISO-8601 date-time") from None
+            raise InvalidParams(field, f"{quoted(value)} is not an ISO-8601 date-time") from None
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
         # Integer arithmetic: float timestamp() * 1000 is off by one millisecond for some instants.
@@ -384,7 +384,7 @@ def _attachment(raw: AttachmentIn, field: str) -> Attachment:
 def to_message(raw: MessageIn, field: str) -> Message:
     if raw.role not in ROLES:
         raise InvalidParams(
-            f"{field}.role", f"unknown role {shown(raw.role)}; expected one of {', '.join(ROLES)}"
+            f"{field}.role", f"unknown role {quoted(raw.role)}; expected one of {', '.join(ROLES)}"
         )
     role = raw.role
     if raw.tool_calls and role != "assistant":

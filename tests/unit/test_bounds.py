@@ -15,12 +15,21 @@ from pygls.protocol import JsonRPCNotification, JsonRPCResponseMessage
 
 from chat_history import framing
 from chat_history.errors import InvalidParams, redact, shown
-from chat_history.model import MAX_JSON_DEPTH, Message, ToolCall, nesting_exceeds
+from chat_history.model import (
+    MAX_JSON_DEPTH,
+    Attachment,
+    Message,
+    StoredMessage,
+    ToolCall,
+    nesting_exceeds,
+)
 from chat_history.policy.tokens import IMAGE_MARKER, find_image_markers, row_tokens, text_tokens
 from chat_history.policy.turns import tool_call_blocks
 from chat_history.protocol import MAX_JSON_FIELD_CHARS, check_json
 from chat_history.server import _converter
 from chat_history.settings import load_settings
+from chat_history.store import Key
+from chat_history.store.cache import ConversationCache, row_bytes
 
 #: How the server's protocol turns pygls's message objects into JSON.
 UNSTRUCTURE = _converter().unstructure
@@ -218,3 +227,35 @@ def test_settings_warnings_never_repeat_a_secret_or_a_whole_value(raw: Any) -> N
         assert len(problem.message()) < 500
         if "providers" in raw:
             assert "sk-SECRET" not in problem.message()
+
+
+def image_rows(count: int, image_chars: int, start: int = 1) -> list[StoredMessage]:
+    image = Attachment(mime_type="image/png", data="A" * image_chars)
+    return [
+        StoredMessage(
+            role="user", content="q", timestamp=0, id=i, turn=i, tokens=5, attachments=(image,)
+        )
+        for i in range(start, start + count)
+    ]
+
+
+def cached_bytes(cache: ConversationCache, keys: list[Key]) -> int:
+    return sum(row_bytes(r) for k in keys for r in cache.get(k) or [])
+
+
+def test_the_conversation_cache_is_bounded_in_bytes() -> None:
+    cache = ConversationCache(max_conversations=64, max_rows=50_000, max_bytes=25_000_000)
+    keys = [Key("w", str(n)) for n in range(4)]
+    # Four conversations of two 10 MB images each: rows never bound them, bytes do.
+    for key in keys:
+        cache.put(key, image_rows(1, 10_000_000))
+        cache.extend(key, image_rows(1, 10_000_000, start=2))
+        assert cache.bytes == cached_bytes(cache, keys) <= 25_000_000
+    assert [cache.get(k) is not None for k in keys] == [False, False, False, True]
+    cache.remove_ids(keys[3], {1})
+    assert cache.bytes == cached_bytes(cache, keys) < 11_000_000
+    cache.put(Key("w", "huge"), image_rows(3, 10_000_000))  # over the budget alone: not kept
+    assert cache.get(Key("w", "huge")) is None
+    assert cache.bytes == cached_bytes(cache, keys)
+    cache.drop(keys[3])
+    assert cache.bytes == 0 and cache.rows == 0

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from chat_history.errors import InvalidParams, shown
+from chat_history.errors import InvalidParams, quoted
 from chat_history.errors import cut as cut_text
 from chat_history.model import Message
 from chat_history.policy.tokens import find_image_markers
@@ -75,7 +75,7 @@ def plan_append(
                 waiting = cut_text(", ".join(sorted(pending)), 300) or "none"
                 raise InvalidParams(
                     f"messages[{index}].toolCallId",
-                    f"{shown(call_id)} answers no pending tool call of its turn "
+                    f"{quoted(call_id)} answers no pending tool call of its turn "
                     f"(pending: {waiting})",
                 )
             pending.discard(call_id)
