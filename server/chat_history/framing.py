@@ -138,6 +138,9 @@ async def serve(reader: StdinReader, protocol: JsonRPCProtocol, stop: threading.
         if len(body) < 1_024 and _EXIT.search(body) and _method(body) == "exit":
             await finish(protocol, pending, closed=False)
         track(protocol, handle_body(protocol, body), pending)
+        # Not kept while the request runs and this loop waits for the next header: the parsed
+        # request, its answer's text and that text's bytes are alive then already.
+        del body
 
 
 def _method(body: bytes) -> Any:
