@@ -9,7 +9,12 @@ nested object that holds a ``jsonrpc`` key as a message (so such metadata drops 
 on a ``Content-Length`` too large to allocate, and loses every later frame after a header it cannot
 read. Here a frame that cannot be parsed gets -32700 (id null), a message that is not a valid
 request gets -32600, params that cannot be structured get -32602 naming the field, and the reader
-resynchronises on the next ``Content-Length`` header."""
+resynchronises on the next ``Content-Length`` header.
+
+The cost of every input is bounded (frame size, ``Content-Length`` digits, objects and arrays,
+depth, method names, the id search), requests already received are finished before the server
+exits (end of input, ``exit``), and answers are UTF-8 with an error in place of one that cannot
+be encoded or is larger than ``MAX_ANSWER_BYTES``."""
 
 from __future__ import annotations
 
