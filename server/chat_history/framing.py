@@ -167,19 +167,18 @@ def track(protocol: JsonRPCProtocol, msg_id: Any, pending: set[Any]) -> None:
 
 
 async def finish(protocol: JsonRPCProtocol, pending: set[Any], *, closed: bool) -> None:
-    """Wait until every request in ``pending`` is done and its answer written. When the input
-    ``closed``, the server's own requests (``workspace/configuration``) can never be answered:
-    they fail, so that whatever waits on them goes on."""
-    if pending and closed:
-        log.warning(
-            "stdin closed with %d request(s) not answered yet; finishing them", len(pending)
-        )
+    """Wait until every request in ``pending`` is done and its answer written. Nothing more will
+    be read (the input ``closed``, or ``exit`` came), so the server's own requests
+    (``workspace/configuration``) still unanswered never will be: they fail, so that whatever
+    waits on them goes on instead of holding the exit forever."""
+    if pending:
+        why = "stdin closed" if closed else "exit received"
+        log.warning("%s with %d request(s) not answered yet; finishing them", why, len(pending))
     while pending:
-        if closed:
-            for msg_id in list(protocol._result_types):
-                future = protocol._request_futures.pop(msg_id, None)
-                if isinstance(future, concurrent.futures.Future) and not future.done():
-                    future.set_exception(ConnectionError("the client closed the connection"))
+        for msg_id in list(protocol._result_types):
+            future = protocol._request_futures.pop(msg_id, None)
+            if isinstance(future, concurrent.futures.Future) and not future.done():
+                future.set_exception(ConnectionError("the client will not answer any more"))
         waiting = [asyncio.wrap_future(f) for f in list(pending)]
         if not waiting:  # the last one finished since the loop's test
             break

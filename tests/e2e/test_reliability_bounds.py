@@ -99,6 +99,35 @@ def test_exit_with_queued_appends_finishes_them_before_exiting(tmp_path: Path) -
     assert stored_prompts(storage, tmp_path / "second.log") == [f"q{n:03d}" for n in range(100)]
 
 
+def test_an_unanswered_configuration_request_does_not_hold_the_exit(tmp_path: Path) -> None:
+    """The client asked for workspace/configuration never answers it and closes stdin after
+    its appends: the server still finishes them and exits."""
+    storage = tmp_path / "store"
+    server = Server(storage, tmp_path / "first.log")
+    with deadline(server, 30, "initialize was not answered"):
+        server.call(
+            "initialize",
+            {
+                "processId": None,
+                "capabilities": {"workspace": {"configuration": True}},
+                "initializationOptions": {
+                    "storagePath": str(storage),
+                    "settings": KEEP_ALL,
+                    "workspace": "ws",
+                },
+            },
+        )
+    first = server._next_id + 1
+    initialized = frame(
+        json.dumps({"jsonrpc": "2.0", "method": "initialized", "params": {}}).encode()
+    )
+    messages = pipeline(server, initialized + appends(first, 50), then_close=True)
+    assert any(m.get("method") == "workspace/configuration" for m in messages)
+    assert sorted(m["id"] - first for m in messages if "result" in m) == list(range(50))
+    server.close()
+    assert stored_prompts(storage, tmp_path / "second.log") == [f"q{n:03d}" for n in range(50)]
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Any:
     root = tmp_path_factory.mktemp("bounds")
