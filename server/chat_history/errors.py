@@ -2,6 +2,55 @@
 
 from __future__ import annotations
 
+import json
+import re
+from typing import Any
+
+#: How much of a value an error or warning repeats: enough to recognise it, never megabytes.
+SHOWN_CHARS = 100
+#: Keys whose values are never repeated (settings of provider aliases hold API keys).
+_SECRET_KEY = re.compile(r"api[-_]?key|token|secret|passw|authori[sz]ation|credential", re.I)
+REDACTED = "<redacted>"
+
+
+def redact(value: Any) -> Any:
+    """``value`` with the value of every secret-looking key (``apiKey``, ``token``, ``secret``,
+    ``password``, ``authorization``…) replaced, at any depth."""
+    if isinstance(value, dict):
+        return {
+            k: REDACTED if isinstance(k, str) and _SECRET_KEY.search(k) else redact(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    return value
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a setting's dotted key (``providers.work.apiKey``) names a secret."""
+    return _SECRET_KEY.search(key.rsplit(".", 1)[-1]) is not None
+
+
+def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
+    """``value`` as JSON for a message, secrets redacted, cut to ``limit`` characters with an
+    ellipsis and the full length."""
+    try:
+        text = json.dumps(redact(value), ensure_ascii=False, default=str)
+    except (ValueError, RecursionError):
+        text = repr(value)
+    return cut(text, limit)
+
+
+def quoted(value: Any, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` for an error message (``'nope'``), cut like ``shown``."""
+    return cut(repr(value), limit)
+
+
+def cut(text: str, limit: int = SHOWN_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text):,} characters)"
+
 
 class ChatHistoryError(Exception):
     """Base class of the errors the core raises on purpose."""
@@ -12,6 +61,7 @@ class InvalidParams(ChatHistoryError):
     ``messages[3].role``."""
 
     def __init__(self, field: str, why: str) -> None:
+        field, why = cut(field, 300), cut(why, 1_000)  # never megabytes, whatever the caller
         super().__init__(f"{field}: {why}" if field else why)
         self.field = field
         self.why = why

@@ -9,20 +9,29 @@ nested object that holds a ``jsonrpc`` key as a message (so such metadata drops 
 on a ``Content-Length`` too large to allocate, and loses every later frame after a header it cannot
 read. Here a frame that cannot be parsed gets -32700 (id null), a message that is not a valid
 request gets -32600, params that cannot be structured get -32602 naming the field, and the reader
-resynchronises on the next ``Content-Length`` header."""
+resynchronises on the next ``Content-Length`` header.
+
+The cost of every input is bounded (frame size, ``Content-Length`` digits, objects and arrays,
+depth, method names, the id search), requests already received are finished before the server
+exits (end of input, ``exit``), and answers are UTF-8 with an error in place of one that cannot
+be encoded or is larger than ``MAX_ANSWER_BYTES``."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import re
 import threading
+from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, BinaryIO
 
 from pygls.protocol import JsonRPCNotification, JsonRPCProtocol, JsonRPCRequestMessage
 
+from chat_history.errors import cut, shown
+from chat_history.model import MAX_JSON_DEPTH, nesting_exceeds
 from chat_history.protocol import _error_path
 
 log = logging.getLogger("chat_history")
@@ -30,21 +39,41 @@ log = logging.getLogger("chat_history")
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
+METHOD_NOT_FOUND = -32601
 INTERNAL_ERROR = -32603
 
 #: The largest frame read into memory; a larger one is skipped (and answered when its id is found
 #: near the start). Far above any valid request: an append holds at most 1,000 messages.
 MAX_FRAME_BYTES = 256 * 1024 * 1024
-#: JSON nesting accepted in a message: far more than metadata or tool arguments need, and far from
-#: Python's recursion limit, so nothing downstream (cattrs, json.dumps in a worker) can overflow.
-MAX_DEPTH = 200
+#: JSON nesting accepted in a message (model.MAX_JSON_DEPTH).
+MAX_DEPTH = MAX_JSON_DEPTH
+#: The longest method name looked up: a longer one is answered -32601 with the name cut, before
+#: pygls caches it (its lookups keep each name they saw) or repeats it in a log line.
+MAX_METHOD_CHARS = 256
 _MAX_HEADER_LINE = 8_192
+#: The largest answer written. Bodies are UTF-8, and a JSON text of N bytes decodes to at most N
+#: UTF-16 code units, so a client on Node/V8 (longest string: 2**29 - 24 units) can always read
+#: one. Every valid append's answer fits: it echoes what the request sent (at most
+#: MAX_FRAME_BYTES), plus ~200 bytes per stored row and a few bytes per re-encoded number.
+#: A larger answer (``get`` without ``limit`` of a huge history) is an error that says to page.
+MAX_ANSWER_BYTES = 384 * 1024 * 1024
+#: JSON objects and arrays in one message: each costs ~100 bytes of memory and some work in every
+#: check, so this bounds the cost of a message of many tiny objects (46 MB of ``{}`` took 53 s
+#: and 1.3 GB before). A million is far more than 1,000 messages' metadata and arguments hold.
+MAX_CONTAINERS = 1_000_000
+#: Structural tokens ``top_level_id`` looks at before it gives up (a bounded search).
+_ID_SEARCH_TOKENS = 100_000
 _MAX_INT_DIGITS = 4_000  # below CPython's int_max_str_digits (4,300), which raises mid-parse
 
 # Searched, not matched at the line start: after a frame whose Content-Length was wrong, the next
 # header arrives glued to the leftover bytes of that body, and this finds it there.
 _CONTENT_LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*(\S*)[ \t]*\r?\n?\Z", re.IGNORECASE)
-_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[][{}]')
+_STRUCTURE = re.compile(rb'[][{}"]')
+_STRING_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+#: A JSON string, or an unclosed one up to the end: what ``containers_over`` removes (always a
+#: match at a quote, so the scan is linear).
+_STRING_OR_UNCLOSED = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+_EXIT = re.compile(rb'"method"\s*:\s*"exit"')
 _ID_VALUE = re.compile(rb'\s*:\s*(-?\d{1,18}|"[^"\\]*(?:\\.[^"\\]*)*")')
 
 
@@ -55,9 +84,13 @@ class StdinReader:
         self.stdin = stdin
         self.executor = executor
 
-    async def readline(self) -> bytes:
+    async def header(self) -> tuple[int | None, bytes | None] | None:
+        """The next frame's header: (length, None), or (None, the bad Content-Length value);
+        None at the end of input. Read on the executor in one go: the stray lines before a
+        header (garbage, or a skipped frame's body) cost a ``readline`` each, not a hop to the
+        executor and back each (~75 µs: 500,000 short lines took 40 s)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.executor, self.stdin.readline, _MAX_HEADER_LINE)
+        return await loop.run_in_executor(self.executor, read_header, self.stdin)
 
     async def peek(self) -> bytes:
         """What can be read without blocking for more (nothing is consumed)."""
@@ -74,28 +107,22 @@ class StdinReader:
 
 
 async def serve(reader: StdinReader, protocol: JsonRPCProtocol, stop: threading.Event) -> None:
-    """Read frames until end of input (or ``stop``), handing each body to ``handle_body``."""
+    """Read frames until end of input (or ``stop``), handing each body to ``handle_body``. Every
+    request already received is finished (and answered while stdout is open) before this returns
+    at the end of input, and before an ``exit`` notification is handled."""
+    pending: set[Any] = set()
     while not stop.is_set():
-        length: int | None = None
-        bad_header: bytes | None = None
-        while True:
-            line = await reader.readline()
-            if not line:
-                return
-            if line.strip() == b"":
-                if length is not None or bad_header is not None:
-                    break
-                continue  # a stray blank line between frames
-            match = _CONTENT_LENGTH.search(line)
-            if match is not None:
-                value = match.group(1)
-                length, bad_header = (int(value), None) if value.isdigit() else (None, value)
+        header = await reader.header()
+        if header is None:
+            await finish(protocol, pending, closed=True)
+            return
+        length, bad_header = header
         if length is None:
             send_error(
                 protocol,
                 None,
                 PARSE_ERROR,
-                f"Parse error: invalid Content-Length header {bad_header!r}; frame skipped",
+                f"Parse error: invalid Content-Length header {shown(bad_header)}; frame skipped",
             )
             continue
         if length > MAX_FRAME_BYTES:
@@ -105,14 +132,87 @@ async def serve(reader: StdinReader, protocol: JsonRPCProtocol, stop: threading.
                 protocol,
                 top_level_id(await reader.peek()),
                 INVALID_REQUEST,
-                f"Invalid Request: the message is {length:,} bytes, more than the limit of "
-                f"{MAX_FRAME_BYTES:,}",
+                f"Invalid Request: the message is longer than the limit of {MAX_FRAME_BYTES:,} "
+                "bytes",
             )
             continue
         body = await reader.read(length)
         if len(body) < length:
+            await finish(protocol, pending, closed=True)
             return  # end of input inside a frame
-        handle_body(protocol, body)
+        if len(body) < 1_024 and _EXIT.search(body) and _method(body) == "exit":
+            await finish(protocol, pending, closed=False)
+        track(protocol, handle_body(protocol, body), pending)
+        # Not kept while the request runs and this loop waits for the next header: the parsed
+        # request, its answer's text and that text's bytes are alive then already.
+        del body
+
+
+def _method(body: bytes) -> Any:
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return data.get("method") if isinstance(data, dict) else None
+
+
+def track(protocol: JsonRPCProtocol, msg_id: Any, pending: set[Any]) -> None:
+    """Remember the future of the request ``msg_id`` that was just handed to pygls, until done."""
+    if msg_id is None:
+        return
+    future = protocol._request_futures.get(msg_id)
+    if future is not None and not future.done():
+        pending.add(future)
+        future.add_done_callback(pending.discard)
+
+
+async def finish(protocol: JsonRPCProtocol, pending: set[Any], *, closed: bool) -> None:
+    """Wait until every request in ``pending`` is done and its answer written. Nothing more will
+    be read (the input ``closed``, or ``exit`` came), so the server's own requests
+    (``workspace/configuration``) still unanswered never will be: they fail, so that whatever
+    waits on them goes on instead of holding the exit forever."""
+    if pending:
+        why = "stdin closed" if closed else "exit received"
+        log.warning("%s with %d request(s) not answered yet; finishing them", why, len(pending))
+    while pending:
+        for msg_id in list(protocol._result_types):
+            future = protocol._request_futures.pop(msg_id, None)
+            if isinstance(future, concurrent.futures.Future) and not future.done():
+                future.set_exception(ConnectionError("the client will not answer any more"))
+        waiting = [asyncio.wrap_future(f) for f in list(pending)]
+        if not waiting:  # the last one finished since the loop's test
+            break
+        await asyncio.wait(waiting)
+        await asyncio.sleep(0)  # the answers are written by the futures' done callbacks
+
+
+def read_header(stdin: BinaryIO) -> tuple[int | None, bytes | None] | None:
+    """Read header lines up to the blank line that ends a header holding ``Content-Length``."""
+    length: int | None = None
+    bad_header: bytes | None = None
+    while True:
+        line = stdin.readline(_MAX_HEADER_LINE)
+        if not line:
+            return None
+        if line.strip() == b"":
+            if length is not None or bad_header is not None:
+                return length, bad_header
+            continue  # a stray blank line between frames
+        match = _CONTENT_LENGTH.search(line)
+        if match is not None:
+            length, bad_header = content_length(match.group(1))
+
+
+def content_length(value: bytes) -> tuple[int | None, bytes | None]:
+    """(length, None) for a header value of ASCII digits, else (None, value). Leading zeros are
+    ignored, and a number too long to be a frame size counts as one byte over the frame limit
+    (``int()`` of more than 4,300 digits raises, which used to end the server)."""
+    if not value.isdigit():
+        return None, value
+    digits = value.lstrip(b"0")
+    if len(digits) > len(str(MAX_FRAME_BYTES)):
+        return MAX_FRAME_BYTES + 1, None
+    return int(digits or b"0"), None
 
 
 def _parse_int(text: str) -> int | float:
@@ -120,8 +220,29 @@ def _parse_int(text: str) -> int | float:
     return int(text) if len(text) <= _MAX_INT_DIGITS else float(text)
 
 
-def handle_body(protocol: JsonRPCProtocol, body: bytes) -> None:
-    """Validate one message and hand it to pygls, or answer why it cannot be handled."""
+def containers_over(body: bytes, limit: int = MAX_CONTAINERS) -> bool:
+    """Whether the JSON text ``body`` holds more than ``limit`` objects and arrays, counted
+    before parsing (outside strings) at the speed of ``bytes.count``."""
+    if body.count(b"{") + body.count(b"[") <= limit:
+        return False
+    structure = _STRING_OR_UNCLOSED.sub(b"", body)
+    return structure.count(b"{") + structure.count(b"[") > limit
+
+
+def handle_body(protocol: JsonRPCProtocol, body: bytes) -> Any:
+    """Validate one message and hand it to pygls, or answer why it cannot be handled; the id of
+    a request handed to pygls, else None."""
+    if containers_over(body):
+        msg_id = top_level_id(body)
+        what = f"holds more than {MAX_CONTAINERS:,} JSON objects and arrays"
+        if msg_id is None:
+            send_error(protocol, None, INVALID_REQUEST, f"Invalid Request: the message {what}")
+        else:
+            error_data = {"field": "params"}
+            send_error(
+                protocol, msg_id, INVALID_PARAMS, f"Invalid params: params: {what}", error_data
+            )
+        return None
     try:
         data = json.loads(body, parse_int=_parse_int)
     except RecursionError:
@@ -159,13 +280,17 @@ def handle_body(protocol: JsonRPCProtocol, body: bytes) -> None:
     if not isinstance(method, str):
         refuse(INVALID_REQUEST, 'Invalid Request: "method" must be a string')
         return
+    if len(method) > MAX_METHOD_CHARS:
+        refuse(METHOD_NOT_FOUND, f"Method not found: {shown(method)}")
+        return
     if has_id and not id_ok:
         refuse(INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer')
         return
     if protocol._shutdown and method != "exit":
         refuse(INVALID_REQUEST, "Invalid Request: the server is shutting down")
         return
-    deep = deepest_path(data.get("params"), MAX_DEPTH)
+    params = data.get("params")
+    deep = deepest_path(params, MAX_DEPTH) if nesting_exceeds(params, MAX_DEPTH) else None
     if deep is not None:
         if has_id:
             too_deep(protocol, answer_id, deep)
@@ -184,18 +309,21 @@ def handle_body(protocol: JsonRPCProtocol, body: bytes) -> None:
     except Exception as exc:
         field, why = _error_path(exc, "")
         field = field.removeprefix("params").removeprefix(".") or "params"
+        field, why = cut(field, 300), cut(why, 1_000)
         refuse(INVALID_PARAMS, f"Invalid params: {field}: {why}", {"field": field})
         return
     try:
         protocol.handle_message(structured)
+        return msg_id if has_id else None
     except Exception as exc:
         # pygls answers a request's own errors; what escapes is a notification it choked on
         # (a $/cancelRequest whose id is a list raises TypeError): never fatal to the server.
         if not has_id:
             log.warning("dropped a notification %s: %r", method, exc)
-            return
+            return None
         log.exception("could not handle %s", method)
         send_error(protocol, answer_id, INTERNAL_ERROR, f"Internal error handling {method}")
+        return None
 
 
 def _handle_response(protocol: JsonRPCProtocol, data: dict[str, Any]) -> None:
@@ -244,22 +372,34 @@ def deepest_path(value: Any, limit: int) -> str | None:
 
 def top_level_id(body: bytes) -> int | str | None:
     """The ``id`` member of the outermost object, found without parsing the whole body (it is
-    too deep, or too large, for the parser)."""
+    too deep, or too large, for the parser). Bounded: each byte is scanned once, an unclosed
+    string ends the search (nothing after it can be a member name), and so do
+    ``_ID_SEARCH_TOKENS`` brackets and strings without it."""
     depth = 0
-    for token in _TOKEN.finditer(body):
+    pos = 0
+    for _ in range(_ID_SEARCH_TOKENS):
+        token = _STRUCTURE.search(body, pos)
+        if token is None:
+            return None
         text = token.group()
+        pos = token.end()
         if text in (b"{", b"["):
             depth += 1
         elif text in (b"}", b"]"):
             depth -= 1
-        elif depth == 1 and text == b'"id"':
-            value = _ID_VALUE.match(body, token.end())
-            if value is not None:
-                try:
-                    found = json.loads(value.group(1))
-                except ValueError:
-                    return None
-                return found if isinstance(found, int | str) else None
+        else:
+            string = _STRING_REST.match(body, pos)
+            if string is None:
+                return None
+            pos = string.end()
+            if depth == 1 and body[token.start() : pos] == b'"id"':
+                value = _ID_VALUE.match(body, pos)
+                if value is not None:
+                    try:
+                        found = json.loads(value.group(1))
+                    except ValueError:
+                        return None
+                    return found if isinstance(found, int | str) else None
     return None
 
 
@@ -271,3 +411,96 @@ def send_error(
         error["data"] = data
     log.info("answered %s: %s", code, message)
     protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "error": error})
+
+
+# -- writing ---------------------------------------------------------------------------------------
+
+_HEADER = b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n"
+
+
+def frame_header(size: int) -> bytes:
+    return _HEADER % size
+
+
+class FrameWriter:
+    """stdout for pygls and for frames written directly: one lock, so the header and body of a
+    frame written from one thread are never split by another's; once the client has closed
+    stdout, later writes are dropped (the work behind them still completes)."""
+
+    def __init__(self, stdout: BinaryIO) -> None:
+        self._stdout = stdout
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def close(self) -> None:
+        with self._lock:
+            self._stdout.close()
+
+    def write(self, data: bytes) -> None:
+        self.write_parts(data)
+
+    def write_frame(self, body: bytes) -> None:
+        self.write_parts(frame_header(len(body)), body)
+
+    def write_parts(self, *parts: bytes) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            try:
+                for part in parts:
+                    self._stdout.write(part)
+                self._stdout.flush()
+            except (BrokenPipeError, ValueError, OSError) as exc:  # ValueError: closed file
+                self.closed = True
+                log.warning("the client closed stdout (%s); later answers are dropped", exc)
+
+
+def encode(data: Any, default: Callable[[Any], Any]) -> bytes:
+    """One message as compact UTF-8 JSON (non-ASCII as is, not six-byte escapes). A lone
+    surrogate, which only a string can hold, becomes its ``\\uXXXX`` escape."""
+    text = json.dumps(data, default=default, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8", "backslashreplace")
+
+
+def answer_body(data: Any, default: Callable[[Any], Any]) -> bytes | None:
+    """The body of a message to send; for an answer that cannot be encoded or is larger than
+    ``MAX_ANSWER_BYTES``, an error answer under its id instead, so that no request goes
+    unanswered. None when a message that is not an answer cannot be sent."""
+    msg_id = getattr(data, "id", None) if not isinstance(data, dict) else data.get("id")
+    is_answer = (
+        hasattr(data, "result")
+        or hasattr(data, "error")
+        or (isinstance(data, dict) and ("result" in data or "error" in data))
+    )
+    try:
+        body = encode(data, default)
+    except (RecursionError, MemoryError, ValueError, TypeError) as exc:
+        log.error("could not encode a message (id %s): %s", shown(msg_id), cut(repr(exc)))
+        if not is_answer:
+            return None
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else cut(str(exc))
+        return error_body(
+            msg_id, INTERNAL_ERROR, f"Internal error: the answer cannot be sent ({reason})"
+        )
+    if is_answer and len(body) > MAX_ANSWER_BYTES:
+        size = len(body)
+        del body
+        log.warning(
+            "answer %s of %d bytes refused (limit %d)", shown(msg_id), size, MAX_ANSWER_BYTES
+        )
+        return error_body(
+            msg_id,
+            INTERNAL_ERROR,
+            f"Internal error: the answer would be {size:,} bytes, more than the "
+            f"{MAX_ANSWER_BYTES:,} one answer may carry; ask for less at a time (chatHistory/get: "
+            "pages with limit and beforeId)",
+            {"answerBytes": size, "maxAnswerBytes": MAX_ANSWER_BYTES},
+        )
+    return body
+
+
+def error_body(msg_id: Any, code: int, message: str, data: Any = None) -> bytes:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return encode({"jsonrpc": "2.0", "id": msg_id, "error": error}, repr)

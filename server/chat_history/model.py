@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from itertools import compress, repeat
 from typing import Any, Literal
 
 import attrs
@@ -19,6 +20,31 @@ _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 def compact_json(value: Any) -> str:
     """``value`` as compact JSON, non-ASCII kept as it is."""
     return _COMPACT.encode(value)
+
+
+#: The deepest JSON accepted anywhere (a message, and the object in an ``arguments`` string):
+#: far more than metadata or tool arguments need, and far from Python's recursion limit, so no
+#: parser, encoder or converter downstream can overflow.
+MAX_JSON_DEPTH = 200
+_CONTAINERS = (dict, list)
+
+
+def nesting_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``value`` holds an object or array more than ``limit`` levels deep (``value``
+    itself is level 1). Level by level, with the containers of each level picked out in C
+    (``compress``/``map``): ~10 ns per leaf, and it answers for any depth."""
+    level: list[Any] = [value] if isinstance(value, _CONTAINERS) else []
+    depth = 1
+    while level:
+        if depth > limit:
+            return True
+        below: list[Any] = []
+        for node in level:
+            children = node.values() if isinstance(node, dict) else node
+            below.extend(compress(children, map(isinstance, children, repeat(_CONTAINERS))))
+        level = below
+        depth += 1
+    return False
 
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -49,9 +75,16 @@ class ToolCall:
         return compact_json(self.arguments)
 
     def arguments_object(self) -> dict[str, Any]:
-        """The arguments as an object (Anthropic, Gemini, Bedrock, Ollama)."""
+        """The arguments as an object (Anthropic, Gemini, Bedrock, Ollama). A string nested deeper
+        than ``MAX_JSON_DEPTH`` (stored before appends bounded it) is passed on as the string:
+        its object could not be sent."""
         if isinstance(self.arguments, str):
-            parsed = json.loads(self.arguments) if self.arguments.strip() else {}
+            try:
+                parsed = json.loads(self.arguments) if self.arguments.strip() else {}
+            except RecursionError:
+                return {"value": self.arguments}
+            if nesting_exceeds(parsed):
+                return {"value": self.arguments}
             return parsed if isinstance(parsed, dict) else {"value": parsed}
         return dict(self.arguments)
 

@@ -18,8 +18,9 @@ from cattrs.cols import list_structure_factory
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, override
 
-from chat_history.errors import InvalidParams
+from chat_history.errors import InvalidParams, quoted
 from chat_history.model import (
+    MAX_JSON_DEPTH,
     ROLES,
     Attachment,
     Message,
@@ -29,6 +30,7 @@ from chat_history.model import (
     ToolCall,
     ToolSpec,
     Trimmed,
+    nesting_exceeds,
 )
 
 # Limits (README "Limits"): large enough for real chats, small enough that no request can
@@ -270,10 +272,19 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def check_depth(value: Any, field: str) -> Any:
+    if nesting_exceeds(value, MAX_JSON_DEPTH):
+        raise InvalidParams(field, f"nested deeper than {MAX_JSON_DEPTH} levels")
+    return value
+
+
 def check_json(value: Any, field: str) -> Any:
+    """Depth, then size measured as the compact JSON the store keeps (no spaces after ``,`` and
+    ``:``: a client's compact text of up to the limit fits)."""
+    check_depth(value, field)
     # allow_nan=False: Python's reader accepts NaN/Infinity, which no JSON client can read back.
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (ValueError, RecursionError):
         raise InvalidParams(field, "is not serialisable JSON") from None
     check_text(text, field, MAX_JSON_FIELD_CHARS)
@@ -302,7 +313,7 @@ def check_id(value: str, field: str, max_chars: int = MAX_ID_CHARS) -> str:
 
 def check_int(value: int | None, field: str, low: int, high: int = MAX_INT) -> int | None:
     if value is not None and not low <= value <= high:
-        raise InvalidParams(field, f"must be between {low:,} and {high:,} (got {value})")
+        raise InvalidParams(field, f"must be between {low:,} and {high:,} (got {quoted(value)})")
     return value
 
 
@@ -321,7 +332,7 @@ def parse_timestamp(value: Any, field: str) -> int | None:
         try:
             moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
-            raise InvalidParams(field, f"{value!r} is not an ISO-8601 date-time") from None
+            raise InvalidParams(field, f"{quoted(value)} is not an ISO-8601 date-time") from None
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
         # Integer arithmetic: float timestamp() * 1000 is off by one millisecond for some instants.
@@ -347,6 +358,7 @@ def _tool_call(raw: ToolCallIn, field: str) -> ToolCall:
             ) from None
         if not isinstance(parsed, dict):
             raise InvalidParams(f"{field}.arguments", "must be a JSON object")
+        check_depth(parsed, f"{field}.arguments")
     elif isinstance(arguments, dict):
         check_json(arguments, f"{field}.arguments")
     else:
@@ -385,7 +397,7 @@ def _attachment(raw: AttachmentIn, field: str) -> Attachment:
 def to_message(raw: MessageIn, field: str) -> Message:
     if raw.role not in ROLES:
         raise InvalidParams(
-            f"{field}.role", f"unknown role {raw.role!r}; expected one of {', '.join(ROLES)}"
+            f"{field}.role", f"unknown role {quoted(raw.role)}; expected one of {', '.join(ROLES)}"
         )
     role = raw.role
     if raw.tool_calls and role != "assistant":

@@ -4,7 +4,6 @@ wire to ChatHistoryManager calls. Domain errors become JSON-RPC errors here, in 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import sys
@@ -23,7 +22,6 @@ from pygls.exceptions import (
     JsonRpcMethodNotFound,
     JsonRpcServerNotInitialized,
 )
-from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import (
     JsonRPCNotification,
@@ -52,8 +50,6 @@ from chat_history.store import Key, Store
 log = logging.getLogger("chat_history")
 PROTOCOL_VERSION = 1
 TRIMMED = "chatHistory/trimmed"
-#: The framing pygls writes (Content-Type included), for messages this module writes itself.
-_FRAME = b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n%s"
 #: Error codes that answer bad input or a known condition, not a server defect.
 EXPECTED_CODES = frozenset({-32600, -32602, -32002, 1001, 1002})
 P = TypeVar("P")
@@ -103,6 +99,24 @@ def _converter() -> cattrs.Converter:
 
 
 class ChatHistoryProtocol(LanguageServerProtocol):
+    def _send_data(self, data: Any) -> None:
+        """pygls's writer, but UTF-8 (pygls escapes every non-ASCII character, tripling emoji),
+        a Content-Length in bytes, and an error answer for an answer that cannot be encoded or
+        is too large (pygls logged those and never answered): see framing.answer_body."""
+        if not data:
+            return
+        writer = self.writer
+        if writer is None:
+            log.error("Unable to send data, no available transport!")
+            return
+        body = framing.answer_body(data, self._serialize_message)
+        if body is None:
+            return
+        if isinstance(writer, framing.FrameWriter):
+            writer.write_frame(body)
+        else:  # an embedding test's writer
+            writer.write(framing.frame_header(len(body)) + body)
+
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(
         self, params: types.InitializeParams
@@ -239,7 +253,7 @@ class ChatHistoryServer(LanguageServer):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pulls: set[asyncio.Task[None]] = set()
         #: the stdout writer ``start_io`` gave pygls (None until then)
-        self._stdout: StdoutWriter | None = None
+        self._stdout: framing.FrameWriter | None = None
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         # Error responses already reach the client; expected ones need no log line at all.
@@ -251,7 +265,7 @@ class ChatHistoryServer(LanguageServer):
         """pygls's stdio server with ``framing.serve`` as its loop: every request that can be
         answered is answered, whatever arrives on stdin (see framing.py)."""
         self._stop_event = threading.Event()
-        self._stdout = StdoutWriter(stdout or sys.stdout.buffer)
+        self._stdout = framing.FrameWriter(stdout or sys.stdout.buffer)
         self.protocol.set_writer(self._stdout)
         reader = framing.StdinReader(stdin or sys.stdin.buffer, self.thread_pool)
         try:
@@ -365,9 +379,9 @@ class ChatHistoryServer(LanguageServer):
             return
         frames = []
         for one in params:
-            body = json.dumps({"jsonrpc": "2.0", "method": TRIMMED, "params": one}).encode()
-            frames.append(_FRAME % (len(body), body))
-        writer.write(b"".join(frames))
+            body = framing.encode({"jsonrpc": "2.0", "method": TRIMMED, "params": one}, repr)
+            frames += [framing.frame_header(len(body)), body]
+        writer.write_parts(*frames)
 
     def key(self, params: protocol.KeyParams) -> Key:
         workspace, conversation = protocol.check_key(params, self.workspace_identity)

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import attrs
 
+from chat_history.errors import REDACTED, is_secret_key, shown
 from chat_history.protocol import empty_object
 
 SECTION = "chatHistory"
@@ -90,6 +91,11 @@ class Settings:
     providers: Mapping[str, ProviderAlias]
 
 
+def shown_setting(key: str, value: Any) -> str:
+    """A setting's value for a warning: cut, and never a secret (an alias's ``apiKey``)."""
+    return REDACTED if is_secret_key(key) and value is not None else shown(value)
+
+
 @attrs.frozen
 class SettingProblem:
     """A value that was replaced by its default: reported once through window/showMessage."""
@@ -101,8 +107,8 @@ class SettingProblem:
 
     def message(self) -> str:
         return (
-            f"Invalid setting {self.key} = {json.dumps(self.value, default=str)}: {self.why}; "
-            f"using the default {json.dumps(self.default)}."
+            f"Invalid setting {self.key} = {shown_setting(self.key, self.value)}: {self.why}; "
+            f"using the default {shown_setting(self.key, self.default)}."
         )
 
 

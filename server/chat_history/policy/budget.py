@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import attrs
 
-from chat_history.errors import InvalidParams
+from chat_history.errors import InvalidParams, cut, quoted
 from chat_history.settings import PROVIDER_KINDS, ContextSettings, Settings
 
 #: The window operand (and default budget) when the model's capacity is unknown: a compatibility
@@ -42,10 +42,11 @@ def resolve_route(name: str, model: str | None, settings: Settings) -> Route:
         )
     if name in PROVIDER_KINDS:
         return Route(name=name, kind=name, model=model, context_window=None)
-    aliases = ", ".join(sorted(settings.providers)) or "(none)"
+    aliases = cut(", ".join(sorted(settings.providers)), 300) or "(none)"
     raise InvalidParams(
         "provider",
-        f"unknown provider {name!r}; known kinds: {', '.join(PROVIDER_KINDS)}; aliases: {aliases}",
+        f"unknown provider {quoted(name)}; known kinds: {', '.join(PROVIDER_KINDS)}; "
+        f"aliases: {aliases}",
     )
 
 

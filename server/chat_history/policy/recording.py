@@ -7,9 +7,10 @@ from collections.abc import Sequence
 
 import attrs
 
-from chat_history.errors import InvalidParams
+from chat_history.errors import InvalidParams, quoted
+from chat_history.errors import cut as cut_text
 from chat_history.model import Message
-from chat_history.policy.tokens import IMAGE_MARKER
+from chat_history.policy.tokens import find_image_markers
 from chat_history.policy.turns import is_real_user, next_turn_number
 
 
@@ -24,11 +25,11 @@ def truncate_tool_result(content: str, limit: int) -> str:
         return content
     head_end = (2 * limit) // 3
     tail_start = len(content) - (limit - head_end)
-    for marker in IMAGE_MARKER.finditer(content):
-        if marker.start() < head_end < marker.end():
-            head_end = marker.start()
-        if marker.start() < tail_start < marker.end():
-            tail_start = marker.end()
+    for marker in find_image_markers(content):
+        if marker.start < head_end < marker.end:
+            head_end = marker.start
+        if marker.start < tail_start < marker.end:
+            tail_start = marker.end
     removed = tail_start - head_end
     return content[:head_end] + truncation_marker(removed) + content[tail_start:]
 
@@ -71,10 +72,11 @@ def plan_append(
         elif message.role == "tool":
             call_id = message.tool_call_id
             if call_id not in pending:
-                waiting = ", ".join(sorted(pending)) or "none"
+                waiting = cut_text(", ".join(sorted(pending)), 300) or "none"
                 raise InvalidParams(
                     f"messages[{index}].toolCallId",
-                    f"{call_id!r} answers no pending tool call of its turn (pending: {waiting})",
+                    f"{quoted(call_id)} answers no pending tool call of its turn "
+                    f"(pending: {waiting})",
                 )
             pending.discard(call_id)
             cut = truncate_tool_result(message.content, max_tool_result_chars)

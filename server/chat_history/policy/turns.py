@@ -20,7 +20,7 @@ IN_TURN_USER_PREFIXES: tuple[str, ...] = ("[Tool results]", "[Tool call parse er
 #: Prefix of prompt-mode tool result rows (user role).
 TOOL_RESULTS_PREFIX = "[Tool results]"
 
-_TOOL_CALL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_OPEN_CALL, _CLOSE_CALL = "<tool_call>", "</tool_call>"
 _NAME_IN_TEXT = re.compile(r'"name"\s*:\s*"([^"\\]*)"')
 
 T = TypeVar("T", bound=Message)
@@ -63,20 +63,36 @@ def _json_call_names(payload: object) -> list[str]:
     return names
 
 
+def tool_call_blocks(content: str) -> list[str]:
+    """The text of each ``<tool_call>…</tool_call>`` block, as the lazy regex
+    ``<tool_call>(.*?)</tool_call>`` finds them, in linear time (that regex is quadratic on an
+    unclosed ``<tool_call>`` repeated)."""
+    blocks: list[str] = []
+    pos = 0
+    while (start := content.find(_OPEN_CALL, pos)) >= 0:
+        body = start + len(_OPEN_CALL)
+        end = content.find(_CLOSE_CALL, body)
+        if end < 0:
+            break  # unclosed: no later block can close either
+        blocks.append(content[body:end])
+        pos = end + len(_CLOSE_CALL)
+    return blocks
+
+
 def _prompt_mode_call_names(content: str) -> list[str]:
     stripped = content.strip()
     if stripped.startswith("{"):
         try:
             names = _json_call_names(json.loads(stripped))
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
             names = []
         if names:
             return names
     names = []
-    for block in _TOOL_CALL_BLOCK.findall(content):
+    for block in tool_call_blocks(content):
         try:
             payload = json.loads(block.strip())
-        except ValueError:
+        except (ValueError, RecursionError):
             payload = None
         if isinstance(payload, dict) and isinstance(payload.get("name"), str):
             names.append(payload["name"])

@@ -183,12 +183,12 @@ def user_segments(row: Message) -> list[Segment]:
     segments: list[Segment] = []
     cursor = 0
     for marker in image_markers(text):
-        image = parse_data_uri(marker.group(1))
+        image = parse_data_uri(marker.target)
         if image is None:
             continue
-        segments.append(text[cursor : marker.start()])
+        segments.append(text[cursor : marker.start])
         segments.append(image)
-        cursor = marker.end()
+        cursor = marker.end
     segments.append(text[cursor:])
     segments.extend(attachment_images(row))
     return [s for s in segments if not isinstance(s, str) or s.strip()]

@@ -1,5 +1,7 @@
 """The fast path: a bounded LRU of whole conversations. ``Store`` drops it whenever SQLite's
-``data_version`` shows another connection committed, so it never serves stale rows."""
+``data_version`` shows another connection committed, so it never serves stale rows. Bounded in
+conversations, rows and (estimated) bytes: rows alone let two unlimited ``get``s of histories
+with large images keep gigabytes resident."""
 
 from __future__ import annotations
 
@@ -13,12 +15,29 @@ if TYPE_CHECKING:
     from chat_history.store.db import Key
 
 
+#: What the cache may hold, estimated by ``row_bytes``.
+DEFAULT_MAX_BYTES = 128 * 1024 * 1024
+_ROW_OVERHEAD = 512
+
+
+def row_bytes(row: StoredMessage) -> int:
+    """A cheap estimate of a row's memory: its text and tool calls (four bytes a token), its
+    images' base64 or URIs, and the objects around them."""
+    images = sum(len(a.data or "") + len(a.uri or "") for a in row.attachments)
+    return _ROW_OVERHEAD + 4 * row.tokens + images
+
+
 class ConversationCache:
-    def __init__(self, max_conversations: int, max_rows: int) -> None:
+    def __init__(
+        self, max_conversations: int, max_rows: int, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
         self.max_conversations = max_conversations
         self.max_rows = max_rows
+        self.max_bytes = max_bytes
         self._entries: OrderedDict[Key, list[StoredMessage]] = OrderedDict()
+        self._sizes: dict[Key, int] = {}
         self._rows = 0
+        self._bytes = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -26,6 +45,10 @@ class ConversationCache:
     @property
     def rows(self) -> int:
         return self._rows
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes
 
     def get(self, key: Key) -> list[StoredMessage] | None:
         rows = self._entries.get(key)
@@ -38,8 +61,13 @@ class ConversationCache:
         self.drop(key)
         if len(rows) > self.max_rows:
             return
+        size = sum(map(row_bytes, rows))
+        if size > self.max_bytes:
+            return
         self._entries[key] = list(rows)
+        self._sizes[key] = size
         self._rows += len(rows)
+        self._bytes += size
         self._evict()
 
     def extend(self, key: Key, rows: Sequence[StoredMessage]) -> None:
@@ -48,7 +76,10 @@ class ConversationCache:
         if entry is None:
             return
         entry.extend(rows)
+        size = sum(map(row_bytes, rows))
+        self._sizes[key] += size
         self._rows += len(rows)
+        self._bytes += size
         self._evict()
 
     def remove_ids(self, key: Key, ids: set[int]) -> None:
@@ -56,21 +87,30 @@ class ConversationCache:
         if entry is None:
             return
         kept = [row for row in entry if row.id not in ids]
+        size = sum(row_bytes(row) for row in entry if row.id in ids)
         self._rows -= len(entry) - len(kept)
+        self._sizes[key] -= size
+        self._bytes -= size
         self._entries[key] = kept
 
     def drop(self, key: Key) -> None:
         entry = self._entries.pop(key, None)
         if entry is not None:
             self._rows -= len(entry)
+            self._bytes -= self._sizes.pop(key)
 
     def clear(self) -> None:
         self._entries.clear()
+        self._sizes.clear()
         self._rows = 0
+        self._bytes = 0
 
     def _evict(self) -> None:
         while self._entries and (
-            len(self._entries) > self.max_conversations or self._rows > self.max_rows
+            len(self._entries) > self.max_conversations
+            or self._rows > self.max_rows
+            or self._bytes > self.max_bytes
         ):
-            _, entry = self._entries.popitem(last=False)
+            key, entry = self._entries.popitem(last=False)
             self._rows -= len(entry)
+            self._bytes -= self._sizes.pop(key)
