@@ -1,0 +1,322 @@
+"""Full-text search rules (protocol.md "Version 2" → Search): the query grammar, case- and
+accent-insensitive substring matching, snippets with code-point highlights, relevance, and the
+FTS5 MATCH expression for a trigram index over folded text.
+
+The spec's rules, as built here:
+
+- Every word of the query (split at whitespace) must occur in the row's content as a substring,
+  case- and accent-insensitively (``read`` finds ``read_file``; ``C++`` is a word; Chinese and
+  Japanese text matches as written). A part in double quotes must occur with its words in that
+  order and its spaces. An unclosed quote runs to the end of the query; a quoted part with nothing
+  in it is ignored. Query text is data: nothing in it is an operator of the index's language.
+  A query with nothing searchable answers no results.
+- ``snippet`` is at most 200 code points of the row's content around the first match; its
+  ``highlights`` are ``[start, end)`` code-point offsets of the matched text in the snippet.
+
+Folding (:func:`fold`) works on *segments*: a code point with the combining marks (and Hangul
+vowel/final jamo) that follow it. Each segment is folded on its own — NFKD, casefold, NFKD again,
+nonspacing/enclosing marks dropped (except the kana voicing marks, so ``が`` stays apart from
+``か``), NFC — so a match in the folded text maps back to whole segments of the original, and a
+highlight never splits a letter from its accent. The index must hold ``fold(content)`` (not the
+raw content), so that the index and the exact matcher agree on every character.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from collections.abc import Sequence
+from functools import lru_cache
+
+import attrs
+
+#: The longest snippet, in code points.
+SNIPPET_LENGTH = 200
+#: How much of the content before the first match a snippet shows when it has to cut.
+SNIPPET_LEAD = 60
+#: A trigram index can only look up terms of at least this many folded code points.
+TRIGRAM = 3
+#: Occurrences of one term that still raise a row's relevance.
+RELEVANCE_CAP = 5
+
+#: Combining kana voicing marks: they change the letter (か/が), so folding keeps them.
+_KANA_MARKS = frozenset("\u3099\u309a")
+
+
+# --- folding -------------------------------------------------------------------------------------
+
+
+def _continues_segment(char: str) -> bool:
+    """Whether ``char`` belongs to the segment of the code point before it."""
+    code = ord(char)
+    if 0x1160 <= code <= 0x11FF or 0xD7B0 <= code <= 0xD7FF:  # Hangul vowel and final jamo
+        return True
+    return unicodedata.category(char) in ("Mn", "Me", "Mc")
+
+
+@lru_cache(maxsize=8192)
+def _fold_segment(segment: str) -> str:
+    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", segment).casefold())
+    kept = "".join(
+        c for c in text if c in _KANA_MARKS or unicodedata.category(c) not in ("Mn", "Me")
+    )
+    return unicodedata.normalize("NFC", kept)
+
+
+def segments(text: str) -> list[tuple[int, int]]:
+    """``[start, end)`` code-point spans of ``text``'s segments (a code point with the marks that
+    follow it), in order, covering the whole text."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for index in range(1, len(text)):
+        if not _continues_segment(text[index]):
+            spans.append((start, index))
+            start = index
+    if text:
+        spans.append((start, len(text)))
+    return spans
+
+
+@attrs.frozen
+class Folded:
+    """``text`` folded for matching, with the way back: folded code point ``i`` came from the
+    original span ``[origin_start[i], origin_end[i])``."""
+
+    original: str
+    text: str
+    origin_start: tuple[int, ...]
+    origin_end: tuple[int, ...]
+
+    def original_span(self, start: int, end: int) -> tuple[int, int]:
+        """The original ``[start, end)`` span of folded ``[start, end)`` (``end > start``)."""
+        return self.origin_start[start], self.origin_end[end - 1]
+
+
+def fold(text: str) -> str:
+    """``text`` folded for case- and accent-insensitive matching (the module's rule). This is what
+    the search index must hold for a row and what a query term is looked up as."""
+    if text.isascii():
+        return text.lower()
+    return "".join(_fold_segment(text[start:end]) for start, end in segments(text))
+
+
+def fold_with_origins(text: str) -> Folded:
+    """:func:`fold` with the mapping of every folded code point back to its original segment."""
+    if text.isascii():
+        identity = tuple(range(len(text)))
+        return Folded(text, text.lower(), identity, tuple(range(1, len(text) + 1)))
+    parts: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    for start, end in segments(text):
+        piece = _fold_segment(text[start:end])
+        parts.append(piece)
+        starts.extend([start] * len(piece))
+        ends.extend([end] * len(piece))
+    return Folded(text, "".join(parts), tuple(starts), tuple(ends))
+
+
+# --- the query -----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class SearchTerm:
+    """One thing a row must contain: a word, or a quoted phrase (``text`` as written, without its
+    quotes) and its folded form."""
+
+    text: str
+    folded: str
+    phrase: bool
+
+
+@attrs.frozen
+class SearchQuery:
+    """A parsed query: its terms in query order, each folded form once."""
+
+    terms: tuple[SearchTerm, ...]
+
+    @property
+    def searchable(self) -> bool:
+        """False when nothing in the query can be searched for: the answer is no results."""
+        return bool(self.terms)
+
+
+def parse_query(query: str) -> SearchQuery:
+    """Split ``query`` into words (at whitespace) and double-quoted phrases (kept whole, spaces
+    included). A ``"`` inside a word ends the word and opens a phrase; an unclosed quote runs to
+    the end; a part that folds to nothing (``""``, ``"  "``, a lone combining mark) is ignored, and
+    a term repeated (after folding) counts once."""
+    terms: list[SearchTerm] = []
+    seen: set[str] = set()
+
+    def add(text: str, phrase: bool) -> None:
+        folded = fold(text)
+        if phrase and not folded.strip():
+            return
+        if folded and folded not in seen:
+            seen.add(folded)
+            terms.append(SearchTerm(text, folded, phrase))
+
+    word: list[str] = []
+    index = 0
+    while index < len(query):
+        char = query[index]
+        if char == '"':
+            add("".join(word), False)
+            word = []
+            close = query.find('"', index + 1)
+            end = len(query) if close < 0 else close
+            add(query[index + 1 : end], True)
+            index = end + 1
+            continue
+        if char.isspace():
+            add("".join(word), False)
+            word = []
+        else:
+            word.append(char)
+        index += 1
+    add("".join(word), False)
+    return SearchQuery(tuple(terms))
+
+
+# --- matching, snippets, relevance ---------------------------------------------------------------
+
+
+@attrs.frozen
+class SearchMatch:
+    """How a row matched: its ``snippet`` (at most 200 code points of the content), the
+    ``highlights`` in it (``[start, end)`` code points, sorted, disjoint) and a ``relevance``
+    (higher first; ties go to the newer row)."""
+
+    snippet: str
+    highlights: tuple[tuple[int, int], ...]
+    relevance: float
+
+
+def _occurrences(haystack: str, needle: str) -> list[int]:
+    """Start offsets of every (possibly overlapping) occurrence of ``needle``."""
+    found: list[int] = []
+    index = haystack.find(needle)
+    while index >= 0:
+        found.append(index)
+        index = haystack.find(needle, index + 1)
+    return found
+
+
+def matches(content: str, query: SearchQuery) -> bool:
+    """Whether ``content`` holds every term of ``query`` (always false when nothing is
+    searchable). Cheaper than :func:`match_row` when no snippet is needed."""
+    if not query.searchable:
+        return False
+    folded = fold(content)
+    return all(term.folded in folded for term in query.terms)
+
+
+def _word_start(folded: str, index: int) -> bool:
+    return index == 0 or not folded[index - 1].isalnum()
+
+
+def _window(length: int, first: tuple[int, int]) -> tuple[int, int]:
+    """The snippet's ``[start, end)`` in the original content, around the first match."""
+    if length <= SNIPPET_LENGTH:
+        return 0, length
+    match_start, match_end = first
+    if match_end - match_start >= SNIPPET_LENGTH:
+        return match_start, match_start + SNIPPET_LENGTH
+    room = SNIPPET_LENGTH - (match_end - match_start)
+    start = max(0, match_start - min(SNIPPET_LEAD, room))
+    start = min(start, length - SNIPPET_LENGTH)
+    return start, start + SNIPPET_LENGTH
+
+
+def _snap(spans: Sequence[tuple[int, int]], start: int, end: int) -> tuple[int, int]:
+    """Move the window inwards to segment boundaries, so it never splits a letter from its marks
+    (it may then be shorter than 200 code points, never longer)."""
+    starts = {span[0] for span in spans}
+    ends = {span[1] for span in spans}
+    while start < end and start not in starts:
+        start += 1
+    while end > start and end not in ends:
+        end -= 1
+    return start, end
+
+
+def match_row(content: str, query: SearchQuery) -> SearchMatch | None:
+    """``None`` unless ``content`` holds every term; otherwise its snippet, highlights and
+    relevance.
+
+    The first match is the earliest occurrence of any term (the longer one on a tie). Highlights
+    mark every occurrence of every term that lies whole inside the snippet, mapped back to the
+    original text and merged where they overlap; a first match longer than the snippet is marked
+    as far as the snippet goes. Relevance counts each term's occurrences (at most
+    ``RELEVANCE_CAP``; one starting a word counts double), damped by the content's length.
+    """
+    if not query.searchable:
+        return None
+    folded = fold_with_origins(content)
+    found: list[tuple[int, int]] = []
+    relevance = 0.0
+    for term in query.terms:
+        starts = _occurrences(folded.text, term.folded)
+        if not starts:
+            return None
+        relevance += sum(
+            2 if _word_start(folded.text, start) else 1 for start in starts[:RELEVANCE_CAP]
+        )
+        found.extend(folded.original_span(start, start + len(term.folded)) for start in starts)
+    found.sort(key=lambda span: (span[0], -span[1]))
+    relevance /= 1 + math.log2(1 + len(folded.text) / SNIPPET_LENGTH)
+    window = _window(len(content), found[0])
+    if window != (0, len(content)):
+        window = _snap(segments(content), *window)
+    start, end = window
+    inside = [(a, b) for a, b in found if start <= a and b <= end]
+    if not inside and found[0][0] < end:
+        inside = [(found[0][0], min(found[0][1], end))]
+    merged: list[tuple[int, int]] = []
+    for a, b in inside:
+        if merged and a < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    highlights = tuple((a - start, b - start) for a, b in merged)
+    return SearchMatch(content[start:end], highlights, relevance)
+
+
+# --- the index -----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class FtsPlan:
+    """How to look a query up in an FTS5 ``trigram`` index over folded text.
+
+    ``expression`` is the MATCH string (``None`` when no term can use the index: the caller
+    then scans the rows in scope). ``indexed`` terms are looked up by the index; the ``unindexed``
+    ones (fewer than 3 folded code points) cannot be, so the caller must filter the index's
+    candidates with :func:`matches`/:func:`match_row` — which it does anyway for snippets, and
+    which is the rule either way (the index only narrows).
+    """
+
+    expression: str | None
+    indexed: tuple[SearchTerm, ...]
+    unindexed: tuple[SearchTerm, ...]
+
+
+def fts_string(text: str) -> str:
+    """``text`` as one FTS5 string (a phrase of its trigrams): in double quotes, each ``"``
+    doubled, so no character is read as an operator. Lone surrogates (which SQLite cannot store,
+    so no row holds them) become U+FFFD, which the exact matcher then rejects."""
+    safe = text
+    if not text.isascii():
+        safe = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+    return '"' + safe.replace('"', '""') + '"'
+
+
+def fts_plan(query: SearchQuery) -> FtsPlan:
+    """The MATCH expression for ``query``: every indexable term as an FTS5 string, joined by
+    spaces (FTS5's implicit AND). For an index with ``tokenize='trigram'`` over ``fold(content)``
+    this finds exactly the rows whose folded content holds every indexable term."""
+    indexed = tuple(term for term in query.terms if len(term.folded) >= TRIGRAM)
+    unindexed = tuple(term for term in query.terms if len(term.folded) < TRIGRAM)
+    expression = " ".join(fts_string(term.folded) for term in indexed) if indexed else None
+    return FtsPlan(expression, indexed, unindexed)
