@@ -39,6 +39,9 @@ TRIGRAM = 3
 #: Occurrences of one term that still raise a row's relevance.
 RELEVANCE_CAP = 5
 
+#: FTS5 stops reading a text (and a query string) at NUL, so folding turns it into U+FFFD.
+_NUL = "\x00"
+_NUL_STANDIN = "\ufffd"
 #: Combining kana voicing marks: they change the letter (か/が), so folding keeps them.
 _KANA_MARKS = frozenset("\u3099\u309a")
 
@@ -60,7 +63,12 @@ def _fold_segment(segment: str) -> str:
     kept = "".join(
         c for c in text if c in _KANA_MARKS or unicodedata.category(c) not in ("Mn", "Me")
     )
-    return unicodedata.normalize("NFC", kept)
+    return unicodedata.normalize("NFC", kept).replace(_NUL, _NUL_STANDIN)
+
+
+def _fold_ascii(text: str) -> str:
+    folded = text.lower()
+    return folded.replace(_NUL, _NUL_STANDIN) if _NUL in folded else folded
 
 
 def segments(text: str) -> list[tuple[int, int]]:
@@ -94,9 +102,10 @@ class Folded:
 
 def fold(text: str) -> str:
     """``text`` folded for case- and accent-insensitive matching (the module's rule). This is what
-    the search index must hold for a row and what a query term is looked up as."""
+    the search index must hold for a row and what a query term is looked up as. NUL folds to
+    U+FFFD: FTS5 would stop reading the text there."""
     if text.isascii():
-        return text.lower()
+        return _fold_ascii(text)
     return "".join(_fold_segment(text[start:end]) for start, end in segments(text))
 
 
@@ -104,7 +113,7 @@ def fold_with_origins(text: str) -> Folded:
     """:func:`fold` with the mapping of every folded code point back to its original segment."""
     if text.isascii():
         identity = tuple(range(len(text)))
-        return Folded(text, text.lower(), identity, tuple(range(1, len(text) + 1)))
+        return Folded(text, _fold_ascii(text), identity, tuple(range(1, len(text) + 1)))
     parts: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
