@@ -109,6 +109,18 @@ def fold(text: str) -> str:
     return "".join(_fold_segment(text[start:end]) for start, end in segments(text))
 
 
+def stored_fold(content: str) -> str | None:
+    """What a row keeps beside its content for the search index: ``None`` when SQLite's built-in
+    ``lower(content)`` already equals ``fold(content)`` (ASCII without NUL: most rows), otherwise
+    ``fold(content)``. The index is then kept by triggers as ``coalesce(folded, lower(content))``
+    — built-in SQL only, so every process and tool that writes the database keeps it right, and a
+    deletion removes exactly the text that was indexed even after a Unicode update changes
+    :func:`fold`."""
+    if content.isascii() and _NUL not in content:
+        return None
+    return fold(content)
+
+
 def fold_with_origins(text: str) -> Folded:
     """:func:`fold` with the mapping of every folded code point back to its original segment."""
     if text.isascii():
