@@ -22,6 +22,7 @@ from chat_history.policy.search import (
     match_row,
     matches,
     parse_query,
+    relevance,
     segments,
 )
 
@@ -242,7 +243,9 @@ def test_matching_agrees_with_a_naive_reference(content: str, words: list[str]) 
     query = parse_query(" ".join(words))
     expected = all(_reference_fold(word) in _reference_fold(content) for word in words)
     assert matches(content, query) == expected
-    assert (match_row(content, query) is not None) == expected
+    found = match_row(content, query)
+    assert (found is not None) == expected
+    assert (found.relevance if found else None) == relevance(content, query)
 
 
 @given(content=st.text(max_size=30), word=_WORD, tail=_TEXT)

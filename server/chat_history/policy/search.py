@@ -23,9 +23,9 @@ raw content), so that the index and the exact matcher agree on every character.
 
 from __future__ import annotations
 
+import bisect
 import math
 import unicodedata
-from collections.abc import Sequence
 from functools import lru_cache
 
 import attrs
@@ -88,16 +88,25 @@ def segments(text: str) -> list[tuple[int, int]]:
 @attrs.frozen
 class Folded:
     """``text`` folded for matching, with the way back: folded code point ``i`` came from the
-    original span ``[origin_start[i], origin_end[i])``."""
+    original span ``[origin_start[i], origin_end[i])`` (both ``None`` when every code point maps
+    to itself, as in ASCII text)."""
 
     original: str
     text: str
-    origin_start: tuple[int, ...]
-    origin_end: tuple[int, ...]
+    origin_start: tuple[int, ...] | None = None
+    origin_end: tuple[int, ...] | None = None
 
     def original_span(self, start: int, end: int) -> tuple[int, int]:
         """The original ``[start, end)`` span of folded ``[start, end)`` (``end > start``)."""
+        if self.origin_start is None or self.origin_end is None:
+            return start, end
         return self.origin_start[start], self.origin_end[end - 1]
+
+    def folded_offset(self, original: int) -> int:
+        """The first folded code point that comes from original offset ``original`` or later."""
+        if self.origin_start is None:
+            return original
+        return bisect.bisect_left(self.origin_start, original)
 
 
 def fold(text: str) -> str:
@@ -124,8 +133,7 @@ def stored_fold(content: str) -> str | None:
 def fold_with_origins(text: str) -> Folded:
     """:func:`fold` with the mapping of every folded code point back to its original segment."""
     if text.isascii():
-        identity = tuple(range(len(text)))
-        return Folded(text, _fold_ascii(text), identity, tuple(range(1, len(text) + 1)))
+        return Folded(text, _fold_ascii(text))
     parts: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
@@ -214,27 +222,50 @@ class SearchMatch:
     relevance: float
 
 
-def _occurrences(haystack: str, needle: str) -> list[int]:
-    """Start offsets of every (possibly overlapping) occurrence of ``needle``."""
+def _occurrences(haystack: str, needle: str, start: int = 0, end: int | None = None) -> list[int]:
+    """Start offsets of every (possibly overlapping) occurrence of ``needle`` that lies whole in
+    ``haystack[start:end]``."""
     found: list[int] = []
-    index = haystack.find(needle)
+    index = haystack.find(needle, start, end)
     while index >= 0:
         found.append(index)
-        index = haystack.find(needle, index + 1)
+        index = haystack.find(needle, index + 1, end)
     return found
-
-
-def matches(content: str, query: SearchQuery) -> bool:
-    """Whether ``content`` holds every term of ``query`` (always false when nothing is
-    searchable). Cheaper than :func:`match_row` when no snippet is needed."""
-    if not query.searchable:
-        return False
-    folded = fold(content)
-    return all(term.folded in folded for term in query.terms)
 
 
 def _word_start(folded: str, index: int) -> bool:
     return index == 0 or not folded[index - 1].isalnum()
+
+
+def _relevance(folded: str, query: SearchQuery) -> float | None:
+    """``None`` unless ``folded`` holds every term; otherwise each term's first
+    ``RELEVANCE_CAP`` occurrences (one starting a word counts double), damped by length."""
+    total = 0.0
+    for term in query.terms:
+        index = folded.find(term.folded)
+        if index < 0:
+            return None
+        for _ in range(RELEVANCE_CAP):
+            if index < 0:
+                break
+            total += 2 if _word_start(folded, index) else 1
+            index = folded.find(term.folded, index + 1)
+    return total / (1 + math.log2(1 + len(folded) / SNIPPET_LENGTH))
+
+
+def relevance(content: str, query: SearchQuery) -> float | None:
+    """How well ``content`` matches (higher first; ties go to the newer row), or ``None`` when it
+    lacks a term or nothing is searchable. Cheap: rank every candidate with this, then build
+    snippets (:func:`match_row`) for the rows of the page only."""
+    if not query.searchable:
+        return None
+    return _relevance(fold(content), query)
+
+
+def matches(content: str, query: SearchQuery) -> bool:
+    """Whether ``content`` holds every term of ``query`` (always false when nothing is
+    searchable)."""
+    return relevance(content, query) is not None
 
 
 def _window(length: int, first: tuple[int, int]) -> tuple[int, int]:
@@ -250,50 +281,50 @@ def _window(length: int, first: tuple[int, int]) -> tuple[int, int]:
     return start, start + SNIPPET_LENGTH
 
 
-def _snap(spans: Sequence[tuple[int, int]], start: int, end: int) -> tuple[int, int]:
+def _snap(text: str, start: int, end: int) -> tuple[int, int]:
     """Move the window inwards to segment boundaries, so it never splits a letter from its marks
     (it may then be shorter than 200 code points, never longer)."""
-    starts = {span[0] for span in spans}
-    ends = {span[1] for span in spans}
-    while start < end and start not in starts:
+    while start < end and _continues_segment(text[start]):
         start += 1
-    while end > start and end not in ends:
+    while start < end < len(text) and _continues_segment(text[end]):
         end -= 1
     return start, end
 
 
 def match_row(content: str, query: SearchQuery) -> SearchMatch | None:
     """``None`` unless ``content`` holds every term; otherwise its snippet, highlights and
-    relevance.
+    relevance (:func:`relevance`).
 
-    The first match is the earliest occurrence of any term (the longer one on a tie). Highlights
-    mark every occurrence of every term that lies whole inside the snippet, mapped back to the
-    original text and merged where they overlap; a first match longer than the snippet is marked
-    as far as the snippet goes. Relevance counts each term's occurrences (at most
-    ``RELEVANCE_CAP``; one starting a word counts double), damped by the content's length.
+    The first match is the earliest occurrence of any term (the longer one on a tie); the snippet
+    is the whole content when it has at most 200 code points, else 200 code points with the first
+    match about ``SNIPPET_LEAD`` in, never splitting a letter from its marks. Highlights mark every
+    occurrence of every term that lies whole inside the snippet, mapped back to the original text
+    and merged where they overlap; a first match longer than the snippet is marked as far as the
+    snippet goes.
     """
     if not query.searchable:
         return None
     folded = fold_with_origins(content)
-    found: list[tuple[int, int]] = []
-    relevance = 0.0
-    for term in query.terms:
-        starts = _occurrences(folded.text, term.folded)
-        if not starts:
-            return None
-        relevance += sum(
-            2 if _word_start(folded.text, start) else 1 for start in starts[:RELEVANCE_CAP]
-        )
-        found.extend(folded.original_span(start, start + len(term.folded)) for start in starts)
-    found.sort(key=lambda span: (span[0], -span[1]))
-    relevance /= 1 + math.log2(1 + len(folded.text) / SNIPPET_LENGTH)
-    window = _window(len(content), found[0])
-    if window != (0, len(content)):
-        window = _snap(segments(content), *window)
-    start, end = window
-    inside = [(a, b) for a, b in found if start <= a and b <= end]
-    if not inside and found[0][0] < end:
-        inside = [(found[0][0], min(found[0][1], end))]
+    score = _relevance(folded.text, query)
+    if score is None:
+        return None
+    first = min(
+        (
+            folded.original_span(index, index + len(term.folded))
+            for term in query.terms
+            for index in [folded.text.find(term.folded)]
+        ),
+        key=lambda span: (span[0], -span[1]),
+    )
+    start, end = _snap(content, *_window(len(content), first))
+    low, high = folded.folded_offset(start), folded.folded_offset(end)
+    inside = sorted(
+        folded.original_span(index, index + len(term.folded))
+        for term in query.terms
+        for index in _occurrences(folded.text, term.folded, low, high)
+    )
+    if not inside and first[0] < end:
+        inside = [(first[0], min(first[1], end))]
     merged: list[tuple[int, int]] = []
     for a, b in inside:
         if merged and a < merged[-1][1]:
@@ -301,7 +332,7 @@ def match_row(content: str, query: SearchQuery) -> SearchMatch | None:
         else:
             merged.append((a, b))
     highlights = tuple((a - start, b - start) for a, b in merged)
-    return SearchMatch(content[start:end], highlights, relevance)
+    return SearchMatch(content[start:end], highlights, score)
 
 
 # --- the index -----------------------------------------------------------------------------------
