@@ -22,31 +22,46 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "server"))
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
 
-from test_fts_residue import CHOSEN_INDEX, MESSAGES  # noqa: E402
+from test_fts_residue import MESSAGES, with_detail  # noqa: E402
 
-from chat_history.policy.search import fts_plan, match_row, parse_query, stored_fold  # noqa: E402
+from chat_history.policy.search import (  # noqa: E402
+    fts_plan,
+    match_row,
+    parse_query,
+    relevance,
+    stored_fold,
+)
 
-WORDS = [
-    "".join(random.Random(i).choice("abcdefghijklmnopqrstuvwxyz") for _ in range(3 + i % 7))
-    for i in range(5_000)
-]
 ACCENTED = ["café", "résumé", "naïve", "Straße", "東京都", "日本語の文章", "über"]
 RARE = "zephyrquill"  # planted in exactly 20 rows at every size
 
 
+def corpus() -> list[str]:
+    """Natural text with code in it, like a coding chat: the standard library's own sources."""
+    texts = []
+    for file in sorted(Path(os.__file__).parent.glob("*.py")):
+        texts.append(file.read_text(encoding="utf-8", errors="replace"))
+    return texts
+
+
+SOURCE = "\n".join(corpus())
+
+
 def message(rng: random.Random) -> str:
-    words = [rng.choice(WORDS) for _ in range(rng.randint(10, 120))]
+    length = rng.choice([40, 120, 300, 600, 1500])
+    start = rng.randrange(len(SOURCE) - length)
+    text = SOURCE[start : start + length]
     if rng.random() < 0.1:
-        words.insert(rng.randrange(len(words)), rng.choice(ACCENTED))
-    return " ".join(words)
+        text += " " + rng.choice(ACCENTED)
+    return text
 
 
-def connect(path: Path, indexed: bool) -> Any:
+def connect(path: Path, index: list[str] | None) -> Any:
     connection = sqlean.connect(str(path), isolation_level=None)
     for pragma in ("journal_mode = WAL", "synchronous = NORMAL", "secure_delete = ON"):
         connection.execute(f"PRAGMA {pragma}")
     connection.execute(MESSAGES)
-    for statement in CHOSEN_INDEX if indexed else []:
+    for statement in index or []:
         connection.execute(statement)
     return connection
 
@@ -65,7 +80,7 @@ def fill(connection: Any, rows: int, rng: random.Random) -> None:
     connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
-def best(fn: Callable[[], object], reps: int) -> float:
+def median_time(fn: Callable[[], object], reps: int) -> float:
     times = []
     for _ in range(reps):
         start = time.perf_counter()
@@ -74,23 +89,25 @@ def best(fn: Callable[[], object], reps: int) -> float:
     return statistics.median(times)
 
 
-def search(connection: Any, query: str, limit: int = 50) -> list[tuple[float, int]]:
-    """The whole pipeline: index candidates, the exact matcher with snippets, relevance then
-    recency, the first ``limit``."""
+def search(connection: Any, query: str, positions: bool, limit: int = 50) -> int:
+    """The whole pipeline: index candidates, the cheap relevance pass, relevance then recency,
+    snippets for the first ``limit``. Returns how many rows matched."""
     parsed = parse_query(query)
-    expression = fts_plan(parsed).expression
+    expression = fts_plan(parsed, positions=positions).expression
     rows = connection.execute(
         "SELECT m.id, m.content FROM search JOIN messages m ON m.id = search.rowid "
         "WHERE search MATCH ?",
         (expression,),
     )
-    hits = []
+    ranked = []
     for row_id, content in rows:
-        found = match_row(content, parsed)
-        if found is not None:
-            hits.append((-found.relevance, -row_id))
-    hits.sort()
-    return hits[:limit]
+        score = relevance(content, parsed)
+        if score is not None:
+            ranked.append((-score, -row_id, content))
+    ranked.sort(key=lambda item: item[:2])
+    for _, _, content in ranked[:limit]:
+        match_row(content, parsed)
+    return len(ranked)
 
 
 def like(connection: Any, word: str) -> list[Any]:
@@ -106,64 +123,91 @@ def size(path: Path) -> int:
     )
 
 
+VARIANTS: dict[str, list[str] | None] = {
+    "no index": None,
+    "detail=full": with_detail("full"),
+    "detail=none": with_detail("none"),
+}
+QUERIES = {
+    "rare word": RARE,
+    "rare+common": f"{RARE} self",
+    "two words": "import sys",
+    "accented": "cafe",
+    "common": "return",
+    "phrase": '"def __init__(self"',
+}
+
+
+def appends(folder: str) -> None:
+    """One transaction per row, as the store appends, on a 1,000-row database."""
+    for name, index in VARIANTS.items():
+        path = Path(folder) / f"append-{name}.sqlite3"
+        connection = connect(path, index)
+        rng = random.Random(1)
+        fill(connection, 1_000, rng)
+        texts = [message(rng) for _ in range(2_000)]
+        start = time.perf_counter()
+        for text in texts:
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute(
+                "INSERT INTO messages(conversation, content, folded) VALUES ('a', ?, ?)",
+                (text, stored_fold(text)),
+            )
+            connection.execute("COMMIT")
+        per = (time.perf_counter() - start) / len(texts)
+        print(f"append, {name:12}: {per * 1e6:6.0f} µs/row")
+        connection.close()
+
+
+def searches(folder: str) -> None:
+    figures: dict[tuple[str, int, str], float] = {}
+    for rows in (1_000, 100_000):
+        sizes = {}
+        for name, index in VARIANTS.items():
+            path = Path(folder) / f"size-{rows}-{name}.sqlite3"
+            connection = connect(path, index)
+            fill(connection, rows, random.Random(2))
+            sizes[name] = size(path)
+            if index is None:
+                figures[(name, rows, "LIKE rare")] = median_time(
+                    lambda c=connection: like(c, RARE), 3
+                )
+            else:
+                positions = name == "detail=full"
+                for label, query in QUERIES.items():
+                    hits = search(connection, query, positions)
+                    figures[(name, rows, label)] = median_time(
+                        lambda c=connection, q=query, p=positions: search(c, q, p), 3
+                    )
+                    if positions:
+                        print(f"{rows:7} rows: {label:11} {query!r} matches {hits} rows")
+                start = time.perf_counter()
+                connection.execute("BEGIN IMMEDIATE")
+                connection.execute(
+                    "DELETE FROM messages WHERE id > (SELECT max(id) - 100 FROM messages)"
+                )
+                connection.execute("COMMIT")
+                figures[(name, rows, "delete 100 rows")] = time.perf_counter() - start
+                start = time.perf_counter()
+                connection.execute("INSERT INTO search(search) VALUES ('optimize')")
+                figures[(name, rows, "optimize")] = time.perf_counter() - start
+            connection.close()
+        base = sizes["no index"]
+        for name, total in sizes.items():
+            print(f"{rows:7} rows, {name:12}: {total / 1e6:7.1f} MB ({total / base:.2f}x)")
+    for key in sorted({(name, label) for name, _, label in figures}):
+        small, large = figures[(*key[:1], 1_000, key[1])], figures[(key[0], 100_000, key[1])]
+        print(
+            f"{key[0]:12} {key[1]:15}: 1k {small * 1e3:9.2f} ms, 100k {large * 1e3:9.2f} ms "
+            f"({large / small:.1f}x)"
+        )
+
+
 def main() -> None:
     print(f"SQLite {sqlean.sqlite_version} (sqlean.py)")
     with tempfile.TemporaryDirectory() as folder:
-        # Append: one transaction per row, as the store appends, on a 1,000-row database.
-        for indexed in (False, True):
-            path = Path(folder) / f"append-{indexed}.sqlite3"
-            connection = connect(path, indexed)
-            rng = random.Random(1)
-            fill(connection, 1_000, rng)
-            texts = [message(rng) for _ in range(2_000)]
-            start = time.perf_counter()
-            for text in texts:
-                connection.execute("BEGIN IMMEDIATE")
-                connection.execute(
-                    "INSERT INTO messages(conversation, content, folded) VALUES ('a', ?, ?)",
-                    (text, stored_fold(text)),
-                )
-                connection.execute("COMMIT")
-            per = (time.perf_counter() - start) / len(texts)
-            print(f"append {'with' if indexed else 'without'} index: {per * 1e6:.0f} µs/row")
-            connection.close()
-        # Size and search at 1,000 and 100,000 rows.
-        figures: dict[tuple[int, str], float] = {}
-        for rows in (1_000, 100_000):
-            sizes = {}
-            for indexed in (False, True):
-                path = Path(folder) / f"size-{rows}-{indexed}.sqlite3"
-                connection = connect(path, indexed)
-                fill(connection, rows, random.Random(2))
-                sizes[indexed] = size(path)
-                if indexed:
-                    common = WORDS[7]
-                    for label, query in (
-                        ("rare", RARE),
-                        ("two rare", f"{RARE} zephyr"),
-                        ("accented", "cafe"),
-                        ("common", common),
-                    ):
-                        figures[(rows, label)] = best(lambda q=query: search(connection, q), 5)
-                    figures[(rows, "like")] = best(lambda: like(connection, RARE), 3)
-                    hits = len(search(connection, common, limit=10**9))
-                    print(f"{rows} rows: common word {common!r} matches {hits} rows")
-                connection.close()
-            overhead = sizes[True] / sizes[False]
-            print(
-                f"{rows} rows: {sizes[False] / 1e6:.1f} MB without index, "
-                f"{sizes[True] / 1e6:.1f} MB with ({overhead:.2f}x)"
-            )
-        for label in ("rare", "two rare", "accented", "common", "like"):
-            small, large = figures[(1_000, label)], figures[(100_000, label)]
-            print(
-                f"search {label:9}: 1k {small * 1e3:8.2f} ms, 100k {large * 1e3:8.2f} ms "
-                f"({large / small:.1f}x)"
-            )
-        rare = figures[(100_000, "rare")]
-        print(
-            f"LIKE scan / indexed rare-word search at 100k: {figures[(100_000, 'like')] / rare:.0f}x"
-        )
+        appends(folder)
+        searches(folder)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,8 @@ SNIPPET_LENGTH = 200
 SNIPPET_LEAD = 60
 #: A trigram index can only look up terms of at least this many folded code points.
 TRIGRAM = 3
+#: Without positions in the index, a term is looked up by at most this many of its trigrams.
+MAX_TRIGRAMS_PER_TERM = 16
 #: Occurrences of one term that still raise a row's relevance.
 RELEVANCE_CAP = 5
 
@@ -364,11 +366,30 @@ def fts_string(text: str) -> str:
     return '"' + safe.replace('"', '""') + '"'
 
 
-def fts_plan(query: SearchQuery) -> FtsPlan:
-    """The MATCH expression for ``query``: every indexable term as an FTS5 string, joined by
-    spaces (FTS5's implicit AND). For an index with ``tokenize='trigram'`` over ``fold(content)``
-    this finds exactly the rows whose folded content holds every indexable term."""
+def _covering_trigrams(text: str) -> list[str]:
+    """Distinct trigrams of ``text`` that together cover it: every third one, and the last one
+    (at most ``MAX_TRIGRAMS_PER_TERM``, which is still a superset filter)."""
+    starts = [*range(0, len(text) - TRIGRAM + 1, TRIGRAM), len(text) - TRIGRAM]
+    trigrams = dict.fromkeys(text[start : start + TRIGRAM] for start in starts)
+    return list(trigrams)[:MAX_TRIGRAMS_PER_TERM]
+
+
+def fts_plan(query: SearchQuery, *, positions: bool = True) -> FtsPlan:
+    """The MATCH expression for ``query`` over an index with ``tokenize='trigram'`` holding
+    ``fold(content)``, FTS5's implicit AND between its strings.
+
+    With ``positions`` (an index with ``detail=full``, the default) every indexable term is one
+    FTS5 string — a phrase of its trigrams — so the index finds exactly the rows whose folded
+    content holds every indexable term. Without (``detail=none`` or ``column``, which reject
+    phrases but are smaller and faster to write) each term becomes its covering trigrams, each a
+    string of its own: a superset the exact matcher narrows.
+    """
     indexed = tuple(term for term in query.terms if len(term.folded) >= TRIGRAM)
     unindexed = tuple(term for term in query.terms if len(term.folded) < TRIGRAM)
-    expression = " ".join(fts_string(term.folded) for term in indexed) if indexed else None
-    return FtsPlan(expression, indexed, unindexed)
+    if not indexed:
+        return FtsPlan(None, indexed, unindexed)
+    if positions:
+        parts = [term.folded for term in indexed]
+    else:
+        parts = list(dict.fromkeys(t for term in indexed for t in _covering_trigrams(term.folded)))
+    return FtsPlan(" ".join(fts_string(part) for part in parts), indexed, unindexed)
