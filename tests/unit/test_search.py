@@ -12,9 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chat_history.errors import InvalidParams
 from chat_history.policy.search import (
     SNIPPET_LENGTH,
     SearchQuery,
+    check_query,
     fold,
     fold_with_origins,
     fts_plan,
@@ -70,6 +72,18 @@ def test_an_empty_quoted_part_is_ignored_among_words() -> None:
 
 def test_a_term_repeated_after_folding_counts_once() -> None:
     assert terms("Café cafe CAFÉ") == [("Café", False)]
+
+
+@pytest.mark.parametrize("query", ["", "x" * 1_001])
+def test_an_empty_or_overlong_query_is_refused_naming_the_field(query: str) -> None:
+    with pytest.raises(InvalidParams) as error:
+        check_query(query)
+    assert error.value.field == "query"
+
+
+@pytest.mark.parametrize("query", ["x", " ", '"', "東" * 1_000])
+def test_a_query_of_1_to_1000_code_points_is_accepted(query: str) -> None:
+    assert check_query(query) == query
 
 
 # --- folding and matching ------------------------------------------------------------------------

@@ -30,6 +30,10 @@ from functools import lru_cache
 
 import attrs
 
+from chat_history.errors import InvalidParams
+
+#: A query holds 1–1,000 code points.
+QUERY_LENGTH = 1_000
 #: The longest snippet, in code points.
 SNIPPET_LENGTH = 200
 #: How much of the content before the first match a snippet shows when it has to cut.
@@ -170,6 +174,16 @@ class SearchQuery:
     def searchable(self) -> bool:
         """False when nothing in the query can be searched for: the answer is no results."""
         return bool(self.terms)
+
+
+def check_query(query: str) -> str:
+    """``query`` as given, or InvalidParams ``query`` when it is empty or longer than 1,000 code
+    points. (A query of only spaces or quotes is valid: it answers no results.)"""
+    if not query:
+        raise InvalidParams("query", "must not be empty")
+    if len(query) > QUERY_LENGTH:
+        raise InvalidParams("query", f"must be at most {QUERY_LENGTH} characters, got {len(query)}")
+    return query
 
 
 def parse_query(query: str) -> SearchQuery:
