@@ -193,6 +193,7 @@ def searches(folder: str) -> None:
             else:
                 positions = name == "detail=full"
                 if index is LAZY_INDEX:
+                    connection.close()
                     continue  # searches as detail=none once caught up
                 for label, query in QUERIES.items():
                     hits = search(connection, query, positions)
