@@ -205,6 +205,12 @@ class ChatPanel {
     this.update(S.addNotice(S.turnFinished(S.streamDiscarded(this.state)), "error", message));
   }
 
+  /** Shows the panel with the conversation it had (a new chat the first time). */
+  reveal(): void {
+    this.ensurePanel();
+    this.update(this.state);
+  }
+
   /** Opens a conversation (a new one without an id): newest page first. */
   async open(conversationId?: string): Promise<void> {
     this.ensurePanel();
@@ -377,6 +383,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 
   context.subscriptions.push(
     vscode.window.registerTreeDataProvider("chatPanel.conversations", list),
+    vscode.commands.registerCommand("chatPanel.show", () => panel.reveal()),
     vscode.commands.registerCommand("chatPanel.newChat", () => panel.open()),
     vscode.commands.registerCommand("chatPanel.openConversation", (id: string) => panel.open(id)),
     vscode.commands.registerCommand("chatPanel.refresh", () => list.refresh()),

@@ -139,22 +139,18 @@ export function parseInline(text: string): Inline[] {
       i += ticks;
       continue;
     }
-    if ((ch === "*" || ch === "_") && text[i + 1] === ch) {
-      const end = text.indexOf(ch + ch, i + 2);
-      if (end > i + 2) {
-        push({ t: "strong", c: parseInline(text.slice(i + 2, end)) });
-        i = end + 2;
+    if (ch === "*" || ch === "_") {
+      const run = text[i + 1] === ch ? 2 : 1;
+      const end = canOpen(text, i, run) ? findCloser(text, i + run, ch.repeat(run)) : -1;
+      if (end > 0) {
+        const inner = parseInline(text.slice(i + run, end));
+        push(run === 2 ? { t: "strong", c: inner } : { t: "em", c: inner });
+        i = end + run;
         continue;
       }
-    } else if (ch === "*" || ch === "_") {
-      const end = text.indexOf(ch, i + 1);
-      const inner = end > i + 1 ? text.slice(i + 1, end) : "";
-      // `snake_case_names` are not emphasis: the opener must not follow a word character.
-      if (inner !== "" && !/\s/.test(inner[0]) && !(ch === "_" && /\w/.test(text[i - 1] ?? ""))) {
-        push({ t: "em", c: parseInline(inner) });
-        i = end + 1;
-        continue;
-      }
+      plain += ch.repeat(run);
+      i += run;
+      continue;
     }
     if (ch === "[" || (ch === "!" && text[i + 1] === "[")) {
       const open = ch === "!" ? i + 1 : i;
@@ -171,6 +167,29 @@ export function parseInline(text: string): Inline[] {
   }
   if (plain !== "") out.push({ t: "text", s: plain });
   return out;
+}
+
+const WORD = /[\p{L}\p{N}]/u;
+
+/** A `*`/`_` run at `i` opens emphasis: followed by non-space; `_` also not inside a word. */
+function canOpen(text: string, i: number, run: number): boolean {
+  const next = text[i + run] ?? "";
+  if (next === "" || /\s/.test(next)) return false;
+  return text[i] !== "_" || !WORD.test(text[i - 1] ?? "");
+}
+
+/** The closing run for `marker` from `from`: preceded by non-space; `_` also not followed by a word character. */
+function findCloser(text: string, from: number, marker: string): number {
+  for (let j = text.indexOf(marker, from); j > from; j = text.indexOf(marker, j + 1)) {
+    if (/\s/.test(text[j - 1])) continue;
+    if (marker.length === 1 && text[j + 1] === marker) {
+      j++; // part of a longer run: not this one
+      continue;
+    }
+    if (marker[0] === "_" && WORD.test(text[j + marker.length] ?? "")) continue;
+    return j;
+  }
+  return -1;
 }
 
 /** `[label](url "title")` starting at `open` (the `[`): label, url and the index after `)`. */
