@@ -79,7 +79,7 @@ let port = 0;
 let serverLog = "";
 
 async function startCodeServer() {
-  port = await freePort();
+  port ||= await freePort(); // a restart keeps the address, as a person's bookmark does
   const child = spawn(
     CODE_SERVER,
     [
@@ -377,9 +377,9 @@ try {
 
   await step("a setting changed in the Settings UI reaches the server: the next prepare obeys it", async () => {
     await runCommand("Preferences: Open User Settings");
-    const search = page.locator(".settings-editor .suggest-input-container .monaco-editor textarea").first();
-    await search.waitFor({ state: "visible" });
-    await search.click();
+    // The Settings editor opens with its search box focused.
+    await page.locator(".settings-editor .suggest-input-container").first().waitFor({ state: "visible" });
+    await sleep(500);
     await page.keyboard.type("chatHistory.context.maxHistoryTurns");
     const input = page.locator('.settings-editor .setting-item-number input, .settings-editor .setting-item-contents input[type="number"]').first();
     await input.waitFor({ state: "visible" });
@@ -393,8 +393,8 @@ try {
       assert.ok(Date.now() < deadline, `settings.json never got the value:\n${readFileSync(settingsFile, "utf8")}`);
       await sleep(200);
     }
-    // ...and the server uses it for the next request.
-    await runCommand("Chat Panel: Show Chat");
+    // ...and the server uses it for the next request. Back to the chat's editor tab:
+    await page.locator(".tabs-container .tab", { hasText: "Hello, who are you?" }).first().click();
     frame = await chatFrame();
     const before = fake.requests.length;
     await send(frame, "Which turns do you see now?");
@@ -426,8 +426,13 @@ try {
     // pageSize 6: not everything is loaded at first.
     const firstPage = await frame.locator("article.msg").count();
     assert.ok(await frame.locator(".older").count() === 1, "more history is announced");
-    await frame.locator("#messages").evaluate((m) => (m.scrollTop = 0));
-    await frame.waitForFunction((n) => document.querySelectorAll("article.msg").length > n, firstPage);
+    // Scroll up as a person does (the wheel over the list), until the top is reached.
+    await frame.locator("#messages").hover();
+    for (let i = 0; i < 20 && (await frame.locator("article.msg").count()) === firstPage; i++) {
+      await page.mouse.wheel(0, -400);
+      await sleep(250);
+    }
+    await frame.waitForFunction((n) => document.querySelectorAll("article.msg").length > n, firstPage, { timeout: 20_000 });
     await shot("10-after-restart");
     assert.ok((await assistantCount(frame)) <= storedAssistants + 1);
   });
@@ -444,7 +449,8 @@ try {
     const logs = join(dirs.userData, "logs");
     if (existsSync(logs)) spawnSync("cp", ["-r", logs, join(ARTIFACTS, "vscode-logs")]);
   }
-  rmSync(root, { recursive: true, force: true });
+  if (process.env.E2E_KEEP) console.log(`# kept ${root}`);
+  else rmSync(root, { recursive: true, force: true });
   const passed = results.filter((r) => r.ok).length;
   console.log(`# e2e took ${since()}; screenshots in ${ARTIFACTS}`);
   console.log(`${passed} passed, ${results.length - passed} failed`);

@@ -5,6 +5,9 @@
  */
 
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { mkdir, rename, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import * as vscode from "vscode";
 import type { ChatHistoryClient, ConversationInfo, ToolCall, TrimmedNotification } from "chat-history-client";
 import { startChatHistoryServer, type ChatHistoryServer } from "chat-history-client/vscode";
@@ -14,7 +17,6 @@ import * as S from "./state";
 import { READ_FILE_TOOL, readWorkspaceFile } from "./tools";
 
 const SECTION = "chatPanel";
-const TITLES_KEY = "chatPanel.titles";
 
 let server: ChatHistoryServer | undefined;
 let starting: Promise<ChatHistoryServer> | undefined;
@@ -47,16 +49,40 @@ function nonce(): string {
   return randomBytes(18).toString("base64url");
 }
 
+/**
+ * Conversation titles, until the server keeps them (protocol version 2: `updateConversation`,
+ * automatic titles). Kept in a JSON file in the extension's global storage folder, on the
+ * extension host's disk next to the history database (conversation ids are unique, so one map
+ * serves every workspace). Not `workspaceState`: under code-server that lives in the browser's
+ * storage, and the workspace storage folder's name changes with the server's address.
+ */
 class Titles {
-  constructor(private readonly memento: vscode.Memento) {}
-  get(id: string): string | undefined {
-    return this.memento.get<Record<string, string>>(TITLES_KEY, {})[id];
+  private readonly file: string;
+  private titles: Record<string, string> = {};
+
+  constructor(context: vscode.ExtensionContext) {
+    const folder = context.globalStorageUri.fsPath;
+    this.file = join(folder, "titles.json");
+    try {
+      const value: unknown = JSON.parse(readFileSync(this.file, "utf8"));
+      if (typeof value === "object" && value !== null) this.titles = value as Record<string, string>;
+    } catch {
+      // No titles yet.
+    }
   }
+
+  get(id: string): string | undefined {
+    const title = this.titles[id];
+    return typeof title === "string" ? title : undefined;
+  }
+
   async set(id: string, title: string | undefined): Promise<void> {
-    const all = { ...this.memento.get<Record<string, string>>(TITLES_KEY, {}) };
-    if (title === undefined) delete all[id];
-    else all[id] = title;
-    await this.memento.update(TITLES_KEY, all);
+    if (title === undefined) delete this.titles[id];
+    else this.titles[id] = title;
+    await mkdir(dirname(this.file), { recursive: true });
+    const temp = `${this.file}.${process.pid}.tmp`;
+    await writeFile(temp, JSON.stringify(this.titles), { mode: 0o600 });
+    await rename(temp, this.file);
   }
 }
 
@@ -355,7 +381,7 @@ async function startServer(context: vscode.ExtensionContext): Promise<ChatHistor
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
-  const titles = new Titles(context.workspaceState);
+  const titles = new Titles(context);
   const client = async (): Promise<ChatHistoryClient> => {
     if (server) return server.client;
     starting ??= startServer(context).then(
