@@ -23,7 +23,7 @@ function text(content) {
   return "";
 }
 
-export async function startFakeModelServer({ chunkDelayMs = 25 } = {}) {
+export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
   const requests = [];
   const overflowed = new Set();
   let replies = 0;
