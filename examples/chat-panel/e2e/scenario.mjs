@@ -31,6 +31,7 @@ const CHROMIUM = args.chromium ?? "/usr/bin/chromium";
 const ARTIFACTS = resolve(args.artifacts ?? join(here, "artifacts"));
 const EXTENSION_ID = "chat-history-examples.chat-panel";
 const STEP_TIMEOUT = 60_000;
+const API_KEY = "sk-e2e-not-a-real-key-7c1f";
 
 rmSync(ARTIFACTS, { recursive: true, force: true });
 mkdirSync(ARTIFACTS, { recursive: true });
@@ -187,8 +188,10 @@ async function chatFrame() {
   throw new Error("the chat webview did not appear");
 }
 
-async function shot(name) {
+async function shot(name, { editorOnly = false } = {}) {
   await page.screenshot({ path: join(ARTIFACTS, `${name}.png`) });
+  // The editor area alone, small enough for the README (examples/chat-panel/media/).
+  if (editorOnly) await page.locator(".part.editor").screenshot({ path: join(ARTIFACTS, `${name}-panel.png`) });
 }
 
 const assistantCount = (frame) => frame.locator("article.role-assistant").count();
@@ -316,8 +319,20 @@ try {
   });
 
   let meterBefore = "";
+  await step("an API key set with Set API Key goes to the model as a header (SecretStorage)", async () => {
+    assert.equal(fake.requests[0].headers.authorization, undefined, "no key yet, no header");
+    await runCommand("Chat Panel: Set API Key");
+    const box = page.locator('.quick-input-widget input[type="password"]');
+    await box.waitFor({ state: "visible" });
+    await box.fill(API_KEY);
+    await page.keyboard.press("Enter");
+    await page.locator(".quick-input-widget").waitFor({ state: "hidden" });
+    await page.locator(".tabs-container .tab", { hasText: "Hello, who are you?" }).first().click();
+  });
+
   await step("a tool call runs read_file in the workspace; shown collapsed with its result", async () => {
     await send(frame, "Please read hello.txt and tell me what it says.");
+    assert.equal(fake.requests.at(-1).headers.authorization, `Bearer ${API_KEY}`);
     const reply = await lastAssistantText(frame);
     assert.match(reply, /The file says: Hello from the e2e workspace file\./);
     const call = frame.locator("details.tool-call").last();
@@ -331,7 +346,7 @@ try {
     const toolRow = second.find((m) => m.role === "tool");
     assert.equal(toolRow.tool_call_id, "call_fake_1");
     meterBefore = await frame.locator("#meter-label").innerText();
-    await shot("03-tool-call");
+    await shot("03-tool-call", { editorOnly: true });
   });
 
   await step("raw HTML and a javascript: link from a user and a model are rendered inert", async () => {
@@ -412,7 +427,13 @@ try {
     assert.equal(users.length, 1, `only the newest turn is sent: ${JSON.stringify(sent)}`);
     const notices = await noticeTexts(frame);
     assert.ok(notices.some((t) => /earlier messages? not sent by the turn limit/.test(t)), notices.join(" | "));
-    await shot("08-request-trim");
+    await shot("08-request-trim", { editorOnly: true });
+    // The API key is in no setting and in no history file.
+    const store = join(dirs.userData, "User", "globalStorage", EXTENSION_ID);
+    for (const file of [settingsFile, ...["chat-history.sqlite3", "chat-history.sqlite3-wal"].map((f) => join(store, f))]) {
+      if (existsSync(file)) assert.ok(!readFileSync(file).includes(API_KEY), `${file} holds the API key`);
+    }
+    assert.ok(existsSync(join(store, "chat-history.sqlite3")), "the history database is in the extension's global storage");
   });
 
   let title = "";

@@ -252,15 +252,19 @@ export interface MessageAction {
   roles: PanelMessage["role"][];
   /** Lowest server protocol version with the methods the action needs. */
   since: number;
+  /** Only on rows with text (not on a bare tool-call carrier). */
+  needsText?: boolean;
 }
 
 export const MESSAGE_ACTIONS: readonly MessageAction[] = [
-  { id: "copy", label: "Copy", roles: ["user", "assistant"], since: 1 },
+  { id: "copy", label: "Copy", roles: ["user", "assistant"], since: 1, needsText: true },
 ];
 
 export function actionsFor(message: PanelMessage, protocolVersion: number, actions = MESSAGE_ACTIONS): string[] {
   if (message.id === null || message.streaming) return [];
-  return actions.filter((a) => a.roles.includes(message.role) && a.since <= protocolVersion).map((a) => a.id);
+  return actions
+    .filter((a) => a.roles.includes(message.role) && a.since <= protocolVersion && !(a.needsText && message.content === ""))
+    .map((a) => a.id);
 }
 
 export interface ToolCallView {

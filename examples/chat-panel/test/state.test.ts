@@ -102,7 +102,15 @@ test("tool rows fold into the call they answer, collapsed with arguments and res
     false,
   );
   const view = S.viewOf(s);
-  assert.deepEqual(view.messages.map((m) => m.role), ["user", "assistant", "assistant"]);
+  assert.deepEqual(
+    view.messages.map((m) => [m.role, m.actions]),
+    [
+      ["user", ["copy"]],
+      ["assistant", []],
+      ["assistant", ["copy"]],
+    ],
+    "the tool row is folded in; nothing to copy on a bare tool-call carrier",
+  );
   assert.deepEqual(view.messages[1].toolCalls, [{ id: "call_1", name: "read_file", arguments: '{\n  "path": "a.txt"\n}', result: "contents of a" }]);
 });
 

@@ -123,7 +123,11 @@ let olderPending = false;
 
 function draw(view: PanelView): void {
   const switched = current?.conversationId !== view.conversationId;
+  const started = view.busy && !(current?.busy ?? false);
   current = view;
+  // Where the list was scrolled, measured before anything above it changes size.
+  const nearBottom = messagesEl.scrollHeight - messagesEl.scrollTop - messagesEl.clientHeight < 60;
+  const fromBottom = messagesEl.scrollHeight - messagesEl.scrollTop;
   $("title").textContent = view.title;
   document.title = view.title;
 
@@ -149,8 +153,6 @@ function draw(view: PanelView): void {
     }),
   );
 
-  const nearBottom = messagesEl.scrollHeight - messagesEl.scrollTop - messagesEl.clientHeight < 60;
-  const fromBottom = messagesEl.scrollHeight - messagesEl.scrollTop;
   const oldFirst = messagesEl.firstElementChild as HTMLElement | null;
   if (switched) rendered.clear();
   const keep = new Set<string>();
@@ -171,7 +173,8 @@ function draw(view: PanelView): void {
   messagesEl.replaceChildren(...nodes);
 
   const prepended = oldFirst !== null && messagesEl.firstElementChild !== oldFirst && !switched;
-  if (switched || nearBottom) messagesEl.scrollTop = messagesEl.scrollHeight;
+  // Follow the conversation while the person is at its end, and always after they send.
+  if (switched || nearBottom || started) messagesEl.scrollTop = messagesEl.scrollHeight;
   else if (prepended) messagesEl.scrollTop = messagesEl.scrollHeight - fromBottom;
   olderPending = view.loadingOlder;
 
