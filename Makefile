@@ -33,8 +33,8 @@ shim-test: $(DEV) $(NODE)
 shim-build: $(NODE)
 	cd client-shim && npm run --silent build
 
-panel-test: $(PANEL_NODE) shim-build
-	cd $(PANEL) && npm test
+panel-test: $(BASE) $(PANEL_NODE) shim-build
+	cd $(PANEL) && CHAT_HISTORY_PYTHON="$(CURDIR)/$(PY)" npm test
 
 e2e: $(BASE) $(PANEL_NODE) shim-build
 	cd $(PANEL) && CHAT_HISTORY_PYTHON="$(CURDIR)/$(PY)" bash e2e/run.sh

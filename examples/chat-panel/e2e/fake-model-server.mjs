@@ -41,7 +41,7 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
   });
 
   async function answer(req, res, raw) {
-    if (req.method !== "POST" || !req.url.endsWith("/chat/completions")) {
+    if (req.method !== "POST" || req.url !== "/v1/chat/completions") {
       res.writeHead(404, { "content-type": "application/json" });
       res.end(JSON.stringify({ error: { message: `no route ${req.method} ${req.url}` } }));
       return;
