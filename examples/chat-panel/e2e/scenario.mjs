@@ -12,7 +12,7 @@
 
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -231,6 +231,30 @@ async function send(frame, prompt, { expectStreaming = false } = {}) {
 const lastAssistantText = (frame) => frame.locator("article.role-assistant").last().locator(".body").innerText();
 const noticeTexts = (frame) => frame.locator(".notice-text").allInnerTexts();
 
+/** PIDs of `python -m chat_history` processes started for this test (their HOME is the test's). */
+function historyServers() {
+  const pids = [];
+  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    try {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+      if (!(cmdline.includes("-m") && cmdline.includes("chat_history"))) continue;
+      const environ = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+      if (environ.includes(`HOME=${dirs.home}`)) pids.push(Number(pid));
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return pids;
+}
+
+async function waitFor(what, check, timeoutMs = 20_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(200);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Steps
 
@@ -440,8 +464,11 @@ try {
   await step("code-server restarts: the conversation is still there, newest page first, older pages on scroll", async () => {
     title = await frame.locator("#title").innerText();
     const storedAssistants = await assistantCount(frame);
+    // One window, one history server; stopping code-server leaves no server behind.
+    assert.equal(historyServers().length, 1, `history servers: ${historyServers()}`);
     await closeBrowser();
     await stopCodeServer();
+    await waitFor("the history server to exit with code-server", () => historyServers().length === 0);
     await startCodeServer();
     await openWorkbench();
     await page.locator('.activitybar [aria-label^="Chat History"]').first().click();
@@ -465,6 +492,22 @@ try {
     await frame.waitForFunction((n) => document.querySelectorAll("article.msg").length > n, firstPage, { timeout: 20_000 });
     await shot("10-after-restart");
     assert.ok((await assistantCount(frame)) <= storedAssistants + 1);
+  });
+
+  await step("Delete Conversation (the list's trash button, confirmed) clears it everywhere", async () => {
+    const item = page.locator(".monaco-list-row", { hasText: title }).first();
+    await item.hover();
+    await item.locator('.action-label[aria-label="Delete Conversation"]').click();
+    const dialog = page.locator(".monaco-dialog-box");
+    await dialog.waitFor({ state: "visible" });
+    assert.match(await dialog.innerText(), /Delete the conversation "Hello, who are you\?" for good\?/);
+    await shot("11-delete-confirm");
+    await dialog.locator(".monaco-button", { hasText: "Delete" }).first().click();
+    await page.locator(".welcome-view-content", { hasText: "No conversations in this workspace yet." }).waitFor();
+    // The panel showed it: it is now a new, empty chat.
+    await frame.waitForSelector(".empty");
+    assert.equal(await frame.locator("article.msg").count(), 0);
+    await shot("12-deleted");
   });
 
   exitCode = 0;
