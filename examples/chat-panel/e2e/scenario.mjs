@@ -392,6 +392,11 @@ try {
     assert.ok(state.inert.includes("click me"), "the javascript: link is inert text");
     assert.ok(state.userText.includes('<img src=x onerror="window.__pwned=1">'), "the user's text is shown as typed");
     assert.ok(state.assistantText.includes('<img src=x onerror="window.__pwned=1">'), "the model's text is shown as characters");
+    // The page runs under a strict policy: nothing but the nonce'd script, no inline handlers.
+    const csp = await frame.evaluate(() => document.querySelector('meta[http-equiv="Content-Security-Policy"]')?.getAttribute("content") ?? "");
+    assert.match(csp, /default-src 'none'/);
+    assert.match(csp, /script-src 'nonce-[A-Za-z0-9_-]{16,}'(;|$)/);
+    assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
     await shot("04-inert-html");
   });
 

@@ -13,6 +13,6 @@ if (process.argv.includes("--tests")) {
   const tests = readdirSync(join(root, "test")).filter((f) => f.endsWith(".test.ts")).map((f) => `test/${f}`);
   await build({ ...common, entryPoints: tests, outdir: "dist-test/test", platform: "node", format: "cjs", external: ["vscode"] });
 } else {
-  await build({ ...common, entryPoints: ["src/extension.ts"], outfile: "dist/extension.js", platform: "node", format: "cjs", external: ["vscode"] });
-  await build({ ...common, entryPoints: ["src/webview/main.ts"], outfile: "dist/webview.js", platform: "browser", format: "iife" });
+  await build({ ...common, minify: true, entryPoints: ["src/extension.ts"], outfile: "dist/extension.js", platform: "node", format: "cjs", external: ["vscode"] });
+  await build({ ...common, minify: true, entryPoints: ["src/webview/main.ts"], outfile: "dist/webview.js", platform: "browser", format: "iife" });
 }
