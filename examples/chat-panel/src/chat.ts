@@ -5,6 +5,7 @@
  * caller passes the history client, `fetch` and the tool runner, and receives events.
  */
 
+import { randomBytes } from "node:crypto";
 import type { ChatHistoryClient, Message, PreparedRequest, StoredMessage, ToolCall } from "chat-history-client";
 import {
   buildRequest,
@@ -107,6 +108,9 @@ async function ask(options: TurnOptions, request: PreparedRequest): Promise<Answ
     options.on({ type: "streamDiscarded" });
     throw error;
   }
+  // The history pairs each result with its call by id, and ids must not repeat within a turn:
+  // a call the provider sent without one gets a fresh id.
+  toolCalls = toolCalls.map((call) => (call.id === "" ? { ...call, id: `call_${randomBytes(6).toString("hex")}` } : call));
   options.on({ type: "streamEnd", toolCalls });
   return { text, toolCalls };
 }

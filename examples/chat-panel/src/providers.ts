@@ -77,6 +77,7 @@ export function buildRequest(settings: ModelSettings, body: Record<string, unkno
   }
 }
 
+/** A `done` event's tool call has `id` "" when the provider gave it none (Ollama's native API). */
 export type ModelEvent =
   | { type: "text"; text: string }
   | { type: "usage"; promptTokens: number; completionTokens: number | null }
@@ -156,7 +157,7 @@ async function* openaiEvents(chunks: AsyncIterable<string>): AsyncGenerator<Mode
   }
   const toolCalls = calls
     .filter((c) => c !== undefined)
-    .map((c, i) => ({ id: c.id || `call_${i + 1}`, name: c.name, arguments: toolArguments(c.args) }));
+    .map((c) => ({ id: c.id, name: c.name, arguments: toolArguments(c.args) }));
   yield { type: "done", toolCalls, finishReason };
 }
 
@@ -210,8 +211,8 @@ async function* ollamaEvents(chunks: AsyncIterable<string>): AsyncGenerator<Mode
     for (const call of message.tool_calls ?? []) {
       const args = call.function?.arguments;
       toolCalls.push({
-        // Ollama's native API gives calls no id; the history needs one to pair the result.
-        id: call.id ?? `call_${toolCalls.length + 1}`,
+        // Ollama's native API gives calls no id: "" here, and the turn gives it a unique one.
+        id: call.id ?? "",
         name: call.function?.name ?? "",
         arguments: typeof args === "string" ? toolArguments(args) : (args ?? {}),
       });

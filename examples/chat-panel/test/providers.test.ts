@@ -84,7 +84,7 @@ test("Ollama NDJSON: content, tool calls without ids, final counts", async () =>
   assert.equal(text(es), "Sure");
   assert.deepEqual(es.filter((e) => e.type !== "text"), [
     { type: "usage", promptTokens: 33, completionTokens: 4 },
-    { type: "done", toolCalls: [{ id: "call_1", name: "read_file", arguments: { path: "c.py" } }], finishReason: "stop" },
+    { type: "done", toolCalls: [{ id: "", name: "read_file", arguments: { path: "c.py" } }], finishReason: "stop" },
   ]);
 });
 
