@@ -62,7 +62,7 @@ $(NODE): client-shim/package-lock.json
 	cd client-shim && npm ci --no-audit --no-fund
 	touch $@
 
-$(PANEL_NODE): $(PANEL)/package-lock.json
+$(PANEL_NODE): $(PANEL)/package-lock.json $(NODE)
 	cd $(PANEL) && npm ci --no-audit --no-fund
 	touch $@
 
