@@ -6,13 +6,15 @@ PY := $(VENV)/bin/python
 BASE := $(VENV)/.installed-base
 DEV := $(VENV)/.installed-dev
 NODE := client-shim/node_modules/.installed
+PANEL := examples/chat-panel
+PANEL_NODE := $(PANEL)/node_modules/.installed
 
-.PHONY: demo test lint pytest shim-test bench clean
+.PHONY: demo test lint pytest shim-test panel-test e2e shim-build bench clean
 
 demo: $(BASE)
 	$(PY) -m chat_history.demo
 
-test: lint pytest shim-test
+test: lint pytest shim-test panel-test e2e
 
 lint: $(DEV)
 	$(VENV)/bin/ruff check server tests bench
@@ -24,6 +26,18 @@ pytest: $(DEV)
 
 shim-test: $(DEV) $(NODE)
 	cd client-shim && CHAT_HISTORY_PYTHON="$(CURDIR)/$(PY)" npm test
+
+# The sample chat panel (examples/chat-panel): unit tests of its pure modules, then the
+# end-to-end test in code-server + headless Chromium (installs chromium, ripgrep, libkrb5-dev
+# with apt and code-server 4.100.3 into $(PANEL)/.e2e-cache on first use).
+shim-build: $(NODE)
+	cd client-shim && npm run --silent build
+
+panel-test: $(BASE) $(PANEL_NODE) shim-build
+	cd $(PANEL) && CHAT_HISTORY_PYTHON="$(CURDIR)/$(PY)" npm test
+
+e2e: $(BASE) $(PANEL_NODE) shim-build
+	cd $(PANEL) && CHAT_HISTORY_PYTHON="$(CURDIR)/$(PY)" bash e2e/run.sh
 
 bench: $(VENV)/.installed-bench
 	$(PY) bench/run.py
@@ -48,5 +62,9 @@ $(NODE): client-shim/package-lock.json
 	cd client-shim && npm ci --no-audit --no-fund
 	touch $@
 
+$(PANEL_NODE): $(PANEL)/package-lock.json $(NODE)
+	cd $(PANEL) && npm ci --no-audit --no-fund
+	touch $@
+
 clean:
-	rm -rf $(VENV) client-shim/node_modules client-shim/dist
+	rm -rf $(VENV) client-shim/node_modules client-shim/dist $(PANEL)/node_modules $(PANEL)/dist $(PANEL)/dist-test

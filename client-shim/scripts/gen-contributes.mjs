@@ -10,6 +10,10 @@
  *
  * The schema already has the shape of a `contributes.configuration` block ({title, properties}
  * with flat dotted keys); it is copied as is, minus top-level `$`-keys ($schema, $id, $comment).
+ *
+ * An extension with settings of its own declares `contributes.configuration` as an array of
+ * blocks (VS Code shows one section per block): the generator then writes, and the check reads,
+ * only the block whose title is the schema's (appended when missing); the others are kept.
  */
 
 import { readFileSync, writeFileSync } from "node:fs";
@@ -33,17 +37,39 @@ export function configurationFromSchema(schema) {
   return block;
 }
 
-/** `pkg` with its `contributes.configuration` replaced (other contributions kept, key order kept). */
+/** Index of the schema's block in an array `contributes.configuration` (by title), or -1. */
+function blockIndex(blocks, title) {
+  return blocks.findIndex((block) => typeof block === "object" && block !== null && block.title === title);
+}
+
+/**
+ * `pkg` with its `contributes.configuration` replaced (other contributions kept, key order kept);
+ * in an array of blocks, only the block titled as the schema is replaced (or appended).
+ */
 export function withConfiguration(pkg, schema) {
-  const contributes = { ...(pkg.contributes ?? {}), configuration: configurationFromSchema(schema) };
+  const block = configurationFromSchema(schema);
+  const current = pkg.contributes?.configuration;
+  let configuration = block;
+  if (Array.isArray(current)) {
+    configuration = [...current];
+    const index = blockIndex(configuration, block.title);
+    if (index >= 0) configuration[index] = block;
+    else configuration.push(block);
+  }
+  const contributes = { ...(pkg.contributes ?? {}), configuration };
   return { ...pkg, contributes };
 }
 
 /** Differences between the package's block and the schema's, as readable lines (empty: in sync). */
 export function drift(pkg, schema) {
   const want = configurationFromSchema(schema);
-  const have = pkg.contributes?.configuration;
+  let have = pkg.contributes?.configuration;
   if (have === undefined) return ["package.json has no contributes.configuration"];
+  if (Array.isArray(have)) {
+    const index = blockIndex(have, want.title);
+    if (index < 0) return [`package.json has no contributes.configuration block titled ${JSON.stringify(want.title)}`];
+    have = have[index];
+  }
   const lines = [];
   if (!isDeepStrictEqual(have.title, want.title)) lines.push(`title: ${JSON.stringify(have.title)} != ${JSON.stringify(want.title)}`);
   const haveProps = have.properties ?? {};

@@ -47,6 +47,36 @@ test("the check fails on drift and the generator repairs it", (t) => {
   assert.equal(JSON.parse(readFileSync(pkgPath, "utf8")).name, pkg.name, "the rest of package.json is kept");
 });
 
+test("an array of configuration blocks: only the schema's block is written and checked", (t) => {
+  const pkgPath = join(tempDir(t), "package.json");
+  const own = { title: "My Extension", properties: { "myExt.model": { type: "string", default: "m" } } };
+  writeFileSync(pkgPath, JSON.stringify({ name: "my-ext", contributes: { configuration: [own] } }));
+
+  const missing = runScript("--check", "--package", pkgPath);
+  assert.equal(missing.status, 1);
+  assert.match(missing.stderr, /no contributes\.configuration block titled "Chat History"/);
+
+  assert.equal(runScript("--package", pkgPath).status, 0);
+  const written = JSON.parse(readFileSync(pkgPath, "utf8"));
+  const schema = JSON.parse(readFileSync(SCHEMA, "utf8"));
+  assert.equal(written.contributes.configuration.length, 2);
+  assert.deepEqual(written.contributes.configuration[0], own, "the extension's own block is kept as it was");
+  assert.deepEqual(written.contributes.configuration[1].properties, schema.properties);
+  assert.equal(runScript("--check", "--package", pkgPath).status, 0);
+
+  // Drift inside the schema's block is found; the extension's own keys never count as extra.
+  written.contributes.configuration[1].properties["chatHistory.maxMessages"].default = 7;
+  writeFileSync(pkgPath, JSON.stringify(written));
+  const drifted = runScript("--check", "--package", pkgPath);
+  assert.equal(drifted.status, 1);
+  assert.match(drifted.stderr, /differs chatHistory\.maxMessages/);
+  assert.doesNotMatch(drifted.stderr, /myExt/);
+  assert.equal(runScript("--package", pkgPath).status, 0);
+  const repaired = JSON.parse(readFileSync(pkgPath, "utf8"));
+  assert.equal(repaired.contributes.configuration.length, 2, "the block is replaced in place, not appended again");
+  assert.equal(runScript("--check", "--package", pkgPath).status, 0);
+});
+
 // Every settings key as a dotted path of ChatHistorySettings; the compiler checks this object has
 // exactly the type's leaves, the test checks they are exactly the schema's keys.
 type Leaves<T, Prefix extends string = ""> = {

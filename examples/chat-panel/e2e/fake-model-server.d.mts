@@ -1,0 +1,12 @@
+/** Types of the test double ./fake-model-server.mjs (used by test/chat.test.ts). */
+export interface RecordedRequest {
+  path: string;
+  headers: Record<string, string | string[] | undefined>;
+  body: { model: string; stream: boolean; messages: { role: string; content: unknown; tool_call_id?: string }[]; tools?: unknown[] };
+}
+export interface FakeModelServer {
+  url: string;
+  requests: RecordedRequest[];
+  close(): Promise<void>;
+}
+export function startFakeModelServer(options?: { chunkDelayMs?: number }): Promise<FakeModelServer>;

@@ -1,0 +1,204 @@
+/**
+ * A TEST DOUBLE of a model server, for the tests only: an HTTP server on 127.0.0.1 that speaks
+ * three real wire formats with scripted answers — OpenAI Chat Completions (`/v1/chat/completions`:
+ * SSE chunks, `stream_options.include_usage`, streamed tool calls, the
+ * `context_length_exceeded` 400), Anthropic Messages (`/v1/messages`: SSE events, `tool_use`
+ * blocks with `input_json_delta`, "prompt is too long" 400) and Ollama (`/api/chat`: NDJSON,
+ * tool calls without ids). It is not a model; it answers by markers in the newest user message:
+ *
+ *   "read hello.txt"  → a streamed `read_file` tool call {"path": "hello.txt"}; after the tool
+ *                       result, a reply quoting the result's first line;
+ *   "[overflow]"      → the first request for that prompt answers 400 context_length_exceeded;
+ *   "[echo]"          → the reply repeats the prompt verbatim (Markdown and all);
+ *   anything else     → "Reply #N to: <prompt>" with some Markdown, streamed word by word.
+ *
+ * Every request is recorded (`requests`: {path, headers, body}) for the test to inspect.
+ */
+
+import { createServer } from "node:http";
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function text(content) {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) return content.map((p) => (typeof p === "string" ? p : (p.text ?? ""))).join("");
+  return "";
+}
+
+export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
+  const requests = [];
+  const overflowed = new Set();
+  let replies = 0;
+
+  const server = createServer((req, res) => {
+    let raw = "";
+    req.setEncoding("utf8");
+    req.on("data", (chunk) => (raw += chunk));
+    req.on("end", () => {
+      void answer(req, res, raw).catch((error) => {
+        res.writeHead(500, { "content-type": "application/json" });
+        res.end(JSON.stringify({ error: { message: String(error) } }));
+      });
+    });
+  });
+
+  /** The conversation of a request in one neutral shape: the newest prompt and whether the model is answering a tool result. */
+  function read(format, body) {
+    const messages = body.messages ?? [];
+    const last = messages[messages.length - 1] ?? {};
+    if (format === "anthropic") {
+      const blocks = (m) => (typeof m.content === "string" ? [{ type: "text", text: m.content }] : (m.content ?? []));
+      const prompt = [...messages].reverse().map((m) => (m.role === "user" ? blocks(m).filter((b) => b.type === "text").map((b) => b.text).join("") : "")).find((t) => t !== "") ?? "";
+      const result = last.role === "user" ? blocks(last).find((b) => b.type === "tool_result") : undefined;
+      const resultText = result === undefined ? null : typeof result.content === "string" ? result.content : text(result.content);
+      return { prompt, toolResult: resultText };
+    }
+    const prompt = text([...messages].reverse().find((m) => m.role === "user")?.content ?? "");
+    return { prompt, toolResult: last.role === "tool" ? text(last.content) : null };
+  }
+
+  /** What to answer, whatever the wire format. */
+  function script(prompt, toolResult) {
+    if (prompt.includes("[overflow]") && !overflowed.has(prompt)) {
+      overflowed.add(prompt);
+      return { type: "overflow" };
+    }
+    if (toolResult === null && prompt.includes("read hello.txt")) return { type: "tool", name: "read_file", args: { path: "hello.txt" } };
+    if (toolResult !== null) return { type: "text", text: `The file says: **${toolResult.split("\n")[0]}**` };
+    if (prompt.includes("[echo]")) return { type: "text", text: prompt };
+    return { type: "text", text: `Reply #${++replies} to: ${prompt}\n\nSome *Markdown*: \`code\` and a list:\n- one\n- two` };
+  }
+
+  const ROUTES = { "/v1/chat/completions": "openai", "/v1/messages": "anthropic", "/api/chat": "ollama" };
+
+  async function answer(req, res, raw) {
+    const format = req.method === "POST" ? ROUTES[req.url] : undefined;
+    if (format === undefined) {
+      res.writeHead(404, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: `no route ${req.method} ${req.url}` } }));
+      return;
+    }
+    const body = JSON.parse(raw);
+    requests.push({ path: req.url, headers: req.headers, body });
+    const { prompt, toolResult } = read(format, body);
+    const plan = script(prompt, toolResult);
+    const promptTokens = Math.ceil(raw.length / 4);
+    const writer = { openai: openaiAnswer, anthropic: anthropicAnswer, ollama: ollamaAnswer }[format];
+    await writer(res, body, plan, promptTokens, requests.length);
+  }
+
+  function json(res, status, value) {
+    res.writeHead(status, { "content-type": "application/json" });
+    res.end(JSON.stringify(value));
+  }
+
+  const words = (t) => t.split(/(?<=\s)/);
+
+  async function openaiAnswer(res, body, plan, promptTokens, n) {
+    if (plan.type === "overflow") {
+      return json(res, 400, {
+        error: {
+          message: `This model's maximum context length is 4096 tokens. However, your messages resulted in ${promptTokens + 5000} tokens. Please reduce the length of the messages.`,
+          type: "invalid_request_error",
+          param: "messages",
+          code: "context_length_exceeded",
+        },
+      });
+    }
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
+    const id = `chatcmpl-fake-${n}`;
+    const base = () => ({ id, object: "chat.completion.chunk", created: Math.floor(Date.now() / 1000), model: body.model });
+    const send = (delta, finish = null) => res.write(`data: ${JSON.stringify({ ...base(), choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
+    const usage = (completion) =>
+      res.write(`data: ${JSON.stringify({ ...base(), choices: [], usage: { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion } })}\n\n`);
+    if (plan.type === "tool") {
+      send({ role: "assistant", content: null });
+      const args = JSON.stringify(plan.args);
+      send({ tool_calls: [{ index: 0, id: "call_fake_1", type: "function", function: { name: plan.name, arguments: "" } }] });
+      for (const part of [args.slice(0, 7), args.slice(7)]) {
+        await sleep(chunkDelayMs);
+        send({ tool_calls: [{ index: 0, function: { arguments: part } }] });
+      }
+      send({}, "tool_calls");
+      usage(12);
+    } else {
+      send({ role: "assistant", content: "" });
+      const parts = words(plan.text);
+      for (const word of parts) {
+        await sleep(chunkDelayMs);
+        send({ content: word });
+      }
+      send({}, "stop");
+      usage(parts.length);
+    }
+    res.end("data: [DONE]\n\n");
+  }
+
+  async function anthropicAnswer(res, body, plan, promptTokens, n) {
+    if (plan.type === "overflow") {
+      return json(res, 400, {
+        type: "error",
+        error: { type: "invalid_request_error", message: `prompt is too long: ${promptTokens + 200000} tokens > 200000 maximum` },
+      });
+    }
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    const event = (name, data) => res.write(`event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`);
+    event("message_start", {
+      message: { id: `msg_fake_${n}`, type: "message", role: "assistant", model: body.model, content: [], stop_reason: null, usage: { input_tokens: promptTokens, output_tokens: 1 } },
+    });
+    let output = 0;
+    if (plan.type === "tool") {
+      event("content_block_start", { index: 0, content_block: { type: "tool_use", id: "toolu_fake_1", name: plan.name, input: {} } });
+      const args = JSON.stringify(plan.args);
+      for (const part of [args.slice(0, 5), args.slice(5)]) {
+        await sleep(chunkDelayMs);
+        event("content_block_delta", { index: 0, delta: { type: "input_json_delta", partial_json: part } });
+      }
+      event("content_block_stop", { index: 0 });
+      output = 10;
+    } else {
+      event("content_block_start", { index: 0, content_block: { type: "text", text: "" } });
+      for (const word of words(plan.text)) {
+        await sleep(chunkDelayMs);
+        event("content_block_delta", { index: 0, delta: { type: "text_delta", text: word } });
+        output++;
+      }
+      event("content_block_stop", { index: 0 });
+    }
+    event("message_delta", { delta: { stop_reason: plan.type === "tool" ? "tool_use" : "end_turn", stop_sequence: null }, usage: { output_tokens: output } });
+    event("message_stop", {});
+    res.end();
+  }
+
+  async function ollamaAnswer(res, body, plan, promptTokens) {
+    if (plan.type === "overflow") return json(res, 400, { error: "the input length exceeds the context length" });
+    res.writeHead(200, { "content-type": "application/x-ndjson" });
+    const line = (message, extra = {}) =>
+      res.write(`${JSON.stringify({ model: body.model, created_at: new Date().toISOString(), message: { role: "assistant", ...message }, done: false, ...extra })}\n`);
+    let output = 0;
+    if (plan.type === "tool") {
+      line({ content: "", tool_calls: [{ function: { name: plan.name, arguments: plan.args } }] });
+      output = 10;
+    } else {
+      for (const word of words(plan.text)) {
+        await sleep(chunkDelayMs);
+        line({ content: word });
+        output++;
+      }
+    }
+    line({ content: "" }, { done: true, done_reason: "stop", prompt_eval_count: promptTokens, eval_count: output });
+    res.end();
+  }
+
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address();
+  return {
+    url: `http://127.0.0.1:${port}`,
+    requests,
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections?.();
+        server.close(() => resolve());
+      }),
+  };
+}

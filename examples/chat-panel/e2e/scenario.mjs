@@ -1,0 +1,536 @@
+/**
+ * End-to-end scenario of the sample chat panel in a real VS Code (code-server 4.100.3) driven by
+ * headless Chromium (Debian's /usr/bin/chromium through playwright-core), against the scripted
+ * fake model server (a test double, ./fake-model-server.mjs) and the real chat-history-server
+ * (`python -m chat_history`, started by the extension through the shim).
+ *
+ *   node e2e/scenario.mjs --code-server BIN --vsix FILE --python PYTHON
+ *
+ * Each step prints "ok N - name" and saves a screenshot to e2e/artifacts/; the last line is
+ * "N passed, N failed".
+ */
+
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+import { startFakeModelServer } from "./fake-model-server.mjs";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const args = Object.fromEntries(
+  process.argv.slice(2).reduce((pairs, arg, i, all) => (arg.startsWith("--") ? [...pairs, [arg.slice(2), all[i + 1]]] : pairs), []),
+);
+const CODE_SERVER = resolve(args["code-server"]);
+const VSIX = resolve(args.vsix);
+const PYTHON = resolve(args.python);
+const CHROMIUM = args.chromium ?? "/usr/bin/chromium";
+const ARTIFACTS = resolve(args.artifacts ?? join(here, "artifacts"));
+const EXTENSION_ID = "chat-history-examples.chat-panel";
+const STEP_TIMEOUT = 60_000;
+const API_KEY = "sk-e2e-not-a-real-key-7c1f";
+
+rmSync(ARTIFACTS, { recursive: true, force: true });
+mkdirSync(ARTIFACTS, { recursive: true });
+const root = mkdtempSync(join(tmpdir(), "chat-panel-e2e-"));
+const dirs = {
+  home: join(root, "home"),
+  userData: join(root, "user-data"),
+  extensions: join(root, "extensions"),
+  workspace: join(root, "workspace"),
+  config: join(root, "config.yaml"),
+};
+for (const d of [dirs.home, dirs.userData, dirs.extensions, dirs.workspace]) mkdirSync(d, { recursive: true });
+const settingsFile = join(dirs.userData, "User", "settings.json");
+const env = {
+  ...process.env,
+  HOME: dirs.home,
+  XDG_CONFIG_HOME: join(dirs.home, ".config"),
+  XDG_DATA_HOME: join(dirs.home, ".local", "share"),
+  XDG_CACHE_HOME: join(dirs.home, ".cache"),
+};
+delete env.VSCODE_IPC_HOOK_CLI;
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const log = (...a) => console.log("#", ...a);
+const started = Date.now();
+const since = () => `${((Date.now() - started) / 1000).toFixed(1)}s`;
+
+async function freePort() {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => {
+      const { port } = s.address();
+      s.close(() => res(port));
+    });
+    s.on("error", rej);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// code-server and the browser
+
+let codeServer = null;
+let browser = null;
+let page = null;
+let port = 0;
+let serverLog = "";
+
+async function startCodeServer() {
+  port ||= await freePort(); // a restart keeps the address, as a person's bookmark does
+  const child = spawn(
+    CODE_SERVER,
+    [
+      "--config", dirs.config,
+      "--user-data-dir", dirs.userData,
+      "--extensions-dir", dirs.extensions,
+      "--bind-addr", `127.0.0.1:${port}`,
+      "--auth", "none",
+      "--disable-telemetry",
+      "--disable-update-check",
+      "--disable-workspace-trust",
+      dirs.workspace,
+    ],
+    { env, detached: true, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  child.stdout.on("data", (d) => (serverLog += d));
+  child.stderr.on("data", (d) => (serverLog += d));
+  codeServer = child;
+  for (let i = 0; i < 240; i++) {
+    try {
+      const r = await fetch(`http://127.0.0.1:${port}/healthz`);
+      if (r.ok) return;
+    } catch {
+      // not yet
+    }
+    if (child.exitCode !== null) throw new Error(`code-server exited ${child.exitCode}:\n${serverLog}`);
+    await sleep(250);
+  }
+  throw new Error(`code-server did not answer /healthz:\n${serverLog}`);
+}
+
+async function stopCodeServer() {
+  if (!codeServer) return;
+  const child = codeServer;
+  codeServer = null;
+  const exited = new Promise((r) => child.once("exit", r));
+  try {
+    process.kill(-child.pid, "SIGTERM");
+  } catch {
+    return;
+  }
+  await Promise.race([exited, sleep(10_000)]);
+  try {
+    process.kill(-child.pid, "SIGKILL");
+  } catch {
+    // already gone
+  }
+}
+
+async function openWorkbench() {
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
+  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  page = await context.newPage();
+  page.setDefaultTimeout(STEP_TIMEOUT);
+  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(dirs.workspace)}`);
+  await page.waitForSelector(".monaco-workbench", { timeout: 90_000 });
+  await page.waitForSelector(".activitybar", { timeout: 90_000 });
+}
+
+async function closeBrowser() {
+  await browser?.close().catch(() => undefined);
+  browser = null;
+  page = null;
+}
+
+async function runCommand(title) {
+  // Until the extension host has registered the extension, its commands are missing from the
+  // palette: reopen it until the command shows (up to a minute).
+  const deadline = Date.now() + STEP_TIMEOUT;
+  for (;;) {
+    await page.keyboard.press("F1");
+    const input = page.locator(".quick-input-widget input");
+    await input.waitFor({ state: "visible" });
+    await input.fill(">");
+    // The palette matches the typed words against the title without its category.
+    await page.keyboard.type(title.replace(/^[^:]*: /, ""), { delay: 5 });
+    const row = page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first();
+    try {
+      await row.waitFor({ state: "visible", timeout: 3000 });
+    } catch (error) {
+      await page.keyboard.press("Escape");
+      if (Date.now() > deadline) throw error;
+      await sleep(1000);
+      continue;
+    }
+    await row.click();
+    await page.locator(".quick-input-widget").waitFor({ state: "hidden" }).catch(() => undefined);
+    return;
+  }
+}
+
+/** The chat webview's inner frame (webviews are nested iframes). */
+async function chatFrame() {
+  const deadline = Date.now() + STEP_TIMEOUT;
+  while (Date.now() < deadline) {
+    for (const frame of page.frames()) {
+      try {
+        if (await frame.$("#composer")) return frame;
+      } catch {
+        // detached while looking
+      }
+    }
+    await sleep(200);
+  }
+  throw new Error("the chat webview did not appear");
+}
+
+async function shot(name, { editorOnly = false } = {}) {
+  await page.screenshot({ path: join(ARTIFACTS, `${name}.png`) });
+  // The editor area alone, small enough for the README (examples/chat-panel/media/).
+  if (editorOnly) await page.locator(".part.editor").screenshot({ path: join(ARTIFACTS, `${name}-panel.png`) });
+}
+
+const assistantCount = (frame) => frame.locator("article.role-assistant").count();
+
+/** Types a prompt into the panel, sends it, and waits until the turn is over. */
+async function send(frame, prompt, { expectStreaming = false } = {}) {
+  if (expectStreaming) {
+    // Record every partial reply the page shows while the streaming cursor is on.
+    await frame.evaluate(() => {
+      window.__partials = [];
+      new MutationObserver(() => {
+        const streaming = document.querySelector("article.msg.streaming .body");
+        if (streaming) window.__partials.push(streaming.textContent);
+      }).observe(document.getElementById("messages"), { childList: true, subtree: true, characterData: true });
+    });
+  }
+  await frame.fill("#prompt", prompt);
+  await frame.press("#prompt", "Enter");
+  let sawStreaming = null;
+  // Done: not busy, the prompt is the last user row, and a finished assistant row follows it.
+  await frame.waitForFunction(
+    (text) => {
+      if (document.body.classList.contains("busy")) return false;
+      const rows = [...document.querySelectorAll("article.msg")];
+      const lastUser = rows.findLastIndex((r) => r.classList.contains("role-user"));
+      if (lastUser < 0 || rows[lastUser].querySelector(".plain")?.textContent !== text) return false;
+      const after = rows.slice(lastUser + 1);
+      return after.length > 0 && after.at(-1).classList.contains("role-assistant") && !after.at(-1).classList.contains("streaming");
+    },
+    prompt,
+    { timeout: STEP_TIMEOUT },
+  );
+  if (expectStreaming) sawStreaming = await frame.evaluate(() => window.__partials);
+  return sawStreaming;
+}
+
+const lastAssistantText = (frame) => frame.locator("article.role-assistant").last().locator(".body").innerText();
+const noticeTexts = (frame) => frame.locator(".notice-text").allInnerTexts();
+
+/** PIDs of `python -m chat_history` processes started for this test (their HOME is the test's). */
+function historyServers() {
+  const pids = [];
+  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    try {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+      if (!(cmdline.includes("-m") && cmdline.includes("chat_history"))) continue;
+      const environ = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
+      if (environ.includes(`HOME=${dirs.home}`)) pids.push(Number(pid));
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return pids;
+}
+
+async function waitFor(what, check, timeoutMs = 20_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(200);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Steps
+
+const results = [];
+async function step(name, body) {
+  const t0 = Date.now();
+  try {
+    await body();
+    results.push({ name, ok: true });
+    console.log(`ok ${results.length} - ${name} (${((Date.now() - t0) / 1000).toFixed(1)}s, at ${since()})`);
+  } catch (error) {
+    results.push({ name, ok: false });
+    console.log(`not ok ${results.length} - ${name}`);
+    console.log(String(error?.stack ?? error).split("\n").map((l) => `#   ${l}`).join("\n"));
+    if (page) await shot(`FAILED-${results.length}`).catch(() => undefined);
+    throw error;
+  }
+}
+
+const fake = await startFakeModelServer();
+let exitCode = 1;
+try {
+  writeFileSync(join(dirs.workspace, "hello.txt"), "Hello from the e2e workspace file.\nSecond line.\n");
+  writeFileSync(join(root, "secret.txt"), "outside the workspace\n");
+  writeFileSync(dirs.config, "bind-addr: 127.0.0.1:0\nauth: none\ncert: false\n");
+  mkdirSync(dirname(settingsFile), { recursive: true });
+  writeFileSync(
+    settingsFile,
+    JSON.stringify(
+      {
+        "chatPanel.pythonPath": PYTHON,
+        "chatPanel.provider": "openai",
+        "chatPanel.baseUrl": `${fake.url}/v1`,
+        "chatPanel.model": "fake-model",
+        "chatPanel.pageSize": 6,
+        "chatHistory.maxMessages": 10,
+        "workbench.startupEditor": "none",
+        "workbench.tips.enabled": false,
+        "workbench.enableExperiments": false,
+        "security.workspace.trust.enabled": false,
+        "telemetry.telemetryLevel": "off",
+        "extensions.autoCheckUpdates": false,
+        "extensions.autoUpdate": false,
+        "update.mode": "none",
+      },
+      null,
+      2,
+    ),
+  );
+
+  await step("the .vsix installs into code-server", async () => {
+    const r = spawnSync(
+      CODE_SERVER,
+      ["--config", dirs.config, "--user-data-dir", dirs.userData, "--extensions-dir", dirs.extensions, "--install-extension", VSIX],
+      { env, encoding: "utf8" },
+    );
+    assert.equal(r.status, 0, r.stdout + r.stderr);
+    assert.match(r.stdout, /successfully installed/i);
+  });
+
+  await step("code-server starts and the workbench loads", async () => {
+    await startCodeServer();
+    await openWorkbench();
+    await shot("01-workbench");
+  });
+
+  let frame;
+  await step("New Chat opens the panel; a prompt streams a reply", async () => {
+    await runCommand("Chat Panel: New Chat");
+    frame = await chatFrame();
+    const partials = await send(frame, "Hello, who are you?", { expectStreaming: true });
+    const reply = await lastAssistantText(frame);
+    assert.match(reply, /Reply #1 to: Hello, who are you\?/);
+    // The reply grew in front of the person: several partial texts, each a prefix of the next.
+    const distinct = [...new Set(partials.filter((p) => p !== ""))];
+    assert.ok(distinct.length >= 3, `streamed in steps: ${JSON.stringify(distinct)}`);
+    for (let i = 1; i < distinct.length; i++) assert.ok(distinct[i].startsWith(distinct[i - 1]), JSON.stringify(distinct));
+    assert.ok(distinct[0].length < reply.length);
+    // Markdown rendered as elements, not as characters.
+    assert.equal(await frame.locator("article.role-assistant").last().locator("li").count(), 2);
+    assert.equal(fake.requests.length, 1);
+    assert.equal(fake.requests[0].body.stream, true);
+    assert.deepEqual(fake.requests[0].body.tools.map((t) => t.function.name), ["read_file"]);
+    await frame.waitForSelector("#meter:not([hidden])");
+    await shot("02-streamed-reply");
+  });
+
+  let meterBefore = "";
+  await step("an API key set with Set API Key goes to the model as a header (SecretStorage)", async () => {
+    assert.equal(fake.requests[0].headers.authorization, undefined, "no key yet, no header");
+    await runCommand("Chat Panel: Set API Key");
+    const box = page.locator('.quick-input-widget input[type="password"]');
+    await box.waitFor({ state: "visible" });
+    await box.fill(API_KEY);
+    await page.keyboard.press("Enter");
+    await page.locator(".quick-input-widget").waitFor({ state: "hidden" });
+    await page.locator(".tabs-container .tab", { hasText: "Hello, who are you?" }).first().click();
+  });
+
+  await step("a tool call runs read_file in the workspace; shown collapsed with its result", async () => {
+    await send(frame, "Please read hello.txt and tell me what it says.");
+    assert.equal(fake.requests.at(-1).headers.authorization, `Bearer ${API_KEY}`);
+    const reply = await lastAssistantText(frame);
+    assert.match(reply, /The file says: Hello from the e2e workspace file\./);
+    const call = frame.locator("details.tool-call").last();
+    assert.equal(await call.getAttribute("open"), null, "collapsed");
+    assert.match(await call.locator("summary").innerText(), /read_file/);
+    await call.locator("summary").click();
+    assert.match(await call.locator(".tool-result").innerText(), /Hello from the e2e workspace file\./);
+    assert.match(await call.locator(".tool-args").innerText(), /"path": "hello.txt"/);
+    // The model got the tool result in the second request, paired with its call.
+    const second = fake.requests[fake.requests.length - 1].body.messages;
+    const toolRow = second.find((m) => m.role === "tool");
+    assert.equal(toolRow.tool_call_id, "call_fake_1");
+    meterBefore = await frame.locator("#meter-label").innerText();
+    await shot("03-tool-call", { editorOnly: true });
+  });
+
+  await step("raw HTML and a javascript: link from a user and a model are rendered inert", async () => {
+    const evil = 'Look: <img src=x onerror="window.__pwned=1"> and [click me](javascript:window.__pwned=2) or [docs](https://example.com/docs) [echo]';
+    await send(frame, evil);
+    const state = await frame.evaluate(() => ({
+      imgs: document.querySelectorAll("img").length,
+      pwned: window.__pwned ?? null,
+      jsLinks: [...document.querySelectorAll("a")].filter((a) => !/^https?:|^mailto:/.test(a.href)).length,
+      safeLinks: [...document.querySelectorAll("a")].map((a) => a.href),
+      inert: [...document.querySelectorAll(".inert-link")].map((s) => s.textContent),
+      userText: [...document.querySelectorAll("article.role-user .plain")].map((p) => p.textContent).pop(),
+      assistantText: [...document.querySelectorAll("article.role-assistant .body")].map((p) => p.textContent).pop(),
+    }));
+    assert.equal(state.imgs, 0, "no <img> element exists");
+    assert.equal(state.pwned, null, "no handler ran");
+    assert.equal(state.jsLinks, 0, "no javascript: link");
+    assert.ok(state.safeLinks.includes("https://example.com/docs"), `the https link stays a link: ${state.safeLinks}`);
+    assert.ok(state.inert.includes("click me"), "the javascript: link is inert text");
+    assert.ok(state.userText.includes('<img src=x onerror="window.__pwned=1">'), "the user's text is shown as typed");
+    assert.ok(state.assistantText.includes('<img src=x onerror="window.__pwned=1">'), "the model's text is shown as characters");
+    // The page runs under a strict policy: nothing but the nonce'd script, no inline handlers.
+    const csp = await frame.evaluate(() => document.querySelector('meta[http-equiv="Content-Security-Policy"]')?.getAttribute("content") ?? "");
+    assert.match(csp, /default-src 'none'/);
+    assert.match(csp, /script-src 'nonce-[A-Za-z0-9_-]{16,}'(;|$)/);
+    assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+    await shot("04-inert-html");
+  });
+
+  await step("a context-length error is retried once with overflowRecovery", async () => {
+    const before = fake.requests.length;
+    await send(frame, "A long question [overflow]");
+    assert.equal(fake.requests.length, before + 2, "one refused request, one retry");
+    const [refused, retried] = fake.requests.slice(before).map((r) => r.body.messages);
+    assert.ok(retried.length < refused.length, `the retry sent less history (${retried.length} < ${refused.length} rows)`);
+    assert.match(retried.map((m) => JSON.stringify(m.content)).join(" "), /earlier turns omitted/);
+    assert.match(await lastAssistantText(frame), /Reply #\d+ to: A long question \[overflow\]/);
+    const notices = await noticeTexts(frame);
+    assert.ok(notices.some((t) => /trying once more/.test(t)), notices.join(" | "));
+    assert.ok(notices.some((t) => /earlier messages? not sent after the model reported its context was full/.test(t)), notices.join(" | "));
+    await shot("05-overflow-retry");
+  });
+
+  await step("storage retention (maxMessages 10) deletes old turns: notice, panel and meter follow", async () => {
+    // 2 + 4 + 2 + 2 rows so far; this turn makes 12 > 10, so the oldest turn goes.
+    await send(frame, "One more question to pass the message limit.");
+    await frame.waitForFunction(() =>
+      [...document.querySelectorAll(".notice-text")].some((n) => /deleted by your retention settings/.test(n.textContent)),
+    );
+    const notices = await noticeTexts(frame);
+    assert.ok(notices.some((t) => /^2 messages deleted by your retention settings \(message limit\)/.test(t)), notices.join(" | "));
+    await frame.waitForFunction(() => !document.body.innerText.includes("Reply #1 to: Hello, who are you?"));
+    const meterAfter = await frame.locator("#meter-label").innerText();
+    assert.notEqual(meterAfter, meterBefore, "the meter changed");
+    await shot("06-storage-trim");
+  });
+
+  await step("a setting changed in the Settings UI reaches the server: the next prepare obeys it", async () => {
+    await runCommand("Preferences: Open User Settings");
+    // The Settings editor opens with its search box focused.
+    await page.locator(".settings-editor .suggest-input-container").first().waitFor({ state: "visible" });
+    await sleep(500);
+    await page.keyboard.type("chatHistory.context.maxHistoryTurns");
+    const input = page.locator('.settings-editor .setting-item-number input, .settings-editor .setting-item-contents input[type="number"]').first();
+    await input.waitFor({ state: "visible" });
+    await page.locator(".settings-editor .settings-count-widget", { hasText: "1 Setting Found" }).waitFor();
+    await input.fill("1");
+    await input.press("Tab");
+    await shot("07-settings-ui");
+    // The Settings UI wrote it...
+    const deadline = Date.now() + 20_000;
+    while (!/"chatHistory\.context\.maxHistoryTurns": 1\b/.test(readFileSync(settingsFile, "utf8"))) {
+      assert.ok(Date.now() < deadline, `settings.json never got the value:\n${readFileSync(settingsFile, "utf8")}`);
+      await sleep(200);
+    }
+    // ...and the server uses it for the next request. Back to the chat's editor tab:
+    await page.locator(".tabs-container .tab", { hasText: "Hello, who are you?" }).first().click();
+    frame = await chatFrame();
+    const before = fake.requests.length;
+    await send(frame, "Which turns do you see now?");
+    const sent = fake.requests[before].body.messages;
+    const users = sent.filter((m) => m.role === "user" && !/earlier turns omitted/.test(JSON.stringify(m.content)));
+    assert.equal(users.length, 1, `only the newest turn is sent: ${JSON.stringify(sent)}`);
+    const notices = await noticeTexts(frame);
+    assert.ok(notices.some((t) => /earlier messages? not sent by the turn limit/.test(t)), notices.join(" | "));
+    await shot("08-request-trim", { editorOnly: true });
+    // The API key is in no setting and in no history file.
+    const store = join(dirs.userData, "User", "globalStorage", EXTENSION_ID);
+    for (const file of [settingsFile, ...["chat-history.sqlite3", "chat-history.sqlite3-wal"].map((f) => join(store, f))]) {
+      if (existsSync(file)) assert.ok(!readFileSync(file).includes(API_KEY), `${file} holds the API key`);
+    }
+    assert.ok(existsSync(join(store, "chat-history.sqlite3")), "the history database is in the extension's global storage");
+  });
+
+  let title = "";
+  await step("code-server restarts: the conversation is still there, newest page first, older pages on scroll", async () => {
+    title = await frame.locator("#title").innerText();
+    const storedAssistants = await assistantCount(frame);
+    // One window, one history server; stopping code-server leaves no server behind.
+    assert.equal(historyServers().length, 1, `history servers: ${historyServers()}`);
+    await closeBrowser();
+    await stopCodeServer();
+    await waitFor("the history server to exit with code-server", () => historyServers().length === 0);
+    await startCodeServer();
+    await openWorkbench();
+    await page.locator('.activitybar [aria-label^="Chat History"]').first().click();
+    const item = page.locator(".monaco-list-row", { hasText: title }).first();
+    await item.waitFor({ state: "visible" });
+    await shot("09-conversation-list");
+    await item.click();
+    frame = await chatFrame();
+    await frame.waitForSelector("article.role-assistant");
+    assert.equal(await frame.locator("#title").innerText(), title);
+    assert.match(await lastAssistantText(frame), /Reply #\d+ to: Which turns do you see now\?/);
+    // pageSize 6: not everything is loaded at first.
+    const firstPage = await frame.locator("article.msg").count();
+    assert.ok(await frame.locator(".older").count() === 1, "more history is announced");
+    // Scroll up as a person does (the wheel over the list), until the top is reached.
+    await frame.locator("#messages").hover();
+    for (let i = 0; i < 20 && (await frame.locator("article.msg").count()) === firstPage; i++) {
+      await page.mouse.wheel(0, -400);
+      await sleep(250);
+    }
+    await frame.waitForFunction((n) => document.querySelectorAll("article.msg").length > n, firstPage, { timeout: 20_000 });
+    await shot("10-after-restart");
+    assert.ok((await assistantCount(frame)) <= storedAssistants + 1);
+  });
+
+  await step("Delete Conversation (the list's trash button, confirmed) clears it everywhere", async () => {
+    const item = page.locator(".monaco-list-row", { hasText: title }).first();
+    await item.hover();
+    await item.locator('.action-label[aria-label="Delete Conversation"]').click();
+    const dialog = page.locator(".monaco-dialog-box");
+    await dialog.waitFor({ state: "visible" });
+    assert.match(await dialog.innerText(), /Delete the conversation "Hello, who are you\?" for good\?/);
+    await shot("11-delete-confirm");
+    await dialog.locator(".monaco-button", { hasText: "Delete" }).first().click();
+    await page.locator(".welcome-view-content", { hasText: "No conversations in this workspace yet." }).waitFor();
+    // The panel showed it: it is now a new, empty chat.
+    await frame.waitForSelector(".empty");
+    assert.equal(await frame.locator("article.msg").count(), 0);
+    await shot("12-deleted");
+  });
+
+  exitCode = 0;
+} catch {
+  exitCode = 1;
+} finally {
+  await closeBrowser();
+  await stopCodeServer();
+  await fake.close();
+  if (exitCode !== 0) {
+    writeFileSync(join(ARTIFACTS, "code-server.log"), serverLog);
+    const logs = join(dirs.userData, "logs");
+    if (existsSync(logs)) spawnSync("cp", ["-r", logs, join(ARTIFACTS, "vscode-logs")]);
+  }
+  if (process.env.E2E_KEEP) console.log(`# kept ${root}`);
+  else rmSync(root, { recursive: true, force: true });
+  const passed = results.filter((r) => r.ok).length;
+  console.log(`# e2e took ${since()}; screenshots in ${ARTIFACTS}`);
+  console.log(`${passed} passed, ${results.length - passed} failed`);
+  process.exit(exitCode);
+}

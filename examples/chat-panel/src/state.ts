@@ -1,0 +1,381 @@
+/**
+ * The chat panel's state and every rule about it, as pure functions: no `vscode`, no DOM, no I/O.
+ * The extension owns one {@link PanelState}, applies these functions to it as events arrive
+ * (pages from `get`, rows from `append`, stream deltas, `prepare` results, trim notifications)
+ * and posts {@link viewOf} to the webview, which only draws what it is given.
+ */
+
+import type { PreparedRequest, StoredMessage, ToolCall, TrimmedNotification } from "chat-history-client";
+
+/** A row of the conversation as the panel holds it: a stored row, or one not stored yet. */
+export interface PanelMessage {
+  /** Stable key for the view: `id:<n>` once stored, `local:<n>` before. */
+  key: string;
+  id: number | null;
+  role: StoredMessage["role"];
+  content: string;
+  toolCalls: ToolCall[];
+  toolCallId: string | null;
+  name: string | null;
+  /** The reply is still arriving. */
+  streaming: boolean;
+}
+
+export interface ContextMeter {
+  estimatedTokens: number;
+  budget: number | null;
+  contextWindow: number | null;
+  /** Prompt tokens the provider reported for the last request (calibration shows here later). */
+  providerPromptTokens: number | null;
+}
+
+export type NoticeKind = "request" | "storage" | "error" | "info";
+export interface Notice {
+  id: number;
+  kind: NoticeKind;
+  text: string;
+}
+
+export interface PanelState {
+  conversationId: string;
+  title: string;
+  /** Oldest first. */
+  messages: PanelMessage[];
+  /** Older rows exist in the store (load them with `get` `beforeId` = {@link oldestId}). */
+  hasMore: boolean;
+  loadingOlder: boolean;
+  /** A turn (prompt → reply, tool rounds included) is running. */
+  busy: boolean;
+  meter: ContextMeter | null;
+  notices: Notice[];
+  nextLocal: number;
+  nextNotice: number;
+}
+
+export const MAX_NOTICES = 5;
+
+export function emptyState(conversationId: string, title = "New chat"): PanelState {
+  return {
+    conversationId,
+    title,
+    messages: [],
+    hasMore: false,
+    loadingOlder: false,
+    busy: false,
+    meter: null,
+    notices: [],
+    nextLocal: 1,
+    nextNotice: 1,
+  };
+}
+
+function fromStored(row: StoredMessage): PanelMessage {
+  return {
+    key: `id:${row.id}`,
+    id: row.id,
+    role: row.role,
+    content: row.content,
+    toolCalls: row.toolCalls,
+    toolCallId: row.toolCallId,
+    name: row.name,
+    streaming: false,
+  };
+}
+
+/** The id to pass as `beforeId` for the next older page, or null when nothing is loaded. */
+export function oldestId(state: PanelState): number | null {
+  for (const m of state.messages) if (m.id !== null) return m.id;
+  return null;
+}
+
+/**
+ * A page from `get`: the newest page replaces the list (`older` false); an older page goes in
+ * front of it. Rows already shown are not shown twice.
+ */
+export function pageLoaded(
+  state: PanelState,
+  page: { messages: StoredMessage[]; hasMore: boolean },
+  older: boolean,
+): PanelState {
+  const rows = page.messages.map(fromStored);
+  if (!older) return { ...state, messages: rows, hasMore: page.hasMore, loadingOlder: false };
+  const shown = new Set(state.messages.map((m) => m.id));
+  const fresh = rows.filter((m) => !shown.has(m.id));
+  return { ...state, messages: [...fresh, ...state.messages], hasMore: page.hasMore, loadingOlder: false };
+}
+
+export function olderRequested(state: PanelState): PanelState {
+  return { ...state, loadingOlder: true };
+}
+
+/** Whether scrolling to the top should fetch another page now. */
+export function shouldLoadOlder(state: PanelState): boolean {
+  return state.hasMore && !state.loadingOlder && oldestId(state) !== null;
+}
+
+/** A prompt was sent: show it at once (stored later) and mark the panel busy. */
+export function promptSent(state: PanelState, text: string): PanelState {
+  const message: PanelMessage = {
+    key: `local:${state.nextLocal}`,
+    id: null,
+    role: "user",
+    content: text,
+    toolCalls: [],
+    toolCallId: null,
+    name: null,
+    streaming: false,
+  };
+  return { ...state, busy: true, messages: [...state.messages, message], nextLocal: state.nextLocal + 1 };
+}
+
+/**
+ * Rows `append` stored. Each replaces the panel's unsaved row of the same role and content
+ * (the optimistic prompt, a finished stream) when there is one; the others are added.
+ */
+export function rowsStored(state: PanelState, rows: StoredMessage[]): PanelState {
+  let messages = [...state.messages];
+  for (const row of rows) {
+    if (messages.some((m) => m.id === row.id)) continue;
+    const local = messages.findIndex(
+      (m) => m.id === null && m.role === row.role && (m.role !== "user" || m.content === row.content),
+    );
+    if (local >= 0) messages[local] = fromStored(row);
+    else messages = [...messages, fromStored(row)];
+  }
+  return { ...state, messages };
+}
+
+/** A reply starts streaming. */
+export function streamStarted(state: PanelState): PanelState {
+  const message: PanelMessage = {
+    key: `local:${state.nextLocal}`,
+    id: null,
+    role: "assistant",
+    content: "",
+    toolCalls: [],
+    toolCallId: null,
+    name: null,
+    streaming: true,
+  };
+  return { ...state, messages: [...state.messages, message], nextLocal: state.nextLocal + 1 };
+}
+
+function updateStreaming(state: PanelState, update: (m: PanelMessage) => PanelMessage): PanelState {
+  const index = state.messages.findLastIndex((m) => m.streaming);
+  if (index < 0) return state;
+  const messages = [...state.messages];
+  messages[index] = update(messages[index]);
+  return { ...state, messages };
+}
+
+export function streamDelta(state: PanelState, text: string): PanelState {
+  return updateStreaming(state, (m) => ({ ...m, content: m.content + text }));
+}
+
+/** The stream ended (the row is stored next, by {@link rowsStored}). */
+export function streamEnded(state: PanelState, toolCalls: ToolCall[] = []): PanelState {
+  return updateStreaming(state, (m) => ({ ...m, streaming: false, toolCalls }));
+}
+
+/** A stream that failed or was retried: its partial text goes away. */
+export function streamDiscarded(state: PanelState): PanelState {
+  return { ...state, messages: state.messages.filter((m) => !m.streaming) };
+}
+
+export function turnFinished(state: PanelState): PanelState {
+  return { ...streamEnded(state), busy: false };
+}
+
+export function prepared(state: PanelState, request: Pick<PreparedRequest, "estimatedTokens" | "budget" | "contextWindow">): PanelState {
+  const meter: ContextMeter = {
+    estimatedTokens: request.estimatedTokens,
+    budget: request.budget,
+    contextWindow: request.contextWindow,
+    providerPromptTokens: null,
+  };
+  return { ...state, meter };
+}
+
+export function usageReported(state: PanelState, promptTokens: number): PanelState {
+  if (state.meter === null) return state;
+  return { ...state, meter: { ...state.meter, providerPromptTokens: promptTokens } };
+}
+
+export function addNotice(state: PanelState, kind: NoticeKind, text: string): PanelState {
+  const notices = [...state.notices, { id: state.nextNotice, kind, text }].slice(-MAX_NOTICES);
+  return { ...state, notices, nextNotice: state.nextNotice + 1 };
+}
+
+export function dismissNotice(state: PanelState, id: number): PanelState {
+  return { ...state, notices: state.notices.filter((n) => n.id !== id) };
+}
+
+function plural(n: number, word: string): string {
+  return `${n.toLocaleString("en-US")} ${word}${n === 1 ? "" : "s"}`;
+}
+
+/** The words a person reads for a `chatHistory/trimmed` notification. */
+export function trimNoticeText(event: TrimmedNotification): string {
+  if (event.scope === "storage") {
+    const why = { age: "age limit", count: "message limit", tokens: "token limit" }[event.reason];
+    return `${plural(event.droppedMessages, "message")} deleted by your retention settings (${why}).`;
+  }
+  const why = {
+    tokenBudget: `to fit the ${event.budget === null ? "token" : event.budget.toLocaleString("en-US") + "-token"} budget`,
+    turnLimit: "by the turn limit",
+    overflowRecovery: "after the model reported its context was full",
+  }[event.reason];
+  return `${plural(event.droppedMessages, "earlier message")} not sent ${why}; they stay in the history.`;
+}
+
+/**
+ * A trim notification: shown when it is about this conversation. A storage trim also removes
+ * rows from the panel, since they are gone for good; the caller reloads the newest page.
+ */
+export function trimmed(state: PanelState, event: TrimmedNotification): PanelState {
+  if (event.conversationId !== state.conversationId) return state;
+  return addNotice(state, event.scope, trimNoticeText(event));
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the webview draws
+
+/**
+ * Actions on a message. Each plugs into the message-action bar; an action that needs a server
+ * method shows only when the server has it (`protocolVersion`). Edit and resend, regenerate,
+ * fork from here, redact and delete exchange go here once the server has `truncate`,
+ * `editMessage`, `fork` and `deleteTurns` (protocol version 2).
+ */
+export interface MessageAction {
+  id: string;
+  label: string;
+  roles: PanelMessage["role"][];
+  /** Lowest server protocol version with the methods the action needs. */
+  since: number;
+  /** Only on rows with text (not on a bare tool-call carrier). */
+  needsText?: boolean;
+}
+
+export const MESSAGE_ACTIONS: readonly MessageAction[] = [
+  { id: "copy", label: "Copy", roles: ["user", "assistant"], since: 1, needsText: true },
+];
+
+export function actionsFor(message: PanelMessage, protocolVersion: number, actions = MESSAGE_ACTIONS): string[] {
+  if (message.id === null || message.streaming) return [];
+  return actions
+    .filter((a) => a.roles.includes(message.role) && a.since <= protocolVersion && !(a.needsText && message.content === ""))
+    .map((a) => a.id);
+}
+
+export interface ToolCallView {
+  id: string;
+  name: string;
+  /** Arguments as readable JSON text. */
+  arguments: string;
+  /** The tool row's content, or null while there is none. */
+  result: string | null;
+}
+
+export interface MessageView {
+  key: string;
+  id: number | null;
+  role: PanelMessage["role"];
+  content: string;
+  streaming: boolean;
+  toolCalls: ToolCallView[];
+  actions: string[];
+}
+
+export interface MeterView {
+  /** e.g. "1,830 / 32,000 tokens" */
+  label: string;
+  /** 0..1 of the budget (or window), for the bar; null when there is no limit to compare with. */
+  fraction: number | null;
+  /** e.g. "window 200,000", or "" */
+  detail: string;
+}
+
+export interface PanelView {
+  conversationId: string;
+  title: string;
+  messages: MessageView[];
+  hasMore: boolean;
+  loadingOlder: boolean;
+  busy: boolean;
+  meter: MeterView | null;
+  notices: Notice[];
+}
+
+function argumentsText(args: ToolCall["arguments"]): string {
+  if (typeof args === "string") {
+    try {
+      return JSON.stringify(JSON.parse(args), null, 2);
+    } catch {
+      return args;
+    }
+  }
+  return JSON.stringify(args, null, 2);
+}
+
+export function meterView(meter: ContextMeter | null): MeterView | null {
+  if (meter === null) return null;
+  const n = (x: number) => x.toLocaleString("en-US");
+  const limit = meter.budget ?? meter.contextWindow;
+  const parts: string[] = [];
+  if (meter.contextWindow !== null) parts.push(`window ${n(meter.contextWindow)}`);
+  if (meter.providerPromptTokens !== null) parts.push(`provider counted ${n(meter.providerPromptTokens)}`);
+  return {
+    label: limit === null ? `${n(meter.estimatedTokens)} tokens` : `${n(meter.estimatedTokens)} / ${n(limit)} tokens`,
+    fraction: limit === null || limit <= 0 ? null : Math.min(1, meter.estimatedTokens / limit),
+    detail: parts.join(" · "),
+  };
+}
+
+/**
+ * The view: tool rows are folded into the assistant message whose call they answer (shown
+ * collapsed there); a tool row whose call is not loaded (an older page) is shown on its own.
+ */
+export function viewOf(state: PanelState, protocolVersion = 1): PanelView {
+  const results = new Map<string, string>();
+  const callIds = new Set<string>();
+  for (const m of state.messages) {
+    if (m.role === "tool" && m.toolCallId !== null) results.set(m.toolCallId, m.content);
+    for (const call of m.toolCalls) callIds.add(call.id);
+  }
+  const messages: MessageView[] = [];
+  for (const m of state.messages) {
+    if (m.role === "tool" && m.toolCallId !== null && callIds.has(m.toolCallId)) continue;
+    messages.push({
+      key: m.key,
+      id: m.id,
+      role: m.role,
+      content: m.role === "tool" ? `${m.name ?? "tool"} result:\n${m.content}` : m.content,
+      streaming: m.streaming,
+      toolCalls: m.toolCalls.map((call) => ({
+        id: call.id,
+        name: call.name,
+        arguments: argumentsText(call.arguments),
+        result: results.get(call.id) ?? null,
+      })),
+      actions: actionsFor(m, protocolVersion),
+    });
+  }
+  return {
+    conversationId: state.conversationId,
+    title: state.title,
+    messages,
+    hasMore: state.hasMore,
+    loadingOlder: state.loadingOlder,
+    busy: state.busy,
+    meter: meterView(state.meter),
+    notices: state.notices,
+  };
+}
+
+/** A title from the first prompt: whitespace collapsed, at most 60 characters. */
+export function titleFromPrompt(prompt: string): string {
+  const text = prompt.replace(/\s+/g, " ").trim();
+  if (text === "") return "New chat";
+  const chars = [...text];
+  return chars.length <= 60 ? text : `${chars.slice(0, 59).join("")}…`;
+}

@@ -1,0 +1,234 @@
+/**
+ * The chat webview: draws the PanelView the extension posts and sends the person's actions
+ * back. It never assigns HTML: every text from a model, a user or a tool becomes DOM text nodes
+ * (Markdown through ../markdown's tree, links only when their scheme is safe).
+ */
+
+import { parseMarkdown, type Block, type Inline } from "../markdown";
+import type { MessageView, PanelView } from "../state";
+
+interface VsCodeApi {
+  postMessage(message: unknown): void;
+}
+declare function acquireVsCodeApi(): VsCodeApi;
+const vscode = acquireVsCodeApi();
+
+const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+const messagesEl = $<HTMLElement>("messages");
+const noticesEl = $<HTMLElement>("notices");
+const promptEl = $<HTMLTextAreaElement>("prompt");
+const sendEl = $<HTMLButtonElement>("send");
+const statusEl = $<HTMLElement>("status");
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function renderInline(nodes: Inline[], parent: HTMLElement): void {
+  for (const node of nodes) {
+    switch (node.t) {
+      case "text":
+        parent.append(document.createTextNode(node.s));
+        break;
+      case "code":
+        parent.append(el("code", undefined, node.s));
+        break;
+      case "strong":
+        renderInline(node.c, parent.appendChild(el("strong")));
+        break;
+      case "em":
+        renderInline(node.c, parent.appendChild(el("em")));
+        break;
+      case "link": {
+        if (node.href === null) {
+          // An unsafe or relative target: the label as plain text, marked, not clickable.
+          const span = el("span", "inert-link");
+          span.title = "link removed: only http, https and mailto links are followed";
+          renderInline(node.c, span);
+          parent.append(span);
+        } else {
+          const a = el("a");
+          a.href = node.href;
+          a.dataset.href = node.href;
+          a.rel = "noopener noreferrer";
+          renderInline(node.c, a);
+          parent.append(a);
+        }
+        break;
+      }
+    }
+  }
+}
+
+function renderBlocks(blocks: Block[], parent: HTMLElement): void {
+  for (const block of blocks) {
+    switch (block.t) {
+      case "p":
+        renderInline(block.c, parent.appendChild(el("p")));
+        break;
+      case "h":
+        renderInline(block.c, parent.appendChild(el(`h${Math.min(6, block.level + 2)}` as "h3")));
+        break;
+      case "pre": {
+        const pre = parent.appendChild(el("pre"));
+        pre.append(el("code", block.lang ? `lang-${block.lang.replace(/[^\w-]/g, "")}` : undefined, block.s));
+        break;
+      }
+      case "list": {
+        const list = parent.appendChild(el(block.ordered ? "ol" : "ul"));
+        for (const item of block.items) renderInline(item, list.appendChild(el("li")));
+        break;
+      }
+      case "quote":
+        renderBlocks(block.c, parent.appendChild(el("blockquote")));
+        break;
+    }
+  }
+}
+
+const ROLE_NAMES: Record<string, string> = { user: "You", assistant: "Assistant", system: "System", tool: "Tool" };
+
+function renderMessage(message: MessageView): HTMLElement {
+  const article = el("article", `msg role-${message.role}${message.streaming ? " streaming" : ""}`);
+  article.dataset.key = message.key;
+  if (message.id !== null) article.dataset.id = String(message.id);
+  article.append(el("div", "role", ROLE_NAMES[message.role] ?? message.role));
+  const body = article.appendChild(el("div", "body"));
+  if (message.role === "assistant") renderBlocks(parseMarkdown(message.content), body);
+  else body.append(el("div", "plain", message.content));
+  for (const call of message.toolCalls) {
+    const details = article.appendChild(el("details", "tool-call"));
+    const summary = details.appendChild(el("summary"));
+    summary.append(el("span", "tool-name", call.name), el("span", "tool-state", call.result === null ? " (running…)" : " ✓"));
+    details.append(el("div", "label", "Arguments"), el("pre", "tool-args", call.arguments));
+    details.append(el("div", "label", "Result"), el("pre", "tool-result", call.result ?? "(no result yet)"));
+  }
+  if (message.actions.length > 0) {
+    const bar = article.appendChild(el("div", "actions"));
+    for (const action of message.actions) {
+      const button = bar.appendChild(el("button", "action", action[0].toUpperCase() + action.slice(1)));
+      button.type = "button";
+      button.dataset.action = action;
+    }
+  }
+  return article;
+}
+
+const rendered = new Map<string, { sig: string; node: HTMLElement }>();
+let current: PanelView | null = null;
+let olderPending = false;
+
+function draw(view: PanelView): void {
+  const switched = current?.conversationId !== view.conversationId;
+  const started = view.busy && !(current?.busy ?? false);
+  current = view;
+  // Where the list was scrolled, measured before anything above it changes size.
+  const nearBottom = messagesEl.scrollHeight - messagesEl.scrollTop - messagesEl.clientHeight < 60;
+  const fromBottom = messagesEl.scrollHeight - messagesEl.scrollTop;
+  $("title").textContent = view.title;
+  document.title = view.title;
+
+  const meter = $("meter");
+  meter.hidden = view.meter === null;
+  if (view.meter) {
+    $("meter-label").textContent = view.meter.label;
+    $("meter-detail").textContent = view.meter.detail;
+    const fill = $("meter-fill");
+    fill.style.width = `${Math.round((view.meter.fraction ?? 0) * 100)}%`;
+    fill.classList.toggle("high", (view.meter.fraction ?? 0) > 0.8);
+  }
+
+  noticesEl.replaceChildren(
+    ...view.notices.map((notice) => {
+      const div = el("div", `notice notice-${notice.kind}`);
+      div.append(el("span", "notice-text", notice.text));
+      const close = div.appendChild(el("button", "dismiss", "×"));
+      close.type = "button";
+      close.title = "Dismiss";
+      close.dataset.notice = String(notice.id);
+      return div;
+    }),
+  );
+
+  const oldFirst = messagesEl.firstElementChild as HTMLElement | null;
+  if (switched) rendered.clear();
+  const keep = new Set<string>();
+  const nodes: HTMLElement[] = [];
+  if (view.hasMore) nodes.push(el("div", "older", view.loadingOlder ? "Loading older messages…" : "Scroll up for older messages"));
+  for (const message of view.messages) {
+    const sig = JSON.stringify(message);
+    let entry = rendered.get(message.key);
+    if (entry === undefined || entry.sig !== sig) {
+      entry = { sig, node: renderMessage(message) };
+      rendered.set(message.key, entry);
+    }
+    keep.add(message.key);
+    nodes.push(entry.node);
+  }
+  for (const key of [...rendered.keys()]) if (!keep.has(key)) rendered.delete(key);
+  if (view.messages.length === 0) nodes.push(el("div", "empty", "Ask something about your workspace. The assistant can read its files."));
+  messagesEl.replaceChildren(...nodes);
+
+  const prepended = oldFirst !== null && messagesEl.firstElementChild !== oldFirst && !switched;
+  // Follow the conversation while the person is at its end, and always after they send.
+  if (switched || nearBottom || started) messagesEl.scrollTop = messagesEl.scrollHeight;
+  else if (prepended) messagesEl.scrollTop = messagesEl.scrollHeight - fromBottom;
+  olderPending = view.loadingOlder;
+
+  sendEl.disabled = view.busy;
+  statusEl.textContent = view.busy ? "Thinking…" : "";
+  document.body.classList.toggle("busy", view.busy);
+}
+
+window.addEventListener("message", (event: MessageEvent) => {
+  const data = event.data as { type?: string; view?: PanelView };
+  if (data?.type === "view" && data.view) draw(data.view);
+});
+
+function send(): void {
+  const text = promptEl.value;
+  if (text.trim() === "" || current?.busy) return;
+  vscode.postMessage({ type: "send", text });
+  promptEl.value = "";
+}
+
+$("composer").addEventListener("submit", (event) => {
+  event.preventDefault();
+  send();
+});
+promptEl.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    send();
+  }
+});
+
+messagesEl.addEventListener("scroll", () => {
+  if (messagesEl.scrollTop < 40 && current?.hasMore && !olderPending) {
+    olderPending = true;
+    vscode.postMessage({ type: "loadOlder" });
+  }
+});
+
+document.addEventListener("click", (event) => {
+  const target = event.target as HTMLElement;
+  const link = target.closest("a");
+  if (link) {
+    event.preventDefault();
+    if (link.dataset.href) vscode.postMessage({ type: "openLink", href: link.dataset.href });
+    return;
+  }
+  const action = target.closest<HTMLElement>("button[data-action]");
+  if (action) {
+    const key = action.closest<HTMLElement>("article")?.dataset.key;
+    if (key) vscode.postMessage({ type: "action", action: action.dataset.action, key });
+    return;
+  }
+  const dismiss = target.closest<HTMLElement>("button[data-notice]");
+  if (dismiss) vscode.postMessage({ type: "dismiss", id: Number(dismiss.dataset.notice) });
+});
+
+vscode.postMessage({ type: "ready" });
