@@ -500,19 +500,8 @@ def prepare_rows(rows: Sequence[Message], options: RequestOptions) -> Prepared:
     raw, estimated = _capacity_check(swept, window, request.fixed, options)
     proposal = None
     if due:
-        span_end = len(all_units) - options.settings.compaction_keep_recent_turns
-        proposal = propose(
-            system_block=system_block,
-            summary=request.text,
-            span=[
-                SpanTurn(unit.rows, turns[covered.turns + index])
-                for index, unit in enumerate(all_units[:span_end])
-            ],
-            covered_turns=compacted_turns,
-            settings=options.settings,
-            budget=request.budget,
-            calibration=options.calibration,
-        )
+        span = [SpanTurn(unit.rows, turns[covered.turns + i]) for i, unit in enumerate(all_units)]
+        proposal = _proposal(system_block, span, compacted_turns, request, options)
     return Prepared(
         rows=tuple(swept),
         estimated_tokens=estimated,
@@ -649,4 +638,25 @@ def _request_trim(window: _Window, tokens_before: int, estimated: int) -> Reques
         reason=window.last_reason,
         tokens_before=tokens_before,
         tokens_after=estimated,
+    )
+
+
+def _proposal(
+    system_block: Sequence[Message],
+    turns: Sequence[SpanTurn],
+    covered_turns: int,
+    request: _Request,
+    options: RequestOptions,
+) -> Proposal | None:
+    """The compaction proposal over the sent turns but the newest
+    ``compactionKeepRecentTurns``."""
+    span_end = len(turns) - options.settings.compaction_keep_recent_turns
+    return propose(
+        system_block=system_block,
+        summary=request.text,
+        span=turns[:span_end],
+        covered_turns=covered_turns,
+        settings=options.settings,
+        budget=request.budget,
+        calibration=options.calibration,
     )
