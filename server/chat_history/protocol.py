@@ -17,9 +17,8 @@ import cattrs
 from cattrs.cols import list_structure_factory
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, override
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
-from chat_history.errors import ContextOverflow, InvalidParams, StorageError, quoted
+from chat_history.errors import InvalidParams, quoted
 from chat_history.model import (
     MAX_JSON_DEPTH,
     ROLES,
@@ -648,29 +647,7 @@ def list_workspace(params: ListParams, default_workspace: str) -> str:
 
 # -- errors --------------------------------------------------------------------------------------
 
-#: Error codes that answer bad input or a known condition, not a server defect.
+#: Error codes that answer bad input or a known condition, not a server defect. (The classes
+#: that carry them are in server.py: pygls's exceptions import lsprotocol, ~0.5 s the CLI, which
+#: uses this module too, must not pay.)
 EXPECTED_CODES = frozenset({-32600, -32602, -32002, 1001, 1002})
-
-
-class ContextOverflowError(JsonRpcException):
-    CODE = 1001
-    MESSAGE = "Context overflow"
-
-
-class StorageFailure(JsonRpcException):
-    CODE = 1002
-    MESSAGE = "Storage error"
-
-
-def to_jsonrpc(exc: Exception) -> JsonRpcException:
-    """The one mapping of domain errors to JSON-RPC error codes (protocol.md, Errors)."""
-    if isinstance(exc, InvalidParams):
-        return JsonRpcInvalidParams(message=str(exc), data={"field": exc.field})
-    if isinstance(exc, ContextOverflow):
-        return ContextOverflowError(
-            message=str(exc),
-            data={"estimatedTokens": exc.estimated_tokens, "contextWindow": exc.context_window},
-        )
-    if isinstance(exc, StorageError):
-        return StorageFailure(message=str(exc), data={"reason": exc.reason})
-    raise exc

@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 from lsprotocol import types
 from pygls.exceptions import (
     JsonRpcException,
+    JsonRpcInvalidParams,
     JsonRpcInvalidRequest,
     JsonRpcServerNotInitialized,
 )
@@ -43,6 +44,30 @@ log = logging.getLogger("chat_history")
 PROTOCOL_VERSION = 1
 TRIMMED = "chatHistory/trimmed"
 EXPECTED_CODES = protocol.EXPECTED_CODES
+
+
+class ContextOverflowError(JsonRpcException):
+    CODE = 1001
+    MESSAGE = "Context overflow"
+
+
+class StorageFailure(JsonRpcException):
+    CODE = 1002
+    MESSAGE = "Storage error"
+
+
+def to_jsonrpc(exc: Exception) -> JsonRpcException:
+    """The one mapping of domain errors to JSON-RPC error codes (protocol.md, Errors)."""
+    if isinstance(exc, InvalidParams):
+        return JsonRpcInvalidParams(message=str(exc), data={"field": exc.field})
+    if isinstance(exc, ContextOverflow):
+        return ContextOverflowError(
+            message=str(exc),
+            data={"estimatedTokens": exc.estimated_tokens, "contextWindow": exc.context_window},
+        )
+    if isinstance(exc, StorageError):
+        return StorageFailure(message=str(exc), data={"reason": exc.reason})
+    raise exc
 
 
 #: the converter pygls uses (tests share it)
@@ -401,7 +426,7 @@ def request(ls: ChatHistoryServer, method: str, params_cls: type, body: Handler)
         try:
             return body(manager, ls, protocol.structure(raw, params_cls))
         except (InvalidParams, ContextOverflow, StorageError) as exc:
-            raise protocol.to_jsonrpc(exc) from None
+            raise to_jsonrpc(exc) from None
 
 
 # -- the custom methods: wire params -> one manager call -> wire result (protocol.py translates)
