@@ -182,22 +182,8 @@ def cmd_conversations(args: argparse.Namespace) -> int:
         (ws, records) for ws in workspaces if (records := manager.list_conversations(ws))
     ]
     if args.json:
-        print_json(
-            {
-                "conversations": [
-                    {
-                        "workspace": ws,
-                        "conversationId": r.conversation,
-                        "messageCount": r.message_count,
-                        "tokens": r.tokens,
-                        "lastActivity": r.last_activity,
-                        "hasSummary": r.has_summary,
-                    }
-                    for ws, records in listed
-                    for r in records
-                ]
-            }
-        )
+        entries = [protocol.wire_conversation(r, ws) for ws, records in listed for r in records]
+        print_json({"conversations": entries})
     elif not listed:
         where = f" in workspace {args.workspace!r}" if args.workspace is not None else ""
         print(f"No conversations{where} in {manager.store.path}.")
@@ -219,14 +205,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0
     result = manager.get(key)
     if args.json:
-        print_json(
-            {
-                "workspace": key.workspace,
-                "conversationId": key.conversation,
-                "messages": protocol.wire(result.messages),
-                "summary": protocol.wire_summary(result.summary),
-            }
-        )
+        print_json(protocol.wire_history(key.workspace, key.conversation, result))
     else:
         print(history_text(key, result.messages, result.summary, full=args.full))
     return 0
@@ -401,21 +380,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
         f"{SECTION}.{key}": getattr(loaded.settings, attribute) for key, attribute in SHOWN_SETTINGS
     }
     if args.json:
-        print_json(
-            {
-                "database": str(path),
-                "fileBytes": _size(path),
-                "walBytes": wal,
-                "messages": stats.messages,
-                "conversations": stats.conversations,
-                "workspaces": stats.workspaces,
-                "summaries": stats.summaries,
-                "oldestMessage": stats.oldest_timestamp,
-                "newestMessage": stats.newest_timestamp,
-                "settings": shown,
-                "settingSources": {k: loaded.sources.get(k, "default") for k in shown},
-            }
-        )
+        sources = {k: loaded.sources.get(k, "default") for k in shown}
+        print_json(protocol.wire_stats(str(path), _size(path), wal, stats, shown, sources))
         return 0
     print(f"database       {path}")
     print(f"size           {_size(path):,} bytes (+ {wal:,} bytes of WAL)")

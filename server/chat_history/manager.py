@@ -427,7 +427,7 @@ class ChatHistoryManager:
 
     def prepare(self, key: Key, options: PrepareOptions) -> PreparedRequest:
         from chat_history.policy.budget import resolve_route
-        from chat_history.policy.context import OmittedTurnsKept, prepare_rows
+        from chat_history.policy.context import OmittedTurnsKept, RequestOptions, prepare_rows
         from chat_history.providers import format_body
 
         route = resolve_route(
@@ -437,14 +437,16 @@ class ChatHistoryManager:
         def prepare(rows: Sequence[Message], omitted: OmittedTurns | None) -> Prepared:
             return prepare_rows(
                 rows,
-                settings=self.settings.context,
-                route=route,
-                summary=summary.summary if summary else None,
-                tools=options.tools,
-                extra_tokens=options.extra_tokens,
-                overflow_recovery=options.overflow_recovery,
-                keep_tool_context_turns=options.keep_tool_context_turns,
-                omitted=omitted,
+                RequestOptions(
+                    settings=self.settings.context,
+                    route=route,
+                    summary=summary.summary if summary else None,
+                    tools=options.tools,
+                    extra_tokens=options.extra_tokens,
+                    overflow_recovery=options.overflow_recovery,
+                    keep_tool_context_turns=options.keep_tool_context_turns,
+                    omitted=omitted,
+                ),
             )
 
         rows, omitted, summary = self._request_rows(key, route, options)

@@ -21,7 +21,7 @@ from chat_history.errors import ContextOverflow, InvalidParams
 from chat_history.manager import ChatHistoryManager, PrepareOptions
 from chat_history.model import Message, ToolCall, ToolSpec, Trimmed
 from chat_history.policy.budget import resolve_route
-from chat_history.policy.context import prepare_rows, request_floor, turn_figures
+from chat_history.policy.context import RequestOptions, prepare_rows, request_floor, turn_figures
 from chat_history.policy.turns import segment
 from chat_history.providers import format_body
 from chat_history.settings import ContextSettings, Settings, default_settings
@@ -53,13 +53,15 @@ def full_result(
     try:
         out = prepare_rows(
             rows,
-            settings=manager.settings.context,
-            route=route,
-            summary=summary.summary if summary else None,
-            tools=options.tools,
-            extra_tokens=options.extra_tokens,
-            overflow_recovery=options.overflow_recovery,
-            keep_tool_context_turns=options.keep_tool_context_turns,
+            RequestOptions(
+                settings=manager.settings.context,
+                route=route,
+                summary=summary.summary if summary else None,
+                tools=options.tools,
+                extra_tokens=options.extra_tokens,
+                overflow_recovery=options.overflow_recovery,
+                keep_tool_context_turns=options.keep_tool_context_turns,
+            ),
         )
     except ContextOverflow as overflow:
         return overflow
