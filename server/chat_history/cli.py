@@ -24,8 +24,7 @@ from chat_history.progress import Progress
 from chat_history.render import conversations_table, history_text, terminal_safe, when
 from chat_history.settings import SECTION, Settings, default_settings, load_settings
 from chat_history.settings_file import SettingsFileError, read_settings_file
-from chat_history.store import Key, Store
-from chat_history.store.db import ConversationRecord
+from chat_history.store import ConversationRecord, Key, Store
 from chat_history.store.schema import DATABASE_FILE
 from chat_history.transfer import (
     ConversationImport,

@@ -11,8 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from chat_history.model import StoredMessage, Summary
-from chat_history.store import Key
-from chat_history.store.db import ConversationRecord
+from chat_history.store import ConversationRecord, Key
 
 #: Without --full, a tool result or call arguments are cut to this many characters / lines.
 PREVIEW_CHARS = 1_000
