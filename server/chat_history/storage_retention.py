@@ -118,3 +118,63 @@ class StorageRetention:
             and summary_expired(summary.updated_at, settings, now)
         )
         return attrs.evolve(plan, deleted_summary=expired)
+
+
+@attrs.frozen
+class ConversationPruned:
+    """What a ``prune`` run deleted (or would delete) in one conversation."""
+
+    key: Key
+    dropped_messages: int
+    retained_turns: int | None
+    #: rule -> (messages, turns) it deleted
+    reasons: dict[str, tuple[int, int]]
+    summary_deleted: bool
+
+
+@attrs.frozen
+class PruneRun:
+    """A ``prune`` run over many conversations: what each lost, and the totals per rule
+    (messages, turns, conversations)."""
+
+    dry_run: bool
+    checked: int
+    conversations: tuple[ConversationPruned, ...]
+    per_rule: dict[str, tuple[int, int, int]]
+    deleted_summaries: int
+
+    @property
+    def dropped_messages(self) -> int:
+        return sum(c.dropped_messages for c in self.conversations)
+
+
+def tally(dry_run: bool, plans: Sequence[tuple[Key, RetentionPlan]]) -> PruneRun:
+    """The run's record from each checked conversation's plan."""
+    pruned: list[ConversationPruned] = []
+    per_rule = {rule: [0, 0, 0] for rule in ("age", "count", "tokens")}
+    for key, plan in plans:
+        if not plan.delete_ids and not plan.deleted_summary:
+            continue
+        reasons: dict[str, tuple[int, int]] = {}
+        for event in plan.events:
+            reasons[event.reason] = (event.dropped_messages, event.dropped_turns)
+            counted = per_rule[event.reason]
+            counted[0] += event.dropped_messages
+            counted[1] += event.dropped_turns
+            counted[2] += 1
+        pruned.append(
+            ConversationPruned(
+                key=key,
+                dropped_messages=len(plan.delete_ids),
+                retained_turns=plan.report.retained_turns if plan.report else None,
+                reasons=reasons,
+                summary_deleted=plan.deleted_summary,
+            )
+        )
+    return PruneRun(
+        dry_run=dry_run,
+        checked=len(plans),
+        conversations=tuple(pruned),
+        per_rule={rule: (m, t, c) for rule, (m, t, c) in per_rule.items()},
+        deleted_summaries=sum(c.summary_deleted for c in pruned),
+    )
