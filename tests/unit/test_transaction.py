@@ -37,7 +37,7 @@ def store(tmp_path: Path) -> Store:
 
 def test_a_write_commits_every_change_together(store: Store, tmp_path: Path) -> None:
     with store.write() as tx:
-        stored, totals = tx.insert(KEY, [(user("two"), 2, 3)], tx.totals(KEY), 5)
+        _, totals = tx.insert(KEY, [(user("two"), 2, 3)], tx.totals(KEY), 5)
         tx.save_summary(KEY, Summary(summary="gist", updated_at=5))
     other = Store(tmp_path)
     try:
