@@ -2,7 +2,8 @@
 
 - ``connection.py``  ``Store``: the connection, read/snapshot/write sections, failure mapping
 - ``transaction.py`` ``Transaction``: every query and change an operation makes
-- ``queries.py``     stateless SQL on a connection, and the records it returns
+- ``queries.py``     stateless SQL on one conversation, and the records it returns
+- ``overview.py``    stateless SQL on the whole database: listings and stats
 - ``rows.py``        a row's columns and its conversion to and from ``StoredMessage``
 - ``tail.py``        what the connection remembers of a conversation's end
 - ``cache.py``       the bounded LRU of whole conversations
@@ -14,12 +15,8 @@
 
 from chat_history.model import Key, Summary
 from chat_history.store.connection import Store
-from chat_history.store.queries import (
-    ConversationRecord,
-    ConversationTotals,
-    DatabaseStats,
-    RowMetaRecord,
-)
+from chat_history.store.overview import ConversationRecord, DatabaseStats
+from chat_history.store.queries import ConversationTotals, RowMetaRecord
 from chat_history.store.transaction import Transaction
 
 __all__ = [

@@ -11,14 +11,10 @@ import sqlite3
 from collections.abc import Generator, Iterable, Sequence
 
 from chat_history.model import Key, Message, StoredMessage, Summary
-from chat_history.store import queries
+from chat_history.store import overview, queries
 from chat_history.store.cache import ConversationCache
-from chat_history.store.queries import (
-    ConversationRecord,
-    ConversationTotals,
-    DatabaseStats,
-    RowMetaRecord,
-)
+from chat_history.store.overview import ConversationRecord, DatabaseStats
+from chat_history.store.queries import ConversationTotals, RowMetaRecord
 from chat_history.store.rows import to_message
 from chat_history.store.tail import Tails
 
@@ -184,10 +180,10 @@ class Transaction:
     # -- the whole database -----------------------------------------------------------------
 
     def conversations(self, workspace: str) -> list[ConversationRecord]:
-        return queries.conversations(self.connection, workspace)
+        return overview.conversations(self.connection, workspace)
 
     def workspaces(self) -> list[str]:
-        return queries.workspaces(self.connection)
+        return overview.workspaces(self.connection)
 
     def stats(self) -> DatabaseStats:
-        return queries.stats(self.connection)
+        return overview.stats(self.connection)
