@@ -47,17 +47,23 @@ RequestRows = tuple[list[StoredMessage], "OmittedTurns | None", Summary | None]
 
 
 def now_ms() -> int:
+    """The real clock: epoch milliseconds."""
     return time.time_ns() // 1_000_000
 
 
 @attrs.frozen
 class AppendResult:
+    """``append``: the rows as stored, and what retention pruned in the same transaction."""
+
     messages: tuple[StoredMessage, ...]
     pruned: PruneReport | None
 
 
 @attrs.frozen
 class GetResult:
+    """``get``: a page of rows in order, the summary, what retention pruned before the read,
+    and whether older rows exist."""
+
     messages: tuple[StoredMessage, ...]
     summary: Summary | None
     pruned: PruneReport | None
@@ -75,6 +81,9 @@ class ImportedSummary:
 
 @attrs.frozen
 class ImportResult:
+    """``import_conversation``: the rows inserted, how many were skipped, whether the summary
+    was saved."""
+
     imported: tuple[StoredMessage, ...]
     #: leading messages the conversation already held (policy.imports)
     skipped: int
@@ -83,6 +92,8 @@ class ImportResult:
 
 @attrs.frozen(kw_only=True)
 class ProviderRequest:
+    """``format``: the whole history as the provider's body."""
+
     provider: str
     model: str | None
     body: dict[str, object]
@@ -90,6 +101,8 @@ class ProviderRequest:
 
 @attrs.frozen(kw_only=True)
 class PreparedRequest:
+    """``prepare``: the body to send, with what was estimated, trimmed and collapsed."""
+
     provider: str
     model: str | None
     body: dict[str, object]
@@ -103,6 +116,9 @@ class PreparedRequest:
 
 @attrs.frozen(kw_only=True)
 class PrepareOptions:
+    """What one ``prepare`` asks: the route (None: the active provider, its default model),
+    the caller's tools, tokens it will add, overflow recovery, its own keepToolContextTurns."""
+
     provider: str | None = None
     model: str | None = None
     tools: tuple[ToolSpec, ...] | None = None
@@ -143,6 +159,10 @@ class ChatHistoryManager:
     def database_path(self) -> Path:
         """The database file this manager reads and writes."""
         return self.store.path
+
+    def close(self) -> None:
+        """Close the database (a pending WAL reset gets its last try); a later call reopens it."""
+        self.store.close()
 
     # -- the service API -------------------------------------------------------------------
 
