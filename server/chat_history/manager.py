@@ -31,6 +31,7 @@ from chat_history.store import (
     ConversationRecord,
     ConversationTotals,
     DatabaseStats,
+    Reading,
     Store,
     Transaction,
 )
@@ -352,7 +353,7 @@ class ChatHistoryManager:
 
     # -- steps ------------------------------------------------------------------------------
 
-    def _retained_read(self, key: Key, read: Callable[[Transaction, PruneReport | None], T]) -> T:
+    def _retained_read(self, key: Key, read: Callable[[Reading, PruneReport | None], T]) -> T:
         """``read`` in a snapshot after retention: the snapshot that checked nothing is due
         when so (the common case, one read transaction), else a new one after retention ran."""
         now = self._clock()
@@ -365,7 +366,7 @@ class ChatHistoryManager:
 
     def _read_page(
         self,
-        tx: Transaction,
+        tx: Reading,
         key: Key,
         limit: int | None,
         before_id: int | None,
@@ -438,7 +439,7 @@ class ChatHistoryManager:
             )
 
     def _read_request_rows(
-        self, tx: Transaction, key: Key, route: Route, options: PrepareOptions
+        self, tx: Reading, key: Key, route: Route, options: PrepareOptions
     ) -> RequestRows:
         summary = tx.summary(key)
         window = self._window(tx, key, route, options)
@@ -447,7 +448,7 @@ class ChatHistoryManager:
         return window[0], window[1], summary
 
     def _window(
-        self, tx: Transaction, key: Key, route: Route, options: PrepareOptions
+        self, tx: Reading, key: Key, route: Route, options: PrepareOptions
     ) -> tuple[list[StoredMessage], OmittedTurns | None] | None:
         """The read plan (``policy.readplan``) carried out in ``tx``: the rows to send and the
         turns left unread, or None when every row must be read."""

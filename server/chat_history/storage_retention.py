@@ -18,7 +18,7 @@ from chat_history.policy.retention import (
     summary_expired,
 )
 from chat_history.settings import Settings
-from chat_history.store import ConversationTotals, Store, Transaction
+from chat_history.store import ConversationTotals, Reading, Store, Transaction
 
 #: Retention plans that delete no rows.
 _KEEP_ALL = RetentionPlan(frozenset(), None, ())
@@ -40,7 +40,7 @@ class StorageRetention:
         self._notify = notify
 
     def due(
-        self, tx: Transaction, key: Key, now: int, totals: ConversationTotals | None
+        self, tx: Reading, key: Key, now: int, totals: ConversationTotals | None
     ) -> tuple[bool, bool]:
         """(the summary has expired, a retention rule could delete rows), from the
         conversation's ``totals`` and, only when the age rule is on, its summary's age."""
@@ -61,7 +61,7 @@ class StorageRetention:
             ),
         )
 
-    def nothing_due(self, tx: Transaction, key: Key, now: int) -> bool:
+    def nothing_due(self, tx: Reading, key: Key, now: int) -> bool:
         """Whether a read may go ahead in ``tx`` (a snapshot) as it is: the common case, one
         read transaction. Else the caller runs ``run`` and reads in a new snapshot."""
         return not any(self.due(tx, key, now, tx.totals(key)))

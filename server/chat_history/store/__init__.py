@@ -1,7 +1,7 @@
 """SQLite storage, one file per job:
 
 - ``connection.py``  ``Store``: the connection, read/snapshot/write sections, failure mapping
-- ``transaction.py`` ``Transaction``: every query and change an operation makes
+- ``transaction.py`` ``Reading``/``Transaction``: every query and change an operation makes
 - ``queries.py``     stateless SQL on one conversation, and the records it returns
 - ``overview.py``    stateless SQL on the whole database: listings and stats
 - ``rows.py``        a row's columns and its conversion to and from ``StoredMessage``
@@ -17,13 +17,14 @@ from chat_history.model import Key, Summary
 from chat_history.store.connection import Store
 from chat_history.store.overview import ConversationRecord, DatabaseStats
 from chat_history.store.queries import ConversationTotals, RowMetaRecord
-from chat_history.store.transaction import Transaction
+from chat_history.store.transaction import Reading, Transaction
 
 __all__ = [
     "ConversationRecord",
     "ConversationTotals",
     "DatabaseStats",
     "Key",
+    "Reading",
     "RowMetaRecord",
     "Store",
     "Summary",

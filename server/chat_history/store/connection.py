@@ -1,8 +1,9 @@
 """The store's connection: opened lazily (so a broken file answers StorageError per request while
 the server stays up, and is retried on the next request), WAL, ``secure_delete``, a busy timeout,
-read/snapshot/write sections that hand out a ``Transaction``, and SQLite failures mapped to
-StorageError. The file at the path is the database: one deleted, moved away or replaced while
-open is noticed, and the file at the path is opened instead."""
+read and snapshot sections that hand out a ``Reading``, write sections that hand out a
+``Transaction``, and SQLite failures mapped to StorageError. The file at the path is the
+database: one deleted, moved away or replaced while open is noticed, and the file at the path
+is opened instead."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from chat_history.store import failures, files
 from chat_history.store.cache import ConversationCache
 from chat_history.store.schema import DATABASE_FILE, NewerSchema, check_version, migrate
 from chat_history.store.tail import Tails
-from chat_history.store.transaction import Transaction, sync_cache
+from chat_history.store.transaction import Reading, Transaction, sync_cache
 from chat_history.store.wal import RESET_WAIT_MS, WalReset
 
 log = logging.getLogger("chat_history")
@@ -79,19 +80,19 @@ class Store:
     # -- sections -------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def read(self) -> Iterator[Transaction]:
+    def read(self) -> Iterator[Reading]:
         """A read section: drops the cache when another connection changed the file."""
         with self._lock:
             connection = self._open()
             try:
                 sync_cache(self.cache, connection)
-                yield Transaction(connection, self.cache, self._tails)
+                yield Reading(connection, self.cache, self._tails)
             except sqlite3.Error as exc:
                 raise self._failure(exc) from exc
             self._wal.after_operation(self._connection)
 
     @contextlib.contextmanager
-    def snapshot(self) -> Iterator[Transaction]:
+    def snapshot(self) -> Iterator[Reading]:
         """A read section in one read transaction: several queries see the same commit."""
         with self.read() as transaction:
             transaction.connection.execute("BEGIN")

@@ -1,7 +1,8 @@
-"""The store's face to the manager: one ``Transaction`` per ``Store.read()``, ``snapshot()`` or
-``write()``, whose methods are every query and change an operation makes. A write that raises
-is rolled back whole (``Store.write``): a failed operation changes nothing. The manager never
-sees a connection; the cache and the remembered tail are kept in step here."""
+"""The store's face to the manager: a ``Reading`` per ``Store.read()`` or ``snapshot()`` and a
+``Transaction`` per ``Store.write()``, whose methods are every query and change an operation
+makes (a read section has no method that writes). A write that raises is rolled back whole: a
+failed operation changes nothing. The manager never sees a connection; the cache and the
+remembered tail are kept in step here."""
 
 from __future__ import annotations
 
@@ -32,9 +33,9 @@ def sync_cache(cache: ConversationCache, connection: sqlite3.Connection) -> None
         cache.version = version
 
 
-class Transaction:
-    """What one operation may read and change, on one connection: ``read()`` sections see each
-    query's own commit, ``snapshot()`` and ``write()`` one commit throughout."""
+class Reading:
+    """What one operation may read, on one connection: in a ``read()`` section each query sees
+    its own commit, in a ``snapshot()`` (or a write) one commit throughout."""
 
     def __init__(
         self, connection: sqlite3.Connection, cache: ConversationCache, tails: Tails
@@ -104,7 +105,32 @@ class Transaction:
         """Every row's id, turn, role, tokens and timestamp, in order (what retention plans on)."""
         return queries.row_meta(self.connection, key)
 
-    # -- changes ----------------------------------------------------------------------------
+    def figures_between(self, key: Key, first_turn: int, last_turn: int) -> tuple[int, ...] | None:
+        """The summed figures of turns ``first_turn``..``last_turn``; None when either end has
+        none (turns written before schema 2)."""
+        return self._tails.figures_between(self.connection, key, first_turn, last_turn)
+
+    # -- summaries --------------------------------------------------------------------------
+
+    def summary(self, key: Key) -> Summary | None:
+        return queries.summary(self.connection, key)
+
+    # -- the whole database -----------------------------------------------------------------
+
+    def conversations(self, workspace: str) -> list[ConversationRecord]:
+        return overview.conversations(self.connection, workspace)
+
+    def workspaces(self) -> list[str]:
+        return overview.workspaces(self.connection)
+
+    def stats(self) -> DatabaseStats:
+        return overview.stats(self.connection)
+
+
+class Transaction(Reading):
+    """A ``Reading`` that may also change the database: handed out by ``Store.write()`` only,
+    inside one write transaction that commits when the block ends and rolls back whole when it
+    raises."""
 
     def insert(
         self,
@@ -160,30 +186,9 @@ class Transaction:
         """Record completed turns' figures (turn number, values in FIGURES order)."""
         self._tails.add_turn_figures(self.connection, key, figures)
 
-    def figures_between(self, key: Key, first_turn: int, last_turn: int) -> tuple[int, ...] | None:
-        """The summed figures of turns ``first_turn``..``last_turn``; None when either end has
-        none (turns written before schema 2)."""
-        return self._tails.figures_between(self.connection, key, first_turn, last_turn)
-
-    # -- summaries --------------------------------------------------------------------------
-
-    def summary(self, key: Key) -> Summary | None:
-        return queries.summary(self.connection, key)
-
     def save_summary(self, key: Key, summary: Summary) -> bool:
         """Save the conversation's summary; returns whether it replaced one."""
         return queries.save_summary(self.connection, key, summary)
 
     def delete_summary(self, key: Key) -> None:
         queries.delete_summary(self.connection, key)
-
-    # -- the whole database -----------------------------------------------------------------
-
-    def conversations(self, workspace: str) -> list[ConversationRecord]:
-        return overview.conversations(self.connection, workspace)
-
-    def workspaces(self) -> list[str]:
-        return overview.workspaces(self.connection)
-
-    def stats(self) -> DatabaseStats:
-        return overview.stats(self.connection)
