@@ -141,7 +141,7 @@ class ChatHistoryManager:
         clock: Callable[[], int] = now_ms,
     ) -> None:
         """Args: the ``store``; the ``settings`` in force (defaults; the server replaces
-        ``self.settings`` when the client's change); ``notify``, called with each request's
+        ``self.settings`` when the client's settings change); ``notify``, called with each request's
         ``chatHistory/trimmed`` events; ``clock``, epoch milliseconds."""
         self.store = store
         self.settings = settings or default_settings()
@@ -189,8 +189,8 @@ class ChatHistoryManager:
             return AppendResult(tuple(stored), plan.report)
 
     def get(self, key: Key, limit: int | None = None, before_id: int | None = None) -> GetResult:
-        """The conversation's rows after retention: all of them, or the ``limit`` newest before
-        ``before_id`` (the newest when None), in order; with its summary.
+        """The conversation's rows after retention, in order: those before ``before_id`` (every
+        row when None), only the newest ``limit`` of them when given; with its summary.
 
         Returns rows, summary, what retention pruned and whether older rows exist.
         Raises StorageError."""

@@ -27,7 +27,7 @@ _KEEP_SUMMARY_GONE = RetentionPlan(frozenset(), None, (), deleted_summary=True)
 
 class StorageRetention:
     """Retention of one store under the settings in force (read at each call: the server
-    replaces them when the client's change)."""
+    replaces them when the client's settings change)."""
 
     def __init__(
         self,
