@@ -35,7 +35,7 @@ from chat_history.model import (
 
 if TYPE_CHECKING:  # the manager's result types, translated below (no import at run time)
     from chat_history.manager import AppendResult, GetResult, PrepareOptions
-    from chat_history.store.db import ConversationRecord, DatabaseStats
+    from chat_history.store import ConversationRecord, DatabaseStats
 
 # Limits (README "Limits"): large enough for real chats, small enough that no request can
 # exhaust memory or the database.
