@@ -139,6 +139,16 @@ class ListParams:
     workspace: str | None = None
 
 
+@attrs.define
+class ReportUsageParams:
+    """``chatHistory/reportUsage``: no conversation key (calibration is per provider and model)."""
+
+    estimated_tokens: int = attrs.field(kw_only=True)
+    prompt_tokens: int = attrs.field(kw_only=True)
+    provider: str | None = None
+    model: str | None = None
+
+
 def _strict(kind: type, label: str) -> Callable[[Any, Any], Any]:
     def hook(value: Any, _: Any) -> Any:
         if isinstance(value, bool) and kind is not bool:
@@ -567,6 +577,12 @@ def summary_args(params: SaveSummaryParams) -> tuple[str, int | None]:
         check_text(params.summary, "summary", MAX_SUMMARY_CHARS),
         check_int(params.covers_through_id, "coversThroughId", 0),
     )
+
+
+def usage_args(params: ReportUsageParams) -> tuple[str | None, str | None, int, int]:
+    """``chatHistory/reportUsage``'s (provider, model, estimatedTokens, promptTokens); the
+    figures' range is the manager's rule (policy.calibration.check_usage)."""
+    return params.provider, params.model, params.estimated_tokens, params.prompt_tokens
 
 
 def wire_append(result: AppendResult) -> dict[str, Any]:

@@ -467,6 +467,12 @@ def list_conversations(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol
     return protocol.wire_conversations(m.list_conversations(workspace))
 
 
+def report_usage(
+    m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ReportUsageParams
+) -> Any:
+    return protocol.wire(m.report_usage(*protocol.usage_args(p)))
+
+
 #: Every custom method: its params type and its handler.
 REQUESTS: dict[str, tuple[type, Handler]] = {
     "chatHistory/append": (protocol.AppendParams, append),
@@ -477,6 +483,7 @@ REQUESTS: dict[str, tuple[type, Handler]] = {
     "chatHistory/getSummary": (protocol.KeyParams, get_summary),
     "chatHistory/clear": (protocol.KeyParams, clear),
     "chatHistory/listConversations": (protocol.ListParams, list_conversations),
+    "chatHistory/reportUsage": (protocol.ReportUsageParams, report_usage),
 }
 
 
