@@ -519,9 +519,10 @@ class ChatHistoryManager:
         turns left unread (those the summary covers among them), or None when every row must
         be read."""
         from chat_history.policy import readplan
+        from chat_history.policy.compaction import honoured_coverage
 
         limits = readplan.read_limits(self.settings.context, route, options.keep_tool_context_turns)
-        cover = readplan.covered_through(summary)
+        cover = honoured_coverage(summary)
         first_uncovered = None if cover is None else self._first_uncovered_turn(tx, key, cover)
         with contextlib.closing(tx.newest_first(key)) as newest:
             if first_uncovered is None:
@@ -580,6 +581,7 @@ class ChatHistoryManager:
         window's first turn or as far as a proposal can hold (``readplan.read_head``)."""
         from chat_history.policy import readplan
         from chat_history.policy.budget import effective_budget
+        from chat_history.policy.compaction import honoured_coverage
 
         stop = next((row for row in rows if row.role != "system"), None)
         if stop is None:
@@ -587,7 +589,7 @@ class ChatHistoryManager:
         context = self.settings.context
         limit = effective_budget(context, route) - context.compaction_max_summary_tokens
         summary = request.summary
-        cover = readplan.covered_through(summary if isinstance(summary, Summary) else None)
+        cover = honoured_coverage(summary if isinstance(summary, Summary) else None)
         prefix: list[StoredMessage] = []
         after = 0
         if cover is not None:

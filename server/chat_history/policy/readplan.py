@@ -19,10 +19,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import attrs
 
-from chat_history.model import StoredMessage, Summary
+from chat_history.model import StoredMessage
 from chat_history.policy.budget import Route, effective_budget
 from chat_history.policy.calibration import Calibration
-from chat_history.policy.compaction import summary_text
 from chat_history.policy.context import OmittedTurns, TurnFigures, turn_floor
 from chat_history.policy.turns import is_real_user
 from chat_history.settings import ContextSettings
@@ -144,14 +143,6 @@ def left_out(message_count: int, tokens: int, read: Sequence[StoredMessage]) -> 
 
 
 # -- a summary's coverage -------------------------------------------------------------------------
-
-
-def covered_through(summary: Summary | None) -> int | None:
-    """The ``coversThroughId`` that ``prepare`` honours: None without one, or for a blank
-    summary (which is no summary)."""
-    if summary is None or summary_text(summary.summary) is None:
-        return None
-    return summary.covers_through_id
 
 
 def until_turn(newest_first: Iterable[StoredMessage], first_turn: int) -> Iterator[StoredMessage]:
