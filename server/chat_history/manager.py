@@ -10,6 +10,7 @@ changed) and ``InvalidParams`` for input the recording rules refuse."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import threading
 import time
@@ -497,14 +498,10 @@ class ChatHistoryManager:
         )
         if omitted is None:
             return prepare_rows(rows, request)
-        with contextlib.suppress(OmittedTurnsKept):
-            return prepare_rows(rows, attrs.evolve(request, omitted=omitted))
-        # A due proposal needs the oldest uncovered turns (else: a window that was too small,
-        # never expected, still correct).
-        head = self._head(tx, key, route, rows, request)
-        if head:
-            with contextlib.suppress(OmittedTurnsKept):
-                return prepare_rows(rows, attrs.evolve(request, omitted=omitted, head=head))
+        # The oldest uncovered turns are read only when a due proposal needs them.
+        head = functools.partial(self._head, tx, key, route, rows, request)
+        with contextlib.suppress(OmittedTurnsKept):  # a window that was too small: still correct
+            return prepare_rows(rows, attrs.evolve(request, omitted=omitted, head=head))
         return prepare_rows(tx.all_rows(key), request)
 
     def _window(

@@ -427,9 +427,10 @@ class RequestOptions:
     preset). ``calibration`` scales every estimate compared or reported. With
     ``propose_compaction``, the result carries the compaction proposal the settings call for.
     ``omitted`` stands for the conversation's oldest turns when the rows leave them out (see
-    OmittedTurns). ``head`` gives a due proposal the rows of the oldest uncovered turns that
-    ``omitted`` left out: the system rows before them, then whole turns, oldest first (all of
-    the left-out ones, or at least those through the first that no proposal can hold)."""
+    OmittedTurns). ``head``, called only when a due proposal needs them, answers the rows of
+    the oldest uncovered turns that ``omitted`` left out: the system rows before them, then
+    whole turns, oldest first (all of the left-out ones, or at least those through the first
+    that no proposal can hold); none: OmittedTurnsKept."""
 
     settings: ContextSettings
     route: Route
@@ -441,7 +442,7 @@ class RequestOptions:
     omitted: OmittedTurns | None = None
     calibration: Calibration = UNCALIBRATED
     propose_compaction: bool = False
-    head: Sequence[Message] | None = None
+    head: Callable[[], Sequence[Message]] | None = None
 
 
 @attrs.frozen
@@ -651,8 +652,8 @@ def _head_span(
     the rows: the ``head`` turns (collapsed, as every omitted turn is), then the sent turns when
     the head holds every omitted turn. (The span is cut to spare the newest turns later.)"""
     segmented = segment(head)
-    if len(segmented.turns) > request.omitted_turns:
-        raise OmittedTurnsKept("the head holds turns that the request read")
+    if not segmented.turns or len(segmented.turns) > request.omitted_turns:
+        raise OmittedTurnsKept("no head, or one that holds turns the request read")
     span = [
         SpanTurn(_collapsed(turn.rows, request.tool_names)[0], turn) for turn in segmented.turns
     ]
@@ -673,7 +674,7 @@ def _proposal(
     uncovered_turns = request.omitted_turns + len(sent)
     turns = sent
     if request.omitted_turns:
-        system_block, turns = _head_span(options.head or (), sent, request)
+        system_block, turns = _head_span(options.head() if options.head else (), sent, request)
     span_end = uncovered_turns - options.settings.compaction_keep_recent_turns
     return propose(
         system_block=system_block,
