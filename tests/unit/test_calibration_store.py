@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
 from chat_history.store import calibration
@@ -72,3 +73,44 @@ def test_the_memo_sees_another_connections_commit(connections):
     memo.clear()
     assert memo.version is None
     assert memo.ratios(one, "openai", "m") == (2.0, 4.0)
+
+
+def test_a_version_3_database_gains_the_table_and_keeps_its_rows(tmp_path: Path) -> None:
+    from chat_history.manager import ChatHistoryManager
+    from chat_history.model import Message
+    from chat_history.store import Key, Store
+    from chat_history.store.schema import DATABASE_FILE, MIGRATIONS, SCHEMA_VERSION
+
+    folder = tmp_path / "store"
+    folder.mkdir(mode=0o700)
+    legacy = sqlite3.connect(folder / DATABASE_FILE)
+    for version in (0, 1, 2):
+        for statement in MIGRATIONS[version].split(";"):
+            if statement.strip():
+                legacy.execute(statement)
+    legacy.execute("PRAGMA user_version = 3")
+    legacy.execute(
+        "INSERT INTO messages (id, workspace, conversation, turn, role, content, timestamp, "
+        "tokens) VALUES (1, 'ws', 'c', 1, 'user', 'kept', 1764480000000, 5)"
+    )
+    legacy.execute("INSERT INTO conversations VALUES ('ws', 'c', 1, 5, 1, 1, 1764480000000, 1)")
+    legacy.commit()
+    legacy.close()
+    old = ChatHistoryManager(Store(folder))
+    key = Key("ws", "c")
+    old.settings = attrs.evolve(old.settings, max_age_hours=0)
+    assert [row.content for row in old.get(key).messages] == ["kept"]
+    old.append(key, [Message(role="assistant", content="added")])
+    assert old.report_usage(None, "m", 100, 150).factor == 1.5
+    old.store.close()
+    again = ChatHistoryManager(Store(folder))
+    again.settings = old.settings
+    assert [row.content for row in again.get(key).messages] == ["kept", "added"]
+    assert again.report_usage(None, "m", 100, 250).factor == 2.0
+    again.store.close()
+    check = sqlite3.connect(folder / DATABASE_FILE)
+    try:
+        assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
+        assert check.execute("SELECT COUNT(*) FROM calibration_samples").fetchone()[0] == 2
+    finally:
+        check.close()
