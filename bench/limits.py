@@ -141,6 +141,63 @@ def run(name: str, make: Callable[[], bytes], answer_id: int) -> None:
             client.close()
 
 
+#: Stored histories read whole by a fresh server: (rows, characters a row, character).
+READS: dict[str, tuple[int, int, str]] = {
+    "50 rows of 2,000,000 characters": (50, 2_000_000, "r"),
+    "20,000 rows of 5,000 characters": (20_000, 5_000, "s"),
+    "100,000 rows of 1,000 characters": (100_000, 1_000, "t"),
+    "100,000 rows of 100 characters": (100_000, 100, "u"),
+    "50 rows of 500,000 emoji (2 MB of UTF-8 each)": (50, 500_000, "😀"),
+}
+#: The requests that read a whole history: (method, extra params).
+READ_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
+    "get without limit": ("chatHistory/get", {}),
+    "format (openai)": ("chatHistory/format", {"provider": "openai"}),
+}
+
+
+def store_history(folder: Path, rows: int, chars: int, char: str) -> int:
+    """The history, appended by a server that then exits; its stored content in bytes."""
+    text = char * chars
+    batch = max(1, min(MAX_MESSAGES, 50_000_000 // len(text.encode())))
+    with StdioClient(folder) as client:
+        client.initialize(KEEP_ALL, workspace="w")
+        for start in range(0, rows, batch):
+            count = min(batch, rows - start)
+            client.send_bytes(append([user(text) for _ in range(count)]))
+            answer = client.response(1_000)
+            assert "result" in answer, answer
+    return rows * len(text.encode())
+
+
+def run_read(name: str, shape: tuple[int, int, str]) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        stored = store_history(Path(folder), *shape)
+        for label, (method, extra) in READ_METHODS.items():
+            client = StdioClient(Path(folder))
+            try:
+                client.initialize(KEEP_ALL, workspace="w")
+                before = peak_mb(client)
+                start = time.perf_counter()
+                payload = frame(body(1_000, method, {"conversationId": "c", **extra}))
+                client.send_bytes(payload)
+                answer = client.response(1_000)
+                seconds = time.perf_counter() - start
+                outcome = (
+                    "error {}".format(answer["error"]["code"]) if "error" in answer else "served"
+                )
+                del answer
+                peak = peak_mb(client)
+                print(
+                    f"| {label}: {name} | {stored / 1e6:,.0f} MB | {seconds:,.2f} s | "
+                    f"{peak:,.0f} MB (idle {before:,.0f}; "
+                    f"{(peak - before) * 1024 * 1024 / stored:.1f}x stored) | {outcome} |",
+                    flush=True,
+                )
+            finally:
+                client.close()
+
+
 def main() -> None:
     wanted = sys.argv[1:]
     print("| input | request | answered after | server peak memory | outcome |")
@@ -148,6 +205,9 @@ def main() -> None:
     for name, (make, answer_id) in CASES.items():
         if not wanted or any(w in name for w in wanted):
             run(name, make, answer_id)
+    for name, shape in READS.items():
+        if not wanted or any(w in name for w in wanted):
+            run_read(name, shape)
 
 
 if __name__ == "__main__":
