@@ -1,7 +1,8 @@
 """The largest input per limit, each sent to a fresh real server (``python -m chat_history``):
-the time until it is answered and the server's peak memory (VmHWM). The figures of README's
-"Cost of the largest inputs" table come from ``python bench/limits.py``. Not part of ``make
-bench`` (it takes a minute and ~1 GB)."""
+the time until it is answered and the server's peak memory (VmHWM); then whole-history reads
+(``get`` without ``limit``, ``format``) of stored histories, each by a fresh server. The
+figures of README's "Cost of the largest inputs" tables come from ``python bench/limits.py``.
+Not part of ``make bench`` (it takes a few minutes and ~1 GB)."""
 
 from __future__ import annotations
 
@@ -171,6 +172,8 @@ def store_history(folder: Path, rows: int, chars: int, char: str) -> int:
 
 
 def run_read(name: str, shape: tuple[int, int, str]) -> None:
+    """Each whole-history read, sent to a fresh server on the stored history: the peak's growth
+    over the idle server, per byte of stored content."""
     with tempfile.TemporaryDirectory() as folder:
         stored = store_history(Path(folder), *shape)
         for label, (method, extra) in READ_METHODS.items():
@@ -179,19 +182,18 @@ def run_read(name: str, shape: tuple[int, int, str]) -> None:
                 client.initialize(KEEP_ALL, workspace="w")
                 before = peak_mb(client)
                 start = time.perf_counter()
-                payload = frame(body(1_000, method, {"conversationId": "c", **extra}))
-                client.send_bytes(payload)
+                client.send_bytes(frame(body(1_000, method, {"conversationId": "c", **extra})))
                 answer = client.response(1_000)
                 seconds = time.perf_counter() - start
+                peak = peak_mb(client)
+                size = len(json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode())
                 outcome = (
                     "error {}".format(answer["error"]["code"]) if "error" in answer else "served"
                 )
-                del answer
-                peak = peak_mb(client)
                 print(
-                    f"| {label}: {name} | {stored / 1e6:,.0f} MB | {seconds:,.2f} s | "
-                    f"{peak:,.0f} MB (idle {before:,.0f}; "
-                    f"{(peak - before) * 1024 * 1024 / stored:.1f}x stored) | {outcome} |",
+                    f"| {label}: {name} | {stored / 1e6:,.0f} MB | {size / 1e6:,.0f} MB | "
+                    f"{seconds:,.2f} s | {peak:,.0f} MB | "
+                    f"{(peak - before) * 1024 * 1024 / stored:.1f}x | {outcome} |",
                     flush=True,
                 )
             finally:
@@ -205,9 +207,16 @@ def main() -> None:
     for name, (make, answer_id) in CASES.items():
         if not wanted or any(w in name for w in wanted):
             run(name, make, answer_id)
-    for name, shape in READS.items():
-        if not wanted or any(w in name for w in wanted):
-            run_read(name, shape)
+    reads = [(n, shape) for n, shape in READS.items() if not wanted or any(w in n for w in wanted)]
+    if reads:
+        print()
+        print(
+            "| read | stored content | answer | answered after | server peak | growth ÷ stored |"
+            " outcome |"
+        )
+        print("|---|---|---|---|---|---|---|")
+    for name, shape in reads:
+        run_read(name, shape)
 
 
 if __name__ == "__main__":
