@@ -18,6 +18,7 @@ from cattrs.cols import list_structure_factory
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, override
 
+from chat_history import frames
 from chat_history.errors import InvalidParams, quoted
 from chat_history.model import (
     MAX_JSON_DEPTH,
@@ -590,8 +591,10 @@ def wire_append(result: AppendResult) -> dict[str, Any]:
 
 
 def wire_get(result: GetResult) -> dict[str, Any]:
+    """Each row's wire dict is made as the answer is written (a JsonArray), so an unlimited
+    ``get`` never holds a dict per row of the whole history at once."""
     return {
-        "messages": wire(result.messages),
+        "messages": frames.JsonArray(result.messages, wire_message),
         "summary": wire_summary(result.summary),
         "pruned": wire_prune(result.pruned),
         "hasMore": result.has_more,
