@@ -21,13 +21,15 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from tests.unit.conftest import FixedClock, settings_from
 
 from chat_history.conversations import ConversationUpdate, MessageEdit
 from chat_history.errors import InvalidParams
 from chat_history.manager import ChatHistoryManager, PrepareOptions
 from chat_history.model import Key, Message, StoredMessage, Summary, ToolCall
 from chat_history.policy.budget import resolve_route
-from chat_history.policy.context import prepare_rows
+from chat_history.policy.context import RequestOptions, prepare_rows, turn_figures
+from chat_history.policy.recording import truncate_tool_result
 from chat_history.policy.retention import plan_retention
 from chat_history.policy.rewind import (
     edited_content,
@@ -40,7 +42,7 @@ from chat_history.policy.tokens import stored_tokens
 from chat_history.policy.turns import is_real_user
 from chat_history.providers import format_body
 from chat_history.store import Store
-from tests.unit.conftest import FixedClock, settings_from
+from chat_history.store.schema import FIGURES
 
 KEYS = (Key("w1", "a"), Key("w1", "b"), Key("w2", "a"))
 SETTINGS = settings_from(
@@ -138,7 +140,9 @@ class ConversationsMachine(RuleBasedStateMachine):
     @rule(key=st.sampled_from(KEYS), blocks=st.lists(BLOCK, min_size=1, max_size=3))
     def append(self, key: Key, blocks: list[tuple[str, str, int]]) -> None:
         self.clock.now += 1
-        messages = [m for kind, text, calls in blocks for m in block(kind, text, calls, next(self.serial))]
+        messages = [
+            m for kind, text, calls in blocks for m in block(kind, text, calls, next(self.serial))
+        ]
         stored = self.manager.append(key, messages).messages
         conversation = self.model[key]
         for message, row in zip(messages, stored, strict=True):
@@ -146,6 +150,11 @@ class ConversationsMachine(RuleBasedStateMachine):
             assert row.turn == conversation.last_turn
             assert row.id > self.highest_id
             self.highest_id = row.id
+            if message.role == "tool":  # cut when recorded, as an edit cuts it
+                limit = SETTINGS.max_tool_result_chars
+                message = attrs.evolve(
+                    message, content=truncate_tool_result(message.content, limit)
+                )
             assert row.content == message.content and row.tokens == stored_tokens(message)
             conversation.rows.append(row)
         self.retain(key)
@@ -224,8 +233,9 @@ class ConversationsMachine(RuleBasedStateMachine):
             self.manager.edit_message(key, other, MessageEdit(content="x"))
         assert caught.value.field == "id"
 
-    @rule(data=st.data(), target=st.sampled_from(KEYS), whole=st.booleans())
-    def fork(self, data: st.DataObject, target: Key, whole: bool) -> None:
+    @rule(data=st.data(), into=st.sampled_from(KEYS), whole=st.booleans())
+    def fork(self, data: st.DataObject, into: Key, whole: bool) -> None:
+        target = into
         source = data.draw(st.sampled_from(KEYS))
         src = self.model[source]
         through = None if whole or not src.rows else data.draw(st.sampled_from(src.rows)).id
@@ -304,9 +314,7 @@ class ConversationsMachine(RuleBasedStateMachine):
             readings = [
                 prepare_rows(
                     conversation.rows,
-                    settings=SETTINGS.context,
-                    route=ROUTE,
-                    summary=summary,
+                    RequestOptions(settings=SETTINGS.context, route=ROUTE, summary=summary),
                 )
                 for summary in (
                     conversation.summary,  # the summary stands in for the turns it covers
@@ -319,6 +327,38 @@ class ConversationsMachine(RuleBasedStateMachine):
             assert prepared.estimated_tokens == reading.estimated_tokens
             assert prepared.trimmed == reading.trimmed
             assert prepared.collapsed_turns == reading.collapsed_turns
+
+    @invariant()
+    def figures_are_true(self) -> None:
+        """The recorded turn figures (what ``prepare`` counts for turns it does not read) are
+        those of the turns as they now are: none for the running turn, each turn's own figures
+        its rows', and the running sums between two recorded turns those of the turns between
+        (a turn with no rows left counting nothing)."""
+        width = len(FIGURES)
+        with self.store.read() as tx:
+            for key in KEYS:
+                conversation = self.model[key]
+                stored = {
+                    r[0]: (r[1 : 1 + width], r[1 + width :])
+                    for r in tx.connection.execute(
+                        f"SELECT turn, {', '.join(FIGURES)}, "
+                        f"{', '.join(f'earlier_{n}' for n in FIGURES)} FROM turn_figures "
+                        "WHERE workspace = ? AND conversation = ? ORDER BY turn",
+                        (key.workspace, key.conversation),
+                    )
+                }
+
+                def own(turn: int, rows: list[StoredMessage]) -> tuple[int, ...]:
+                    return turn_figures([r for r in rows if r.turn == turn]).as_tuple()
+
+                for turn, (figures, _) in stored.items():
+                    assert turn < conversation.last_turn, (key, turn)
+                    assert tuple(figures) == own(turn, conversation.rows), (key, turn)
+                turns = sorted(stored)
+                for first, second in itertools.pairwise(turns):
+                    between = [own(t, conversation.rows) for t in range(first, second)]
+                    sums = tuple(stored[second][1][i] - stored[first][1][i] for i in range(width))
+                    assert sums == tuple(map(sum, zip(*between, strict=True))), (key, first)
 
     @invariant()
     def listing_agrees(self) -> None:
@@ -341,8 +381,8 @@ class ConversationsMachine(RuleBasedStateMachine):
 
 
 ConversationsMachine.TestCase.settings = settings(
-    max_examples=25,
-    stateful_step_count=20,
+    max_examples=80,
+    stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )

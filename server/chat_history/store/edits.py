@@ -21,7 +21,9 @@ from chat_history.store.rows import COLUMNS, message_columns, to_message
 from chat_history.store.schema import FIGURES
 
 _WHERE = "workspace = ? AND conversation = ?"
-_NEXT_ID = "(SELECT MAX(highest_deleted, COALESCE((SELECT MAX(id) FROM messages), 0)) FROM id_floor)"
+_NEXT_ID = (
+    "(SELECT MAX(highest_deleted, COALESCE((SELECT MAX(id) FROM messages), 0)) FROM id_floor)"
+)
 
 
 def _key(key: Key) -> tuple[str, str]:
@@ -78,7 +80,7 @@ def delete(
     oldest = totals.oldest_timestamp
     if count == 0:
         oldest = None
-    elif oldest is None or min(r.timestamp for r in deleted) <= oldest:
+    elif oldest is None or min(r.timestamp or 0 for r in deleted) <= oldest:
         oldest = connection.execute(
             f"SELECT MIN(timestamp) FROM messages WHERE {_WHERE}", _key(key)
         ).fetchone()[0]
@@ -88,8 +90,12 @@ def delete(
     )
     queries.write_totals(connection, key, after, existed=True)
     # The last turn is running again: no figures. A deleted turn below it leaves a gap.
-    connection.execute(f"DELETE FROM turn_figures WHERE {_WHERE} AND turn >= ?", (*_key(key), last_turn))
-    gaps = [r.turn for r in deleted if r.turn < last_turn and not _has_turn(connection, key, r.turn)]
+    connection.execute(
+        f"DELETE FROM turn_figures WHERE {_WHERE} AND turn >= ?", (*_key(key), last_turn)
+    )
+    gaps = [
+        r.turn for r in deleted if r.turn < last_turn and not _has_turn(connection, key, r.turn)
+    ]
     if gaps:
         connection.execute(
             f"DELETE FROM turn_figures WHERE {_WHERE} AND turn <= ?", (*_key(key), max(gaps))
@@ -126,7 +132,7 @@ def turn_rows(connection: sqlite3.Connection, key: Key, turn: int) -> list[Store
 
 def update_row(connection: sqlite3.Connection, key: Key, edited: StoredMessage) -> None:
     """Store ``edited``'s content, attachments, metadata and tokens in its row."""
-    _, content, _, _, _, attachments, _, _, metadata = message_columns(edited, edited.timestamp)
+    _, content, _, _, _, attachments, _, _, metadata = message_columns(edited, 0)
     connection.execute(
         f"UPDATE messages SET content = ?, attachments = ?, metadata = ?, tokens = ? "
         f"WHERE id = ? AND {_WHERE}",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from typing import Any
 
 import attrs
@@ -112,7 +112,7 @@ def listing(
     return [_record(row) for row in connection.execute(query, args)]
 
 
-def user_rows(connection: sqlite3.Connection, key: Key) -> Iterator[Message]:
+def user_rows(connection: sqlite3.Connection, key: Key) -> Generator[Message, None, None]:
     """The conversation's user rows oldest first, read a few at a time as they are consumed
     (the automatic title is usually the first)."""
     cursor = connection.execute(

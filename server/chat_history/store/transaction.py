@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import sqlite3
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -131,7 +131,7 @@ class Reading:
         """Existing conversations newest activity first (store.records.listing)."""
         return records.listing(self.connection, workspace, after, limit)
 
-    def user_rows(self, key: Key) -> Iterator[Message]:
+    def user_rows(self, key: Key) -> Generator[Message, None, None]:
         """The conversation's user rows oldest first, read as consumed (close it when done)."""
         return records.user_rows(self.connection, key)
 
