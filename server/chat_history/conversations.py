@@ -16,7 +16,7 @@ from typing import Any, Literal
 import attrs
 
 from chat_history.errors import InvalidParams
-from chat_history.model import Attachment, Key, StoredMessage, Summary
+from chat_history.model import Attachment, Key, Message, StoredMessage, Summary
 from chat_history.policy.cursor import CursorPosition, encode_cursor
 from chat_history.policy.rewind import (
     edited_content,
@@ -224,7 +224,9 @@ def edit_message(
         changed = attrs.evolve(changed, attachments=edit.attachments)
     if edit.metadata is not None:
         changed = attrs.evolve(changed, metadata=edit.metadata)
-    changed = attrs.evolve(changed, tokens=stored_tokens(changed))
+    # Estimated as a new row (a stored row answers with the estimate it was stored with).
+    fresh = Message(**{f.name: getattr(changed, f.name) for f in attrs.fields(Message)})
+    changed = attrs.evolve(changed, tokens=stored_tokens(fresh))
     tx.update_message(key, row, changed)
     _refigure_turn(tx, key, changed.turn)
     tx.touch(key, now)

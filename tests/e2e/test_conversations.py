@@ -212,9 +212,7 @@ async def test_listing_pages_with_cursors_newest_activity_first(start_session: S
     await session.append("a", user("touched"))
     second = await listing(session, limit=2, cursor=first["nextCursor"])
     assert [c["conversationId"] for c in second["conversations"]] == ["c", "b"]
-    third = await listing(session, limit=2, cursor=second["nextCursor"])
-    assert [c["conversationId"] for c in third["conversations"]] == []
-    assert third["nextCursor"] is None
+    assert second["nextCursor"] is None  # "a" moved ahead of the cursor: nothing is left
     exact = await listing(session, limit=5)
     assert len(exact["conversations"]) == 5
 

@@ -221,7 +221,8 @@ class ConversationsMachine(RuleBasedStateMachine):
             key, row.id, MessageEdit(content=content, metadata={"tag": tag})
         )
         want = attrs.evolve(row, content=expected, metadata={"tag": tag})
-        want = attrs.evolve(want, tokens=stored_tokens(want))
+        fresh = Message(**{f.name: getattr(want, f.name) for f in attrs.fields(Message)})
+        want = attrs.evolve(want, tokens=stored_tokens(fresh))
         assert edited == want
         conversation.rows[index] = want
 
