@@ -23,7 +23,7 @@ from chat_history.policy.rewind import (
     plan_delete_turns,
     plan_truncate,
 )
-from chat_history.policy.titles import auto_title, fork_title
+from chat_history.policy.titles import auto_title, check_title, fork_title
 from chat_history.policy.tokens import stored_tokens
 from chat_history.store import Reading, Transaction
 from chat_history.store.records import RecordRow
@@ -166,7 +166,10 @@ def list_page(
 
 def update(tx: Transaction, key: Key, change: ConversationUpdate, now: int) -> ConversationInfo:
     """Set the title and/or replace the metadata. An absent conversation is created only by a
-    title or non-empty metadata; otherwise nothing is stored."""
+    title or non-empty metadata; otherwise nothing is stored. A title must hold 1-200 code
+    points, not all blank (InvalidParams ``title``)."""
+    if change.set_title and change.title is not None:
+        check_title(change.title)
     if tx.record(key) is None and not change.creates:
         return empty_info(key)
     tx.touch(key, now)

@@ -34,7 +34,6 @@ from chat_history.model import (
 )
 from chat_history.policy.cursor import CursorPosition, decode_cursor
 from chat_history.policy.rewind import check_turns
-from chat_history.policy.titles import check_title
 
 if TYPE_CHECKING:  # the manager's result types, translated below (no import at run time)
     from chat_history.conversations import ConversationPage, ConversationUpdate, MessageEdit
@@ -710,7 +709,7 @@ def update_args(params: UpdateConversationParams) -> ConversationUpdate:
     if set_title and title is not None:
         if not isinstance(title, str):
             raise InvalidParams("title", f"expected a string or null, got {_json_type(title)}")
-        check_title(check_text(title, "title", MAX_CONTENT_CHARS))
+        check_text(title, "title", MAX_CONTENT_CHARS)  # the title's own bounds: the service
     metadata = params.metadata
     if metadata is not None:
         check_json(metadata, "metadata")
