@@ -278,12 +278,17 @@ async def test_summaries_clear_and_listing(start_session: StartSession):
     listed = (await session.request("chatHistory/listConversations", {}))["conversations"]
     assert [c["conversationId"] for c in listed] == ["b", "a"]
     assert listed[1]["hasSummary"] is True and listed[1]["messageCount"] == 1
-    assert set(listed[0]) == {
+    assert set(listed[0]) == {  # version 2 (tests/e2e/test_conversations.py)
         "conversationId",
+        "workspace",
+        "title",
+        "titleSource",
+        "createdAt",
+        "lastActivity",
         "messageCount",
         "tokens",
-        "lastActivity",
         "hasSummary",
+        "metadata",
     }
     cleared = await session.request("chatHistory/clear", {"conversationId": "a"})
     assert cleared == {"deletedMessages": 1}
