@@ -78,6 +78,35 @@ class Tails:
         """Forget the conversation's tail (its totals changed other than by an append here)."""
         self._tails.pop(key, None)
 
+    def amend(
+        self,
+        key: Key,
+        totals: ConversationTotals | None,
+        *,
+        removed: frozenset[int] = frozenset(),
+        replaced: StoredMessage | None = None,
+    ) -> None:
+        """Keep the conversation's tail in step with an edit this connection made: the new
+        ``totals``, the ``removed`` rows gone from the remembered ones and ``replaced`` put in
+        its row's place. The running sums of turn figures are read again when next needed."""
+        tail = self._tails.get(key)
+        if tail is None:
+            return
+        tail.totals = totals
+        tail.figure_sums = None
+        tail.figure_rows.clear()
+        recent = tail.recent
+        if recent is None:
+            return
+        if removed:
+            recent[:] = [row for row in recent if row.id not in removed]
+        if replaced is not None:
+            for index, row in enumerate(recent):
+                if row.id == replaced.id:
+                    recent[index] = replaced
+        tail.recent_chars = sum(len(row.content) for row in recent)
+        tail.trim()
+
     def clear(self) -> None:
         self._tails.clear()
 

@@ -248,7 +248,8 @@ class Transaction(Reading):
         did not exist is created by it."""
         created = not records.exists(self.connection, key)
         records.touch(self.connection, key, now, created=created)
-        self._tails.drop(key)  # its totals' last_activity changed
+        # Its totals changed (last_activity; a record made when there was none).
+        self._tails.amend(key, queries.totals(self.connection, key))
 
     def set_title(self, key: Key, title: str | None) -> None:
         """The client's title (None: none; the automatic one shows). The record must exist."""
@@ -264,8 +265,9 @@ class Transaction(Reading):
         if totals is None or not rows:
             return totals
         after = edits.delete(self.connection, key, rows, totals)
-        self._cache.drop(key)
-        self._tails.drop(key)
+        removed = frozenset(row.id for row in rows)
+        self._cache.remove_ids(key, set(removed))
+        self._tails.amend(key, after, removed=removed)
         return after
 
     def update_message(self, key: Key, old: StoredMessage, new: StoredMessage) -> None:
@@ -274,19 +276,15 @@ class Transaction(Reading):
         edits.update_row(self.connection, key, new)
         totals = self.totals(key)
         if totals is not None and new.tokens != old.tokens:
-            queries.write_totals(
-                self.connection,
-                key,
-                attrs.evolve(totals, tokens=totals.tokens + new.tokens - old.tokens),
-                existed=True,
-            )
-        self._cache.drop(key)
-        self._tails.drop(key)
+            totals = attrs.evolve(totals, tokens=totals.tokens + new.tokens - old.tokens)
+            queries.write_totals(self.connection, key, totals, existed=True)
+        self._cache.replace(key, new)
+        self._tails.amend(key, totals, replaced=new)
 
     def replace_turn_figures(self, key: Key, turn: int, own: Sequence[int]) -> None:
         """An edited completed turn's figures (values in FIGURES order)."""
         edits.replace_turn_figures(self.connection, key, turn, own)
-        self._tails.drop(key)
+        self._tails.amend(key, self.totals(key))  # the running sums are read again
 
     def copy_conversation(self, source: Key, target: Key, through_id: int, now: int) -> int:
         """Copy the source's rows through ``through_id`` into ``target`` (which must not exist),
