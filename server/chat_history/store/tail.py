@@ -99,12 +99,22 @@ class Tails:
         if recent is None:
             return
         if removed:
-            recent[:] = [row for row in recent if row.id not in removed]
+            # The rows an edit deletes are mostly the newest: walk from the end while they go.
+            first = len(recent)
+            while first and recent[first - 1].id in removed:
+                first -= 1
+            gone = recent[first:]
+            del recent[first:]
+            if len(gone) < len(removed) and recent and recent[0].id <= max(removed):
+                gone += [row for row in recent if row.id in removed]
+                recent[:] = [row for row in recent if row.id not in removed]
+            tail.recent_chars -= sum(len(row.content) for row in gone)
         if replaced is not None:
-            for index, row in enumerate(recent):
-                if row.id == replaced.id:
+            for index in range(len(recent) - 1, -1, -1):
+                if recent[index].id == replaced.id:
+                    tail.recent_chars += len(replaced.content) - len(recent[index].content)
                     recent[index] = replaced
-        tail.recent_chars = sum(len(row.content) for row in recent)
+                    break
         tail.trim()
 
     def clear(self) -> None:
