@@ -21,7 +21,10 @@ const INFO_FIELDS = [
 
 test("updateConversation names a conversation and listConversations pages through them", async (t) => {
   const { client } = await startServer(t, { workspace: "file:///ws" });
-  for (const id of ["a", "b", "c"]) await client.append({ conversationId: id, messages: turn(1) });
+  for (const id of ["a", "b", "c"]) {
+    await client.append({ conversationId: id, messages: turn(1) });
+    await new Promise((r) => setTimeout(r, 3)); // distinct activity times (ties order by id)
+  }
   const named: ConversationInfo = await client.updateConversation({ conversationId: "a", title: "Alpha", metadata: { pinned: true } });
   assert.deepEqual(Object.keys(named).sort(), INFO_FIELDS);
   assert.equal(named.title, "Alpha");

@@ -5,6 +5,7 @@ field each refusal names, and two processes on one database."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,7 @@ async def test_listing_pages_with_cursors_newest_activity_first(start_session: S
     session = await start_session()
     for name in ("a", "b", "c", "d", "e"):
         await session.append(name, user(f"prompt {name}"))
+        await asyncio.sleep(0.003)  # distinct activity times (ties would order by id)
     everything = await listing(session)
     assert [c["conversationId"] for c in everything["conversations"]] == ["e", "d", "c", "b", "a"]
     assert everything["nextCursor"] is None
@@ -220,6 +222,7 @@ async def test_listing_pages_with_cursors_newest_activity_first(start_session: S
 async def test_listing_all_workspaces(start_session: StartSession):
     session = await start_session()
     await session.append("here", user("mine"))
+    await asyncio.sleep(0.003)
     await session.append("there", user("theirs"), workspace="file:///other")
     assert [c["conversationId"] for c in (await listing(session))["conversations"]] == ["here"]
     every = (await listing(session, allWorkspaces=True))["conversations"]
