@@ -26,6 +26,19 @@ import {
   type SaveSummaryParams,
   type Summary,
   type TrimmedNotification,
+  // Version 2: conversations and edits
+  type DeleteSummaryParams,
+  type DeleteSummaryResult,
+  type DeleteTurnsParams,
+  type DeleteTurnsResult,
+  type EditMessageParams,
+  type EditMessageResult,
+  type ForkParams,
+  type ForkResult,
+  type TruncateParams,
+  type TruncateResult,
+  type UpdateConversationParams,
+  type UpdateConversationResult,
 } from "./types";
 
 export interface Disposable {
@@ -252,7 +265,7 @@ export class ChatHistoryClient implements Disposable {
     return this.request(Methods.clear, params);
   }
 
-  /** The workspace's conversations, newest activity first. */
+  /** The workspace's (or every workspace's) conversations, newest activity first, paged by `limit`/`cursor`. */
   listConversations(params: ListConversationsParams = {}): Promise<ListConversationsResult> {
     return this.request(Methods.listConversations, params);
   }
@@ -263,6 +276,38 @@ export class ChatHistoryClient implements Disposable {
    */
   reportUsage(params: ReportUsageParams): Promise<ReportUsageResult> {
     return this.request(Methods.reportUsage, params);
+  }
+
+  // Version 2: conversations and edits
+
+  /** Sets the title (null: back to the automatic one) and/or replaces the metadata. */
+  updateConversation(params: UpdateConversationParams): Promise<UpdateConversationResult> {
+    return this.request(Methods.updateConversation, params);
+  }
+
+  /** Deletes row `fromId` and every later row (edit and resend, regenerate, rewind). */
+  truncate(params: TruncateParams): Promise<TruncateResult> {
+    return this.request(Methods.truncate, params);
+  }
+
+  /** Deletes every row of the named turns; turn numbers never change. */
+  deleteTurns(params: DeleteTurnsParams): Promise<DeleteTurnsResult> {
+    return this.request(Methods.deleteTurns, params);
+  }
+
+  /** Replaces a row's content, attachments and/or metadata in place. */
+  editMessage(params: EditMessageParams): Promise<EditMessageResult> {
+    return this.request(Methods.editMessage, params);
+  }
+
+  /** Copies the conversation (through `throughId`) into a new one. */
+  fork(params: ForkParams): Promise<ForkResult> {
+    return this.request(Methods.fork, params);
+  }
+
+  /** Deletes the conversation's summary; `deleted` says whether there was one. */
+  deleteSummary(params: DeleteSummaryParams): Promise<DeleteSummaryResult> {
+    return this.request(Methods.deleteSummary, params);
   }
 
   /** Subscribes to `chatHistory/trimmed` (storage retention deleted rows, or `prepare` dropped turns). */

@@ -31,6 +31,13 @@ export const Methods = {
   listConversations: "chatHistory/listConversations",
   // Version 2: calibrated estimates
   reportUsage: "chatHistory/reportUsage",
+  // Version 2: conversations and edits
+  updateConversation: "chatHistory/updateConversation",
+  truncate: "chatHistory/truncate",
+  deleteTurns: "chatHistory/deleteTurns",
+  editMessage: "chatHistory/editMessage",
+  fork: "chatHistory/fork",
+  deleteSummary: "chatHistory/deleteSummary",
 } as const;
 export type Method = (typeof Methods)[keyof typeof Methods];
 
@@ -181,13 +188,24 @@ export interface Summary {
   coversThroughId: number | null;
 }
 
+/** Where a title came from: the client's (`"user"`), the first real prompt (`"auto"`), or none. */
+export type TitleSource = "user" | "auto";
+
+/** One conversation as `listConversations`, `updateConversation` and `fork` describe it. */
 export interface ConversationInfo {
   conversationId: string;
+  workspace: string;
+  /** The client's title, else the first real prompt's text (at most 80 code points), else null. */
+  title: string | null;
+  titleSource: TitleSource | null;
+  /** Epoch ms when the server first stored anything for it; null when it does not exist. */
+  createdAt: number | null;
+  /** Epoch ms of its latest write by a client (retention does not count); null when none. */
+  lastActivity: number | null;
   messageCount: number;
   tokens: number;
-  /** Epoch milliseconds. */
-  lastActivity: number;
   hasSummary: boolean;
+  metadata: JsonObject;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -406,10 +424,72 @@ export interface ClearResult {
 
 export interface ListConversationsParams {
   workspace?: string;
+  /** Every workspace's conversations (then `workspace` is ignored). */
+  allWorkspaces?: boolean;
+  /** 1 to 1,000 per page; without it, all of them. */
+  limit?: number;
+  /** A previous page's `nextCursor`. */
+  cursor?: string;
 }
 export interface ListConversationsResult {
-  /** Newest activity first. */
+  /** Newest activity first, ties by conversationId. */
   conversations: ConversationInfo[];
+  /** Pass back as `cursor` for the next page; null when no more remain. */
+  nextCursor: string | null;
+}
+
+// Version 2: conversations and edits
+
+export interface UpdateConversationParams extends ConversationKey {
+  /** 1 to 200 code points; null goes back to the automatic title; absent leaves it. */
+  title?: string | null;
+  /** Replaces the conversation's metadata. */
+  metadata?: JsonObject;
+}
+export type UpdateConversationResult = ConversationInfo;
+
+export interface TruncateParams extends ConversationKey {
+  /** This row and every later row of the conversation are deleted. */
+  fromId: number;
+}
+export interface TruncateResult {
+  deletedMessages: number;
+  /** A summary covering a deleted row went with it. */
+  summaryDeleted: boolean;
+}
+
+export interface DeleteTurnsParams extends ConversationKey {
+  /** 1 to 1,000 turn numbers, none negative (0: rows before the first real prompt). */
+  turns: number[];
+}
+export interface DeleteTurnsResult {
+  deletedMessages: number;
+  deletedTurns: number;
+}
+
+export interface EditMessageParams extends ConversationKey {
+  id: number;
+  content?: string;
+  attachments?: Attachment[];
+  metadata?: JsonObject;
+}
+/** The row as now stored. */
+export type EditMessageResult = StoredMessage;
+
+export interface ForkParams extends ConversationKey {
+  /** Must not exist yet (in `newWorkspace`). */
+  newConversationId: string;
+  /** Copy the rows with ids up to this one (a row of the source); default: all. */
+  throughId?: number;
+  /** Default: the source's workspace. */
+  newWorkspace?: string;
+}
+/** The new conversation. */
+export type ForkResult = ConversationInfo;
+
+export type DeleteSummaryParams = ConversationKey;
+export interface DeleteSummaryResult {
+  deleted: boolean;
 }
 
 /** Params and result type of every request, by method name. */
@@ -423,6 +503,12 @@ export interface RequestMap {
   "chatHistory/clear": [ClearParams, ClearResult];
   "chatHistory/listConversations": [ListConversationsParams, ListConversationsResult];
   "chatHistory/reportUsage": [ReportUsageParams, ReportUsageResult];
+  "chatHistory/updateConversation": [UpdateConversationParams, UpdateConversationResult];
+  "chatHistory/truncate": [TruncateParams, TruncateResult];
+  "chatHistory/deleteTurns": [DeleteTurnsParams, DeleteTurnsResult];
+  "chatHistory/editMessage": [EditMessageParams, EditMessageResult];
+  "chatHistory/fork": [ForkParams, ForkResult];
+  "chatHistory/deleteSummary": [DeleteSummaryParams, DeleteSummaryResult];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """``chat-history``: the command-line tool over the same ChatHistoryManager as the server — list,
-show, prune, export/import (JSONL, ``transfer.py``), stats, demo. Only ``prune`` deletes; the read
-commands turn storage retention off so that looking at a history never changes it."""
+show, prune, export/import (JSONL, ``transfer.py``), stats, demo, and the edits a person makes by
+hand: rename, truncate, fork. Only ``prune`` and ``truncate`` delete; the read commands turn
+storage retention off so that looking at a history never changes it."""
 
 from __future__ import annotations
 
@@ -207,6 +208,53 @@ def cmd_show(args: argparse.Namespace) -> int:
         print_json(protocol.wire_history(key.workspace, key.conversation, result))
     else:
         print(history_text(key, result.messages, result.summary, full=args.full))
+    return 0
+
+
+def edited(run: Callable[[], Any], flag: Callable[[str], str]) -> Any:
+    """Run an edit; a refusal (InvalidParams) is reported by its command-line name."""
+    try:
+        return run()
+    except InvalidParams as exc:
+        raise CliError(f"{flag(exc.field)}: {exc.why}") from None
+
+
+def cmd_rename(args: argparse.Namespace) -> int:
+    """Set a conversation's title (chatHistory/updateConversation), or back to the automatic
+    one with --automatic."""
+    from chat_history.conversations import ConversationUpdate
+
+    manager = open_manager(args)
+    key = find_key(manager, args.conversation, args.workspace)
+    if (args.title is None) == (not args.automatic):
+        raise CliError("give a TITLE, or --automatic (not both)", EXIT_USAGE)
+    change = ConversationUpdate(set_title=True, title=args.title)
+    info = edited(lambda: manager.update_conversation(key, change), lambda f: f.upper())
+    print(f"{key.conversation}: {info.title!r} ({info.title_source or 'no'} title)")
+    return 0
+
+
+def cmd_truncate(args: argparse.Namespace) -> int:
+    """Delete message #ID and every later one (chatHistory/truncate)."""
+    manager = open_manager(args)
+    key = find_key(manager, args.conversation, args.workspace)
+    result = edited(lambda: manager.truncate(key, args.from_id), lambda f: "--from")
+    gone = " and its summary" if result.summary_deleted else ""
+    print(f"{key.conversation}: deleted {result.deleted_messages} message(s){gone}.")
+    return 0
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    """Copy a conversation (through message #ID) into a new one (chatHistory/fork)."""
+    manager = open_manager(args)
+    key = find_key(manager, args.conversation, args.workspace)
+    target = Key(args.to_workspace or key.workspace, args.new)
+    flags = {"throughId": "--through", "newConversationId": "NEW", "conversationId": "CONVERSATION"}
+    info = edited(lambda: manager.fork(key, target, args.through), lambda f: flags.get(f, f))
+    print(
+        f"{info.conversation_id}: {info.message_count} message(s) copied from "
+        f"{key.conversation}" + (f" into workspace {info.workspace!r}" if args.to_workspace else "")
+    )
     return 0
 
 
@@ -427,6 +475,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="report what would go; delete nothing")
     p.add_argument("--workspace", metavar="W", help="only this workspace")
     p.add_argument("--json", action="store_true", help="machine-readable report")
+
+    p = command("rename", cmd_rename, "set a conversation's title")
+    p.add_argument("conversation", metavar="CONVERSATION")
+    p.add_argument("title", nargs="?", metavar="TITLE", help="1-200 characters")
+    p.add_argument("--automatic", action="store_true", help="back to the automatic title")
+    p.add_argument("--workspace", metavar="W", help="needed when several workspaces hold it")
+
+    p = command("truncate", cmd_truncate, "delete message #ID and every later one, for good")
+    p.add_argument("conversation", metavar="CONVERSATION")
+    p.add_argument("--from", dest="from_id", type=int, required=True, metavar="ID")
+    p.add_argument("--workspace", metavar="W", help="needed when several workspaces hold it")
+
+    p = command("fork", cmd_fork, "copy a conversation into a new one")
+    p.add_argument("conversation", metavar="CONVERSATION")
+    p.add_argument("new", metavar="NEW", help="the new conversation's id")
+    p.add_argument("--through", type=int, metavar="ID", help="copy up to message #ID")
+    p.add_argument("--workspace", metavar="W", help="needed when several workspaces hold it")
+    p.add_argument("--to-workspace", metavar="W", help="the new conversation's workspace")
 
     p = command("export", cmd_export, "write conversations as JSONL to stdout")
     p.add_argument("conversations", nargs="*", metavar="CONVERSATION", help="default: all")

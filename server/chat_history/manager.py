@@ -20,9 +20,19 @@ from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
+from chat_history import conversations
+from chat_history.conversations import (
+    ConversationInfo,
+    ConversationPage,
+    ConversationUpdate,
+    DeleteTurnsResult,
+    MessageEdit,
+    TruncateResult,
+)
 from chat_history.errors import InvalidParams
 from chat_history.model import Key, Message, PruneReport, StoredMessage, Summary, ToolSpec, Trimmed
 from chat_history.policy.calibration import Calibration
+from chat_history.policy.cursor import CursorPosition
 from chat_history.policy.imports import covered_id, match_stored
 from chat_history.policy.recording import plan_append
 from chat_history.policy.retention import RetentionPlan
@@ -312,7 +322,7 @@ class ChatHistoryManager:
                         "coversThroughId",
                         f"{covers_through_id} is not a row of this conversation",
                     )
-                replaced = tx.save_summary(key, saved)
+                replaced = conversations.save_summary(tx, key, saved)
             if replaced:  # the old text is replaced, so it goes like deleted text
                 self.store.reset_wal()
             return saved
@@ -339,6 +349,84 @@ class ChatHistoryManager:
         (no retention). Raises StorageError."""
         with self._lock, self.store.read() as tx:
             return tx.conversations(workspace)
+
+    # -- version 2: conversations and edits (chat_history.conversations) ---------------------
+    # One transaction each, no retention and no chatHistory/trimmed (the client asked for this
+    # change); the WAL is reset after the ones that delete or replace text.
+
+    def conversation(self, key: Key) -> ConversationInfo:
+        """The conversation's ConversationInfo (that of an empty one when it does not exist)."""
+        with self._lock, self.store.snapshot() as tx:
+            return conversations.info(tx, key)
+
+    def list_conversations_page(
+        self, workspace: str | None, limit: int | None, after: CursorPosition | None
+    ) -> ConversationPage:
+        """The conversations of ``workspace`` (None: every workspace) after the cursor position
+        ``after``, newest activity first, at most ``limit`` (None: all) and the next cursor.
+        Raises StorageError."""
+        with self._lock, self.store.snapshot() as tx:
+            return conversations.list_page(tx, workspace, limit, after)
+
+    def update_conversation(self, key: Key, change: ConversationUpdate) -> ConversationInfo:
+        """Set the title and/or replace the metadata (protocol.md ``updateConversation``)."""
+        with self._lock:
+            with self.store.write() as tx:
+                info = conversations.update(tx, key, change, self._clock())
+            self.store.reset_wal()  # a replaced title or metadata is text that goes
+            return info
+
+    def truncate(self, key: Key, from_id: int) -> TruncateResult:
+        """Delete row ``from_id`` and every later row (and a summary covering them).
+        Raises InvalidParams ``fromId``, StorageError."""
+        with self._lock:
+            with self.store.write() as tx:
+                result = conversations.truncate(tx, key, from_id, self._clock())
+            self.store.reset_wal()
+            return result
+
+    def delete_turns(self, key: Key, turns: Sequence[int]) -> DeleteTurnsResult:
+        """Delete every row of the named turns. Raises InvalidParams ``turns``/``turns[i]``."""
+        from chat_history.policy.rewind import check_turns
+
+        check_turns(turns)
+        with self._lock:
+            with self.store.write() as tx:
+                result = conversations.delete_turns(tx, key, turns, self._clock())
+            if result.deleted_messages:
+                self.store.reset_wal()
+            return result
+
+    def edit_message(self, key: Key, row_id: int, edit: MessageEdit) -> StoredMessage:
+        """Replace a row's content, attachments and/or metadata in place; returns the row as
+        now stored. Raises InvalidParams ``id``/``content``, StorageError."""
+        with self._lock:
+            with self.store.write() as tx:
+                edited = conversations.edit_message(
+                    tx,
+                    key,
+                    row_id,
+                    edit,
+                    max_tool_result_chars=self.settings.max_tool_result_chars,
+                    now=self._clock(),
+                )
+            self.store.reset_wal()  # the old text goes
+            return edited
+
+    def fork(self, key: Key, target: Key, through_id: int | None = None) -> ConversationInfo:
+        """Copy the conversation through ``through_id`` (default: all) into ``target``.
+        Raises InvalidParams ``newConversationId``/``conversationId``/``throughId``."""
+        with self._lock, self.store.write() as tx:
+            return conversations.fork(tx, key, target, through_id, self._clock())
+
+    def delete_summary(self, key: Key) -> bool:
+        """Delete the summary; returns whether there was one. Raises StorageError."""
+        with self._lock:
+            with self.store.write() as tx:
+                deleted = conversations.delete_summary(tx, key, self._clock())
+            if deleted:
+                self.store.reset_wal()
+            return deleted
 
     def list_workspaces(self) -> list[str]:
         """Every workspace holding rows or a summary, sorted. Raises StorageError."""

@@ -33,8 +33,11 @@ from chat_history.model import (
     Trimmed,
     nesting_exceeds,
 )
+from chat_history.policy.cursor import CursorPosition, decode_cursor
+from chat_history.policy.rewind import check_turns
 
 if TYPE_CHECKING:  # the manager's result types, translated below (no import at run time)
+    from chat_history.conversations import ConversationPage, ConversationUpdate, MessageEdit
     from chat_history.manager import AppendResult, GetResult, PrepareOptions
     from chat_history.store import ConversationRecord, DatabaseStats
 
@@ -138,6 +141,47 @@ class SaveSummaryParams(KeyParams):
 @attrs.define
 class ListParams:
     workspace: str | None = None
+    all_workspaces: bool | None = None
+    limit: int | None = None
+    cursor: str | None = None
+
+
+# Version 2: conversations and edits (translated by the *_args functions below).
+
+#: ``updateConversation``'s ``title`` when the request does not name it (null restores the
+#: automatic title, so it cannot stand for "absent").
+ABSENT: Any = attrs.make_class("Absent", [])()
+
+
+@attrs.define
+class UpdateConversationParams(KeyParams):
+    title: Any = ABSENT
+    metadata: dict[str, Any] | None = None
+
+
+@attrs.define
+class TruncateParams(KeyParams):
+    from_id: int = attrs.field(kw_only=True)
+
+
+@attrs.define
+class DeleteTurnsParams(KeyParams):
+    turns: list[int] = attrs.field(kw_only=True)
+
+
+@attrs.define
+class EditMessageParams(KeyParams):
+    id: int = attrs.field(kw_only=True)
+    content: str | None = None
+    attachments: list[AttachmentIn] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+@attrs.define
+class ForkParams(KeyParams):
+    new_conversation_id: str = attrs.field(kw_only=True)
+    through_id: int | None = None
+    new_workspace: str | None = None
 
 
 @attrs.define
@@ -655,6 +699,91 @@ def wire_stats(
         "settings": dict(settings),
         "settingSources": dict(sources),
     }
+
+
+# -- version 2: conversations and edits ------------------------------------------------------------
+
+#: ``listConversations`` pages hold 1 to 1,000 conversations.
+MAX_LIST_PAGE = 1_000
+
+
+def list_args(
+    params: ListParams, default_workspace: str
+) -> tuple[str | None, int | None, CursorPosition | None]:
+    """``listConversations``'s (workspace — None for every workspace —, limit, cursor position),
+    checked: a cursor the server did not hand out is InvalidParams ``cursor``."""
+    workspace = None if params.all_workspaces else list_workspace(params, default_workspace)
+    limit = check_int(params.limit, "limit", 1, MAX_LIST_PAGE)
+    after = decode_cursor(params.cursor) if params.cursor is not None else None
+    return workspace, limit, after
+
+
+def update_args(params: UpdateConversationParams) -> ConversationUpdate:
+    """``updateConversation``'s change: a title of 1-200 code points or null, an object of
+    metadata."""
+    from chat_history.conversations import ConversationUpdate
+
+    title = params.title
+    set_title = title is not ABSENT
+    if set_title and title is not None:
+        if not isinstance(title, str):
+            raise InvalidParams("title", f"expected a string or null, got {_json_type(title)}")
+        check_text(title, "title", MAX_CONTENT_CHARS)  # the title's own bounds: the service
+    metadata = params.metadata
+    if metadata is not None:
+        check_json(metadata, "metadata")
+    return ConversationUpdate(
+        set_title=set_title, title=title if set_title else None, metadata=metadata
+    )
+
+
+def row_id(value: int, field: str) -> int:
+    """A row id a request names: any id that could exist (one that does not is refused later,
+    by the same field)."""
+    checked = check_int(value, field, 0)
+    assert checked is not None
+    return checked
+
+
+def turns_arg(params: DeleteTurnsParams) -> list[int]:
+    """``deleteTurns``'s turn numbers: 1-1,000 of them, none negative (``turns[i]``)."""
+    check_turns(params.turns)
+    for index, turn in enumerate(params.turns):
+        check_int(turn, f"turns[{index}]", 0)
+    return list(params.turns)
+
+
+def edit_args(params: EditMessageParams) -> tuple[int, MessageEdit]:
+    """``editMessage``'s (id, what it replaces), checked as ``append`` checks a message."""
+    from chat_history.conversations import MessageEdit
+
+    content = params.content
+    if content is not None:
+        check_text(content, "content", MAX_CONTENT_CHARS)
+    attachments = None
+    if params.attachments is not None:
+        attachments = tuple(
+            _attachment(a, f"attachments[{i}]") for i, a in enumerate(params.attachments)
+        )
+    metadata = check_json(params.metadata, "metadata") if params.metadata is not None else None
+    edit = MessageEdit(content=content, attachments=attachments, metadata=metadata)
+    return row_id(params.id, "id"), edit
+
+
+def fork_args(params: ForkParams, source_workspace: str) -> tuple[str, str, int | None]:
+    """``fork``'s (target workspace — the source's by default —, target id, throughId)."""
+    target = check_id(params.new_conversation_id, "newConversationId")
+    workspace = (
+        check_workspace(params.new_workspace, "newWorkspace")
+        if params.new_workspace is not None
+        else source_workspace
+    )
+    through = None if params.through_id is None else row_id(params.through_id, "throughId")
+    return workspace, target, through
+
+
+def wire_page(page: ConversationPage) -> dict[str, Any]:
+    return {"conversations": wire(page.conversations), "nextCursor": page.next_cursor}
 
 
 def list_workspace(params: ListParams, default_workspace: str) -> str:

@@ -462,9 +462,45 @@ def clear(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.KeyParams) -
     return protocol.wire_cleared(m.clear(ls.key(p)))
 
 
-def list_conversations(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ListParams) -> Any:
-    workspace = protocol.list_workspace(p, ls.workspace_identity)
-    return protocol.wire_conversations(m.list_conversations(workspace))
+def list_page(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ListParams) -> Any:
+    return protocol.wire_page(
+        m.list_conversations_page(*protocol.list_args(p, ls.workspace_identity))
+    )
+
+
+# -- version 2: conversations and edits
+
+
+def update_conversation(
+    m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.UpdateConversationParams
+) -> Any:
+    return protocol.wire(m.update_conversation(ls.key(p), protocol.update_args(p)))
+
+
+def truncate(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.TruncateParams) -> Any:
+    return protocol.wire(m.truncate(ls.key(p), protocol.row_id(p.from_id, "fromId")))
+
+
+def delete_turns(
+    m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.DeleteTurnsParams
+) -> Any:
+    return protocol.wire(m.delete_turns(ls.key(p), protocol.turns_arg(p)))
+
+
+def edit_message(
+    m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.EditMessageParams
+) -> Any:
+    return protocol.wire_message(m.edit_message(ls.key(p), *protocol.edit_args(p)))
+
+
+def fork(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ForkParams) -> Any:
+    key = ls.key(p)
+    workspace, target, through = protocol.fork_args(p, key.workspace)
+    return protocol.wire(m.fork(key, Key(workspace, target), through))
+
+
+def delete_summary(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.KeyParams) -> Any:
+    return {"deleted": m.delete_summary(ls.key(p))}
 
 
 def report_usage(
@@ -482,8 +518,14 @@ REQUESTS: dict[str, tuple[type, Handler]] = {
     "chatHistory/saveSummary": (protocol.SaveSummaryParams, save_summary),
     "chatHistory/getSummary": (protocol.KeyParams, get_summary),
     "chatHistory/clear": (protocol.KeyParams, clear),
-    "chatHistory/listConversations": (protocol.ListParams, list_conversations),
+    "chatHistory/listConversations": (protocol.ListParams, list_page),
     "chatHistory/reportUsage": (protocol.ReportUsageParams, report_usage),
+    "chatHistory/updateConversation": (protocol.UpdateConversationParams, update_conversation),
+    "chatHistory/truncate": (protocol.TruncateParams, truncate),
+    "chatHistory/deleteTurns": (protocol.DeleteTurnsParams, delete_turns),
+    "chatHistory/editMessage": (protocol.EditMessageParams, edit_message),
+    "chatHistory/fork": (protocol.ForkParams, fork),
+    "chatHistory/deleteSummary": (protocol.KeyParams, delete_summary),
 }
 
 

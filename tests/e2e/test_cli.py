@@ -700,3 +700,60 @@ def test_show_and_conversations_print_no_terminal_control_from_stored_text(
     assert [(c["workspace"], c["conversationId"]) for c in listed] == [
         (key.workspace, key.conversation)
     ]
+
+
+# -- rename, truncate, fork (protocol.md "Version 2": updateConversation, truncate, fork) --------
+
+
+def test_rename_truncate_and_fork_by_hand(tmp_path: Path, env: dict[str, str]) -> None:
+    folder = tmp_path / "storage"
+    m = manager(folder)
+    rows = m.append(
+        PROJECT,
+        [
+            Message(role="user", content="first question", timestamp=T),
+            Message(role="assistant", content="first answer", timestamp=T),
+            Message(role="user", content="second question", timestamp=T),
+            Message(role="assistant", content="second answer", timestamp=T),
+        ],
+    ).messages
+    m.close()
+
+    renamed = run(env, "--db", folder, "rename", "chat-1", "Login bug")
+    assert renamed.returncode == 0, renamed.stderr
+    assert "'Login bug' (user title)" in renamed.stdout
+    forked = run(env, "--db", folder, "fork", "chat-1", "chat-2", "--through", rows[1].id)
+    assert forked.returncode == 0, forked.stderr
+    assert "chat-2: 2 message(s) copied from chat-1" in forked.stdout
+    cut = run(env, "--db", folder, "truncate", "chat-1", "--from", rows[2].id)
+    assert cut.returncode == 0, cut.stderr
+    assert "chat-1: deleted 2 message(s)." in cut.stdout
+    automatic = run(env, "--db", folder, "rename", "chat-1", "--automatic")
+    assert "'first question' (auto title)" in automatic.stdout
+
+    check = manager(folder)
+    assert [r.content for r in check.get(PROJECT).messages] == ["first question", "first answer"]
+    fork = check.conversation(Key(PROJECT.workspace, "chat-2"))
+    assert (fork.title, fork.message_count) == ("Login bug (fork)", 2)
+    check.close()
+
+
+def test_edits_by_hand_refuse_bad_input_and_change_nothing(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    folder = tmp_path / "storage"
+    m = manager(folder)
+    m.append(PROJECT, [Message(role="user", content="only", timestamp=T)])
+    m.close()
+    missing = run(env, "--db", folder, "truncate", "chat-1", "--from", "999999")
+    assert missing.returncode == 1 and "--from" in missing.stderr
+    blank = run(env, "--db", folder, "rename", "chat-1", "   ")
+    assert blank.returncode == 1 and "TITLE" in blank.stderr
+    taken = run(env, "--db", folder, "fork", "chat-1", "chat-1")
+    assert taken.returncode == 1 and "NEW" in taken.stderr
+    both = run(env, "--db", folder, "rename", "chat-1")
+    assert both.returncode == 2
+    check = manager(folder)
+    assert [r.content for r in check.get(PROJECT).messages] == ["only"]
+    assert check.conversation(PROJECT).title_source == "auto"
+    check.close()

@@ -48,7 +48,26 @@ METHODS: dict[str, set[str]] = {
     "chatHistory/saveSummary": {"conversationId", "workspace", "summary", "coversThroughId"},
     "chatHistory/getSummary": {"conversationId", "workspace"},
     "chatHistory/clear": {"conversationId", "workspace"},
-    "chatHistory/listConversations": {"workspace"},
+    "chatHistory/listConversations": {"workspace", "allWorkspaces", "limit", "cursor"},
+    "chatHistory/updateConversation": {"conversationId", "workspace", "title", "metadata"},
+    "chatHistory/truncate": {"conversationId", "workspace", "fromId"},
+    "chatHistory/deleteTurns": {"conversationId", "workspace", "turns"},
+    "chatHistory/editMessage": {
+        "conversationId",
+        "workspace",
+        "id",
+        "content",
+        "attachments",
+        "metadata",
+    },
+    "chatHistory/fork": {
+        "conversationId",
+        "workspace",
+        "newConversationId",
+        "throughId",
+        "newWorkspace",
+    },
+    "chatHistory/deleteSummary": {"conversationId", "workspace"},
 }
 FUZZ_EXAMPLES = 300  # per method
 CASES: Counter[str] = Counter()
@@ -219,7 +238,33 @@ PARAMS: dict[str, dict[str, st.SearchStrategy[Any]]] = {
     "chatHistory/saveSummary": {**KEYS, "summary": either(texts), "coversThroughId": small_ints},
     "chatHistory/getSummary": KEYS,
     "chatHistory/clear": KEYS,
-    "chatHistory/listConversations": {"workspace": ids},
+    "chatHistory/listConversations": {
+        "workspace": ids,
+        "allWorkspaces": either(st.booleans()),
+        "limit": small_ints,
+        "cursor": either(st.sampled_from(["c1.WzEsImMxIiwid3MiXQ", "c1.", "nope"])),
+    },
+    "chatHistory/updateConversation": {
+        **KEYS,
+        "title": either(st.one_of(texts, st.none())),
+        "metadata": either(st.dictionaries(texts, json_values, max_size=3)),
+    },
+    "chatHistory/truncate": {**KEYS, "fromId": small_ints},
+    "chatHistory/deleteTurns": {**KEYS, "turns": either(st.lists(small_ints, max_size=4))},
+    "chatHistory/editMessage": {
+        **KEYS,
+        "id": small_ints,
+        "content": either(texts),
+        "attachments": either(attachments),
+        "metadata": either(st.dictionaries(texts, json_values, max_size=3)),
+    },
+    "chatHistory/fork": {
+        **KEYS,
+        "newConversationId": ids,
+        "throughId": small_ints,
+        "newWorkspace": ids,
+    },
+    "chatHistory/deleteSummary": KEYS,
 }
 
 

@@ -215,10 +215,10 @@ def test_list_conversations_newest_activity_first_with_totals(make_manager, cloc
     manager.append(Key("ws", "new"), [U("abcd")])
     clock.advance_hours(1)
     manager.append(Key("ws", "middle"), [U("x")])
+    manager.save_summary(Key("ws", "middle"), "summary")  # a client's write: activity too
     clock.advance_hours(1)
     manager.append(Key("ws", "new"), [A("later")])
     manager.append(Key("other-ws", "elsewhere"), [U("x")])
-    manager.save_summary(Key("ws", "middle"), "summary")
 
     listed = manager.list_conversations("ws")
 

@@ -5,6 +5,7 @@ with large images keep gigabytes resident."""
 
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -91,6 +92,19 @@ class ConversationCache:
         self._sizes[key] -= size
         self._bytes -= size
         self._entries[key] = kept
+
+    def replace(self, key: Key, row: StoredMessage) -> None:
+        """Put an edited row in its place (rows are in id order)."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return
+        index = bisect.bisect_left(entry, row.id, key=lambda r: r.id)
+        if index < len(entry) and entry[index].id == row.id:
+            size = row_bytes(row) - row_bytes(entry[index])
+            entry[index] = row
+            self._sizes[key] += size
+            self._bytes += size
+            self._evict()
 
     def drop(self, key: Key) -> None:
         entry = self._entries.pop(key, None)

@@ -117,8 +117,29 @@ CREATE INDEX messages_by_conversation ON messages (workspace, conversation, id);
 CREATE INDEX messages_system ON messages (workspace, conversation, id) WHERE role = 'system'
 """
 
+# Version 4 gives each conversation a record (protocol.md "Version 2" → Conversations): the
+# client's title and metadata (NULL when empty), and when it was created — for a conversation
+# from before, its oldest row (else its summary, else its last activity). A conversation with
+# only a summary gets a record too, so the listing reads one table. The automatic title is not
+# stored: it is read from the first real user rows, so every old conversation has one at once.
+# Rows of a turn are found by an index, so deleting or editing turns costs what they hold.
+_V4 = """
+ALTER TABLE conversations ADD COLUMN title TEXT;
+ALTER TABLE conversations ADD COLUMN metadata TEXT;
+ALTER TABLE conversations ADD COLUMN created_at INTEGER;
+UPDATE conversations SET created_at = COALESCE(oldest_timestamp, (SELECT s.updated_at FROM
+    summaries s WHERE s.workspace = conversations.workspace
+    AND s.conversation = conversations.conversation), last_activity);
+INSERT INTO conversations (workspace, conversation, message_count, tokens, last_turn,
+    turn_start_id, oldest_timestamp, last_activity, created_at)
+    SELECT s.workspace, s.conversation, 0, 0, 0, 0, NULL, s.updated_at, s.updated_at
+    FROM summaries s WHERE NOT EXISTS (SELECT 1 FROM conversations c
+    WHERE c.workspace = s.workspace AND c.conversation = s.conversation);
+CREATE INDEX messages_by_turn ON messages (workspace, conversation, turn)
+"""
+
 #: MIGRATIONS[n] upgrades a database at user_version n to n + 1.
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3}
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4}
 
 # Version 6 (issue 15): the calibration samples of ``reportUsage`` (store/calibration.py). Its
 # statements are idempotent, so it works whether or not versions 4 and 5 (issue 14's steps) ran

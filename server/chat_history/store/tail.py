@@ -78,6 +78,45 @@ class Tails:
         """Forget the conversation's tail (its totals changed other than by an append here)."""
         self._tails.pop(key, None)
 
+    def amend(
+        self,
+        key: Key,
+        totals: ConversationTotals | None,
+        *,
+        removed: frozenset[int] = frozenset(),
+        replaced: StoredMessage | None = None,
+    ) -> None:
+        """Keep the conversation's tail in step with an edit this connection made: the new
+        ``totals``, the ``removed`` rows gone from the remembered ones and ``replaced`` put in
+        its row's place. The running sums of turn figures are read again when next needed."""
+        tail = self._tails.get(key)
+        if tail is None:
+            return
+        tail.totals = totals
+        tail.figure_sums = None
+        tail.figure_rows.clear()
+        recent = tail.recent
+        if recent is None:
+            return
+        if removed:
+            # The rows an edit deletes are mostly the newest: walk from the end while they go.
+            first = len(recent)
+            while first and recent[first - 1].id in removed:
+                first -= 1
+            gone = recent[first:]
+            del recent[first:]
+            if len(gone) < len(removed) and recent and recent[0].id <= max(removed):
+                gone += [row for row in recent if row.id in removed]
+                recent[:] = [row for row in recent if row.id not in removed]
+            tail.recent_chars -= sum(len(row.content) for row in gone)
+        if replaced is not None:
+            for index in range(len(recent) - 1, -1, -1):
+                if recent[index].id == replaced.id:
+                    tail.recent_chars += len(replaced.content) - len(recent[index].content)
+                    recent[index] = replaced
+                    break
+        tail.trim()
+
     def clear(self) -> None:
         self._tails.clear()
 

@@ -9,13 +9,17 @@ from __future__ import annotations
 import contextlib
 import itertools
 import sqlite3
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
 
 from chat_history.model import Key, Message, StoredMessage, Summary
-from chat_history.store import calibration, overview, queries
+from chat_history.store import calibration, edits, overview, queries, records
 from chat_history.store.cache import ConversationCache
 from chat_history.store.overview import ConversationRecord, DatabaseStats
 from chat_history.store.queries import ConversationTotals, RowMetaRecord
+from chat_history.store.records import RecordRow
 from chat_history.store.rows import to_message
 from chat_history.store.tail import Tails
 
@@ -153,6 +157,38 @@ class Reading:
         while no other connection has committed (one pragma instead of a read)."""
         return self._ratios.ratios(self.connection, kind, model)
 
+    # -- version 2: conversation records, rows by id and turn (store.records, store.edits) ----
+
+    def record(self, key: Key) -> RecordRow | None:
+        """The conversation's record; None when it does not exist."""
+        return records.record(self.connection, key)
+
+    def listing(
+        self, workspace: str | None, after: tuple[int, str, str] | None, limit: int | None
+    ) -> list[RecordRow]:
+        """Existing conversations newest activity first (store.records.listing)."""
+        return records.listing(self.connection, workspace, after, limit)
+
+    def user_rows(self, key: Key) -> Generator[Message, None, None]:
+        """The conversation's user rows oldest first, read as consumed (close it when done)."""
+        return records.user_rows(self.connection, key)
+
+    def row(self, key: Key, row_id: int) -> StoredMessage | None:
+        return edits.row(self.connection, key, row_id)
+
+    def rows_of_turns(self, key: Key, turns: Sequence[int]) -> list[StoredMessage]:
+        return edits.rows_of_turns(self.connection, key, turns)
+
+    def turn_rows(self, key: Key, turn: int) -> list[StoredMessage]:
+        return edits.rows_of_turns(self.connection, key, [turn])
+
+    def last_id(self, key: Key) -> int | None:
+        return edits.last_id(self.connection, key)
+
+    def rows_through(self, key: Key, row_id: int) -> int:
+        """How many of the conversation's rows have ids ≤ ``row_id``."""
+        return edits.rows_through(self.connection, key, row_id)
+
     # -- the whole database -----------------------------------------------------------------
 
     def conversations(self, workspace: str) -> list[ConversationRecord]:
@@ -181,6 +217,10 @@ class Transaction(Reading):
         ``now_ms``) and update the conversation's ``totals``; returns the rows and the new
         totals."""
         stored: list[StoredMessage] = []
+        # The conversation starts existing now (again, after retention emptied it).
+        created = totals is None or (
+            totals.message_count == 0 and not records.exists(self.connection, key)
+        )
         count = totals.message_count if totals else 0
         tokens = totals.tokens if totals else 0
         last_turn = totals.last_turn if totals else 0
@@ -202,6 +242,8 @@ class Transaction(Reading):
             )
         after = ConversationTotals(count, tokens, last_turn, turn_start, oldest, now_ms)
         queries.write_totals(self.connection, key, after, existed=totals is not None)
+        if created:
+            records.set_created(self.connection, key, now_ms)
         self._cache.extend(key, stored)
         self._tails.track(key, after, stored)
         return stored, after
@@ -225,11 +267,13 @@ class Transaction(Reading):
         self._tails.add_turn_figures(self.connection, key, figures)
 
     def save_summary(self, key: Key, summary: Summary) -> bool:
-        """Save the conversation's summary; returns whether it replaced one."""
+        """Save the conversation's summary; returns whether it replaced one. A conversation
+        that did not exist is created (its record made) when the summary is saved."""
+        if not records.exists(self.connection, key):
+            records.ensure(self.connection, key, summary.updated_at)
+            records.set_created(self.connection, key, summary.updated_at)
+            self._tails.drop(key)
         return queries.save_summary(self.connection, key, summary)
-
-    def delete_summary(self, key: Key) -> None:
-        queries.delete_summary(self.connection, key)
 
     def add_calibration_ratio(
         self, kind: str, model: str | None, ratio: float
@@ -238,3 +282,63 @@ class Transaction(Reading):
         calibration.add_ratio(self.connection, kind, model, ratio)
         self._ratios.forget(kind, model)
         return calibration.ratios(self.connection, kind, model)
+    def delete_summary(self, key: Key) -> bool:
+        """Delete the summary; returns whether there was one."""
+        return edits.delete_summary(self.connection, key)
+
+    # -- version 2: records and edits (store.records, store.edits) --------------------------
+
+    def touch(self, key: Key, now: int) -> None:
+        """A client wrote to the conversation at ``now`` (its lastActivity); a conversation that
+        did not exist is created by it."""
+        created = not records.exists(self.connection, key)
+        records.touch(self.connection, key, now, created=created)
+        # Its totals changed (last_activity; a record made when there was none).
+        self._tails.amend(key, queries.totals(self.connection, key))
+
+    def set_title(self, key: Key, title: str | None) -> None:
+        """The client's title (None: none; the automatic one shows). The record must exist."""
+        records.set_title(self.connection, key, title)
+
+    def set_metadata(self, key: Key, metadata: Mapping[str, Any]) -> None:
+        records.set_metadata(self.connection, key, metadata)
+
+    def delete_messages(self, key: Key, rows: Sequence[StoredMessage]) -> ConversationTotals | None:
+        """Delete ``rows`` (read in this transaction) by id; totals, turn figures, the cache and
+        the tail follow. Returns the new totals."""
+        totals = self.totals(key)
+        if totals is None or not rows:
+            return totals
+        after = edits.delete(self.connection, key, rows, totals)
+        removed = frozenset(row.id for row in rows)
+        self._cache.remove_ids(key, set(removed))
+        self._tails.amend(key, after, removed=removed)
+        return after
+
+    def update_message(self, key: Key, old: StoredMessage, new: StoredMessage) -> None:
+        """Store ``new`` (an edit of ``old``: content, attachments, metadata, tokens) in place;
+        the conversation's token total follows."""
+        edits.update_row(self.connection, key, new)
+        totals = self.totals(key)
+        if totals is not None and new.tokens != old.tokens:
+            totals = attrs.evolve(totals, tokens=totals.tokens + new.tokens - old.tokens)
+            queries.write_totals(self.connection, key, totals, existed=True)
+        self._cache.replace(key, new)
+        self._tails.amend(key, totals, replaced=new)
+
+    def replace_turn_figures(self, key: Key, turn: int, own: Sequence[int]) -> None:
+        """An edited completed turn's figures (values in FIGURES order)."""
+        edits.replace_turn_figures(self.connection, key, turn, own)
+        self._tails.amend(key, self.totals(key))  # the running sums are read again
+
+    def copy_conversation(self, source: Key, target: Key, through_id: int, now: int) -> int:
+        """Copy the source's rows through ``through_id`` into ``target`` (which must not exist),
+        created and active ``now``. Returns the id before the first copy (the n-th source row's
+        copy has id base + n)."""
+        existed = queries.totals(self.connection, target) is not None
+        totals, base = edits.copy(self.connection, source, target, through_id, now)
+        queries.write_totals(self.connection, target, totals, existed=existed)
+        records.set_created(self.connection, target, now)
+        self._cache.drop(target)
+        self._tails.drop(target)
+        return base

@@ -1,0 +1,164 @@
+"""Deleted means deleted for the version 2 edits (protocol.md "Version 2": "deleted means deleted
+(no residue in the database files)"): a unique secret is proven on disk first, then each of
+truncate, deleteTurns, editMessage (the old text), deleteSummary, a replaced title and metadata,
+and clear (which now also deletes the title and metadata) leaves no byte of it in the database,
+its -wal or its -shm. Real SQLite files; small rows and rows that spill into overflow pages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chat_history.conversations import ConversationUpdate, MessageEdit
+from chat_history.model import Key, Message, ToolCall
+from chat_history.store.schema import DATABASE_FILE
+
+KEY = Key("ws", "conv")
+SECRET = "SECRET-4b1d7e0a-93c2-4f55-a6de-5f0e1c2b3a49"
+
+
+def occurrences(folder: Path) -> dict[str, int]:
+    needle = SECRET.encode("utf-8")
+    found = {}
+    for suffix in ("", "-wal", "-shm"):
+        path = Path(str(folder / DATABASE_FILE) + suffix)
+        if path.exists():
+            found[suffix] = path.read_bytes().count(needle)
+    return found
+
+
+def on_disk(folder: Path) -> None:
+    assert sum(occurrences(folder).values()) > 0, "the test could not fail"
+
+
+def gone(folder: Path) -> None:
+    assert set(occurrences(folder).values()) <= {0}, occurrences(folder)
+
+
+def secret_text(large: bool) -> str:
+    return f"my token is {SECRET}" + ("p" * 12_000 if large else "") + SECRET
+
+
+def U(text: str) -> Message:
+    return Message(role="user", content=text)
+
+
+def A(text: str) -> Message:
+    return Message(role="assistant", content=text)
+
+
+SIZES = pytest.mark.parametrize("large", [False, True], ids=["small", "overflow"])
+
+
+@SIZES
+def test_truncate_leaves_no_residue(make_manager, db_folder: Path, large: bool) -> None:
+    manager = make_manager()
+    manager.append(KEY, [U("kept"), A("kept too")])
+    stored = manager.append(KEY, [U(secret_text(large)), A(f"noted {SECRET}")]).messages
+    manager.save_summary(KEY, f"summary with {SECRET}", stored[1].id)
+    on_disk(db_folder)
+
+    result = manager.truncate(KEY, stored[0].id)
+
+    assert (result.deleted_messages, result.summary_deleted) == (2, True)
+    assert [r.content for r in manager.get(KEY).messages] == ["kept", "kept too"]
+    gone(db_folder)
+
+
+@SIZES
+def test_delete_turns_leaves_no_residue(make_manager, db_folder: Path, large: bool) -> None:
+    manager = make_manager()
+    manager.append(KEY, [U("first"), A("ok")])
+    manager.append(
+        KEY,
+        [
+            U(secret_text(large)),
+            Message(role="assistant", tool_calls=(ToolCall(id="c", name="t", arguments={}),)),
+            Message(role="tool", content=f"result {SECRET}", tool_call_id="c"),
+            A(f"done {SECRET}"),
+        ],
+    )
+    manager.append(KEY, [U("third"), A("ok")])
+    on_disk(db_folder)
+
+    result = manager.delete_turns(KEY, [2])
+
+    assert (result.deleted_messages, result.deleted_turns) == (4, 1)
+    assert [r.turn for r in manager.get(KEY).messages] == [1, 1, 3, 3]
+    gone(db_folder)
+
+
+@SIZES
+def test_edit_leaves_no_residue_of_the_old_text(make_manager, db_folder: Path, large: bool) -> None:
+    manager = make_manager()
+    stored = manager.append(KEY, [U(secret_text(large)), A("ok")]).messages
+    manager.append(KEY, [U("next"), A("ok")])
+    on_disk(db_folder)
+
+    edited = manager.edit_message(KEY, stored[0].id, MessageEdit(content="my token is [redacted]"))
+
+    assert edited.content == "my token is [redacted]"
+    assert manager.get(KEY).messages[0].content == "my token is [redacted]"
+    gone(db_folder)
+
+
+def test_edited_metadata_and_attachments_leave_no_residue(make_manager, db_folder: Path) -> None:
+    manager = make_manager()
+    stored = manager.append(
+        KEY, [Message(role="user", content="q", metadata={"note": SECRET}), A("ok")]
+    ).messages
+    on_disk(db_folder)
+    manager.edit_message(KEY, stored[0].id, MessageEdit(metadata={}))
+    gone(db_folder)
+
+
+def test_delete_summary_and_a_replaced_title_leave_no_residue(
+    make_manager, db_folder: Path
+) -> None:
+    manager = make_manager()
+    manager.append(KEY, [U("q"), A("ok")])
+    manager.save_summary(KEY, f"summary {SECRET}")
+    manager.update_conversation(
+        KEY, ConversationUpdate(set_title=True, title=f"title {SECRET}", metadata={"s": SECRET})
+    )
+    on_disk(db_folder)
+
+    assert manager.delete_summary(KEY) is True
+    manager.update_conversation(
+        KEY, ConversationUpdate(set_title=True, title="plain", metadata={"s": "plain"})
+    )
+
+    assert manager.conversation(KEY).title == "plain"
+    gone(db_folder)
+
+
+@SIZES
+def test_clear_leaves_no_residue_of_title_or_metadata(
+    make_manager, db_folder: Path, large: bool
+) -> None:
+    manager = make_manager()
+    manager.append(KEY, [U(secret_text(large)), A("ok")])
+    manager.update_conversation(
+        KEY, ConversationUpdate(set_title=True, title=f"t {SECRET}", metadata={"k": SECRET})
+    )
+    manager.append(Key("ws", "other"), [U("another conversation")])
+    on_disk(db_folder)
+
+    assert manager.clear(KEY) == 2
+
+    assert manager.conversation(KEY).created_at is None
+    gone(db_folder)
+
+
+def test_a_fork_then_truncating_both_leaves_no_residue(make_manager, db_folder: Path) -> None:
+    manager = make_manager()
+    manager.append(KEY, [U("keep"), A("ok")])
+    stored = manager.append(KEY, [U(f"forked {SECRET}"), A("ok")]).messages
+    manager.fork(KEY, Key("ws", "copy"))
+    on_disk(db_folder)
+    manager.truncate(KEY, stored[0].id)
+    copy = manager.get(Key("ws", "copy")).messages
+    assert SECRET in copy[2].content  # the fork holds its own copy until it goes too
+    manager.truncate(Key("ws", "copy"), copy[2].id)
+    gone(db_folder)
