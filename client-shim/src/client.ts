@@ -22,6 +22,8 @@ import {
   type PrepareParams,
   type ProviderRequest,
   type SaveSummaryParams,
+  type SearchParams,
+  type SearchResult,
   type Summary,
   type TrimmedNotification,
 } from "./types";
@@ -243,6 +245,12 @@ export class ChatHistoryClient implements Disposable {
 
   getSummary(params: GetSummaryParams): Promise<Summary | null> {
     return this.request(Methods.getSummary, params);
+  }
+
+  /** Full-text search over stored rows (version 2): most relevant first, with snippets and
+   * code-point highlights; retention runs first, so only rows a `get` would return are found. */
+  search(params: SearchParams): Promise<SearchResult> {
+    return this.request(Methods.search, params);
   }
 
   /** Deletes the conversation's messages and summary. */

@@ -77,6 +77,11 @@ def by_clear(server: Server, folder: Path, row_id: int) -> None:
     server.ok("chatHistory/clear", {"conversationId": "c"})
 
 
+def by_clear_of_a_long_conversation(server: Server, folder: Path, row_id: int) -> None:
+    """A clear of many indexed rows: the index is rewritten once instead of row by row."""
+    server.ok("chatHistory/clear", {"conversationId": "c"})
+
+
 def by_retention(server: Server, folder: Path, row_id: int) -> None:
     server.notify(
         "workspace/didChangeConfiguration",
@@ -104,7 +109,7 @@ def by_sql_delete(server: Server, folder: Path, row_id: int) -> None:
 
 @pytest.mark.parametrize(
     "remove",
-    [by_clear, by_retention, by_sql_update, by_sql_delete],
+    [by_clear, by_clear_of_a_long_conversation, by_retention, by_sql_update, by_sql_delete],
     ids=lambda f: f.__name__,
 )
 @pytest.mark.parametrize(
@@ -124,6 +129,9 @@ def test_a_removed_row_leaves_no_residue_in_the_files_or_the_index(
         for _ in range(40):  # filler, in the index before the secret
             server.append("other", user(" ".join(rng.choice(FILLER) for _ in range(12))))
         assert search_ids(server, "alpha")
+        if remove is by_clear_of_a_long_conversation:
+            server.append("c", *[user(f"row {i} of a long chat") for i in range(300)])
+            assert search_ids(server, "long chat")
         baseline = disk(folder)
 
         secret = "zqxj" + "".join(rng.choice(SECRET_LETTERS) for _ in range(20))
@@ -152,7 +160,7 @@ def test_a_removed_row_leaves_no_residue_in_the_files_or_the_index(
 
         assert search_ids(server, secret) == []
         assert indexed(folder, secret) == []
-        if remove is not by_clear:
+        if remove not in (by_clear, by_clear_of_a_long_conversation):
             assert search_ids(server, '"the newest turn stays"') != []
         assert len(search_ids(server, "alpha")) > 0
         if remove is by_sql_update:

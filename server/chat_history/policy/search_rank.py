@@ -12,6 +12,16 @@ from chat_history.policy.search import SearchQuery, match_row, relevance
 
 
 @attrs.frozen
+class SearchScope:
+    """Where a search looks: one workspace (None: every one) and one conversation (None: every
+    one), rows of these roles only (none: nothing is found)."""
+
+    workspace: str | None
+    conversation: str | None
+    roles: tuple[str, ...]
+
+
+@attrs.frozen
 class SearchRow:
     """A row the index (or the scan of rows not yet indexed) offers for a query."""
 

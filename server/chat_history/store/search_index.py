@@ -25,10 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import attrs
-
 from chat_history.policy.search import SearchQuery, fts_plan, stored_fold
-from chat_history.policy.search_rank import SearchRow
+from chat_history.policy.search_rank import SearchRow, SearchScope
 from chat_history.store.engine import sqlite3
 
 #: Schema step 5 (the index and its triggers; statements end with ``;`` at line end, trigger
@@ -76,16 +74,6 @@ BULK_SHARE = 100
 
 _COLUMNS = "m.workspace, m.conversation, m.id, m.turn, m.role, m.timestamp, m.content"
 _FOLDED = "coalesce(m.folded, lower(m.content))"
-
-
-@attrs.frozen
-class SearchScope:
-    """Where a search looks: one workspace (None: all) and one conversation (None: all), rows of
-    these roles only."""
-
-    workspace: str | None
-    conversation: str | None
-    roles: tuple[str, ...]
 
 
 def indexed_through(connection: sqlite3.Connection) -> int:
