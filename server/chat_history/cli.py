@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,11 +20,11 @@ from chat_history.errors import InvalidParams, StorageError
 from chat_history.manager import ChatHistoryManager
 from chat_history.paths import STORAGE_ENV, default_storage_folder
 from chat_history.progress import Progress
-from chat_history.render import conversations_table, history_text, terminal_safe, when
+from chat_history.render import conversations_table, history_text, prune_text, when
 from chat_history.settings import SECTION, Settings, default_settings, load_settings
 from chat_history.settings_file import SettingsFileError, read_settings_file
-from chat_history.store import Key, Store
-from chat_history.store.db import ConversationRecord
+from chat_history.storage_retention import PruneRun, tally
+from chat_history.store import ConversationRecord, Key
 from chat_history.store.schema import DATABASE_FILE
 from chat_history.transfer import (
     ConversationImport,
@@ -91,7 +90,7 @@ def open_manager(
             f"no database at {path} (from {where}): nothing has been recorded there; "
             "pass --db PATH to name the storage folder or the .sqlite3 file"
         )
-    return ChatHistoryManager(Store(folder, file_name=name), settings)
+    return ChatHistoryManager.open(path, settings)
 
 
 @attrs.frozen
@@ -152,7 +151,7 @@ def find_key(manager: ChatHistoryManager, conversation: str, workspace: str | No
     matches = [key for key in all_keys(manager, workspace) if key.conversation == conversation]
     if not matches:
         where = f"workspace {workspace!r}" if workspace is not None else "any workspace"
-        raise CliError(f"no conversation {conversation!r} in {where} of {manager.store.path}")
+        raise CliError(f"no conversation {conversation!r} in {where} of {manager.database_path}")
     if len(matches) > 1:
         listed = ", ".join(repr(key.workspace) for key in matches)
         raise CliError(
@@ -182,25 +181,11 @@ def cmd_conversations(args: argparse.Namespace) -> int:
         (ws, records) for ws in workspaces if (records := manager.list_conversations(ws))
     ]
     if args.json:
-        print_json(
-            {
-                "conversations": [
-                    {
-                        "workspace": ws,
-                        "conversationId": r.conversation,
-                        "messageCount": r.message_count,
-                        "tokens": r.tokens,
-                        "lastActivity": r.last_activity,
-                        "hasSummary": r.has_summary,
-                    }
-                    for ws, records in listed
-                    for r in records
-                ]
-            }
-        )
+        entries = [protocol.wire_conversation(r, ws) for ws, records in listed for r in records]
+        print_json({"conversations": entries})
     elif not listed:
         where = f" in workspace {args.workspace!r}" if args.workspace is not None else ""
-        print(f"No conversations{where} in {manager.store.path}.")
+        print(f"No conversations{where} in {manager.database_path}.")
     else:
         print(conversations_table(listed))
     return 0
@@ -219,14 +204,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0
     result = manager.get(key)
     if args.json:
-        print_json(
-            {
-                "workspace": key.workspace,
-                "conversationId": key.conversation,
-                "messages": protocol.wire(result.messages),
-                "summary": protocol.wire_summary(result.summary),
-            }
-        )
+        print_json(protocol.wire_history(key.workspace, key.conversation, result))
     else:
         print(history_text(key, result.messages, result.summary, full=args.full))
     return 0
@@ -236,80 +214,50 @@ def cmd_prune(args: argparse.Namespace) -> int:
     loaded = load_cli_settings(args)
     # Running prune is the request to prune: enableAutoPruning governs automatic runs only.
     settings = attrs.evolve(loaded.settings, enable_auto_pruning=True)
-    manager = open_manager(args, settings)
-    keys = all_keys(manager, args.workspace)
-    per_conversation: list[dict[str, Any]] = []
-    totals = {r: Counter(messages=0, turns=0, conversations=0) for r in ("age", "count", "tokens")}
-    summaries = 0
+    run = prune(open_manager(args, settings), args.workspace, dry_run=args.dry_run)
+    if args.json:
+        print_json(prune_json(run))
+    else:
+        print(prune_text(run, settings))
+    return 0
+
+
+def prune(manager: ChatHistoryManager, workspace: str | None, *, dry_run: bool) -> PruneRun:
+    """Storage retention of every conversation of ``workspace`` (default: all), with progress."""
+    keys = all_keys(manager, workspace)
+    plans = []
     with Progress("pruning", len(keys)) as progress:
         for key in keys:
-            plan = manager.retain(key, dry_run=args.dry_run)
+            plans.append((key, manager.retain(key, dry_run=dry_run)))
             progress.advance()
-            if not plan.delete_ids and not plan.deleted_summary:
-                continue
-            summaries += plan.deleted_summary
-            reasons = {}
-            for event in plan.events:
-                reasons[event.reason] = {
-                    "messages": event.dropped_messages,
-                    "turns": event.dropped_turns,
-                }
-                totals[event.reason].update(
-                    messages=event.dropped_messages, turns=event.dropped_turns, conversations=1
-                )
-            per_conversation.append(
-                {
-                    "workspace": key.workspace,
-                    "conversationId": key.conversation,
-                    "droppedMessages": len(plan.delete_ids),
-                    "retainedTurns": plan.report.retained_turns if plan.report else None,
-                    "reasons": reasons,
-                    "summaryDeleted": plan.deleted_summary,
-                }
-            )
-    messages = sum(c["droppedMessages"] for c in per_conversation)
-    if args.json:
-        print_json(
+    return tally(dry_run, plans)
+
+
+def prune_json(run: PruneRun) -> dict[str, Any]:
+    """``prune --json``."""
+    return {
+        "dryRun": run.dry_run,
+        "conversationsChecked": run.checked,
+        "droppedMessages": run.dropped_messages,
+        "deletedSummaries": run.deleted_summaries,
+        "reasons": {
+            rule: {"messages": m, "turns": t, "conversations": c}
+            for rule, (m, t, c) in run.per_rule.items()
+        },
+        "conversations": [
             {
-                "dryRun": args.dry_run,
-                "conversationsChecked": len(keys),
-                "droppedMessages": messages,
-                "deletedSummaries": summaries,
-                "reasons": {r: dict(c) for r, c in totals.items()},
-                "conversations": per_conversation,
+                "workspace": item.key.workspace,
+                "conversationId": item.key.conversation,
+                "droppedMessages": item.dropped_messages,
+                "retainedTurns": item.retained_turns,
+                "reasons": {
+                    rule: {"messages": m, "turns": t} for rule, (m, t) in item.reasons.items()
+                },
+                "summaryDeleted": item.summary_deleted,
             }
-        )
-        return 0
-    verb = "Would delete" if args.dry_run else "Deleted"
-    if args.dry_run:
-        print("Dry run: nothing was deleted.")
-    print(
-        f"{verb} {messages:,} message(s) in {len(per_conversation):,} of {len(keys):,} "
-        f"conversation(s), and {summaries} expired summar{'y' if summaries == 1 else 'ies'}."
-    )
-    limits = {
-        "age": f"turns older than {settings.max_age_hours:g} h"
-        if settings.max_age_hours > 0
-        else "rule off",
-        "count": f"more than {settings.max_messages:,} messages",
-        "tokens": f"more than {settings.max_tokens:,} tokens"
-        if settings.max_tokens
-        else "rule off",
+            for item in run.conversations
+        ],
     }
-    for reason, counted in totals.items():
-        print(
-            f"  {reason:<7} {counted['messages']:>8,} messages {counted['turns']:>6,} turns "
-            f"{counted['conversations']:>5,} conversation(s)   ({limits[reason]})"
-        )
-    for item in per_conversation:
-        parts = [
-            f"{reason}: {n['messages']} messages/{n['turns']} turns"
-            for reason, n in item["reasons"].items()
-        ]
-        if item["summaryDeleted"]:
-            parts.append("expired summary")
-        print(terminal_safe(f"  {item['workspace']}  {item['conversationId']}: {'; '.join(parts)}"))
-    return 0
 
 
 def _write_lines(lines: Iterator[dict[str, Any]], sink: Any, progress: Progress) -> None:
@@ -395,27 +343,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
     loaded = load_cli_settings(args)
     manager = open_manager(args, reading(loaded.settings))
     stats = manager.stats()
-    path = manager.store.path
+    path = manager.database_path
     wal = _size(Path(f"{path}-wal"))
     shown = {
         f"{SECTION}.{key}": getattr(loaded.settings, attribute) for key, attribute in SHOWN_SETTINGS
     }
     if args.json:
-        print_json(
-            {
-                "database": str(path),
-                "fileBytes": _size(path),
-                "walBytes": wal,
-                "messages": stats.messages,
-                "conversations": stats.conversations,
-                "workspaces": stats.workspaces,
-                "summaries": stats.summaries,
-                "oldestMessage": stats.oldest_timestamp,
-                "newestMessage": stats.newest_timestamp,
-                "settings": shown,
-                "settingSources": {k: loaded.sources.get(k, "default") for k in shown},
-            }
-        )
+        sources = {k: loaded.sources.get(k, "default") for k in shown}
+        print_json(protocol.wire_stats(str(path), _size(path), wal, stats, shown, sources))
         return 0
     print(f"database       {path}")
     print(f"size           {_size(path):,} bytes (+ {wal:,} bytes of WAL)")

@@ -19,20 +19,20 @@ be encoded or is larger than ``MAX_ANSWER_BYTES``."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import logging
 import re
 import threading
-from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, BinaryIO
 
+import attrs
 from pygls.protocol import JsonRPCNotification, JsonRPCProtocol, JsonRPCRequestMessage
 
+from chat_history import lsp_adapter
 from chat_history.errors import cut, shown
 from chat_history.model import MAX_JSON_DEPTH, nesting_exceeds
-from chat_history.protocol import _error_path
+from chat_history.protocol import error_path
 
 log = logging.getLogger("chat_history")
 
@@ -51,12 +51,6 @@ MAX_DEPTH = MAX_JSON_DEPTH
 #: pygls caches it (its lookups keep each name they saw) or repeats it in a log line.
 MAX_METHOD_CHARS = 256
 _MAX_HEADER_LINE = 8_192
-#: The largest answer written. Bodies are UTF-8, and a JSON text of N bytes decodes to at most N
-#: UTF-16 code units, so a client on Node/V8 (longest string: 2**29 - 24 units) can always read
-#: one. Every valid append's answer fits: it echoes what the request sent (at most
-#: MAX_FRAME_BYTES), plus ~200 bytes per stored row and a few bytes per re-encoded number.
-#: A larger answer (``get`` without ``limit`` of a huge history) is an error that says to page.
-MAX_ANSWER_BYTES = 384 * 1024 * 1024
 #: JSON objects and arrays in one message: each costs ~100 bytes of memory and some work in every
 #: check, so this bounds the cost of a message of many tiny objects (46 MB of ``{}`` took 53 s
 #: and 1.3 GB before). A million is far more than 1,000 messages' metadata and arguments hold.
@@ -160,7 +154,7 @@ def track(protocol: JsonRPCProtocol, msg_id: Any, pending: set[Any]) -> None:
     """Remember the future of the request ``msg_id`` that was just handed to pygls, until done."""
     if msg_id is None:
         return
-    future = protocol._request_futures.get(msg_id)
+    future = lsp_adapter.request_future(protocol, msg_id)
     if future is not None and not future.done():
         pending.add(future)
         future.add_done_callback(pending.discard)
@@ -175,10 +169,9 @@ async def finish(protocol: JsonRPCProtocol, pending: set[Any], *, closed: bool) 
         why = "stdin closed" if closed else "exit received"
         log.warning("%s with %d request(s) not answered yet; finishing them", why, len(pending))
     while pending:
-        for msg_id in list(protocol._result_types):
-            future = protocol._request_futures.pop(msg_id, None)
-            if isinstance(future, concurrent.futures.Future) and not future.done():
-                future.set_exception(ConnectionError("the client will not answer any more"))
+        lsp_adapter.fail_server_requests(
+            protocol, ConnectionError("the client will not answer any more")
+        )
         waiting = [asyncio.wrap_future(f) for f in list(pending)]
         if not waiting:  # the last one finished since the loop's test
             break
@@ -232,6 +225,28 @@ def containers_over(body: bytes, limit: int = MAX_CONTAINERS) -> bool:
 def handle_body(protocol: JsonRPCProtocol, body: bytes) -> Any:
     """Validate one message and hand it to pygls, or answer why it cannot be handled; the id of
     a request handed to pygls, else None."""
+    data = parse_body(protocol, body)
+    if data is None:
+        return None
+    if "method" not in data:
+        _handle_response(protocol, data)
+        return None
+    incoming = Incoming.of(data)
+    problem = envelope_problem(protocol, incoming)
+    if problem is not None:
+        incoming.refuse(protocol, *problem)
+        return None
+    if params_too_deep(protocol, incoming):
+        return None
+    structured = structure_message(protocol, incoming)
+    if structured is None:
+        return None
+    return dispatch(protocol, incoming, structured)
+
+
+def parse_body(protocol: JsonRPCProtocol, body: bytes) -> dict[str, Any] | None:
+    """Step 1: the body as a JSON object, bounded in containers and depth; None when it was
+    answered (or dropped) instead."""
     if containers_over(body):
         msg_id = top_level_id(body)
         what = f"holds more than {MAX_CONTAINERS:,} JSON objects and arrays"
@@ -247,10 +262,10 @@ def handle_body(protocol: JsonRPCProtocol, body: bytes) -> Any:
         data = json.loads(body, parse_int=_parse_int)
     except RecursionError:
         too_deep(protocol, top_level_id(body), "params")
-        return
+        return None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
         send_error(protocol, None, PARSE_ERROR, f"Parse error: {exc}")
-        return
+        return None
     if not isinstance(data, dict):
         send_error(
             protocol,
@@ -258,71 +273,109 @@ def handle_body(protocol: JsonRPCProtocol, body: bytes) -> Any:
             INVALID_REQUEST,
             "Invalid Request: a message must be a JSON object (batches are not supported)",
         )
-        return
-    if "method" not in data:
-        _handle_response(protocol, data)
-        return
-    has_id = "id" in data
-    msg_id = data.get("id")
-    id_ok = isinstance(msg_id, str) or (isinstance(msg_id, int) and not isinstance(msg_id, bool))
-    answer_id = msg_id if id_ok else None
-    method = data["method"]
+        return None
+    return data
 
-    def refuse(code: int, message: str, error_data: Any = None) -> None:
-        if has_id:
-            send_error(protocol, answer_id, code, message, error_data)
+
+@attrs.frozen
+class Incoming:
+    """A request or notification as received: its id (``answer_id`` is the id an error answer
+    may carry: null when the id itself is invalid)."""
+
+    data: dict[str, Any]
+    method: Any
+    has_id: bool
+    msg_id: Any
+    id_ok: bool
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Incoming:
+        msg_id = data.get("id")
+        id_ok = isinstance(msg_id, str) or (
+            isinstance(msg_id, int) and not isinstance(msg_id, bool)
+        )
+        return cls(data, data["method"], "id" in data, msg_id, id_ok)
+
+    @property
+    def answer_id(self) -> Any:
+        return self.msg_id if self.id_ok else None
+
+    def refuse(
+        self, protocol: JsonRPCProtocol, code: int, message: str, error_data: Any = None
+    ) -> None:
+        """Answer a request with an error; a notification is dropped with a log line."""
+        if self.has_id:
+            send_error(protocol, self.answer_id, code, message, error_data)
         else:
             log.warning("dropped a notification: %s", message)
 
-    if data.get("jsonrpc") != "2.0":
-        refuse(INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"')
-        return
+
+def envelope_problem(protocol: JsonRPCProtocol, incoming: Incoming) -> tuple[int, str] | None:
+    """Step 2: what is wrong with the message's members other than params, as (code, message)."""
+    method = incoming.method
+    if incoming.data.get("jsonrpc") != "2.0":
+        return INVALID_REQUEST, 'Invalid Request: "jsonrpc" must be "2.0"'
     if not isinstance(method, str):
-        refuse(INVALID_REQUEST, 'Invalid Request: "method" must be a string')
-        return
+        return INVALID_REQUEST, 'Invalid Request: "method" must be a string'
     if len(method) > MAX_METHOD_CHARS:
-        refuse(METHOD_NOT_FOUND, f"Method not found: {shown(method)}")
-        return
-    if has_id and not id_ok:
-        refuse(INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer')
-        return
-    if protocol._shutdown and method != "exit":
-        refuse(INVALID_REQUEST, "Invalid Request: the server is shutting down")
-        return
-    params = data.get("params")
+        return METHOD_NOT_FOUND, f"Method not found: {shown(method)}"
+    if incoming.has_id and not incoming.id_ok:
+        return INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer'
+    if lsp_adapter.shutting_down(protocol) and method != "exit":
+        return INVALID_REQUEST, "Invalid Request: the server is shutting down"
+    return None
+
+
+def params_too_deep(protocol: JsonRPCProtocol, incoming: Incoming) -> bool:
+    """Step 3: params nested deeper than ``MAX_DEPTH`` (a request is answered naming where)."""
+    params = incoming.data.get("params")
     deep = deepest_path(params, MAX_DEPTH) if nesting_exceeds(params, MAX_DEPTH) else None
-    if deep is not None:
-        if has_id:
-            too_deep(protocol, answer_id, deep)
-        return
+    if deep is None:
+        return False
+    if incoming.has_id:
+        too_deep(protocol, incoming.answer_id, deep)
+    return True
+
+
+def structure_message(protocol: JsonRPCProtocol, incoming: Incoming) -> Any:
+    """Step 4: the message as pygls's type for its method; None when refused as -32602."""
+    data, method, has_id = incoming.data, incoming.method, incoming.has_id
     message_type = protocol.get_message_type(method)
     message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
     if has_id:
-        message["id"] = msg_id
+        message["id"] = incoming.msg_id
     if "params" in data or message_type is None:
         message["params"] = data.get("params")  # JSON-RPC lets a request omit params
     if message_type is None:
         message_type = JsonRPCRequestMessage if has_id else JsonRPCNotification
     try:
-        # What pygls's structure_message does, without its traceback in the log for bad input.
-        structured = protocol._converter.structure(message, message_type)
+        return lsp_adapter.structure_message(protocol, message, message_type)
     except Exception as exc:
-        field, why = _error_path(exc, "")
+        field, why = error_path(exc, "")
         field = field.removeprefix("params").removeprefix(".") or "params"
         field, why = cut(field, 300), cut(why, 1_000)
-        refuse(INVALID_PARAMS, f"Invalid params: {field}: {why}", {"field": field})
-        return
+        incoming.refuse(
+            protocol, INVALID_PARAMS, f"Invalid params: {field}: {why}", {"field": field}
+        )
+        return None
+
+
+def dispatch(protocol: JsonRPCProtocol, incoming: Incoming, structured: Any) -> Any:
+    """Step 5: hand the message to pygls; the request's id, else None."""
+    method = incoming.method
     try:
         protocol.handle_message(structured)
-        return msg_id if has_id else None
+        return incoming.msg_id if incoming.has_id else None
     except Exception as exc:
         # pygls answers a request's own errors; what escapes is a notification it choked on
         # (a $/cancelRequest whose id is a list raises TypeError): never fatal to the server.
-        if not has_id:
+        if not incoming.has_id:
             log.warning("dropped a notification %s: %r", method, exc)
             return None
         log.exception("could not handle %s", method)
-        send_error(protocol, answer_id, INTERNAL_ERROR, f"Internal error handling {method}")
+        send_error(
+            protocol, incoming.answer_id, INTERNAL_ERROR, f"Internal error handling {method}"
+        )
         return None
 
 
@@ -410,97 +463,4 @@ def send_error(
     if data is not None:
         error["data"] = data
     log.info("answered %s: %s", code, message)
-    protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "error": error})
-
-
-# -- writing ---------------------------------------------------------------------------------------
-
-_HEADER = b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n"
-
-
-def frame_header(size: int) -> bytes:
-    return _HEADER % size
-
-
-class FrameWriter:
-    """stdout for pygls and for frames written directly: one lock, so the header and body of a
-    frame written from one thread are never split by another's; once the client has closed
-    stdout, later writes are dropped (the work behind them still completes)."""
-
-    def __init__(self, stdout: BinaryIO) -> None:
-        self._stdout = stdout
-        self._lock = threading.Lock()
-        self.closed = False
-
-    def close(self) -> None:
-        with self._lock:
-            self._stdout.close()
-
-    def write(self, data: bytes) -> None:
-        self.write_parts(data)
-
-    def write_frame(self, body: bytes) -> None:
-        self.write_parts(frame_header(len(body)), body)
-
-    def write_parts(self, *parts: bytes) -> None:
-        with self._lock:
-            if self.closed:
-                return
-            try:
-                for part in parts:
-                    self._stdout.write(part)
-                self._stdout.flush()
-            except (BrokenPipeError, ValueError, OSError) as exc:  # ValueError: closed file
-                self.closed = True
-                log.warning("the client closed stdout (%s); later answers are dropped", exc)
-
-
-def encode(data: Any, default: Callable[[Any], Any]) -> bytes:
-    """One message as compact UTF-8 JSON (non-ASCII as is, not six-byte escapes). A lone
-    surrogate, which only a string can hold, becomes its ``\\uXXXX`` escape."""
-    text = json.dumps(data, default=default, ensure_ascii=False, separators=(",", ":"))
-    return text.encode("utf-8", "backslashreplace")
-
-
-def answer_body(data: Any, default: Callable[[Any], Any]) -> bytes | None:
-    """The body of a message to send; for an answer that cannot be encoded or is larger than
-    ``MAX_ANSWER_BYTES``, an error answer under its id instead, so that no request goes
-    unanswered. None when a message that is not an answer cannot be sent."""
-    msg_id = getattr(data, "id", None) if not isinstance(data, dict) else data.get("id")
-    is_answer = (
-        hasattr(data, "result")
-        or hasattr(data, "error")
-        or (isinstance(data, dict) and ("result" in data or "error" in data))
-    )
-    try:
-        body = encode(data, default)
-    except (RecursionError, MemoryError, ValueError, TypeError) as exc:
-        log.error("could not encode a message (id %s): %s", shown(msg_id), cut(repr(exc)))
-        if not is_answer:
-            return None
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else cut(str(exc))
-        return error_body(
-            msg_id, INTERNAL_ERROR, f"Internal error: the answer cannot be sent ({reason})"
-        )
-    if is_answer and len(body) > MAX_ANSWER_BYTES:
-        size = len(body)
-        del body
-        log.warning(
-            "answer %s of %d bytes refused (limit %d)", shown(msg_id), size, MAX_ANSWER_BYTES
-        )
-        return error_body(
-            msg_id,
-            INTERNAL_ERROR,
-            f"Internal error: the answer would be {size:,} bytes, more than the "
-            f"{MAX_ANSWER_BYTES:,} one answer may carry; ask for less at a time (chatHistory/get: "
-            "pages with limit and beforeId)",
-            {"answerBytes": size, "maxAnswerBytes": MAX_ANSWER_BYTES},
-        )
-    return body
-
-
-def error_body(msg_id: Any, code: int, message: str, data: Any = None) -> bytes:
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    return encode({"jsonrpc": "2.0", "id": msg_id, "error": error}, repr)
+    lsp_adapter.send(protocol, {"jsonrpc": "2.0", "id": msg_id, "error": error})

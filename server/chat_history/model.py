@@ -186,8 +186,19 @@ class StoredMessage(Message):
         )
 
 
+@attrs.frozen(cache_hash=True)
+class Key:
+    """Which conversation: the workspace it belongs to and its id there."""
+
+    workspace: str
+    conversation: str
+
+
 @attrs.frozen(kw_only=True)
 class Summary:
+    """A conversation's summary as stored: its text, when it was saved (epoch milliseconds) and
+    the id of the newest row it covers."""
+
     summary: str
     updated_at: int
     covers_through_id: int | None = None

@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import cattrs
@@ -32,6 +32,10 @@ from chat_history.model import (
     Trimmed,
     nesting_exceeds,
 )
+
+if TYPE_CHECKING:  # the manager's result types, translated below (no import at run time)
+    from chat_history.manager import AppendResult, GetResult, PrepareOptions
+    from chat_history.store import ConversationRecord, DatabaseStats
 
 # Limits (README "Limits"): large enough for real chats, small enough that no request can
 # exhaust memory or the database.
@@ -217,21 +221,21 @@ def _make_converter() -> cattrs.Converter:
 converter = _make_converter()
 
 
-def _error_path(exc: BaseException, path: str) -> tuple[str, str]:
+def error_path(exc: BaseException, path: str) -> tuple[str, str]:
     """The first leaf error of a cattrs exception group, as (wire path, reason)."""
     if isinstance(exc, IterableValidationError):
         indexed, unindexed = exc.group_exceptions()
         for inner, index_note in indexed:
-            return _error_path(inner, f"{path}[{index_note.index}]")
+            return error_path(inner, f"{path}[{index_note.index}]")
         if unindexed:
-            return _error_path(unindexed[0], path)
+            return error_path(unindexed[0], path)
     if isinstance(exc, ClassValidationError):
         named, unnamed = exc.group_exceptions()
         for inner, name_note in named:
             name = camel(name_note.name)
-            return _error_path(inner, f"{path}.{name}" if path else name)
+            return error_path(inner, f"{path}.{name}" if path else name)
         if unnamed:
-            return _error_path(unnamed[0], path)
+            return error_path(unnamed[0], path)
     if isinstance(exc, ForbiddenExtraKeysError):
         return path, f"unknown field(s) {sorted(exc.extra_fields)}"
     if isinstance(exc, KeyError):
@@ -249,7 +253,7 @@ def structure(params: Any, cls: type[T]) -> T:
     try:
         return converter.structure(params, cls)
     except Exception as exc:  # cattrs raises exception groups of many kinds
-        field, why = _error_path(exc, "")
+        field, why = error_path(exc, "")
         raise InvalidParams(field or "params", why) from None
 
 
@@ -528,3 +532,122 @@ def wire_prune(report: PruneReport | None) -> dict[str, Any] | None:
 
 def wire_trimmed(workspace: str, conversation: str, event: Trimmed) -> dict[str, Any]:
     return {"workspace": workspace, "conversationId": conversation, **wire(event)}
+
+
+# -- per-method translators: wire params -> manager arguments, manager results -> wire -----------
+
+
+def get_args(params: GetParams) -> tuple[int | None, int | None]:
+    """``chatHistory/get``'s page: (limit, beforeId), range-checked."""
+    return (
+        check_int(params.limit, "limit", 1, MAX_PAGE),
+        check_int(params.before_id, "beforeId", 0),
+    )
+
+
+def prepare_options(params: PrepareParams) -> PrepareOptions:
+    """``chatHistory/prepare``'s options, range-checked."""
+    from chat_history.manager import PrepareOptions
+
+    return PrepareOptions(
+        provider=params.provider,
+        model=params.model,
+        tools=to_tools(params.tools),
+        extra_tokens=check_int(params.extra_tokens, "extraTokens", 0) or 0,
+        overflow_recovery=bool(params.overflow_recovery),
+        keep_tool_context_turns=check_int(
+            params.keep_tool_context_turns, "keepToolContextTurns", 0
+        ),
+    )
+
+
+def summary_args(params: SaveSummaryParams) -> tuple[str, int | None]:
+    """``chatHistory/saveSummary``'s (summary, coversThroughId), checked."""
+    return (
+        check_text(params.summary, "summary", MAX_SUMMARY_CHARS),
+        check_int(params.covers_through_id, "coversThroughId", 0),
+    )
+
+
+def wire_append(result: AppendResult) -> dict[str, Any]:
+    return {"messages": wire(result.messages), "pruned": wire_prune(result.pruned)}
+
+
+def wire_get(result: GetResult) -> dict[str, Any]:
+    return {
+        "messages": wire(result.messages),
+        "summary": wire_summary(result.summary),
+        "pruned": wire_prune(result.pruned),
+        "hasMore": result.has_more,
+    }
+
+
+def wire_cleared(deleted_messages: int) -> dict[str, Any]:
+    return {"deletedMessages": deleted_messages}
+
+
+def wire_conversation(record: ConversationRecord, workspace: str | None = None) -> dict[str, Any]:
+    """One ``listConversations`` entry; with ``workspace`` (the CLI's listing over every
+    workspace), the workspace first."""
+    entry: dict[str, Any] = {} if workspace is None else {"workspace": workspace}
+    entry.update(
+        conversationId=record.conversation,
+        messageCount=record.message_count,
+        tokens=record.tokens,
+        lastActivity=record.last_activity,
+        hasSummary=record.has_summary,
+    )
+    return entry
+
+
+def wire_conversations(records: Sequence[ConversationRecord]) -> dict[str, Any]:
+    return {"conversations": [wire_conversation(r) for r in records]}
+
+
+def wire_history(workspace: str, conversation: str, result: GetResult) -> dict[str, Any]:
+    """``chat-history show --json``: one conversation's rows and summary."""
+    return {
+        "workspace": workspace,
+        "conversationId": conversation,
+        "messages": wire(result.messages),
+        "summary": wire_summary(result.summary),
+    }
+
+
+def wire_stats(
+    path: str,
+    file_bytes: int,
+    wal_bytes: int,
+    stats: DatabaseStats,
+    settings: Mapping[str, Any],
+    sources: Mapping[str, str],
+) -> dict[str, Any]:
+    """``chat-history stats --json``."""
+    return {
+        "database": path,
+        "fileBytes": file_bytes,
+        "walBytes": wal_bytes,
+        "messages": stats.messages,
+        "conversations": stats.conversations,
+        "workspaces": stats.workspaces,
+        "summaries": stats.summaries,
+        "oldestMessage": stats.oldest_timestamp,
+        "newestMessage": stats.newest_timestamp,
+        "settings": dict(settings),
+        "settingSources": dict(sources),
+    }
+
+
+def list_workspace(params: ListParams, default_workspace: str) -> str:
+    """``chatHistory/listConversations``'s workspace: the one named, else the session's."""
+    if params.workspace is None:
+        return default_workspace
+    return check_workspace(params.workspace)
+
+
+# -- errors --------------------------------------------------------------------------------------
+
+#: Error codes that answer bad input or a known condition, not a server defect. (The classes
+#: that carry them are in server.py: pygls's exceptions import lsprotocol, ~0.5 s the CLI, which
+#: uses this module too, must not pay.)
+EXPECTED_CODES = frozenset({-32600, -32602, -32002, 1001, 1002})

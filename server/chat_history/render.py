@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from chat_history.model import StoredMessage, Summary
-from chat_history.store import Key
-from chat_history.store.db import ConversationRecord
+from chat_history.model import Key, StoredMessage, Summary
+from chat_history.settings import Settings
+from chat_history.storage_retention import PruneRun
+from chat_history.store import ConversationRecord
 
 #: Without --full, a tool result or call arguments are cut to this many characters / lines.
 PREVIEW_CHARS = 1_000
@@ -159,3 +160,37 @@ def history_text(
             out += ["            " + note for note in _extras(result)]
         out += ["    " + note for note in _extras(row)]
     return terminal_safe("\n".join(out))
+
+
+def prune_text(run: PruneRun, settings: Settings) -> str:
+    """``prune``'s report: the totals, one line per rule with its limit, one per conversation."""
+    verb = "Would delete" if run.dry_run else "Deleted"
+    lines = ["Dry run: nothing was deleted."] if run.dry_run else []
+    summaries = run.deleted_summaries
+    lines.append(
+        f"{verb} {run.dropped_messages:,} message(s) in {len(run.conversations):,} of "
+        f"{run.checked:,} conversation(s), and {summaries} expired "
+        f"summar{'y' if summaries == 1 else 'ies'}."
+    )
+    limits = {
+        "age": f"turns older than {settings.max_age_hours:g} h"
+        if settings.max_age_hours > 0
+        else "rule off",
+        "count": f"more than {settings.max_messages:,} messages",
+        "tokens": f"more than {settings.max_tokens:,} tokens"
+        if settings.max_tokens
+        else "rule off",
+    }
+    for rule, (messages, turns, conversations) in run.per_rule.items():
+        lines.append(
+            f"  {rule:<7} {messages:>8,} messages {turns:>6,} turns "
+            f"{conversations:>5,} conversation(s)   ({limits[rule]})"
+        )
+    for item in run.conversations:
+        parts = [f"{rule}: {m} messages/{t} turns" for rule, (m, t) in item.reasons.items()]
+        if item.summary_deleted:
+            parts.append("expired summary")
+        lines.append(
+            terminal_safe(f"  {item.key.workspace}  {item.key.conversation}: {'; '.join(parts)}")
+        )
+    return "\n".join(lines)

@@ -11,31 +11,24 @@ import threading
 from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO
 
-import cattrs
 from lsprotocol import types
 from pygls.exceptions import (
     JsonRpcException,
     JsonRpcInvalidParams,
     JsonRpcInvalidRequest,
-    JsonRpcMethodNotFound,
     JsonRpcServerNotInitialized,
 )
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import (
-    JsonRPCNotification,
-    JsonRPCRequestMessage,
-    JsonRPCResponseMessage,
-    LanguageServerProtocol,
-    default_converter,
     lsp_method,
 )
 
-from chat_history import __version__, framing, protocol
+from chat_history import __version__, frames, framing, lsp_adapter, protocol
 from chat_history.barrier import BOUND_SECONDS, SettingsBarrier
 from chat_history.errors import ContextOverflow, InvalidParams, StorageError
-from chat_history.manager import ChatHistoryManager, PrepareOptions
+from chat_history.manager import ChatHistoryManager
 from chat_history.model import Trimmed
 from chat_history.paths import default_storage_folder
 from chat_history.settings import (
@@ -50,9 +43,7 @@ from chat_history.store import Key, Store
 log = logging.getLogger("chat_history")
 PROTOCOL_VERSION = 1
 TRIMMED = "chatHistory/trimmed"
-#: Error codes that answer bad input or a known condition, not a server defect.
-EXPECTED_CODES = frozenset({-32600, -32602, -32002, 1001, 1002})
-P = TypeVar("P")
+EXPECTED_CODES = protocol.EXPECTED_CODES
 
 
 class ContextOverflowError(JsonRpcException):
@@ -79,49 +70,16 @@ def to_jsonrpc(exc: Exception) -> JsonRpcException:
     raise exc
 
 
-def _converter() -> cattrs.Converter:
-    """lsprotocol's converter, but custom params and results stay plain JSON (no namedtuples)."""
-    converter: cattrs.Converter = default_converter()  # type: ignore[no-untyped-call]
-    for cls in (JsonRPCRequestMessage, JsonRPCNotification, JsonRPCResponseMessage):
-        converter.register_structure_hook(cls, lambda obj, cls: cls(**obj))
-    # Outgoing: one level only. Our results are JSON already (a ~20 KB prepare body took a
-    # cattrs walk as long as json.dumps itself); an lsprotocol object inside still reaches
-    # this converter through json.dumps's ``default`` hook.
-    converter.register_unstructure_hook(
-        JsonRPCResponseMessage,
-        lambda m: {"id": m.id, "jsonrpc": m.jsonrpc, "result": m.result},
-    )
-    converter.register_unstructure_hook(
-        JsonRPCNotification,
-        lambda m: {"method": m.method, "jsonrpc": m.jsonrpc, "params": m.params},
-    )
-    return converter
+#: the converter pygls uses (tests share it)
+_converter = lsp_adapter.converter
 
 
-class ChatHistoryProtocol(LanguageServerProtocol):
-    def _send_data(self, data: Any) -> None:
-        """pygls's writer, but UTF-8 (pygls escapes every non-ASCII character, tripling emoji),
-        a Content-Length in bytes, and an error answer for an answer that cannot be encoded or
-        is too large (pygls logged those and never answered): see framing.answer_body."""
-        if not data:
-            return
-        writer = self.writer
-        if writer is None:
-            log.error("Unable to send data, no available transport!")
-            return
-        body = framing.answer_body(data, self._serialize_message)
-        if body is None:
-            return
-        if isinstance(writer, framing.FrameWriter):
-            writer.write_frame(body)
-        else:  # an embedding test's writer
-            writer.write(framing.frame_header(len(body)) + body)
-
+class ChatHistoryProtocol(lsp_adapter.AdaptedProtocol):
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(
         self, params: types.InitializeParams
     ) -> Generator[Any, Any, types.InitializeResult]:
-        if getattr(self._server, "manager", None) is not None:
+        if getattr(self.server, "manager", None) is not None:
             # LSP allows one initialize; a second must not swap the storage folder mid-session.
             raise JsonRpcInvalidRequest(message="initialize may only be sent once per session")
         result = yield from super().lsp_initialize(params)
@@ -161,37 +119,6 @@ class ChatHistoryProtocol(LanguageServerProtocol):
     @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
     def lsp_notebook_document__did_close(self, params: Any) -> None:
         return None
-
-    def _known(self, method: str) -> bool:
-        return method in self.fm.builtin_features or method in self.fm.features
-
-    def _handle_request(self, msg_id: Any, method_name: str, params: Any) -> None:
-        # LSP: a `$/` request the server does not implement gets MethodNotFound, and that is
-        # routine (clients probe with them), not an error for the log.
-        if method_name.startswith("$/") and not self._known(method_name):
-            log.debug("unknown request %s answered MethodNotFound", method_name[:100])
-            error = JsonRpcMethodNotFound.of(method_name[:100]).to_response_error()
-            self._send_response(msg_id, None, error)
-            return
-        super()._handle_request(msg_id, method_name, params)
-
-    def _handle_notification(self, method_name: str, params: Any) -> None:
-        # LSP: `$/` notifications may be ignored.
-        if (
-            method_name.startswith("$/")
-            and method_name != types.CANCEL_REQUEST
-            and not self._known(method_name)
-        ):
-            log.debug("ignored notification %s", method_name[:100])
-            return
-        super()._handle_notification(method_name, params)
-
-    def _handle_cancel_notification(self, msg_id: Any) -> None:
-        # Cancelling a request that was already answered is an ordinary race, not news.
-        if msg_id not in self._request_futures:
-            log.debug("cancel for request %r, already answered", msg_id)
-            return
-        super()._handle_cancel_notification(msg_id)
 
 
 #: What the request thread returns for a request cancelled (or refused by ``shutdown``) before
@@ -253,7 +180,7 @@ class ChatHistoryServer(LanguageServer):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pulls: set[asyncio.Task[None]] = set()
         #: the stdout writer ``start_io`` gave pygls (None until then)
-        self._stdout: framing.FrameWriter | None = None
+        self._stdout: frames.FrameWriter | None = None
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         # Error responses already reach the client; expected ones need no log line at all.
@@ -264,12 +191,12 @@ class ChatHistoryServer(LanguageServer):
     def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
         """pygls's stdio server with ``framing.serve`` as its loop: every request that can be
         answered is answered, whatever arrives on stdin (see framing.py)."""
-        self._stop_event = threading.Event()
-        self._stdout = framing.FrameWriter(stdout or sys.stdout.buffer)
+        stop = lsp_adapter.new_stop_event(self)
+        self._stdout = frames.FrameWriter(stdout or sys.stdout.buffer)
         self.protocol.set_writer(self._stdout)
         reader = framing.StdinReader(stdin or sys.stdin.buffer, self.thread_pool)
         try:
-            asyncio.run(framing.serve(reader, self.protocol, self._stop_event))
+            asyncio.run(framing.serve(reader, self.protocol, stop))
         except BrokenPipeError:
             log.error("the client closed the connection; shutting down")
         except KeyboardInterrupt:
@@ -372,16 +299,7 @@ class ChatHistoryServer(LanguageServer):
         """One request's ``chatHistory/trimmed`` notifications, written to stdout in one write
         (a prepare of a long conversation sends two, and every write wakes the client)."""
         params = [protocol.wire_trimmed(key.workspace, key.conversation, e) for e in events]
-        writer = self._stdout
-        if writer is None:  # not serving stdio (an embedding test): pygls's own path
-            for one in params:
-                self.protocol.notify(TRIMMED, one)
-            return
-        frames = []
-        for one in params:
-            body = framing.encode({"jsonrpc": "2.0", "method": TRIMMED, "params": one}, repr)
-            frames += [framing.frame_header(len(body)), body]
-        writer.write_parts(*frames)
+        lsp_adapter.notify_all(self.protocol, self._stdout, TRIMMED, params)
 
     def key(self, params: protocol.KeyParams) -> Key:
         workspace, conversation = protocol.check_key(params, self.workspace_identity)
@@ -401,9 +319,6 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-server = ChatHistoryServer()
 
 
 def _storage_folder(ls: ChatHistoryServer, options: dict[str, Any]) -> Path:
@@ -427,7 +342,6 @@ def _workspace_identity(params: types.InitializeParams, options: dict[str, Any])
     return params.root_uri or params.root_path or "default"
 
 
-@server.feature(types.INITIALIZE)
 def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
     ls._loop = asyncio.get_running_loop()
     options = params.initialization_options
@@ -445,13 +359,11 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
     ls.tell(types.MessageType.Info, f"storage folder {folder}, workspace {ls.workspace_identity}")
 
 
-@server.feature(types.INITIALIZED)
 def initialized(ls: ChatHistoryServer, params: types.InitializedParams) -> None:
     if ls.pulls_configuration:
         ls.start_pull()
 
 
-@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 def did_change_configuration(
     ls: ChatHistoryServer, params: types.DidChangeConfigurationParams
 ) -> None:
@@ -464,7 +376,6 @@ def did_change_configuration(
         ls.start_pull()
 
 
-@server.feature(types.SHUTDOWN)
 async def shutdown(ls: ChatHistoryServer, *args: Any) -> None:
     # A request that started is finished and answered before `shutdown` is; the others never run.
     ls.closing.set()
@@ -474,133 +385,110 @@ async def shutdown(ls: ChatHistoryServer, *args: Any) -> None:
     await asyncio.gather(*ls.in_flight, return_exceptions=True)
 
 
-def request(
-    method: str, params_cls: type[P]
-) -> Callable[[Callable[[ChatHistoryManager, ChatHistoryServer, P], Any]], None]:
+Handler = Callable[[ChatHistoryManager, ChatHistoryServer, Any], Any]
+
+
+def request(ls: ChatHistoryServer, method: str, params_cls: type, body: Handler) -> None:
     """Register a handler run on the request thread: settings barrier, initialize gate, params
     structuring, error mapping."""
 
-    def register(body: Callable[[ChatHistoryManager, ChatHistoryServer, P], Any]) -> None:
-        @server.feature(method)
-        async def handler(ls: ChatHistoryServer, raw: Any) -> Any:
-            # Ticket and submission before the first await: in the order the requests arrived.
-            job = Job(ls.barrier.ticket(), ls.closing)
-            done = asyncio.wrap_future(ls.requests.submit(run, ls, job, raw))
-            task = asyncio.current_task()
-            if task is not None:
-                ls.in_flight.add(task)
-                task.add_done_callback(ls.in_flight.discard)
-            while True:
-                try:
-                    result = await asyncio.shield(done)
-                except asyncio.CancelledError:
-                    if job.cancel():
-                        ls.barrier.wake()
-                        raise
-                    continue  # started: it finishes, and its result is the answer
-                if result is _NOT_RUN:
-                    raise asyncio.CancelledError
-                return result
-
-        def run(ls: ChatHistoryServer, job: Job, raw: Any) -> Any:
-            settings = ls.barrier.settings_for(job.ticket, job.stopped)
-            if not job.start():
-                return _NOT_RUN
-            manager = ls.manager
-            if manager is None:
-                raise JsonRpcServerNotInitialized(
-                    message=f"{method}: the server is not initialized (send initialize first)"
-                )
-            manager.settings = settings
+    @ls.feature(method)
+    async def handler(ls: ChatHistoryServer, raw: Any) -> Any:
+        # Ticket and submission before the first await: in the order the requests arrived.
+        job = Job(ls.barrier.ticket(), ls.closing)
+        done = asyncio.wrap_future(ls.requests.submit(run, ls, job, raw))
+        task = asyncio.current_task()
+        if task is not None:
+            ls.in_flight.add(task)
+            task.add_done_callback(ls.in_flight.discard)
+        while True:
             try:
-                return body(manager, ls, protocol.structure(raw, params_cls))
-            except (InvalidParams, ContextOverflow, StorageError) as exc:
-                raise to_jsonrpc(exc) from None
+                result = await asyncio.shield(done)
+            except asyncio.CancelledError:
+                if job.cancel():
+                    ls.barrier.wake()
+                    raise
+                continue  # started: it finishes, and its result is the answer
+            if result is _NOT_RUN:
+                raise asyncio.CancelledError
+            return result
 
-    return register
+    def run(ls: ChatHistoryServer, job: Job, raw: Any) -> Any:
+        settings = ls.barrier.settings_for(job.ticket, job.stopped)
+        if not job.start():
+            return _NOT_RUN
+        manager = ls.manager
+        if manager is None:
+            raise JsonRpcServerNotInitialized(
+                message=f"{method}: the server is not initialized (send initialize first)"
+            )
+        manager.settings = settings
+        try:
+            return body(manager, ls, protocol.structure(raw, params_cls))
+        except (InvalidParams, ContextOverflow, StorageError) as exc:
+            raise to_jsonrpc(exc) from None
 
 
-@request("chatHistory/append", protocol.AppendParams)
+# -- the custom methods: wire params -> one manager call -> wire result (protocol.py translates)
+
+
 def append(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.AppendParams) -> Any:
-    result = m.append(ls.key(p), protocol.to_messages(p))
-    return {
-        "messages": protocol.wire(result.messages),
-        "pruned": protocol.wire_prune(result.pruned),
-    }
+    return protocol.wire_append(m.append(ls.key(p), protocol.to_messages(p)))
 
 
-@request("chatHistory/get", protocol.GetParams)
 def get(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.GetParams) -> Any:
-    key = ls.key(p)
-    result = m.get(
-        key,
-        protocol.check_int(p.limit, "limit", 1, protocol.MAX_PAGE),
-        protocol.check_int(p.before_id, "beforeId", 0),
-    )
-    return {
-        "messages": protocol.wire(result.messages),
-        "summary": protocol.wire_summary(result.summary),
-        "pruned": protocol.wire_prune(result.pruned),
-        "hasMore": result.has_more,
-    }
+    return protocol.wire_get(m.get(ls.key(p), *protocol.get_args(p)))
 
 
-@request("chatHistory/format", protocol.FormatParams)
 def format_(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.FormatParams) -> Any:
-    key = ls.key(p)
-    return protocol.wire(m.format(key, p.provider, p.model, protocol.to_tools(p.tools)))
+    return protocol.wire(m.format(ls.key(p), p.provider, p.model, protocol.to_tools(p.tools)))
 
 
-@request("chatHistory/prepare", protocol.PrepareParams)
 def prepare(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.PrepareParams) -> Any:
-    key = ls.key(p)
-    options = PrepareOptions(
-        provider=p.provider,
-        model=p.model,
-        tools=protocol.to_tools(p.tools),
-        extra_tokens=protocol.check_int(p.extra_tokens, "extraTokens", 0) or 0,
-        overflow_recovery=bool(p.overflow_recovery),
-        keep_tool_context_turns=protocol.check_int(
-            p.keep_tool_context_turns, "keepToolContextTurns", 0
-        ),
-    )
-    return protocol.wire(m.prepare(key, options))
+    return protocol.wire(m.prepare(ls.key(p), protocol.prepare_options(p)))
 
 
-@request("chatHistory/saveSummary", protocol.SaveSummaryParams)
 def save_summary(
     m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.SaveSummaryParams
 ) -> Any:
-    key = ls.key(p)
-    text = protocol.check_text(p.summary, "summary", protocol.MAX_SUMMARY_CHARS)
-    through = protocol.check_int(p.covers_through_id, "coversThroughId", 0)
-    return protocol.wire(m.save_summary(key, text, through))
+    return protocol.wire(m.save_summary(ls.key(p), *protocol.summary_args(p)))
 
 
-@request("chatHistory/getSummary", protocol.KeyParams)
 def get_summary(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.KeyParams) -> Any:
     return protocol.wire_summary(m.get_summary(ls.key(p)))
 
 
-@request("chatHistory/clear", protocol.KeyParams)
 def clear(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.KeyParams) -> Any:
-    return {"deletedMessages": m.clear(ls.key(p))}
+    return protocol.wire_cleared(m.clear(ls.key(p)))
 
 
-@request("chatHistory/listConversations", protocol.ListParams)
 def list_conversations(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ListParams) -> Any:
-    workspace = (
-        protocol.check_workspace(p.workspace) if p.workspace is not None else ls.workspace_identity
-    )
-    return {
-        "conversations": [
-            {
-                "conversationId": c.conversation,
-                "messageCount": c.message_count,
-                "tokens": c.tokens,
-                "lastActivity": c.last_activity,
-                "hasSummary": c.has_summary,
-            }
-            for c in m.list_conversations(workspace)
-        ]
-    }
+    workspace = protocol.list_workspace(p, ls.workspace_identity)
+    return protocol.wire_conversations(m.list_conversations(workspace))
+
+
+#: Every custom method: its params type and its handler.
+REQUESTS: dict[str, tuple[type, Handler]] = {
+    "chatHistory/append": (protocol.AppendParams, append),
+    "chatHistory/get": (protocol.GetParams, get),
+    "chatHistory/format": (protocol.FormatParams, format_),
+    "chatHistory/prepare": (protocol.PrepareParams, prepare),
+    "chatHistory/saveSummary": (protocol.SaveSummaryParams, save_summary),
+    "chatHistory/getSummary": (protocol.KeyParams, get_summary),
+    "chatHistory/clear": (protocol.KeyParams, clear),
+    "chatHistory/listConversations": (protocol.ListParams, list_conversations),
+}
+
+
+def register(ls: ChatHistoryServer) -> ChatHistoryServer:
+    """The one place that registers every handler: the LSP lifecycle, then the custom methods."""
+    ls.feature(types.INITIALIZE)(initialize)
+    ls.feature(types.INITIALIZED)(initialized)
+    ls.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(did_change_configuration)
+    ls.feature(types.SHUTDOWN)(shutdown)
+    for method, (params_cls, body) in REQUESTS.items():
+        request(ls, method, params_cls, body)
+    return ls
+
+
+server = register(ChatHistoryServer())

@@ -13,8 +13,7 @@ import attrs
 from chat_history import protocol
 from chat_history.errors import InvalidParams
 from chat_history.manager import ImportedSummary
-from chat_history.model import Message, StoredMessage, Summary
-from chat_history.store import Key
+from chat_history.model import Key, Message, StoredMessage, Summary
 
 FORMAT = "chat-history"
 VERSION = 1

@@ -516,7 +516,7 @@ def test_a_locked_database_is_a_storage_error(tmp_path: Path, env: dict[str, str
     try:
         # The real CLI with a short busy timeout (the server's 15 s would slow the suite down).
         code = (
-            "import chat_history.store.db as db; db.BUSY_TIMEOUT_MS = 200; "
+            "import chat_history.store.failures as f; f.BUSY_TIMEOUT_MS = 200; "
             "from chat_history.cli import main; raise SystemExit(main())"
         )
         result = subprocess.run(

@@ -290,7 +290,7 @@ def test_an_answer_over_the_cap_is_an_error_that_says_to_page(tmp_path: Path) ->
         tmp_path / "store",
         KEEP_ALL,
         log=tmp_path / "server.log",
-        preexec=f"import chat_history.framing as f; f.MAX_ANSWER_BYTES = {cap}",
+        preexec=f"import chat_history.frames as f; f.MAX_ANSWER_BYTES = {cap}",
     )
     try:
         image = base64.b64encode(os.urandom(60_000)).decode()  # 80,000 characters a row

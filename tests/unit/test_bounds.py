@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pygls.protocol import JsonRPCNotification, JsonRPCResponseMessage
 
-from chat_history import framing
+from chat_history import frames, framing
 from chat_history.errors import InvalidParams, redact, shown
 from chat_history.model import (
     MAX_JSON_DEPTH,
@@ -178,22 +178,22 @@ def test_an_answer_that_cannot_be_encoded_becomes_an_error_under_its_id() -> Non
         deep = [deep]
     for result in (circular, deep):
         answer = JsonRPCResponseMessage(id=4, jsonrpc="2.0", result=result)
-        error = decode(framing.answer_body(answer, UNSTRUCTURE))
+        error = decode(frames.answer_body(answer, UNSTRUCTURE))
         assert error["id"] == 4
         assert error["error"]["code"] == -32603
     note = JsonRPCNotification(method="x", jsonrpc="2.0", params=circular)
-    assert framing.answer_body(note, UNSTRUCTURE) is None  # nothing to answer
+    assert frames.answer_body(note, UNSTRUCTURE) is None  # nothing to answer
 
 
 def test_answers_are_utf8_and_capped(monkeypatch: pytest.MonkeyPatch) -> None:
     answer = JsonRPCResponseMessage(id="a", jsonrpc="2.0", result={"t": "😀é", "s": "\ud800"})
-    body = framing.answer_body(answer, UNSTRUCTURE)
+    body = frames.answer_body(answer, UNSTRUCTURE)
     assert body is not None
     assert "😀é".encode() in body
     assert decode(body)["result"] == {"t": "😀é", "s": "\ud800"}  # a lone surrogate as \ud800
-    monkeypatch.setattr(framing, "MAX_ANSWER_BYTES", 100)
+    monkeypatch.setattr(frames, "MAX_ANSWER_BYTES", 100)
     big = JsonRPCResponseMessage(id=9, jsonrpc="2.0", result="x" * 200)
-    error = decode(framing.answer_body(big, UNSTRUCTURE))
+    error = decode(frames.answer_body(big, UNSTRUCTURE))
     assert (error["id"], error["error"]["code"]) == (9, -32603)
     assert error["error"]["data"]["maxAnswerBytes"] == 100
     assert error["error"]["data"]["answerBytes"] > 200

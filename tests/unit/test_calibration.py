@@ -30,7 +30,7 @@ from chat_history.policy.calibration import (
     usage_key,
     usage_ratio,
 )
-from chat_history.policy.context import prepare_rows
+from chat_history.policy.context import RequestOptions, prepare_rows
 from chat_history.policy.tokens import row_tokens
 from chat_history.settings import ContextSettings, default_settings, load_settings
 
@@ -193,7 +193,9 @@ def turns(n: int, size: int = 400) -> list[Any]:
 def test_a_factor_reports_calibrated_estimates_and_the_raw_sum() -> None:
     rows = turns(2)
     raw = sum(row_tokens(r) for r in rows)
-    out = prepare_rows(rows, settings=ctx(), route=UNKNOWN, calibration=Calibration(1.5, 7))
+    out = prepare_rows(
+        rows, RequestOptions(settings=ctx(), route=UNKNOWN, calibration=Calibration(1.5, 7))
+    )
     assert out.raw_estimated_tokens == raw
     assert out.estimated_tokens == math.ceil(raw * 1.5)
     assert out.calibration == Calibration(1.5, 7)
@@ -203,13 +205,15 @@ def test_a_factor_above_one_trims_what_the_raw_estimate_would_keep() -> None:
     rows = turns(4)
     raw = sum(row_tokens(r) for r in rows)
     budget = raw + 10
-    plain = prepare_rows(rows, settings=ctx(max_context_tokens=budget), route=UNKNOWN)
+    plain = prepare_rows(
+        rows, RequestOptions(settings=ctx(max_context_tokens=budget), route=UNKNOWN)
+    )
     assert plain.trimmed is None
     scaled = prepare_rows(
         rows,
-        settings=ctx(max_context_tokens=budget),
-        route=UNKNOWN,
-        calibration=Calibration(2.0, 5),
+        RequestOptions(
+            settings=ctx(max_context_tokens=budget), route=UNKNOWN, calibration=Calibration(2.0, 5)
+        ),
     )
     assert scaled.trimmed is not None
     assert scaled.estimated_tokens <= budget
@@ -224,8 +228,10 @@ def test_a_factor_below_one_keeps_what_the_raw_estimate_would_trim() -> None:
     rows = turns(4)
     raw = sum(row_tokens(r) for r in rows)
     settings_ = ctx(max_context_tokens=raw - 10)
-    assert prepare_rows(rows, settings=settings_, route=UNKNOWN).trimmed is not None
-    out = prepare_rows(rows, settings=settings_, route=UNKNOWN, calibration=Calibration(0.5, 5))
+    assert prepare_rows(rows, RequestOptions(settings=settings_, route=UNKNOWN)).trimmed is not None
+    out = prepare_rows(
+        rows, RequestOptions(settings=settings_, route=UNKNOWN, calibration=Calibration(0.5, 5))
+    )
     assert out.trimmed is None
     assert out.rows == tuple(rows)
 
@@ -235,9 +241,11 @@ def test_the_window_check_is_calibrated() -> None:
     raw = sum(row_tokens(r) for r in rows)
     route = Route("a", "openai", "m", raw + 1)
     off = ctx(max_context_tokens=0)
-    assert prepare_rows(rows, settings=off, route=route).estimated_tokens == raw
+    assert prepare_rows(rows, RequestOptions(settings=off, route=route)).estimated_tokens == raw
     with pytest.raises(ContextOverflow) as raised:
-        prepare_rows(rows, settings=off, route=route, calibration=Calibration(1.5, 2))
+        prepare_rows(
+            rows, RequestOptions(settings=off, route=route, calibration=Calibration(1.5, 2))
+        )
     assert raised.value.estimated_tokens == math.ceil(raw * 1.5)
 
 
@@ -246,14 +254,18 @@ def test_the_compaction_trigger_is_calibrated() -> None:
     raw = sum(row_tokens(r) for r in rows)
     budget = 2 * raw  # raw is half the budget: under the 0.8 trigger
     settings_ = ctx(max_context_tokens=budget, compaction_max_summary_tokens=100)
-    out = prepare_rows(rows, settings=settings_, route=UNKNOWN, propose_compaction=True)
+    out = prepare_rows(
+        rows, RequestOptions(settings=settings_, route=UNKNOWN, propose_compaction=True)
+    )
     assert out.compaction is None
     out = prepare_rows(
         rows,
-        settings=settings_,
-        route=UNKNOWN,
-        propose_compaction=True,
-        calibration=Calibration(1.7, 3),
+        RequestOptions(
+            settings=settings_,
+            route=UNKNOWN,
+            propose_compaction=True,
+            calibration=Calibration(1.7, 3),
+        ),
     )
     assert out.compaction is not None
     assert out.trimmed is None  # 1.7 x raw is still within the budget

@@ -26,6 +26,7 @@ from chat_history.policy.context import (
     OmittedTurns,
     OmittedTurnsKept,
     Prepared,
+    RequestOptions,
     TurnFigures,
     collapse_turn,
     prepare_rows,
@@ -43,7 +44,7 @@ def ctx(**changes: Any) -> ContextSettings:
 
 
 def run(rows: Sequence[Message], *, settings: ContextSettings | None = None, **kw: Any) -> Prepared:
-    return prepare_rows(rows, settings=settings or ctx(), route=UNKNOWN, **kw)
+    return prepare_rows(rows, RequestOptions(settings=settings or ctx(), route=UNKNOWN, **kw))
 
 
 def summary(text: str, through: int | None) -> Summary:

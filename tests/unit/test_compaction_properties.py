@@ -23,6 +23,7 @@ from chat_history.policy.compaction import SUMMARY_HEADER
 from chat_history.policy.context import (
     OmittedTurns,
     Prepared,
+    RequestOptions,
     TurnFigures,
     collapse_turn,
     prepare_rows,
@@ -128,11 +129,13 @@ def test_with_a_summary_saved_for_every_proposal_requests_stay_sound(
         prefix = rows[:end]
         out = prepare_rows(
             prefix,
-            settings=ctx,
-            route=UNKNOWN,
-            summary=summary,
-            calibration=calibration,
-            propose_compaction=True,
+            RequestOptions(
+                settings=ctx,
+                route=UNKNOWN,
+                summary=summary,
+                calibration=calibration,
+                propose_compaction=True,
+            ),
         )
         covered = check_request(out, prefix, summary, ctx)
         proposal = out.compaction
@@ -156,11 +159,13 @@ def test_with_a_summary_saved_for_every_proposal_requests_stay_sound(
         # The same request again, now with the summary standing in.
         after = prepare_rows(
             prefix,
-            settings=ctx,
-            route=UNKNOWN,
-            summary=summary,
-            calibration=calibration,
-            propose_compaction=True,
+            RequestOptions(
+                settings=ctx,
+                route=UNKNOWN,
+                summary=summary,
+                calibration=calibration,
+                propose_compaction=True,
+            ),
         )
         assert check_request(after, prefix, summary, ctx) == proposal.covered_turns
     event(f"proposals saved: {proposals if proposals < 3 else '3 or more'}")
@@ -173,7 +178,7 @@ def test_trim_counts_are_exact(
 ) -> None:
     """semantics.md step 10 (changed): ``droppedMessages`` is the dropped turns' stored rows other
     than system rows, whatever step 3 made of them; the collapse counts are of sent turns only."""
-    out = prepare_rows(history, settings=ctx, route=UNKNOWN, **kw)
+    out = prepare_rows(history, RequestOptions(settings=ctx, route=UNKNOWN, **kw))
     turns = segment(history).turns
     dropped = out.trimmed.dropped_turns if out.trimmed is not None else 0
     expected = sum(1 for t in turns[:dropped] for r in t.rows if r.role != "system")
@@ -214,7 +219,7 @@ def test_covered_turns_left_out_of_the_rows_answer_the_same(
         "calibration": calibration,
         "propose_compaction": True,
     }
-    full = prepare_rows(rows, **kw)
+    full = prepare_rows(rows, RequestOptions(**kw))
     assert full.compacted_turns == k
     system = [
         *segmented.leading_system,
@@ -223,4 +228,4 @@ def test_covered_turns_left_out_of_the_rows_answer_the_same(
     rest = [r for turn in turns[k:] for r in turn.rows]
     figures = sum((turn_figures(turn.rows) for turn in turns[:k]), TurnFigures())
     left_out = OmittedTurns(covered=figures, covers_through_id=through)
-    assert prepare_rows([*system, *rest], omitted=left_out, **kw) == full
+    assert prepare_rows([*system, *rest], RequestOptions(omitted=left_out, **kw)) == full

@@ -17,7 +17,7 @@ from test_providers_sdk import assert_sent_as_formatted, sdk_problems
 from chat_history.model import Attachment, Message, StoredMessage, Summary
 from chat_history.policy.budget import Route
 from chat_history.policy.compaction import Proposal
-from chat_history.policy.context import prepare_rows
+from chat_history.policy.context import RequestOptions, prepare_rows
 from chat_history.providers import KINDS, format_body
 from chat_history.settings import default_settings
 
@@ -74,11 +74,13 @@ def proposal(rows: Sequence[StoredMessage], summary: Summary | None, keep: int) 
     )
     out = prepare_rows(
         rows,
-        settings=settings,
-        route=Route("p", "openai", "m", None),
-        summary=summary,
-        keep_tool_context_turns=keep,
-        propose_compaction=True,
+        RequestOptions(
+            settings=settings,
+            route=Route("p", "openai", "m", None),
+            summary=summary,
+            keep_tool_context_turns=keep,
+            propose_compaction=True,
+        ),
     )
     assert out.compaction is not None
     return out.compaction

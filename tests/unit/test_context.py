@@ -19,6 +19,7 @@ from chat_history.policy.context import (
     BREADCRUMB,
     COLLAPSED_EXCHANGE,
     Prepared,
+    RequestOptions,
     RequestTrim,
     breadcrumb_row,
     collapse_turn,
@@ -47,7 +48,7 @@ def run(
     settings: ContextSettings | None = None,
     **kw: Any,
 ) -> Prepared:
-    return prepare_rows(rows, settings=settings or ctx(), route=route, **kw)
+    return prepare_rows(rows, RequestOptions(settings=settings or ctx(), route=route, **kw))
 
 
 def crumbs(rows: Sequence[Message]) -> int:

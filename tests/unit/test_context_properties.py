@@ -20,6 +20,7 @@ from chat_history.policy.context import (
     BREADCRUMB,
     COLLAPSED_EXCHANGE,
     Prepared,
+    RequestOptions,
     collapse_turn,
     has_tool_exchange,
     prepare_rows,
@@ -170,7 +171,7 @@ def prepare(
 ) -> Prepared | None:
     """The prepared request, or None after checking that a refusal was a real overflow."""
     try:
-        return prepare_rows(rows, settings=ctx, route=route, **kw)
+        return prepare_rows(rows, RequestOptions(settings=ctx, route=route, **kw))
     except ContextOverflow as overflow:
         assert route.context_window is not None
         assert overflow.estimated_tokens > route.context_window
@@ -182,7 +183,7 @@ def prepare(
             history_pruning_enabled=False,
         )
         unknown = attrs.evolve(route, context_window=None)
-        sent = prepare_rows(rows, settings=same_budget, route=unknown, **kw)
+        sent = prepare_rows(rows, RequestOptions(settings=same_budget, route=unknown, **kw))
         assert sent.estimated_tokens == overflow.estimated_tokens
         return None
 

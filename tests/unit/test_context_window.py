@@ -21,7 +21,7 @@ from chat_history.errors import ContextOverflow, InvalidParams
 from chat_history.manager import ChatHistoryManager, PrepareOptions
 from chat_history.model import Message, ToolCall, ToolSpec, Trimmed
 from chat_history.policy.budget import resolve_route
-from chat_history.policy.context import prepare_rows, request_floor, turn_figures
+from chat_history.policy.context import RequestOptions, prepare_rows, request_floor, turn_figures
 from chat_history.policy.turns import segment
 from chat_history.providers import format_body
 from chat_history.settings import ContextSettings, Settings, default_settings
@@ -53,13 +53,15 @@ def full_result(
     try:
         out = prepare_rows(
             rows,
-            settings=manager.settings.context,
-            route=route,
-            summary=summary.summary if summary else None,
-            tools=options.tools,
-            extra_tokens=options.extra_tokens,
-            overflow_recovery=options.overflow_recovery,
-            keep_tool_context_turns=options.keep_tool_context_turns,
+            RequestOptions(
+                settings=manager.settings.context,
+                route=route,
+                summary=summary.summary if summary else None,
+                tools=options.tools,
+                extra_tokens=options.extra_tokens,
+                overflow_recovery=options.overflow_recovery,
+                keep_tool_context_turns=options.keep_tool_context_turns,
+            ),
         )
     except ContextOverflow as overflow:
         return overflow
@@ -272,8 +274,8 @@ def test_two_connections_appending_in_turn_keep_the_figures_exact(tmp_path: Path
     for manager in (first, second):
         assert manager._request_rows(KEY, route, PrepareOptions())[1] is not None
         assert_same(manager, PrepareOptions(), events)
-    with first.store.read() as connection:
-        recorded = connection.execute(
+    with first.store.read() as transaction:
+        recorded = transaction.connection.execute(
             "SELECT turns, earlier_turns, spoken_rows, earlier_spoken_rows FROM turn_figures "
             "ORDER BY turn"
         ).fetchall()
@@ -290,14 +292,14 @@ def test_a_turn_deleted_out_of_order_falls_back_to_every_row(tmp_path: Path) -> 
     events: list[Trimmed] = []
     manager = open_manager(tmp_path, budget_settings(max_context_tokens=2_000), events)
     manager.append(KEY, long_conversation(120))
-    with manager.store.write() as connection:
+    with manager.store.write() as transaction:
         ids = [
             r[0]
-            for r in connection.execute(
+            for r in transaction.connection.execute(
                 "SELECT id FROM messages WHERE turn = 30 AND role != 'system'"
             )
         ]
-        manager.store.delete_rows(connection, KEY, ids)
+        transaction.delete_rows(KEY, ids)
     route = resolve_route("openai", None, manager.settings)
 
     assert manager._request_rows(KEY, route, PrepareOptions())[1] is None
@@ -351,8 +353,8 @@ def test_a_version_1_database_keeps_its_rows_and_is_prepared_in_full(tmp_path: P
         "q2",
         *(r.content for r in added),
     ]
-    with manager.store.read() as connection:
-        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    with manager.store.read() as transaction:
+        assert transaction.connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     route = resolve_route("openai", None, manager.settings)
     assert manager._request_rows(KEY, route, PrepareOptions())[1] is None  # turn 1 has none
     assert_same(manager, PrepareOptions(), events)
@@ -451,9 +453,9 @@ def test_own_appends_and_retention_keep_the_remembered_rows_exact(tmp_path: Path
 def test_a_bounded_memory_of_rows_reads_the_rest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from chat_history.store import db
+    from chat_history.store import tail as remembered
 
-    monkeypatch.setattr(db, "_RECENT_CHARS", 2_000)  # a handful of rows
+    monkeypatch.setattr(remembered, "_RECENT_CHARS", 2_000)  # a handful of rows
     events: list[Trimmed] = []
     manager = open_manager(tmp_path, budget_settings(max_context_tokens=6_000), events)
     manager.append(KEY, long_conversation(80))

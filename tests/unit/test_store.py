@@ -78,7 +78,8 @@ def test_database_uses_wal_and_secure_delete(make_manager, db_folder: Path) -> N
     manager = make_manager()
     manager.append(KEY, [U("hello")])
     assert pragma(db_folder / DATABASE_FILE, "journal_mode") == "wal"
-    with manager.store.read() as connection:
+    with manager.store.read() as transaction:
+        connection = transaction.connection
         assert connection.execute("PRAGMA secure_delete").fetchone()[0] == 1
         assert connection.execute("PRAGMA busy_timeout").fetchone()[0] >= 5_000
 
@@ -414,8 +415,8 @@ def test_append_sees_a_tool_result_another_connection_wrote(make_manager) -> Non
         a.append(KEY, [result_of("c2")])  # already answered through the other connection
     assert "'c2' answers no pending tool call" in refused.value.why
     a.append(KEY, [A("done"), U("next")])
-    with a.store.read() as connection:
-        totals = a.store.totals(connection, KEY)
+    with a.store.read() as transaction:
+        totals = transaction.totals(KEY)
     assert totals is not None and totals.message_count == 6
     assert contents(b.get(KEY).messages) == ["q", "", "result c1", "result c2", "done", "next"]
 
@@ -430,8 +431,8 @@ def test_append_after_another_connection_cleared_starts_a_new_conversation(make_
         a.append(KEY, [result_of("c2")])
     stored = a.append(KEY, [U("fresh")]).messages
     assert [(r.turn, r.content) for r in stored] == [(1, "fresh")]
-    with a.store.read() as connection:
-        totals = a.store.totals(connection, KEY)
+    with a.store.read() as transaction:
+        totals = transaction.totals(KEY)
     assert totals is not None and (totals.message_count, totals.turn_start_id) == (1, stored[0].id)
 
 
@@ -490,8 +491,8 @@ def test_cached_history_follows_this_process_appends_and_pruning(make_manager) -
     manager.get(KEY)
     manager.append(KEY, [U("u2"), A("a2")])
     assert contents(manager.get(KEY).messages) == ["u2", "a2"]
-    with manager.store.read() as connection:
-        assert contents(manager.store.rows_from(connection, KEY, 0)) == ["u2", "a2"]
+    with manager.store.read() as transaction:
+        assert contents(transaction.rows_from(KEY, 0)) == ["u2", "a2"]
 
 
 def test_store_cache_is_bounded(make_manager) -> None:

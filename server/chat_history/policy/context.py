@@ -33,6 +33,7 @@ from chat_history.policy.compaction import (
     BREADCRUMB as BREADCRUMB,
 )
 from chat_history.policy.compaction import (
+    Coverage,
     Proposal,
     SpanTurn,
     compaction_due,
@@ -45,6 +46,7 @@ from chat_history.policy.sweep import sweep_orphans
 from chat_history.policy.tokens import row_tokens, tool_schema_tokens
 from chat_history.policy.turns import (
     TOOL_RESULTS_PREFIX,
+    Turn,
     carrier_calls,
     is_in_turn_user,
     is_real_user,
@@ -413,21 +415,9 @@ def _note_tokens(note: Message | None) -> int:
     return row_tokens(note) if note is not None else 0
 
 
-def prepare_rows(
-    rows: Sequence[Message],
-    *,
-    settings: ContextSettings,
-    route: Route,
-    summary: str | Summary | None = None,
-    tools: Sequence[ToolSpec] | None = None,
-    extra_tokens: int = 0,
-    overflow_recovery: bool = False,
-    keep_tool_context_turns: int | None = None,
-    omitted: OmittedTurns | None = None,
-    calibration: Calibration = UNCALIBRATED,
-    propose_compaction: bool = False,
-) -> Prepared:
-    """Build one provider request from a conversation's rows (steps 2½-10).
+@attrs.frozen(kw_only=True)
+class RequestOptions:
+    """What one request asks of ``prepare_rows`` besides its rows.
 
     ``summary`` is the conversation's summary: a ``Summary`` with ``covers_through_id`` stands
     in for the turns it covers (rows must then be stored rows, whose ids it compares); a string
@@ -436,22 +426,110 @@ def prepare_rows(
     as does ``extra_tokens``. ``keep_tool_context_turns`` overrides the setting (and its
     preset). ``calibration`` scales every estimate compared or reported. With
     ``propose_compaction``, the result carries the compaction proposal the settings call for.
+    ``omitted`` stands for the conversation's oldest turns when the rows leave them out (see
+    OmittedTurns)."""
 
-    ``omitted`` stands for the conversation's oldest turns when ``rows`` leaves them out (see
-    OmittedTurns); OmittedTurnsKept when the request would have sent one of them, or needs their
-    rows (a summary's coverage, a compaction proposal). Raises ContextOverflow when the route's
-    window is known and the final estimate exceeds it, whether or not proactive trimming is on."""
-    _check_non_negative("extraTokens", extra_tokens)
-    keep = (
-        keep_tool_context_turns
-        if keep_tool_context_turns is not None
-        else settings.tool_context_turns()
+    settings: ContextSettings
+    route: Route
+    summary: str | Summary | None = None
+    tools: Sequence[ToolSpec] | None = None
+    extra_tokens: int = 0
+    overflow_recovery: bool = False
+    keep_tool_context_turns: int | None = None
+    omitted: OmittedTurns | None = None
+    calibration: Calibration = UNCALIBRATED
+    propose_compaction: bool = False
+
+
+@attrs.frozen
+class _Request:
+    """The options worked out once: the collapse depth, the tool names, the fixed tokens (tool
+    schemas and ``extraTokens``), the budget, the summary's text and coverage, and the omitted
+    turns (groups dropped whole, then the covered ones)."""
+
+    keep: int
+    tool_names: frozenset[str] | None
+    fixed: int
+    budget: int
+    text: str | None
+    covers_through_id: int | None
+    left_out: list[TurnFigures]
+    omitted_turns: int
+    pre_covered: TurnFigures
+
+
+def prepare_rows(rows: Sequence[Message], options: RequestOptions) -> Prepared:
+    """Build one provider request from a conversation's rows (steps 2½-10), as ``options`` asks.
+
+    OmittedTurnsKept when ``options.omitted`` left out a turn the request would have sent, or
+    whose rows it needs (a summary's coverage, a compaction proposal). Raises ContextOverflow
+    when the route's window is known and the final estimate exceeds it, whether or not
+    proactive trimming is on."""
+    request = _request(options)
+    segmented = segment(rows)
+    turns = segmented.turns
+    covered = _covered_turns(turns, request)
+    compacted_turns = request.pre_covered.turns + covered.turns
+    all_units = _sent_units(turns, covered.turns, request)
+    note, dropped_note = (
+        context_note(
+            request.text,
+            has_coverage=request.covers_through_id is not None,
+            covered_turns=compacted_turns,
+            dropped=dropped,
+        )
+        for dropped in (False, True)
     )
+    system_block = [*segmented.leading_system, *covered.moved_system]
+    window = _Window(
+        system_block,
+        list(all_units),
+        (_note_tokens(note), _note_tokens(dropped_note)),
+        request.fixed,
+        request.left_out,
+        options.calibration,
+    )
+    tokens_before = window.calibrated()
+    due = options.propose_compaction and compaction_due(
+        tokens_before, request.budget, options.settings, request.omitted_turns + len(all_units)
+    )
+    if due and request.omitted_turns:
+        raise OmittedTurnsKept("a compaction proposal needs the rows of the oldest turns")
+    _trim(window, options, request.budget)
+    swept = sweep_orphans(_assemble(window, dropped_note if window.dropped_turns else note))
+    raw, estimated = _capacity_check(swept, window, request.fixed, options)
+    proposal = None
+    if due:
+        span = [SpanTurn(unit.rows, turns[covered.turns + i]) for i, unit in enumerate(all_units)]
+        proposal = _proposal(system_block, span, compacted_turns, request, options)
+    return Prepared(
+        rows=tuple(swept),
+        estimated_tokens=estimated,
+        budget=request.budget if request.budget > 0 else None,
+        context_window=options.route.context_window,
+        trimmed=_request_trim(window, tokens_before, estimated),
+        collapsed_tool_rows=sum(unit.collapsed_rows for unit in window.units),
+        collapsed_turns=sum(1 for unit in window.units if unit.collapsed_rows),
+        events=tuple(window.events),
+        raw_estimated_tokens=raw,
+        calibration=options.calibration,
+        compacted_turns=compacted_turns,
+        compacted_messages=request.pre_covered.spoken_rows + covered.messages,
+        compaction=proposal,
+    )
+
+
+def _request(options: RequestOptions) -> _Request:
+    """Check the options and work out what every step needs; the omitted turns must have been
+    left out for this summary's coverage."""
+    _check_non_negative("extraTokens", options.extra_tokens)
+    keep = options.keep_tool_context_turns
+    if keep is None:
+        keep = options.settings.tool_context_turns()
     _check_non_negative("keepToolContextTurns", keep)
-    tool_names = None if tools is None else frozenset(tool.name for tool in tools)
-    fixed = extra_tokens + sum(tool_schema_tokens(tool) for tool in tools or ())
-    budget = effective_budget(settings, route)
-    text, covers_through_id = _summary_parts(summary)
+    tools = options.tools
+    text, covers_through_id = _summary_parts(options.summary)
+    omitted = options.omitted
     left_out = [omitted.beyond_limit, omitted.within_limit] if omitted is not None else []
     omitted_turns = sum(group.turns for group in left_out)
     pre_covered = omitted.covered if omitted is not None else TurnFigures()
@@ -460,53 +538,48 @@ def prepare_rows(
             raise OmittedTurnsKept("the turns were left out for another summary coverage")
         if pre_covered.turns and covers_through_id is None:
             raise OmittedTurnsKept("no summary stands in for the covered turns left out")
+    return _Request(
+        keep=keep,
+        tool_names=None if tools is None else frozenset(tool.name for tool in tools),
+        fixed=options.extra_tokens + sum(tool_schema_tokens(tool) for tool in tools or ()),
+        budget=effective_budget(options.settings, options.route),
+        text=text,
+        covers_through_id=covers_through_id,
+        left_out=left_out,
+        omitted_turns=omitted_turns,
+        pre_covered=pre_covered,
+    )
 
-    # Step 2½: the summary stands in for the completed turns it covers (those left out first).
-    segmented = segment(rows)
-    turns = segmented.turns
-    covered = coverage(turns, covers_through_id)
-    if covered.turns and omitted_turns:
+
+def _covered_turns(turns: Sequence[Turn[Message]], request: _Request) -> Coverage:
+    """Step 2½: the summary stands in for the completed turns it covers (those left out
+    first)."""
+    covered = coverage(turns, request.covers_through_id)
+    if covered.turns and request.omitted_turns:
         raise OmittedTurnsKept("covered turns follow uncovered turns that were left out")
-    compacted_turns = pre_covered.turns + covered.turns
+    return covered
 
-    # Step 3: tool context collapse of completed turns older than the newest `keep`.
-    collapse_before = max(0, len(turns) - 1 - keep)
+
+def _sent_units(turns: Sequence[Turn[Message]], first: int, request: _Request) -> tuple[_Unit, ...]:
+    """Step 3: the turns from ``first`` on as sent, completed turns older than the newest
+    ``keep`` collapsed."""
+    collapse_before = max(0, len(turns) - 1 - request.keep)
     units: list[_Unit] = []
-    for index in range(covered.turns, len(turns)):
+    for index in range(first, len(turns)):
         turn = turns[index]
         sent, removed = turn.rows, 0
         if index < collapse_before:
-            sent, removed = _collapsed(turn.rows, tool_names)
+            sent, removed = _collapsed(turn.rows, request.tool_names)
         synthetic = len(sent) - (len(turn.rows) - removed)
         units.append(
             _unit(sent, running=index == len(turns) - 1, synthetic=synthetic, removed=removed)
         )
-    all_units = tuple(units)
+    return tuple(units)
 
-    note, dropped_note = (
-        context_note(
-            text,
-            has_coverage=covers_through_id is not None,
-            covered_turns=compacted_turns,
-            dropped=dropped,
-        )
-        for dropped in (False, True)
-    )
-    window = _Window(
-        [*segmented.leading_system, *covered.moved_system],
-        units,
-        (_note_tokens(note), _note_tokens(dropped_note)),
-        fixed,
-        left_out,
-        calibration,
-    )
-    tokens_before = window.calibrated()
-    due = propose_compaction and compaction_due(
-        tokens_before, budget, settings, omitted_turns + len(units)
-    )
-    if due and omitted_turns:
-        raise OmittedTurnsKept("a compaction proposal needs the rows of the oldest turns")
 
+def _trim(window: _Window, options: RequestOptions, budget: int) -> None:
+    """Steps 4-6: turn limit, token budget, overflow recovery."""
+    settings = options.settings
     # Step 4: turn limit (0 keeps the newest turn).
     keep_turns = max(1, settings.max_history_turns)
     window.trim("turnLimit", None, lambda: window.turns() > keep_turns)
@@ -520,70 +593,70 @@ def prepare_rows(
         raise OmittedTurnsKept("the request keeps turns that were left out of its rows")
 
     # Step 6: overflow recovery, to at most two thirds of the current estimate.
-    if overflow_recovery:
+    if options.overflow_recovery:
         recovery = 2 * window.calibrated() // 3
         window.trim("overflowRecovery", recovery, lambda: window.calibrated() > recovery)
 
-    # Step 7: the context note, once, right after the system block.
+
+def _assemble(window: _Window, note: Message | None) -> list[Message]:
+    """Step 7: the system block, the context note once, then the retained turns."""
     sent_rows: list[Message] = list(window.system_block)
-    final_note = dropped_note if window.dropped_turns else note
-    if final_note is not None:
-        sent_rows.append(final_note)
+    if note is not None:
+        sent_rows.append(note)
     for unit in window.units:
         sent_rows.extend(unit.rows)
+    return sent_rows
 
-    # Step 8: orphan sweep (only an already inconsistent history loses anything here).
-    swept = sweep_orphans(sent_rows)
 
-    # Step 9: capacity check on the final estimate; running-turn tool images are dispatched.
+def _capacity_check(
+    swept: Sequence[Message], window: _Window, fixed: int, options: RequestOptions
+) -> tuple[int, int]:
+    """Step 9: the final estimate (raw, calibrated), running-turn tool images dispatched;
+    ContextOverflow when it exceeds a known window. (Step 8, the orphan sweep, made ``swept``:
+    only an already inconsistent history loses anything there.)"""
     running_tools = (
         {id(row) for row in window.units[-1].rows if row.role == "tool"} if window.units else set()
     )
     raw = fixed
     for row in swept:
         raw += row_tokens(row, dispatch_tool_images=id(row) in running_tools)
-    estimated = calibration.apply(raw)
-    if route.context_window is not None and estimated > route.context_window:
-        raise ContextOverflow(estimated, route.context_window)
+    estimated = options.calibration.apply(raw)
+    window_size = options.route.context_window
+    if window_size is not None and estimated > window_size:
+        raise ContextOverflow(estimated, window_size)
+    return raw, estimated
 
-    # Step 10: the report; collapse counts are of the turns sent.
-    trimmed = None
-    if window.last_reason is not None:
-        trimmed = RequestTrim(
-            dropped_messages=window.dropped_messages,
-            dropped_turns=window.dropped_turns,
-            retained_turns=len(window.units),
-            reason=window.last_reason,
-            tokens_before=tokens_before,
-            tokens_after=estimated,
-        )
-    proposal = None
-    if due:
-        span_end = len(all_units) - settings.compaction_keep_recent_turns
-        proposal = propose(
-            system_block=[*segmented.leading_system, *covered.moved_system],
-            summary=text,
-            span=[
-                SpanTurn(unit.rows, turns[covered.turns + index])
-                for index, unit in enumerate(all_units[:span_end])
-            ],
-            covered_turns=compacted_turns,
-            settings=settings,
-            budget=budget,
-            calibration=calibration,
-        )
-    return Prepared(
-        rows=tuple(swept),
-        estimated_tokens=estimated,
-        budget=budget if budget > 0 else None,
-        context_window=route.context_window,
-        trimmed=trimmed,
-        collapsed_tool_rows=sum(unit.collapsed_rows for unit in window.units),
-        collapsed_turns=sum(1 for unit in window.units if unit.collapsed_rows),
-        events=tuple(window.events),
-        raw_estimated_tokens=raw,
-        calibration=calibration,
-        compacted_turns=compacted_turns,
-        compacted_messages=pre_covered.spoken_rows + covered.messages,
-        compaction=proposal,
+
+def _request_trim(window: _Window, tokens_before: int, estimated: int) -> RequestTrim | None:
+    """Step 10: the report of the steps that dropped turns, if any did."""
+    if window.last_reason is None:
+        return None
+    return RequestTrim(
+        dropped_messages=window.dropped_messages,
+        dropped_turns=window.dropped_turns,
+        retained_turns=len(window.units),
+        reason=window.last_reason,
+        tokens_before=tokens_before,
+        tokens_after=estimated,
+    )
+
+
+def _proposal(
+    system_block: Sequence[Message],
+    turns: Sequence[SpanTurn],
+    covered_turns: int,
+    request: _Request,
+    options: RequestOptions,
+) -> Proposal | None:
+    """The compaction proposal over the sent turns but the newest
+    ``compactionKeepRecentTurns``."""
+    span_end = len(turns) - options.settings.compaction_keep_recent_turns
+    return propose(
+        system_block=system_block,
+        summary=request.text,
+        span=turns[:span_end],
+        covered_turns=covered_turns,
+        settings=options.settings,
+        budget=request.budget,
+        calibration=options.calibration,
     )

@@ -411,6 +411,29 @@ def plan(
       one user turn, ``[Application instruction]`` and their texts (``trailing_instruction``), so
       no body ends on an assistant turn that the API would continue as a prefill.
     """
+    answered = answered_calls(rows)
+    provider_id = IdAllocator(valid_id, make_id or hashed_suffix(lambda s: s, 64))
+    items: list[Item] = []
+    seen_other = False
+    for index, row in enumerate(rows):
+        if row.role == "system":
+            if row.content.strip():
+                items.append(SystemText(row.content, leading=not seen_other))
+            continue
+        seen_other = True
+        if row.role == "user":
+            segments = user_segments(row)
+            if segments:
+                items.append(UserTurn(row, tuple(segments)))
+        elif row.role == "assistant":
+            items.extend(assistant_items(rows, row, answered.get(index, {}), provider_id))
+    return trailing_instruction(items)
+
+
+def answered_calls(rows: Sequence[Message]) -> dict[int, dict[str, int]]:
+    """For each carrier's index, the index of the tool row that answers each of its call ids: the
+    nearest carrier before a tool row (a real user prompt closes the exchange), first answer
+    only."""
     answered: dict[int, dict[str, int]] = {}
     carrier: int | None = None
     for index, row in enumerate(rows):
@@ -425,47 +448,47 @@ def plan(
                 answered[carrier][row.tool_call_id] = index
         elif row.role == "user" and is_real_user(row):
             carrier = None
+    return answered
 
-    maker = make_id or hashed_suffix(lambda s: s, 64)
-    used: set[str] = set()
 
-    def provider_id(call_id: str) -> str:
-        candidate = call_id if valid_id(call_id) else maker(call_id, 0)
+class IdAllocator:
+    """Call ids made valid for the provider and unique across one body."""
+
+    def __init__(self, valid_id: IdCheck, make_id: IdMaker) -> None:
+        self.valid_id = valid_id
+        self.make_id = make_id
+        self.used: set[str] = set()
+
+    def __call__(self, call_id: str) -> str:
+        candidate = call_id if self.valid_id(call_id) else self.make_id(call_id, 0)
         salt = 0
-        while candidate in used:
+        while candidate in self.used:
             salt += 1
-            candidate = maker(call_id, salt)
-        used.add(candidate)
+            candidate = self.make_id(call_id, salt)
+        self.used.add(candidate)
         return candidate
 
-    items: list[Item] = []
-    seen_other = False
-    for index, row in enumerate(rows):
-        if row.role == "system":
-            if row.content.strip():
-                items.append(SystemText(row.content, leading=not seen_other))
-            continue
-        seen_other = True
-        if row.role == "user":
-            segments = user_segments(row)
-            if segments:
-                items.append(UserTurn(row, tuple(segments)))
-        elif row.role == "assistant":
-            results_at = answered.get(index, {})
-            calls: list[Call] = []
-            taken: set[str] = set()
-            for source in row.tool_calls:
-                if source.id in results_at and source.id not in taken:
-                    taken.add(source.id)
-                    calls.append(Call(provider_id(source.id), source))
-            if not calls and not row.content.strip():
-                continue
-            items.append(AssistantTurn(row, tuple(calls)))
-            if calls:
-                items.append(
-                    ToolResults(tuple(Result(c, rows[results_at[c.source.id]]) for c in calls))
-                )
-    return trailing_instruction(items)
+
+def assistant_items(
+    rows: Sequence[Message],
+    row: Message,
+    results_at: Mapping[str, int],
+    provider_id: Callable[[str], str],
+) -> list[Item]:
+    """An assistant row as sent: its answered calls (each id once) followed directly by their
+    results; nothing when it has neither text nor answered calls."""
+    calls: list[Call] = []
+    taken: set[str] = set()
+    for source in row.tool_calls:
+        if source.id in results_at and source.id not in taken:
+            taken.add(source.id)
+            calls.append(Call(provider_id(source.id), source))
+    if not calls and not row.content.strip():
+        return []
+    items: list[Item] = [AssistantTurn(row, tuple(calls))]
+    if calls:
+        items.append(ToolResults(tuple(Result(c, rows[results_at[c.source.id]]) for c in calls)))
+    return items
 
 
 def trailing_instruction(items: list[Item]) -> list[Item]:

@@ -1,5 +1,32 @@
-"""SQLite storage: schema and migrations, queries, and the bounded fast-path cache."""
+"""SQLite storage, one file per job:
 
-from chat_history.store.db import ConversationTotals, Key, Store, StoredSummary
+- ``connection.py``  ``Store``: the connection, read/snapshot/write sections, failure mapping
+- ``transaction.py`` ``Reading``/``Transaction``: every query and change an operation makes
+- ``queries.py``     stateless SQL on one conversation, and the records it returns
+- ``overview.py``    stateless SQL on the whole database: listings and stats
+- ``rows.py``        a row's columns and its conversion to and from ``StoredMessage``
+- ``tail.py``        what the connection remembers of a conversation's end
+- ``cache.py``       the bounded LRU of whole conversations
+- ``wal.py``         the WAL reset after deletes, retried until it finishes
+- ``failures.py``    the busy timeout and readable reasons of SQLite's failures
+- ``files.py``       the folder and files on disk, owner-only
+- ``schema.py``      the schema and its migrations
+"""
 
-__all__ = ["ConversationTotals", "Key", "Store", "StoredSummary"]
+from chat_history.model import Key, Summary
+from chat_history.store.connection import Store
+from chat_history.store.overview import ConversationRecord, DatabaseStats
+from chat_history.store.queries import ConversationTotals, RowMetaRecord
+from chat_history.store.transaction import Reading, Transaction
+
+__all__ = [
+    "ConversationRecord",
+    "ConversationTotals",
+    "DatabaseStats",
+    "Key",
+    "Reading",
+    "RowMetaRecord",
+    "Store",
+    "Summary",
+    "Transaction",
+]

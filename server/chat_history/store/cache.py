@@ -7,13 +7,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from chat_history.model import StoredMessage
-
-if TYPE_CHECKING:
-    from chat_history.store.db import Key
-
+from chat_history.model import Key, StoredMessage
 
 #: What the cache may hold, estimated by ``row_bytes``.
 DEFAULT_MAX_BYTES = 128 * 1024 * 1024
@@ -28,6 +23,8 @@ def row_bytes(row: StoredMessage) -> int:
 
 
 class ConversationCache:
+    """Whole conversations, least recently used dropped first past any bound."""
+
     def __init__(
         self, max_conversations: int, max_rows: int, max_bytes: int = DEFAULT_MAX_BYTES
     ) -> None:
@@ -38,6 +35,8 @@ class ConversationCache:
         self._sizes: dict[Key, int] = {}
         self._rows = 0
         self._bytes = 0
+        #: SQLite's ``data_version`` when the cached rows were read (None: not read yet)
+        self.version: int | None = None
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -49,7 +49,8 @@ CREATE TABLE summaries (
 ) WITHOUT ROWID;
 """
 
-#: The columns of one turn's figures, in the order of policy.context.TurnFigures.
+#: The columns of one turn's figures: policy.context.TurnFigures's fields, in order (asserted by
+#: tests/unit/test_readplan.py; the store does not import the policy).
 FIGURES = (
     "turns",
     "spoken_rows",
@@ -96,7 +97,7 @@ _MESSAGE_COLUMNS = """
 # Version 3 takes two page writes off every append, keeping what they gave:
 # - Ids are still never reused, but without AUTOINCREMENT, which rewrote sqlite_sequence on every
 #   insert: ``id_floor`` holds the highest id ever deleted from the top, written only by deletes,
-#   and an insert takes one more than the larger of it and the highest id left (store.db).
+#   and an insert takes one more than the larger of it and the highest id left (store.queries).
 # - The index of conversations by activity is gone: every append changed last_activity, so it
 #   cost a page per append, while the listing it served sorts one workspace's conversation rows,
 #   which the primary key finds.

@@ -1,0 +1,127 @@
+"""The read plan of ``prepare``: how far back to read a conversation, newest first, and when the
+figures of the turns left unread cannot stand in for them (then every row is read). Pure: the
+rows come in as an iterable and the figures through a lookup the caller gives; no I/O here.
+
+A request reads turn by turn, newest first, until the turns left are ones it drops: past the turn
+limit, or past the budget by a lower bound of the turns read (then the budget step drops them).
+Never fewer than keepToolContextTurns + 1 turns, so every turn left out is collapsed like the
+figures assume. The turns left out are counted by their recorded figures in two groups: those
+the turn limit drops and those the budget drops."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import attrs
+
+from chat_history.model import StoredMessage
+from chat_history.policy.budget import Route, effective_budget
+from chat_history.policy.context import OmittedTurns, TurnFigures, turn_floor
+from chat_history.policy.turns import is_real_user
+from chat_history.settings import ContextSettings
+
+#: The figures of turns ``first``..``last`` summed, or None when they were not recorded.
+FigureLookup = Callable[[int, int], "tuple[int, ...] | None"]
+
+
+@attrs.frozen
+class ReadLimits:
+    """What bounds the read: the turns the turn limit keeps (at least 1), the turns whose tool
+    context the request keeps, and the effective token budget (0: trimming is off)."""
+
+    keep_turns: int
+    keep_tools: int
+    budget: int
+
+
+@attrs.frozen
+class ReadBack:
+    """The rows read, oldest first; the real user turns among them; whether they reach back to
+    the conversation's first row."""
+
+    rows: list[StoredMessage]
+    turns: int
+    whole: bool
+
+
+def read_limits(
+    context: ContextSettings, route: Route, keep_tool_context_turns: int | None
+) -> ReadLimits:
+    """The limits of one request: the settings, the route's budget and the request's own
+    ``keepToolContextTurns`` (None: the settings')."""
+    keep_tools = keep_tool_context_turns
+    if keep_tools is None:
+        keep_tools = context.tool_context_turns()
+    return ReadLimits(
+        keep_turns=max(1, context.max_history_turns),
+        keep_tools=keep_tools,
+        budget=effective_budget(context, route),
+    )
+
+
+def read_back(newest_first: Iterable[StoredMessage], limits: ReadLimits) -> ReadBack:
+    """Consume ``newest_first`` (the conversation's rows, newest first) until the turns left are
+    ones the request drops; the rows read come back oldest first."""
+    newest: list[StoredMessage] = []
+    turns = floor = turn_end = 0
+    for row in newest_first:
+        newest.append(row)
+        if row.role != "user" or not is_real_user(row):
+            continue
+        turns += 1
+        floor += turn_floor(tuple(newest[turn_end:][::-1]))
+        turn_end = len(newest)
+        if turns > limits.keep_tools and (turns >= limits.keep_turns or 0 < limits.budget < floor):
+            return ReadBack(newest[::-1], turns, whole=False)
+    return ReadBack(newest[::-1], turns, whole=True)
+
+
+def omitted_ranges(
+    oldest_turn: int, first_read_turn: int, turns_read: int, keep_turns: int
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The unread turns ``oldest_turn``..``first_read_turn - 1`` as (first, last) ranges: those
+    beyond the turn limit, then those within it (which the budget drops). Turn numbers of the
+    stored turns are consecutive; an empty range has first > last."""
+    split = max(oldest_turn, first_read_turn - max(0, keep_turns - turns_read))
+    return (oldest_turn, split - 1), (split, first_read_turn - 1)
+
+
+def omitted_figures(
+    ranges: Sequence[tuple[int, int]], lookup: FigureLookup
+) -> list[TurnFigures] | None:
+    """The figures of each range, or None when one of them was not recorded (turns written
+    before schema 2)."""
+    groups: list[TurnFigures] = []
+    for first, last in ranges:
+        if first > last:
+            groups.append(TurnFigures())
+            continue
+        values = lookup(first, last)
+        if values is None:
+            return None
+        groups.append(TurnFigures(*values))
+    return groups
+
+
+def checked_omission(
+    beyond_limit: TurnFigures,
+    within_limit: TurnFigures,
+    *,
+    left_out: tuple[int, int],
+    tools_given: bool,
+) -> OmittedTurns | None:
+    """The unread turns as ``prepare_rows`` counts them, or None when every row must be read:
+    their figures do not add up to the ``left_out`` (rows, tokens) the totals show (a turn
+    deleted out of order, or turns without figures), or the request names tools and some of
+    them have prompt-mode calls (whose collapse depends on those names)."""
+    both = beyond_limit + within_limit
+    if (both.spoken_rows, both.spoken_tokens) != left_out:
+        return None
+    if tools_given and both.tool_dependent:
+        return None
+    return OmittedTurns(beyond_limit, within_limit)
+
+
+def left_out(message_count: int, tokens: int, read: Sequence[StoredMessage]) -> tuple[int, int]:
+    """The (rows, tokens) of a conversation with these totals that ``read`` does not hold."""
+    return message_count - len(read), tokens - sum(row.tokens for row in read)

@@ -1,0 +1,80 @@
+"""How a row is kept: the ``messages`` columns a query selects, and the conversions between a
+selected row and ``StoredMessage`` and between a ``Message`` and the columns it is written to."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from chat_history.model import (
+    Attachment,
+    Message,
+    StoredMessage,
+    ToolCall,
+    compact_json,
+    tool_calls_json,
+)
+
+#: The columns every row query selects, in the order ``to_message`` reads them.
+COLUMNS = (
+    "id, turn, role, content, tool_calls, tool_call_id, name, attachments, timestamp, "
+    "provider_data, metadata, tokens"
+)
+
+
+def _dump(value: Any) -> str | None:
+    if not value:
+        return None
+    return compact_json(value)
+
+
+def to_message(row: sqlite3.Row | tuple[Any, ...]) -> StoredMessage:
+    """A row selected with ``COLUMNS`` as the stored message."""
+    (
+        id_,
+        turn,
+        role,
+        content,
+        tool_calls,
+        tool_call_id,
+        name,
+        attachments,
+        timestamp,
+        provider_data,
+        metadata,
+        tokens,
+    ) = row
+    return StoredMessage(
+        id=id_,
+        turn=turn,
+        role=role,
+        content=content,
+        tool_calls=tuple(ToolCall.from_json(c) for c in json.loads(tool_calls))
+        if tool_calls
+        else (),
+        tool_call_id=tool_call_id,
+        name=name,
+        attachments=tuple(Attachment.from_json(a) for a in json.loads(attachments))
+        if attachments
+        else (),
+        timestamp=timestamp,
+        provider_data=json.loads(provider_data) if provider_data else {},
+        metadata=json.loads(metadata) if metadata else {},
+        tokens=tokens,
+    )
+
+
+def message_columns(message: Message, timestamp: int) -> tuple[Any, ...]:
+    """The values of ``message`` for the columns role .. metadata of an insert."""
+    return (
+        message.role,
+        message.content,
+        tool_calls_json(message.tool_calls) if message.tool_calls else None,
+        message.tool_call_id,
+        message.name,
+        _dump([a.as_json() for a in message.attachments]),
+        timestamp,
+        _dump(dict(message.provider_data)),
+        _dump(dict(message.metadata)),
+    )

@@ -1,0 +1,194 @@
+"""The store's face to the manager: a ``Reading`` per ``Store.read()`` or ``snapshot()`` and a
+``Transaction`` per ``Store.write()``, whose methods are every query and change an operation
+makes (a read section has no method that writes). A write that raises is rolled back whole: a
+failed operation changes nothing. The manager never sees a connection; the cache and the
+remembered tail are kept in step here."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import sqlite3
+from collections.abc import Generator, Iterable, Sequence
+
+from chat_history.model import Key, Message, StoredMessage, Summary
+from chat_history.store import overview, queries
+from chat_history.store.cache import ConversationCache
+from chat_history.store.overview import ConversationRecord, DatabaseStats
+from chat_history.store.queries import ConversationTotals, RowMetaRecord
+from chat_history.store.rows import to_message
+from chat_history.store.tail import Tails
+
+
+def sync_cache(cache: ConversationCache, connection: sqlite3.Connection) -> None:
+    """Drop the cache when another connection committed since its rows were read."""
+    if not len(cache):
+        # Nothing cached, nothing can be stale: skip the pragma (one statement of every
+        # append). The baseline is read again before the next conversation is cached.
+        cache.version = None
+        return
+    version = queries.data_version(connection)
+    if version != cache.version:
+        cache.clear()
+        cache.version = version
+
+
+class Reading:
+    """What one operation may read, on one connection: in a ``read()`` section each query sees
+    its own commit, in a ``snapshot()`` (or a write) one commit throughout."""
+
+    def __init__(
+        self, connection: sqlite3.Connection, cache: ConversationCache, tails: Tails
+    ) -> None:
+        #: the raw connection, for what no method covers (tests, diagnostics)
+        self.connection = connection
+        self._cache = cache
+        self._tails = tails
+
+    # -- one conversation's rows ------------------------------------------------------------
+
+    def totals(self, key: Key) -> ConversationTotals | None:
+        """The conversation's totals; inside a write or snapshot remembered while no other
+        connection has committed (one pragma instead of a read)."""
+        if self._tails.in_transaction:
+            return self._tails.tail(self.connection, key).totals
+        return queries.totals(self.connection, key)
+
+    def all_rows(self, key: Key) -> list[StoredMessage]:
+        """Every row of the conversation, in order: from the cache when it holds them."""
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        if self._cache.version is None:
+            # Before the rows: a commit in between only makes the next check drop the cache.
+            self._cache.version = queries.data_version(self.connection)
+        rows = queries.rows_from(self.connection, key, 0)
+        self._cache.put(key, rows)
+        return rows
+
+    def rows_from(self, key: Key, first_id: int) -> list[StoredMessage]:
+        """The rows with ids from ``first_id`` on, in order (read, never cached)."""
+        return queries.rows_from(self.connection, key, first_id)
+
+    def page(self, key: Key, limit: int, before_id: int | None) -> tuple[list[StoredMessage], bool]:
+        """Up to ``limit`` rows before ``before_id`` (the newest when None), in order, and
+        whether older ones exist. The newest page, inside a snapshot, comes through
+        ``newest_first``: from memory when this connection remembers the rows."""
+        if before_id is None and self._tails.in_transaction:
+            with contextlib.closing(self.newest_first(key)) as newest:
+                rows = list(itertools.islice(newest, limit + 1))
+        else:
+            bound = before_id if before_id is not None else queries.NO_ID
+            cursor = queries.rows_before(self.connection, key, bound, limit + 1)
+            rows = [to_message(r) for r in cursor]
+        has_more = len(rows) > limit
+        return list(reversed(rows[:limit])), has_more
+
+    def newest_first(self, key: Key) -> Generator[StoredMessage, None, None]:
+        """The conversation's rows newest first, each read when it is consumed (snapshot or
+        write only); close it when done."""
+        return self._tails.newest_first(self.connection, key)
+
+    def current_turn(self, key: Key, totals: ConversationTotals) -> list[StoredMessage]:
+        """The rows of the conversation's newest turn (from ``totals``)."""
+        return self._tails.current_turn(self.connection, key, totals)
+
+    def system_rows(self, key: Key, before_id: int) -> list[StoredMessage]:
+        """The system rows older than ``before_id``, in order."""
+        return queries.system_rows(self.connection, key, before_id)
+
+    def oldest_spoken_turn(self, key: Key) -> int | None:
+        """The turn number of the oldest non-system row (None: there is none)."""
+        return queries.oldest_spoken_turn(self.connection, key)
+
+    def row_meta(self, key: Key) -> list[RowMetaRecord]:
+        """Every row's id, turn, role, tokens and timestamp, in order (what retention plans on)."""
+        return queries.row_meta(self.connection, key)
+
+    def figures_between(self, key: Key, first_turn: int, last_turn: int) -> tuple[int, ...] | None:
+        """The summed figures of turns ``first_turn``..``last_turn``; None when either end has
+        none (turns written before schema 2)."""
+        return self._tails.figures_between(self.connection, key, first_turn, last_turn)
+
+    # -- summaries --------------------------------------------------------------------------
+
+    def summary(self, key: Key) -> Summary | None:
+        return queries.summary(self.connection, key)
+
+    # -- the whole database -----------------------------------------------------------------
+
+    def conversations(self, workspace: str) -> list[ConversationRecord]:
+        return overview.conversations(self.connection, workspace)
+
+    def workspaces(self) -> list[str]:
+        return overview.workspaces(self.connection)
+
+    def stats(self) -> DatabaseStats:
+        return overview.stats(self.connection)
+
+
+class Transaction(Reading):
+    """A ``Reading`` that may also change the database: handed out by ``Store.write()`` only,
+    inside one write transaction that commits when the block ends and rolls back whole when it
+    raises."""
+
+    def insert(
+        self,
+        key: Key,
+        rows: Sequence[tuple[Message, int, int]],
+        totals: ConversationTotals | None,
+        now_ms: int,
+    ) -> tuple[list[StoredMessage], ConversationTotals]:
+        """Insert (message, turn, tokens) rows in order (a row without a timestamp gets
+        ``now_ms``) and update the conversation's ``totals``; returns the rows and the new
+        totals."""
+        stored: list[StoredMessage] = []
+        count = totals.message_count if totals else 0
+        tokens = totals.tokens if totals else 0
+        last_turn = totals.last_turn if totals else 0
+        turn_start = totals.turn_start_id if totals else 0
+        oldest = totals.oldest_timestamp if totals else None
+        for message, turn, row_tokens in rows:
+            timestamp = now_ms if message.timestamp is None else message.timestamp
+            row_id = queries.insert_row(self.connection, key, message, turn, row_tokens, timestamp)
+            if turn != last_turn or turn_start == 0:
+                turn_start = row_id
+            last_turn = turn
+            count += 1
+            tokens += row_tokens
+            oldest = timestamp if oldest is None else min(oldest, timestamp)
+            stored.append(
+                StoredMessage.of(
+                    message, id=row_id, turn=turn, tokens=row_tokens, timestamp=timestamp
+                )
+            )
+        after = ConversationTotals(count, tokens, last_turn, turn_start, oldest, now_ms)
+        queries.write_totals(self.connection, key, after, existed=totals is not None)
+        self._cache.extend(key, stored)
+        self._tails.track(key, after, stored)
+        return stored, after
+
+    def delete_rows(self, key: Key, ids: Iterable[int]) -> None:
+        """Delete rows by id and recompute the conversation's totals from what is left."""
+        id_list = sorted(ids)
+        queries.delete_rows(self.connection, key, id_list)
+        self._cache.remove_ids(key, set(id_list))
+        self._tails.drop(key)  # its totals changed
+
+    def clear(self, key: Key) -> int:
+        """Delete the whole conversation and its summary; returns the rows deleted."""
+        deleted = queries.clear(self.connection, key)
+        self._cache.drop(key)
+        self._tails.drop(key)
+        return deleted
+
+    def add_turn_figures(self, key: Key, figures: Sequence[tuple[int, Sequence[int]]]) -> None:
+        """Record completed turns' figures (turn number, values in FIGURES order)."""
+        self._tails.add_turn_figures(self.connection, key, figures)
+
+    def save_summary(self, key: Key, summary: Summary) -> bool:
+        """Save the conversation's summary; returns whether it replaced one."""
+        return queries.save_summary(self.connection, key, summary)
+
+    def delete_summary(self, key: Key) -> None:
+        queries.delete_summary(self.connection, key)
