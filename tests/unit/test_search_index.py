@@ -14,7 +14,7 @@ from chat_history.policy.search import fts_plan, parse_query, stored_fold
 from chat_history.policy.search_rank import SearchScope, rank
 from chat_history.store import search_index
 from chat_history.store.engine import sqlite3
-from chat_history.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate
+from chat_history.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate, statements
 
 EVERYWHERE = SearchScope(None, None, ("system", "user", "assistant", "tool"))
 
@@ -72,9 +72,8 @@ def test_a_database_written_before_the_index_is_searched_after_migrating(tmp_pat
     for version in range(SCHEMA_VERSION):  # up to the step before the index
         if "VIRTUAL TABLE search" in MIGRATIONS[version]:
             break
-        for statement in MIGRATIONS[version].split(";"):
-            if statement.strip():
-                connection.execute(statement)
+        for statement in statements(MIGRATIONS[version]):
+            connection.execute(statement)
         connection.execute(f"PRAGMA user_version = {version + 1}")
     connection.execute(
         "INSERT INTO messages (workspace, conversation, turn, role, content, timestamp, tokens) "
@@ -149,7 +148,7 @@ def test_a_writer_that_changes_content_without_the_fold_leaves_no_old_text(db: D
     db.connection.execute("UPDATE messages SET content = 'Ça va' WHERE id = ?", (later,))
     db.catch_up()
     assert db.indexed("unicode") == []
-    assert db.indexed("ca va") == [later]
+    assert db.indexed('"ca va"') == [later]
 
 
 def test_a_large_deletion_rewrites_the_index_once_and_leaves_exactly_the_rest(db: Db) -> None:
@@ -159,7 +158,9 @@ def test_a_large_deletion_rewrites_the_index_once_and_leaves_exactly_the_rest(db
     assert db.indexed("doomed") == doomed
     where, params = "workspace = ? AND conversation = ?", ("ws", "c")
     db.connection.execute("BEGIN IMMEDIATE")
-    assert search_index.begin_bulk_delete(db.connection, where, params) is True
+    deleting = search_index.indexed_rows(db.connection, where, params)
+    assert deleting == 150
+    assert search_index.begin_bulk_delete(db.connection, deleting) is True
     db.connection.execute(f"DELETE FROM messages WHERE {where}", params)
     search_index.end_bulk_delete(db.connection)
     db.connection.execute("COMMIT")
@@ -173,5 +174,7 @@ def test_a_small_deletion_deletes_securely_row_by_row(db: Db) -> None:
     rows = [db.add(f"row {i}") for i in range(150)]
     db.catch_up()
     db.connection.execute("BEGIN IMMEDIATE")
-    assert search_index.begin_bulk_delete(db.connection, "id <= ?", (rows[5],)) is False
+    assert search_index.indexed_rows(db.connection, "id <= ?", (rows[5],)) == 6
+    assert search_index.begin_bulk_delete(db.connection, 6) is False
+    assert search_index.begin_bulk_delete(db.connection, 100) is True
     db.connection.execute("ROLLBACK")

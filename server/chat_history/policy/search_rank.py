@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from chat_history.policy.search import SearchQuery, match_row, relevance
+from chat_history.policy.search import SearchQuery, fold, folded_relevance, match_row
 
 
 @attrs.frozen
@@ -32,6 +32,8 @@ class SearchRow:
     role: str
     timestamp: int
     content: str
+    #: ``stored_fold(content)`` as stored (None: the row is ASCII, or its fold is not stored yet)
+    folded: str | None = None
 
 
 @attrs.frozen
@@ -50,17 +52,23 @@ class SearchHit:
 
 def rank(rows: Iterable[SearchRow], query: SearchQuery, limit: int) -> tuple[list[SearchHit], bool]:
     """The ``limit`` best rows that match ``query`` — most relevant first, then newest
-    (timestamp, then id) — with their snippets, and whether more rows matched."""
+    (timestamp, then id) — with their snippets, and whether more rows matched. Rows are scored
+    on their stored fold; the content itself decides (a row whose content does not match after
+    all, a fold stored by another Unicode version, is left out)."""
     scored = []
     for row in rows:
-        score = relevance(row.content, query)
+        folded = row.folded if row.folded is not None else fold(row.content)
+        score = folded_relevance(folded, query)
         if score is not None:
             scored.append((-score, -row.timestamp, -row.id, row))
     scored.sort(key=lambda item: item[:3])
-    hits = []
-    for *_, row in scored[:limit]:
+    hits: list[SearchHit] = []
+    for *_, row in scored:
+        if len(hits) == limit:
+            return hits, True
         matched = match_row(row.content, query)
-        assert matched is not None  # relevance found every term
+        if matched is None:
+            continue
         hits.append(
             SearchHit(
                 workspace=row.workspace,
@@ -73,4 +81,4 @@ def rank(rows: Iterable[SearchRow], query: SearchQuery, limit: int) -> tuple[lis
                 highlights=matched.highlights,
             )
         )
-    return hits, len(scored) > limit
+    return hits, False

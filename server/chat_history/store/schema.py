@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
+from chat_history.store import search_index
+from chat_history.store.engine import sqlite3
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 5
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -115,8 +116,32 @@ CREATE INDEX messages_by_conversation ON messages (workspace, conversation, id);
 CREATE INDEX messages_system ON messages (workspace, conversation, id) WHERE role = 'system'
 """
 
+# Version 5 adds the full-text search index: the ``folded`` column, the FTS5 table, its triggers
+# and the catch-up mark (store.search_index). Rows written before it are indexed by the first
+# searches.
+_V5 = search_index.SCHEMA
+
 #: MIGRATIONS[n] upgrades a database at user_version n to n + 1.
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3}
+MIGRATIONS: dict[int, str] = {
+    0: _V1,
+    1: _V2,
+    2: _V3,
+    3: "",  # step 4 (issue 14's conversation records, another branch) lands here
+    4: _V5,
+}
+
+
+def statements(script: str) -> list[str]:
+    """The SQL statements of a migration step, in order (a trigger's body kept whole)."""
+    found: list[str] = []
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                found.append(pending.strip())
+            pending = ""
+    return found
 
 
 class NewerSchema(Exception):
@@ -144,9 +169,8 @@ def migrate(connection: sqlite3.Connection) -> None:
     try:
         version = check_version(connection)
         while version < SCHEMA_VERSION:
-            for statement in MIGRATIONS[version].split(";"):
-                if statement.strip():
-                    connection.execute(statement)
+            for statement in statements(MIGRATIONS[version]):
+                connection.execute(statement)
             version += 1
             connection.execute(f"PRAGMA user_version = {version}")
         connection.execute("COMMIT")

@@ -72,7 +72,7 @@ CANDIDATES = 2_000
 BULK_ROWS = 100
 BULK_SHARE = 100
 
-_COLUMNS = "m.workspace, m.conversation, m.id, m.turn, m.role, m.timestamp, m.content"
+_COLUMNS = "m.workspace, m.conversation, m.id, m.turn, m.role, m.timestamp, m.content, m.folded"
 _FOLDED = "coalesce(m.folded, lower(m.content))"
 
 
@@ -147,15 +147,19 @@ def candidates(
     plan = fts_plan(query)
     every, every_params = _holds([term.folded for term in query.terms])
     through = indexed_through(connection)
+    # NOT INDEXED: the rows after the mark are found by id, never by scanning the workspace.
     rows = connection.execute(
-        f"SELECT {_COLUMNS} FROM messages m WHERE m.id > ? AND {where} AND {every} "
+        f"SELECT {_COLUMNS} FROM messages m NOT INDEXED WHERE m.id > ? AND {where} AND {every} "
         "ORDER BY m.id DESC LIMIT ?",
         [through, *where_params, *every_params, cap],
     ).fetchall()
     if len(rows) < cap:
         if plan.expression is None or scope.conversation is not None:
+            # One conversation: its rows by the conversation index; else newest first by id,
+            # stopping at ``cap`` (never every row of a workspace, then sorted).
+            hint = "" if scope.conversation is not None else " NOT INDEXED"
             sql = (
-                f"SELECT {_COLUMNS} FROM messages m WHERE m.id <= ? AND {where} AND {every} "
+                f"SELECT {_COLUMNS} FROM messages m{hint} WHERE m.id <= ? AND {where} AND {every} "
                 "ORDER BY m.id DESC LIMIT ?"
             )
             params = [through, *where_params, *every_params, cap - len(rows)]
@@ -170,18 +174,23 @@ def candidates(
     return [SearchRow(*row) for row in rows]
 
 
-def begin_bulk_delete(connection: sqlite3.Connection, where: str, params: Sequence[object]) -> bool:
-    """Before ``DELETE FROM messages WHERE <where>`` in the caller's write transaction: when it
-    deletes many indexed rows, switch FTS5's secure-delete off for the transaction (it costs a
-    rewrite of index pages per row) and return True: the caller then calls ``end_bulk_delete``
-    after the delete, which rewrites the index once."""
-    through = indexed_through(connection)
+def indexed_rows(connection: sqlite3.Connection, where: str, params: Sequence[object]) -> int:
+    """How many rows of ``SELECT ... FROM messages WHERE <where>`` the index holds."""
     sql = f"SELECT count(*) FROM messages WHERE id <= ? AND ({where})"
-    deleting = int(connection.execute(sql, [through, *params]).fetchone()[0])
+    return int(connection.execute(sql, [indexed_through(connection), *params]).fetchone()[0])
+
+
+def begin_bulk_delete(connection: sqlite3.Connection, deleting: int) -> bool:
+    """Before a delete of ``deleting`` indexed rows in the caller's write transaction: when that
+    many secure deletes would cost more than rewriting the index once, switch FTS5's
+    secure-delete off for the transaction and return True; the caller then calls
+    ``end_bulk_delete`` after the delete."""
     if deleting < BULK_ROWS:
         return False
-    total = connection.execute("SELECT count(*) FROM messages WHERE id <= ?", (through,))
-    if deleting * BULK_SHARE < int(total.fetchone()[0]):
+    total = connection.execute(
+        "SELECT count(*) FROM messages WHERE id <= (SELECT indexed_through FROM search_state)"
+    ).fetchone()[0]
+    if deleting * BULK_SHARE < int(total):
         return False
     connection.execute("INSERT INTO search(search, rank) VALUES ('secure-delete', 0)")
     return True
