@@ -249,7 +249,21 @@ def test_query_text_is_data_and_finds_what_it_says(server: Server) -> None:
         assert text in found(server, text), text
         if '"' not in text:
             assert found(server, phrase) == [text], text
-    for query in ['"', '""', '" "', "*", "(", ")", "-", "^", ":", "NEAR(", "AND", "\x00"]:
+    for query in [
+        '"',
+        '""',
+        '" "',
+        "*",
+        "(",
+        ")",
+        "-",
+        "^",
+        ":",
+        "NEAR(",
+        "AND",
+        "\x00",
+        "\ud800x",
+    ]:
         answer = search(server, query)  # no error, whatever the characters
         assert isinstance(answer["results"], list)
     assert search(server, '""')["results"] == []

@@ -128,11 +128,18 @@ def _scope(scope: SearchScope) -> tuple[str, list[object]]:
     return " AND ".join(clauses), params
 
 
+def _storable(text: str) -> str:
+    """``text`` as SQLite can take it: a lone surrogate (which no stored row holds) as U+FFFD."""
+    if text.isascii():
+        return text
+    return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+
+
 def _holds(terms: Sequence[str]) -> tuple[str, list[object]]:
     """SQL that a row's folded text holds every term (exact, as a substring)."""
     if not terms:
         return "1", []
-    return " AND ".join(f"instr({_FOLDED}, ?) > 0" for _ in terms), list(terms)
+    return " AND ".join(f"instr({_FOLDED}, ?) > 0" for _ in terms), [_storable(t) for t in terms]
 
 
 def candidates(
