@@ -115,10 +115,13 @@ def measure(folder: Path, rows: int, reps: int) -> dict[str, float]:
     probe = sqlite3.connect(path)
     start = time.perf_counter()
     manager.search(SCOPE, RARE, 50)
+    searches = 1
     while search_index.backlog(probe):
         manager.search(SCOPE, RARE, 50)
+        searches += 1
     probe.close()
-    figures["catch-up µs/row"] = (time.perf_counter() - start) / rows * 1e6
+    figures["first searches s"] = time.perf_counter() - start
+    figures["first searches"] = searches
     for label, query in QUERIES.items():
         figures[f"search {label}"] = median_ms(lambda q=query: manager.search(SCOPE, q, 50), reps)
     figures["LIKE scan, rare word"] = median_ms(like_scan(path, RARE), max(3, reps // 5))
@@ -148,6 +151,15 @@ def measure(folder: Path, rows: int, reps: int) -> dict[str, float]:
     connection.execute("VACUUM")
     connection.close()
     figures["size without index MB"] = file_size(bare) / 1e6
+    # The same appends on that copy: an append without any index (the baseline).
+    bare_manager = ChatHistoryManager.open(bare, load_settings(KEEP_ALL).settings)
+    times = []
+    for text in texts:
+        start = time.perf_counter()
+        bare_manager.append(key, [Message(role="user", content=text)])
+        times.append(time.perf_counter() - start)
+    bare_manager.close()
+    figures["append without index ms"] = statistics.median(times) * 1e3
     return figures
 
 
@@ -172,10 +184,12 @@ def report(small: int, large: int, figures: dict[int, dict[str, float]]) -> str:
     indexed = append + b["catch-up ms/append"]
     lines += [
         "",
-        f"- Append at {large:,}: {append:.2f} ms alone, {indexed:.2f} ms with its share of the "
-        f"catch-up ({b['catch-up ms/append'] * 1e3:.0f} µs): {indexed / append:.2f}×. First "
-        f"search of a database written without the index: {b['catch-up µs/row']:.0f} µs per "
-        "row (2,000 rows per search; the rest is scanned meanwhile).",
+        f"- Append at {large:,}: {b['append without index ms']:.3f} ms without any index, "
+        f"{append:.3f} ms with it, {indexed:.2f} ms with its share of the "
+        f"catch-up ({b['catch-up ms/append'] * 1e3:.0f} µs, paid by the next search, not by the "
+        f"append): {indexed / append:.2f}× the work. A database of {large:,} rows written "
+        f"without the index is indexed by its first {b['first searches']:.0f} searches "
+        f"({b['first searches s']:.0f} s in all: 2,000 rows each, the rest scanned meanwhile).",
         f"- File at {large:,}: {b['size MB']:.1f} MB with the index, "
         f"{b['size without index MB']:.1f} MB without ({growth:.2f}×).",
         "",
@@ -191,7 +205,13 @@ def report(small: int, large: int, figures: dict[int, dict[str, float]]) -> str:
             100,
             "≥",
         ),
-        ("append with the index ≤ 1.5× without", indexed / append, 1.5, "≤"),
+        (
+            "append with the index ≤ 1.5× without (the append's own time)",
+            append / b["append without index ms"],
+            1.5,
+            "≤",
+        ),
+        ("the same, with its share of the deferred catch-up", indexed / append, 1.5, "≤"),
     ]
     for text, value, bound, sense in targets:
         met = value <= bound if sense == "≤" else value >= bound
