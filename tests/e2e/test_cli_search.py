@@ -32,6 +32,7 @@ def folder(tmp_path: Path) -> Path:
         [
             Message(role="user", content="Wie lang ist die Straße?", timestamp=OLD),
             Message(role="assistant", content="Die STRASSE ist \x1b[31mlang\x1b[0m", timestamp=OLD),
+            Message(role="user", content="and now?"),  # a newer turn: the age rule could act
         ],
     )
     m.append(Key("ws-b", "c2"), [Message(role="system", content="strasse rules")])
@@ -78,9 +79,10 @@ def test_search_json_is_the_wire_result_and_scopes_apply(folder: Path, env: dict
         folder,
     )
     assert [r["workspace"] for r in json.loads(other.stdout)["results"]] == ["ws-b"]
-    # Looking never deletes: the rows from 2020 are still there.
+    # Looking never deletes: the turn from 2020 is still there (the default age rule, 720 h,
+    # would delete it if retention ran).
     shown = run(env, "show", "c1", "--json", "--db", folder)
-    assert len(json.loads(shown.stdout)["messages"]) == 2
+    assert len(json.loads(shown.stdout)["messages"]) == 3
 
 
 @pytest.mark.parametrize(
