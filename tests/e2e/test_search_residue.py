@@ -43,7 +43,7 @@ def runs(text: str) -> set[bytes]:
 
 def indexed(folder: Path, text: str) -> list[int]:
     """The rowids the index itself holds for ``text`` (read with another connection)."""
-    expression = fts_plan(parse_query(text)).expression
+    expression = fts_plan(parse_query(text), positions=False).expression
     connection = sqlean.connect(str(database_path(folder)))
     try:
         sql = "SELECT rowid FROM search WHERE search MATCH ?"

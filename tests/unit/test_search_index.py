@@ -53,7 +53,7 @@ class Db:
 
     def indexed(self, query: str) -> list[int]:
         """Rowids the index itself holds for ``query``."""
-        expression = fts_plan(parse_query(query)).expression
+        expression = fts_plan(parse_query(query), positions=False).expression
         sql = "SELECT rowid FROM search WHERE search MATCH ? ORDER BY rowid"
         return [rowid for (rowid,) in self.connection.execute(sql, (expression,))]
 

@@ -4,10 +4,13 @@ Design (tests/unit/test_fts_residue.py proved it on real files; README "Search")
 
 - ``messages.folded`` holds ``policy.search.stored_fold(content)``: NULL where SQLite's built-in
   ``lower(content)`` already equals the fold (ASCII without NUL: most rows).
-- ``search`` is a contentless FTS5 trigram index (``detail=full``, so a term is looked up as a
-  phrase of its trigrams: exactly the rows whose folded text holds it) over
-  ``coalesce(folded, lower(content))``, with FTS5's ``secure-delete``: a deleted entry is removed
-  from the index pages themselves, so no trigram of deleted text stays in the file.
+- ``search`` is a contentless FTS5 trigram index over ``coalesce(folded, lower(content))``, with
+  FTS5's ``secure-delete``: a deleted entry is removed from the index pages themselves, so no
+  trigram of deleted text stays in the file. ``detail=none`` (no positions): a term is looked up
+  by the trigrams that cover it (``policy.search.fts_plan(positions=False)``), and the rows found
+  are checked exactly in SQL (``instr`` on the folded text) before the newest ``CANDIDATES`` are
+  taken. Measured against ``detail=full`` with phrase lookups: half the file, 40% less catch-up
+  time, lookups as fast or faster.
 - Lazy: an append does not touch the index. ``search_state.indexed_through`` is the highest row id
   the index holds (ids are never reused); a search first indexes the rows after it (at most
   ``CATCH_UP_ROWS`` per search) and scans the rest directly, so results are complete either way.
@@ -34,7 +37,7 @@ from chat_history.store.engine import sqlite3
 SCHEMA = """
 ALTER TABLE messages ADD COLUMN folded TEXT;
 CREATE VIRTUAL TABLE search USING fts5(
-    body, content='', detail=full, tokenize='trigram case_sensitive 1'
+    body, content='', detail=none, tokenize='trigram case_sensitive 1'
 );
 INSERT INTO search(search, rank) VALUES ('secure-delete', 1);
 CREATE TABLE search_state (
@@ -151,7 +154,7 @@ def candidates(
     if not query.searchable or not scope.roles:
         return []
     where, where_params = _scope(scope)
-    plan = fts_plan(query)
+    plan = fts_plan(query, positions=False)
     every, every_params = _holds([term.folded for term in query.terms])
     through = indexed_through(connection)
     # NOT INDEXED: the rows after the mark are found by id, never by scanning the workspace.
@@ -171,12 +174,11 @@ def candidates(
             )
             params = [through, *where_params, *every_params, cap - len(rows)]
         else:
-            rest, rest_params = _holds([term.folded for term in plan.unindexed])
             sql = (
                 f"SELECT {_COLUMNS} FROM search CROSS JOIN messages m ON m.id = search.rowid "
-                f"WHERE search MATCH ? AND {where} AND {rest} ORDER BY search.rowid DESC LIMIT ?"
+                f"WHERE search MATCH ? AND {where} AND {every} ORDER BY search.rowid DESC LIMIT ?"
             )
-            params = [plan.expression, *where_params, *rest_params, cap - len(rows)]
+            params = [plan.expression, *where_params, *every_params, cap - len(rows)]
         rows.extend(connection.execute(sql, params).fetchall())
     return [SearchRow(*row) for row in rows]
 
