@@ -172,7 +172,8 @@ def report(small: int, large: int, figures: dict[int, dict[str, float]]) -> str:
         f"check, candidates, retention check per conversation with hits, ranking, snippets) at "
         f"{small:,} and {large:,} stored messages in {CONVERSATIONS} conversations of one "
         f"workspace, text from the standard library's sources (10% with an accented word). "
-        f"SQLite {sqlite3.sqlite_version} (sqlean.py). Medians in ms.",
+        f"SQLite {sqlite3.sqlite_version} (sqlean.py). Medians in ms; load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs at the end of the run.",
         "",
         f"| | {small:,} | {large:,} | ratio |",
         "|---|---|---|---|",
