@@ -24,6 +24,8 @@ import {
   type ReportUsageParams,
   type ReportUsageResult,
   type SaveSummaryParams,
+  type SearchParams,
+  type SearchResult,
   type Summary,
   type TrimmedNotification,
   // Version 2: conversations and edits
@@ -258,6 +260,12 @@ export class ChatHistoryClient implements Disposable {
 
   getSummary(params: GetSummaryParams): Promise<Summary | null> {
     return this.request(Methods.getSummary, params);
+  }
+
+  /** Full-text search over stored rows (version 2): most relevant first, with snippets and
+   * code-point highlights; retention runs first, so only rows a `get` would return are found. */
+  search(params: SearchParams): Promise<SearchResult> {
+    return this.request(Methods.search, params);
   }
 
   /** Deletes the conversation's messages and summary. */

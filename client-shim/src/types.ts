@@ -27,6 +27,8 @@ export const Methods = {
   prepare: "chatHistory/prepare",
   saveSummary: "chatHistory/saveSummary",
   getSummary: "chatHistory/getSummary",
+  // Version 2: search
+  search: "chatHistory/search",
   clear: "chatHistory/clear",
   listConversations: "chatHistory/listConversations",
   // Version 2: calibrated estimates
@@ -417,6 +419,61 @@ export type SaveSummaryResult = Summary;
 export type GetSummaryParams = ConversationKey;
 export type GetSummaryResult = Summary | null;
 
+// Version 2: search
+
+/** `chatHistory/search` params: rows of the session's workspace by default. */
+export interface SearchParams {
+  /** 1 to 1,000 characters. Every word (split at whitespace) must occur in the row, case- and
+   * accent-insensitively, as a substring; a part in double quotes must occur as written (its
+   * words in order, its spaces). Nothing in it is an operator. */
+  query: string;
+  /** Only this conversation (in `workspace`, or in every workspace with `allWorkspaces`). */
+  conversationId?: string;
+  /** Default: the session's workspace identity. */
+  workspace?: string;
+  /** Search every workspace (`workspace` is then ignored). */
+  allWorkspaces?: boolean;
+  /** Default `["user", "assistant"]`; `[]` finds nothing. */
+  roles?: Role[];
+  /** 1 to 200, default 50. */
+  limit?: number;
+}
+export interface SearchResultItem {
+  workspace: string;
+  conversationId: string;
+  /** The row's id (a `get` returns it with every field). */
+  id: number;
+  turn: number;
+  role: Role;
+  /** Epoch milliseconds. */
+  timestamp: number;
+  /** At most 200 code points of the row's content around the first match, as plain text. */
+  snippet: string;
+  /** `[start, end)` code point offsets (not UTF-16 units) of the matched text in `snippet`. */
+  highlights: Array<[number, number]>;
+}
+export interface SearchResult {
+  /** Most relevant first, then newest. */
+  results: SearchResultItem[];
+  /** Whether more rows match than `limit`. */
+  hasMore: boolean;
+}
+
+/** `[start, end)` code point offsets (as in `highlights`) as UTF-16 offsets into `text`, for
+ * `String.prototype.slice` and DOM ranges. */
+export function codePointSpanToUtf16(text: string, [start, end]: [number, number]): [number, number] {
+  let units = 0;
+  let points = 0;
+  let from = -1;
+  for (const char of text) {
+    if (points === start) from = units;
+    if (points === end) return [from, units];
+    units += char.length;
+    points += 1;
+  }
+  return [from < 0 ? units : from, units];
+}
+
 export type ClearParams = ConversationKey;
 export interface ClearResult {
   deletedMessages: number;
@@ -500,6 +557,7 @@ export interface RequestMap {
   "chatHistory/prepare": [PrepareParams, PrepareResult];
   "chatHistory/saveSummary": [SaveSummaryParams, SaveSummaryResult];
   "chatHistory/getSummary": [GetSummaryParams, GetSummaryResult];
+  "chatHistory/search": [SearchParams, SearchResult];
   "chatHistory/clear": [ClearParams, ClearResult];
   "chatHistory/listConversations": [ListConversationsParams, ListConversationsResult];
   "chatHistory/reportUsage": [ReportUsageParams, ReportUsageResult];

@@ -19,9 +19,10 @@ import attrs
 from chat_history import __version__, protocol
 from chat_history.errors import InvalidParams, StorageError
 from chat_history.manager import ChatHistoryManager
+from chat_history.model import ROLES
 from chat_history.paths import STORAGE_ENV, default_storage_folder
 from chat_history.progress import Progress
-from chat_history.render import conversations_table, history_text, prune_text, when
+from chat_history.render import conversations_table, history_text, prune_text, search_text, when
 from chat_history.settings import SECTION, Settings, default_settings, load_settings
 from chat_history.settings_file import SettingsFileError, read_settings_file
 from chat_history.storage_retention import PruneRun, tally
@@ -258,6 +259,29 @@ def cmd_fork(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_search(args: argparse.Namespace) -> int:
+    params = protocol.SearchParams(
+        query=args.query,
+        conversation_id=args.conversation,
+        workspace=args.workspace,
+        all_workspaces=args.workspace is None,
+        roles=args.role,
+        limit=args.limit,
+    )
+    try:
+        scope, query, limit = protocol.search_args(params, "")
+    except InvalidParams as exc:
+        flag = {"query": "QUERY", "limit": "--limit", "workspace": "--workspace"}
+        name = flag.get(exc.field, "--conversation" if exc.field == "conversationId" else "--role")
+        raise CliError(f"argument {name}: {exc.why}", EXIT_USAGE) from None
+    result = open_manager(args, reading(default_settings())).search(scope, query, limit)
+    if args.json:
+        print_json(protocol.wire_search(result))
+    else:
+        print(search_text(result.hits, result.has_more))
+    return 0
+
+
 def cmd_prune(args: argparse.Namespace) -> int:
     loaded = load_cli_settings(args)
     # Running prune is the request to prune: enableAutoPruning governs automatic runs only.
@@ -470,6 +494,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", metavar="MODEL", help="model for --provider")
     p.add_argument("--json", action="store_true", help="the stored rows as JSON")
     p.add_argument("--full", action="store_true", help="do not shorten tool results")
+
+    p = command("search", cmd_search, "find stored messages by their text (as chatHistory/search)")
+    p.add_argument("query", metavar="QUERY", help='words to find; "quoted words" in order')
+    p.add_argument("--workspace", metavar="W", help="only this workspace (default: all)")
+    p.add_argument("--conversation", metavar="C", help="only this conversation")
+    p.add_argument(
+        "--role",
+        action="append",
+        choices=ROLES,
+        help="rows of this role (repeatable; default: user and assistant)",
+    )
+    p.add_argument("--limit", type=int, metavar="N", help="at most N results (1-200, default 50)")
+    p.add_argument("--json", action="store_true", help="the result as chatHistory/search's")
 
     p = command("prune", cmd_prune, "apply storage retention to every conversation now", settings)
     p.add_argument("--dry-run", action="store_true", help="report what would go; delete nothing")

@@ -36,6 +36,8 @@ from chat_history.policy.cursor import CursorPosition
 from chat_history.policy.imports import covered_id, match_stored
 from chat_history.policy.recording import plan_append
 from chat_history.policy.retention import RetentionPlan
+from chat_history.policy.search import parse_query
+from chat_history.policy.search_rank import SearchHit, SearchScope, rank
 from chat_history.policy.tokens import stored_tokens
 from chat_history.policy.turns import is_real_user
 from chat_history.settings import Settings, default_settings
@@ -81,6 +83,15 @@ class GetResult:
     messages: tuple[StoredMessage, ...]
     summary: Summary | None
     pruned: PruneReport | None
+    has_more: bool
+
+
+@attrs.frozen
+class SearchResult:
+    """``search``: the page of hits, most relevant first then newest, and whether more rows
+    matched."""
+
+    hits: tuple[SearchHit, ...]
     has_more: bool
 
 
@@ -449,6 +460,34 @@ class ChatHistoryManager:
             if dry_run:
                 return self._retention.dry_run(key, now)
             return self._retention.run(key, now)
+
+    def search(self, scope: SearchScope, query: str, limit: int) -> SearchResult:
+        """The ``limit`` rows in ``scope`` that best match ``query`` (policy.search), with
+        snippets and highlights, and whether more matched. Indexes the rows written since the
+        last search first (store.search_index), and runs retention for every conversation with
+        hits before answering, so only rows a ``get`` would return now are found.
+        Raises StorageError."""
+        parsed = parse_query(query)
+        if not parsed.searchable or not scope.roles:
+            return SearchResult((), False)
+        with self._lock:
+            now = self._clock()
+            with self.store.read() as reading:
+                backlog = reading.search_backlog()
+            if backlog:
+                with self.store.write() as tx:
+                    tx.index_for_search()
+            with self.store.snapshot() as reading:
+                rows = reading.search_candidates(scope, parsed)
+                keys = dict.fromkeys(Key(row.workspace, row.conversation) for row in rows)
+                due = [key for key in keys if not self._retention.nothing_due(reading, key, now)]
+            if due:
+                for key in due:
+                    self._retention.run(key, now)
+                with self.store.snapshot() as reading:
+                    rows = reading.search_candidates(scope, parsed)
+            hits, more = rank(rows, parsed, limit)
+            return SearchResult(tuple(hits), more)
 
     def import_conversation(
         self, key: Key, messages: Sequence[Message], summary: ImportedSummary | None = None

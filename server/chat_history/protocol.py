@@ -35,10 +35,12 @@ from chat_history.model import (
 )
 from chat_history.policy.cursor import CursorPosition, decode_cursor
 from chat_history.policy.rewind import check_turns
+from chat_history.policy.search import check_query
+from chat_history.policy.search_rank import SearchScope
 
 if TYPE_CHECKING:  # the manager's result types, translated below (no import at run time)
     from chat_history.conversations import ConversationPage, ConversationUpdate, MessageEdit
-    from chat_history.manager import AppendResult, GetResult, PrepareOptions
+    from chat_history.manager import AppendResult, GetResult, PrepareOptions, SearchResult
     from chat_history.store import ConversationRecord, DatabaseStats
 
 # Limits (README "Limits"): large enough for real chats, small enough that no request can
@@ -130,6 +132,16 @@ class PrepareParams(FormatParams):
     extra_tokens: int | None = None
     overflow_recovery: bool | None = None
     keep_tool_context_turns: int | None = None
+
+
+@attrs.define
+class SearchParams:
+    query: str
+    conversation_id: str | None = None
+    workspace: str | None = None
+    all_workspaces: bool | None = None
+    roles: list[str] | None = None
+    limit: int | None = None
 
 
 @attrs.define
@@ -628,6 +640,59 @@ def usage_args(params: ReportUsageParams) -> tuple[str | None, str | None, int, 
     """``chatHistory/reportUsage``'s (provider, model, estimatedTokens, promptTokens); the
     figures' range is the manager's rule (policy.calibration.check_usage)."""
     return params.provider, params.model, params.estimated_tokens, params.prompt_tokens
+
+
+#: ``chatHistory/search``: the roles searched by default, and the page size (default, largest).
+SEARCH_ROLES: tuple[str, ...] = ("user", "assistant")
+SEARCH_LIMIT = 50
+MAX_SEARCH_LIMIT = 200
+
+
+def search_args(params: SearchParams, default_workspace: str) -> tuple[SearchScope, str, int]:
+    """``chatHistory/search``'s (scope, query, limit), checked. ``allWorkspaces`` searches every
+    workspace (a ``workspace`` given with it is still checked, then not used); ``roles`` may be
+    empty (nothing is found). The query's text is data: any character is accepted."""
+    query = check_query(params.query)
+    roles = SEARCH_ROLES if params.roles is None else tuple(params.roles)
+    for i, role in enumerate(roles):
+        if role not in ROLES:
+            raise InvalidParams(
+                f"roles[{i}]", f"unknown role {quoted(role)}; expected one of {', '.join(ROLES)}"
+            )
+    workspace = (
+        check_workspace(params.workspace) if params.workspace is not None else default_workspace
+    )
+    conversation = (
+        check_id(params.conversation_id, "conversationId")
+        if params.conversation_id is not None
+        else None
+    )
+    limit = check_int(params.limit, "limit", 1, MAX_SEARCH_LIMIT) or SEARCH_LIMIT
+    scope = SearchScope(
+        workspace=None if params.all_workspaces else workspace,
+        conversation=conversation,
+        roles=tuple(dict.fromkeys(roles)),
+    )
+    return scope, query, limit
+
+
+def wire_search(result: SearchResult) -> dict[str, Any]:
+    return {
+        "results": [
+            {
+                "workspace": hit.workspace,
+                "conversationId": hit.conversation,
+                "id": hit.id,
+                "turn": hit.turn,
+                "role": hit.role,
+                "timestamp": hit.timestamp,
+                "snippet": hit.snippet,
+                "highlights": [list(span) for span in hit.highlights],
+            }
+            for hit in result.hits
+        ],
+        "hasMore": result.has_more,
+    }
 
 
 def wire_append(result: AppendResult) -> dict[str, Any]:

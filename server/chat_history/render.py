@@ -12,6 +12,7 @@ from typing import Any
 
 from chat_history.model import Key, StoredMessage, Summary
 from chat_history.policy.compaction import covered_row_ids
+from chat_history.policy.search_rank import SearchHit
 from chat_history.settings import Settings
 from chat_history.storage_retention import PruneRun
 from chat_history.store import ConversationRecord
@@ -203,3 +204,24 @@ def prune_text(run: PruneRun, settings: Settings) -> str:
             terminal_safe(f"  {item.key.workspace}  {item.key.conversation}: {'; '.join(parts)}")
         )
     return "\n".join(lines)
+
+
+def search_text(hits: Sequence[SearchHit], has_more: bool) -> str:
+    """``search``'s results: where each row is, then its snippet with the matches in ``[[ ]]``
+    (control characters shown as ``\\xNN``)."""
+    if not hits:
+        return "No matches."
+    out: list[str] = []
+    for hit in hits:
+        where = f"{terminal_safe(hit.workspace)}  {terminal_safe(hit.conversation)}"
+        out.append(f"{where}  #{hit.id}  turn {hit.turn}  {hit.role}  {when(hit.timestamp)}")
+        marked, at = [], 0
+        for start, end in hit.highlights:
+            marked += [hit.snippet[at:start], "[[", hit.snippet[start:end], "]]"]
+            at = end
+        marked.append(hit.snippet[at:])
+        text = terminal_safe("".join(marked)).replace("\n", "\n    ")
+        out.append(f"    {text}")
+    if has_more:
+        out.append("(more matches: raise --limit, up to 200)")
+    return "\n".join(out)

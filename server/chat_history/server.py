@@ -509,6 +509,10 @@ def report_usage(
     return protocol.wire(m.report_usage(*protocol.usage_args(p)))
 
 
+def search(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.SearchParams) -> Any:
+    return protocol.wire_search(m.search(*protocol.search_args(p, ls.workspace_identity)))
+
+
 #: Every custom method: its params type and its handler.
 REQUESTS: dict[str, tuple[type, Handler]] = {
     "chatHistory/append": (protocol.AppendParams, append),
@@ -517,6 +521,7 @@ REQUESTS: dict[str, tuple[type, Handler]] = {
     "chatHistory/prepare": (protocol.PrepareParams, prepare),
     "chatHistory/saveSummary": (protocol.SaveSummaryParams, save_summary),
     "chatHistory/getSummary": (protocol.KeyParams, get_summary),
+    "chatHistory/search": (protocol.SearchParams, search),
     "chatHistory/clear": (protocol.KeyParams, clear),
     "chatHistory/listConversations": (protocol.ListParams, list_page),
     "chatHistory/reportUsage": (protocol.ReportUsageParams, report_usage),

@@ -278,6 +278,14 @@ def relevance(content: str, query: SearchQuery) -> float | None:
     return _relevance(fold(content), query)
 
 
+def folded_relevance(folded: str, query: SearchQuery) -> float | None:
+    """:func:`relevance` of a row whose ``fold(content)`` is already known (the index keeps it:
+    ``stored_fold``, or ``content.lower()`` where that is NULL), without folding again."""
+    if not query.searchable:
+        return None
+    return _relevance(folded, query)
+
+
 def matches(content: str, query: SearchQuery) -> bool:
     """Whether ``content`` holds every term of ``query`` (always false when nothing is
     searchable)."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from pathlib import Path
 from chat_history.errors import StorageError
 from chat_history.store import calibration, failures, files
 from chat_history.store.cache import ConversationCache
+from chat_history.store.engine import sqlite3
 from chat_history.store.schema import DATABASE_FILE, NewerSchema, check_version, migrate
 from chat_history.store.tail import Tails
 from chat_history.store.transaction import Reading, Transaction, sync_cache

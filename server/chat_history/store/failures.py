@@ -4,7 +4,7 @@ shorten it.)"""
 
 from __future__ import annotations
 
-import sqlite3
+from chat_history.store.engine import sqlite3
 
 BUSY_TIMEOUT_MS = 15_000
 #: SQLITE_CORRUPT and SQLITE_NOTADB, the primary result codes of a damaged file.

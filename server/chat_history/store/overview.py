@@ -3,9 +3,9 @@ the list methods and the CLI's ``list`` and ``stats``. Stateless, like ``queries
 
 from __future__ import annotations
 
-import sqlite3
-
 import attrs
+
+from chat_history.store.engine import sqlite3
 
 
 @attrs.frozen

@@ -3,12 +3,14 @@ connection it is given, remembers nothing and never sees the cache (``transactio
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 
 import attrs
 
 from chat_history.model import Key, Message, StoredMessage, Summary
+from chat_history.policy.search import stored_fold
+from chat_history.store import search_index
+from chat_history.store.engine import sqlite3
 from chat_history.store.rows import COLUMNS, message_columns, to_message
 from chat_history.store.schema import FIGURES
 
@@ -24,9 +26,9 @@ _LAST_FIGURES = (
 #: A new row's id is one more than any id the table holds or ever deleted (schema v3).
 _INSERT_MESSAGE = (
     "INSERT INTO messages (id, workspace, conversation, turn, role, content, tool_calls, "
-    "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens) VALUES ("
+    "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded) VALUES ("
     "(SELECT MAX(highest_deleted, COALESCE((SELECT MAX(id) FROM messages), 0)) + 1 "
-    "FROM id_floor), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "FROM id_floor), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _UPDATE_TOTALS = (
     "UPDATE conversations SET message_count = ?, tokens = ?, last_turn = ?, turn_start_id = ?, "
@@ -180,7 +182,14 @@ def insert_row(
     """Insert one row stamped ``at``; returns its id."""
     cursor = connection.execute(
         _INSERT_MESSAGE,
-        (key.workspace, key.conversation, turn, *message_columns(message, at), tokens),
+        (
+            key.workspace,
+            key.conversation,
+            turn,
+            *message_columns(message, at),
+            tokens,
+            stored_fold(message.content),
+        ),
     )
     return int(cursor.lastrowid or 0)
 
@@ -207,6 +216,8 @@ def delete_rows(connection: sqlite3.Connection, key: Key, ids: Sequence[int]) ->
     """Delete rows by id, recompute the conversation's totals from what is left, and drop the
     figures of turns older than the oldest one left."""
     connection.execute(_RAISE_ID_FLOOR)
+    through = search_index.indexed_through(connection)
+    bulk = search_index.begin_bulk_delete(connection, sum(i <= through for i in ids))
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
         connection.execute(
@@ -214,6 +225,8 @@ def delete_rows(connection: sqlite3.Connection, key: Key, ids: Sequence[int]) ->
             f"({','.join('?' * len(chunk))})",
             (key.workspace, key.conversation, *chunk),
         )
+    if bulk:
+        search_index.end_bulk_delete(connection)
     count, tokens, oldest = connection.execute(
         "SELECT COUNT(*), COALESCE(SUM(tokens), 0), MIN(timestamp) FROM messages "
         "WHERE workspace = ? AND conversation = ?",
@@ -234,10 +247,13 @@ def delete_rows(connection: sqlite3.Connection, key: Key, ids: Sequence[int]) ->
 def clear(connection: sqlite3.Connection, key: Key) -> int:
     """Delete the conversation: rows, summary, totals, figures. Returns the rows deleted."""
     connection.execute(_RAISE_ID_FLOOR)
-    deleted = connection.execute(
-        "DELETE FROM messages WHERE workspace = ? AND conversation = ?",
-        (key.workspace, key.conversation),
-    ).rowcount
+    where, params = "workspace = ? AND conversation = ?", (key.workspace, key.conversation)
+    bulk = search_index.begin_bulk_delete(
+        connection, search_index.indexed_rows(connection, where, params)
+    )
+    deleted = connection.execute(f"DELETE FROM messages WHERE {where}", params).rowcount
+    if bulk:
+        search_index.end_bulk_delete(connection)
     for table in ("summaries", "conversations", "turn_figures"):
         connection.execute(
             f"DELETE FROM {table} WHERE workspace = ? AND conversation = ?",

@@ -4,7 +4,6 @@ selected row and ``StoredMessage`` and between a ``Message`` and the columns it 
 from __future__ import annotations
 
 import json
-import sqlite3
 from typing import Any
 
 from chat_history.model import (
@@ -15,6 +14,7 @@ from chat_history.model import (
     compact_json,
     tool_calls_json,
 )
+from chat_history.store.engine import sqlite3
 
 #: The columns every row query selects, in the order ``to_message`` reads them.
 COLUMNS = (

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import sqlite3
-
-from chat_history.store import calibration
+from chat_history.store import calibration, search_index
+from chat_history.store.engine import sqlite3
 
 SCHEMA_VERSION = 6
 DATABASE_FILE = "chat-history.sqlite3"
@@ -139,7 +138,13 @@ CREATE INDEX messages_by_turn ON messages (workspace, conversation, turn)
 """
 
 #: MIGRATIONS[n] upgrades a database at user_version n to n + 1.
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4}
+# Version 5 adds the full-text search index: the ``folded`` column, the FTS5 table, its triggers
+# and the catch-up mark (store.search_index). Rows written before it are indexed by the first
+# searches.
+_V5 = search_index.SCHEMA
+
+#: MIGRATIONS[n] upgrades a database at user_version n to n + 1.
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5}
 
 # Version 6 (issue 15): the calibration samples of ``reportUsage`` (store/calibration.py). Its
 # statements are idempotent, so it works whether or not versions 4 and 5 (issue 14's steps) ran
@@ -147,6 +152,19 @@ MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4}
 MIGRATIONS.setdefault(3, "")
 MIGRATIONS.setdefault(4, "")
 MIGRATIONS[5] = calibration.SCHEMA
+
+
+def statements(script: str) -> list[str]:
+    """The SQL statements of a migration step, in order (a trigger's body kept whole)."""
+    found: list[str] = []
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                found.append(pending.strip())
+            pending = ""
+    return found
 
 
 class NewerSchema(Exception):
@@ -174,9 +192,8 @@ def migrate(connection: sqlite3.Connection) -> None:
     try:
         version = check_version(connection)
         while version < SCHEMA_VERSION:
-            for statement in MIGRATIONS[version].split(";"):
-                if statement.strip():
-                    connection.execute(statement)
+            for statement in statements(MIGRATIONS[version]):
+                connection.execute(statement)
             version += 1
             connection.execute(f"PRAGMA user_version = {version}")
         connection.execute("COMMIT")

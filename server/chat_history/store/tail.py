@@ -5,13 +5,13 @@ cache (``cache.py``), which remembers whole conversations."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Generator, Sequence
 
 import attrs
 
 from chat_history.model import Key, StoredMessage
 from chat_history.store import queries
+from chat_history.store.engine import sqlite3
 from chat_history.store.queries import ConversationTotals
 from chat_history.store.rows import to_message
 from chat_history.store.schema import FIGURES

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import sqlite3
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from chat_history.model import Key, Message, StoredMessage, Summary
-from chat_history.store import calibration, edits, overview, queries, records
+from chat_history.policy.search import SearchQuery
+from chat_history.policy.search_rank import SearchRow, SearchScope
+from chat_history.store import calibration, edits, overview, queries, records, search_index
 from chat_history.store.cache import ConversationCache
+from chat_history.store.engine import sqlite3
 from chat_history.store.overview import ConversationRecord, DatabaseStats
 from chat_history.store.queries import ConversationTotals, RowMetaRecord
 from chat_history.store.records import RecordRow
@@ -200,6 +202,17 @@ class Reading:
     def stats(self) -> DatabaseStats:
         return overview.stats(self.connection)
 
+    # -- search -----------------------------------------------------------------------------
+
+    def search_backlog(self) -> bool:
+        """Whether rows wait to be indexed for search."""
+        return search_index.backlog(self.connection)
+
+    def search_candidates(self, scope: SearchScope, query: SearchQuery) -> list[SearchRow]:
+        """The newest rows in ``scope`` that hold every term of ``query`` (snapshot or write:
+        the index and its catch-up mark are read together)."""
+        return search_index.candidates(self.connection, scope, query)
+
 
 class Transaction(Reading):
     """A ``Reading`` that may also change the database: handed out by ``Store.write()`` only,
@@ -282,6 +295,7 @@ class Transaction(Reading):
         calibration.add_ratio(self.connection, kind, model, ratio)
         self._ratios.forget(kind, model)
         return calibration.ratios(self.connection, kind, model)
+
     def delete_summary(self, key: Key) -> bool:
         """Delete the summary; returns whether there was one."""
         return edits.delete_summary(self.connection, key)
@@ -342,3 +356,7 @@ class Transaction(Reading):
         self._cache.drop(target)
         self._tails.drop(target)
         return base
+
+    def index_for_search(self) -> int:
+        """Index the next rows written since the last catch-up; returns how many."""
+        return search_index.catch_up(self.connection)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from chat_history.store import failures
+from chat_history.store.engine import sqlite3
 
 #: How long a WAL reset waits for readers and writers of other connections: the first attempt
 #: after a delete, and at close. A reset that cannot finish is retried, so a delete need not

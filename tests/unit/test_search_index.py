@@ -1,0 +1,180 @@
+"""The search index on real database files (store/search_index.py): the migration of a database
+written before it, lazy catch-up in bounded steps with the rest scanned, writers that know only
+the table (plain SQL without the fold), and the bulk deletion that rewrites the index once — each
+leaving the index holding exactly the rows that exist, with their current text."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from chat_history.policy.search import fts_plan, parse_query, stored_fold
+from chat_history.policy.search_rank import SearchScope, rank
+from chat_history.store import search_index
+from chat_history.store.engine import sqlite3
+from chat_history.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate, statements
+
+EVERYWHERE = SearchScope(None, None, ("system", "user", "assistant", "tool"))
+
+
+class Db:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.connection = sqlite3.connect(path, isolation_level=None)
+        self.connection.execute("PRAGMA journal_mode = WAL")
+        self.connection.execute("PRAGMA secure_delete = ON")
+
+    def add(self, content: str, conversation: str = "c", *, fold: bool = True) -> int:
+        cursor = self.connection.execute(
+            "INSERT INTO messages (workspace, conversation, turn, role, content, timestamp, "
+            "tokens, folded) VALUES ('ws', ?, 1, 'user', ?, 0, 1, ?)",
+            (conversation, content, stored_fold(content) if fold else None),
+        )
+        return int(cursor.lastrowid or 0)
+
+    def catch_up(self, rows: int = search_index.CATCH_UP_ROWS) -> int:
+        self.connection.execute("BEGIN IMMEDIATE")
+        indexed = search_index.catch_up(self.connection, rows)
+        self.connection.execute("COMMIT")
+        return indexed
+
+    def found(self, query: str, scope: SearchScope = EVERYWHERE) -> list[int]:
+        """Ids found, in id order, without catching up first."""
+        parsed = parse_query(query)
+        self.connection.execute("BEGIN")
+        try:
+            rows = search_index.candidates(self.connection, scope, parsed)
+        finally:
+            self.connection.execute("COMMIT")
+        hits, _ = rank(rows, parsed, 200)
+        return sorted(hit.id for hit in hits)
+
+    def indexed(self, query: str) -> list[int]:
+        """Rowids the index itself holds for ``query``."""
+        expression = fts_plan(parse_query(query), positions=False).expression
+        sql = "SELECT rowid FROM search WHERE search MATCH ? ORDER BY rowid"
+        return [rowid for (rowid,) in self.connection.execute(sql, (expression,))]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Db]:
+    database = Db(tmp_path / "search.sqlite3")
+    migrate(database.connection)
+    yield database
+    database.connection.close()
+
+
+def test_a_database_written_before_the_index_is_searched_after_migrating(tmp_path: Path) -> None:
+    old = Db(tmp_path / "old.sqlite3")
+    connection = old.connection
+    for version in range(SCHEMA_VERSION):  # up to the step before the index
+        if "VIRTUAL TABLE search" in MIGRATIONS[version]:
+            break
+        for statement in statements(MIGRATIONS[version]):
+            connection.execute(statement)
+        connection.execute(f"PRAGMA user_version = {version + 1}")
+    connection.execute(
+        "INSERT INTO messages (workspace, conversation, turn, role, content, timestamp, tokens) "
+        "VALUES ('ws', 'c', 1, 'user', 'Le CAFÉ de Paris', 0, 5), "
+        "('ws', 'c', 1, 'assistant', 'call read_file', 0, 3)"
+    )
+    migrate(connection)
+    assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    # Before any catch-up the rows are scanned (folded on the fly by the exact matcher)...
+    assert old.found("read") == [2]
+    # ...and the catch-up folds the rows written without a fold, so the index finds them too.
+    assert old.catch_up() == 2
+    assert old.connection.execute("SELECT folded FROM messages ORDER BY id").fetchall() == [
+        ("le cafe de paris",),
+        (None,),
+    ]
+    assert old.indexed("cafe") == [1]
+    assert old.found("cafe") == [1]
+    connection.close()
+
+
+def test_catch_up_goes_in_bounded_steps_and_a_search_scans_the_rest(db: Db) -> None:
+    ids = [db.add(f"note {i} about zebras") for i in range(25)]
+    assert db.catch_up(rows=10) == 10
+    assert db.indexed("zebras") == ids[:10]
+    assert db.found("zebras") == ids  # the 15 not yet indexed are scanned
+    assert db.catch_up(rows=10) == 10
+    assert db.catch_up(rows=10) == 5
+    assert db.catch_up(rows=10) == 0
+    assert db.indexed("zebras") == ids
+    assert search_index.backlog(db.connection) is False
+    db.add("one more zebras")
+    assert search_index.backlog(db.connection) is True
+
+
+def test_scope_limits_the_rows_found(db: Db) -> None:
+    first = db.add("shared text here", "a")
+    second = db.add("shared text there", "b")
+    db.catch_up()
+    assert db.found("shared") == [first, second]
+    assert db.found("shared", SearchScope("ws", "b", ("user",))) == [second]
+    assert db.found("shared", SearchScope("other", None, ("user",))) == []
+    assert db.found("shared", SearchScope("ws", None, ("assistant",))) == []
+    assert db.found("shared", SearchScope("ws", None, ())) == []
+
+
+def test_deleting_or_editing_rows_not_yet_indexed_leaves_the_index_right(db: Db) -> None:
+    kept = db.add("alpha bravo")
+    gone = db.add("alpha charlie")
+    edited = db.add("alpha delta")
+    db.connection.execute("DELETE FROM messages WHERE id = ?", (gone,))
+    db.connection.execute(
+        "UPDATE messages SET content = 'alpha echo', folded = NULL WHERE id = ?", (edited,)
+    )
+    db.catch_up()
+    assert db.indexed("alpha") == [kept, edited]
+    assert db.indexed("charlie") == [] and db.indexed("delta") == []
+    assert db.found("echo") == [edited]
+
+
+def test_a_writer_that_changes_content_without_the_fold_leaves_no_old_text(db: Db) -> None:
+    row = db.add("Der Straße entlang")
+    db.catch_up()
+    assert db.indexed("strasse") == [row]
+    db.connection.execute("UPDATE messages SET content = 'plain words' WHERE id = ?", (row,))
+    assert db.connection.execute("SELECT folded FROM messages").fetchone() == (None,)
+    assert db.indexed("strasse") == []
+    assert db.found("strasse") == []
+    assert db.found("plain") == [row]
+    # The same before the row was indexed: the catch-up folds the new text.
+    later = db.add("Ünïcode first")
+    db.connection.execute("UPDATE messages SET content = 'Ça va' WHERE id = ?", (later,))
+    db.catch_up()
+    assert db.indexed("unicode") == []
+    assert db.indexed('"ca va"') == [later]
+
+
+def test_a_large_deletion_rewrites_the_index_once_and_leaves_exactly_the_rest(db: Db) -> None:
+    others = [db.add(f"other row {i} xylophone", "other") for i in range(50)]
+    doomed = [db.add(f"doomed row {i} xylophone", "c") for i in range(150)]
+    db.catch_up()
+    assert db.indexed("doomed") == doomed
+    where, params = "workspace = ? AND conversation = ?", ("ws", "c")
+    db.connection.execute("BEGIN IMMEDIATE")
+    deleting = search_index.indexed_rows(db.connection, where, params)
+    assert deleting == 150
+    assert search_index.begin_bulk_delete(db.connection, deleting) is True
+    db.connection.execute(f"DELETE FROM messages WHERE {where}", params)
+    search_index.end_bulk_delete(db.connection)
+    db.connection.execute("COMMIT")
+    assert db.indexed("xylophone") == others
+    assert db.indexed("doomed") == []
+    secure = db.connection.execute("SELECT v FROM search_config WHERE k = 'secure-delete'")
+    assert secure.fetchone() == (1,)
+
+
+def test_a_small_deletion_deletes_securely_row_by_row(db: Db) -> None:
+    rows = [db.add(f"row {i}") for i in range(150)]
+    db.catch_up()
+    db.connection.execute("BEGIN IMMEDIATE")
+    assert search_index.indexed_rows(db.connection, "id <= ?", (rows[5],)) == 6
+    assert search_index.begin_bulk_delete(db.connection, 6) is False
+    assert search_index.begin_bulk_delete(db.connection, 100) is True
+    db.connection.execute("ROLLBACK")
