@@ -7,6 +7,8 @@ export interface RecordedRequest {
 export interface FakeModelServer {
   url: string;
   requests: RecordedRequest[];
+  /** Compaction requests answered (the server's summarizing prompt). */
+  readonly compactions: number;
   close(): Promise<void>;
 }
 export function startFakeModelServer(options?: { chunkDelayMs?: number }): Promise<FakeModelServer>;

@@ -10,6 +10,9 @@
  *                       result, a reply quoting the result's first line;
  *   "[overflow]"      → the first request for that prompt answers 400 context_length_exceeded;
  *   "[echo]"          → the reply repeats the prompt verbatim (Markdown and all);
+ *   "Summarize the conversation above" (the server's compaction prompt, the last message of a
+ *                       compaction request) → "SUMMARY (fake): <the user prompts it saw>", without
+ *                       counting as a reply; counted in `compactions`;
  *   anything else     → "Reply #N to: <prompt>" with some Markdown, streamed word by word.
  *
  * Every request is recorded (`requests`: {path, headers, body}) for the test to inspect.
@@ -29,6 +32,7 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
   const requests = [];
   const overflowed = new Set();
   let replies = 0;
+  const counters = { compactions: 0 };
 
   const server = createServer((req, res) => {
     let raw = "";
@@ -43,6 +47,14 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
   });
 
   /** The conversation of a request in one neutral shape: the newest prompt and whether the model is answering a tool result. */
+  /** Every user prompt of a request, oldest first (what a compaction request asks to summarize). */
+  function prompts(body) {
+    return (body.messages ?? [])
+      .filter((m) => m.role === "user")
+      .map((m) => text(m.content))
+      .filter((t) => t !== "" && !t.startsWith("Summarize the conversation above"));
+  }
+
   function read(format, body) {
     const messages = body.messages ?? [];
     const last = messages[messages.length - 1] ?? {};
@@ -58,7 +70,11 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
   }
 
   /** What to answer, whatever the wire format. */
-  function script(prompt, toolResult) {
+  function script(prompt, toolResult, body) {
+    if (toolResult === null && prompt.startsWith("Summarize the conversation above")) {
+      counters.compactions++;
+      return { type: "text", text: `SUMMARY (fake): the person asked ${prompts(body).map((p) => JSON.stringify(p)).join(", ")}.` };
+    }
     if (prompt.includes("[overflow]") && !overflowed.has(prompt)) {
       overflowed.add(prompt);
       return { type: "overflow" };
@@ -81,7 +97,7 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
     const body = JSON.parse(raw);
     requests.push({ path: req.url, headers: req.headers, body });
     const { prompt, toolResult } = read(format, body);
-    const plan = script(prompt, toolResult);
+    const plan = script(prompt, toolResult, body);
     const promptTokens = Math.ceil(raw.length / 4);
     const writer = { openai: openaiAnswer, anthropic: anthropicAnswer, ollama: ollamaAnswer }[format];
     await writer(res, body, plan, promptTokens, requests.length);
@@ -195,6 +211,10 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
   return {
     url: `http://127.0.0.1:${port}`,
     requests,
+    /** Compaction requests answered (the server's summarizing prompt). */
+    get compactions() {
+      return counters.compactions;
+    },
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections?.();

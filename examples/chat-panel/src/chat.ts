@@ -6,7 +6,7 @@
  */
 
 import { randomBytes } from "node:crypto";
-import type { ChatHistoryClient, Message, PreparedRequest, StoredMessage, ToolCall } from "chat-history-client";
+import type { ChatHistoryClient, CompactionProposal, Message, PreparedRequest, StoredMessage, ToolCall } from "chat-history-client";
 import {
   buildRequest,
   errorMessage,
@@ -24,10 +24,11 @@ export type TurnEvent =
   | { type: "streamDiscarded" }
   | { type: "stored"; rows: StoredMessage[] }
   | { type: "usage"; promptTokens: number }
+  | { type: "calibrated"; calibration: { factor: number; samples: number } }
   | { type: "retry"; reason: string };
 
 export interface TurnOptions {
-  client: Pick<ChatHistoryClient, "append" | "prepare">;
+  client: Pick<ChatHistoryClient, "append" | "prepare" | "reportUsage">;
   conversationId: string;
   model: ModelSettings;
   /** The `provider` param of `prepare`: a kind, or a `chatHistory.providers` alias of the same kind. */
@@ -72,6 +73,8 @@ async function* decode(body: ReadableStream<Uint8Array>): AsyncGenerator<string>
 interface Answer {
   text: string;
   toolCalls: ToolCall[];
+  /** Prompt tokens the provider reported, when it did. */
+  promptTokens: number | null;
 }
 
 async function ask(options: TurnOptions, request: PreparedRequest): Promise<Answer> {
@@ -93,12 +96,14 @@ async function ask(options: TurnOptions, request: PreparedRequest): Promise<Answ
   options.on({ type: "streamStart" });
   let text = "";
   let toolCalls: ToolCall[] = [];
+  let promptTokens: number | null = null;
   try {
     for await (const event of parseStream(options.model.kind, decode(response.body))) {
       if (event.type === "text") {
         text += event.text;
         options.on({ type: "delta", text: event.text });
       } else if (event.type === "usage") {
+        promptTokens = event.promptTokens;
         options.on({ type: "usage", promptTokens: event.promptTokens });
       } else {
         toolCalls = event.toolCalls;
@@ -112,14 +117,62 @@ async function ask(options: TurnOptions, request: PreparedRequest): Promise<Answ
   // a call the provider sent without one gets a fresh id.
   toolCalls = toolCalls.map((call) => (call.id === "" ? { ...call, id: `call_${randomBytes(6).toString("hex")}` } : call));
   options.on({ type: "streamEnd", toolCalls });
-  return { text, toolCalls };
+  return { text, toolCalls, promptTokens };
 }
 
-/** Runs one turn for `prompt`; resolves when the reply is recorded. */
-export async function runTurn(options: TurnOptions, prompt: string): Promise<void> {
+/**
+ * After every model reply: tell the server what the provider counted for the request it
+ * prepared (`rawEstimatedTokens` against the reported prompt tokens), so its estimates for this
+ * provider and model are calibrated. A failure here never fails the turn.
+ */
+async function reportUsage(options: TurnOptions, request: PreparedRequest, promptTokens: number | null): Promise<void> {
+  if (promptTokens === null || promptTokens < 1 || !(request.rawEstimatedTokens >= 1)) return;
+  try {
+    const calibration = await options.client.reportUsage({
+      provider: options.historyProvider,
+      model: options.model.model,
+      estimatedTokens: request.rawEstimatedTokens,
+      promptTokens,
+    });
+    options.on({ type: "calibrated", calibration });
+  } catch {
+    // Calibration is an improvement, not a requirement.
+  }
+}
+
+/**
+ * Carries out a compaction proposal: sends its request to the model (no tools; the answer is
+ * collected, not shown) and returns the summary text. The caller saves it with `saveSummary`.
+ */
+export async function summarize(
+  options: Pick<TurnOptions, "model" | "fetch" | "signal">,
+  proposal: CompactionProposal,
+): Promise<string> {
+  const http = buildRequest(options.model, proposal.request.body as Record<string, unknown>, []);
+  const response = await options.fetch(http.url, { method: "POST", headers: http.headers, body: http.body, signal: options.signal });
+  if (!response.ok || response.body === null) {
+    const text = await response.text().catch(() => "");
+    throw new ModelRequestError(`compaction: the model answered ${response.status}: ${errorMessage(text)}`, response.status, false);
+  }
+  let text = "";
+  for await (const event of parseStream(options.model.kind, decode(response.body))) {
+    if (event.type === "text") text += event.text;
+  }
+  text = text.trim();
+  if (text === "") throw new Error("compaction: the model's summary was empty");
+  return text;
+}
+
+/**
+ * Runs one turn for `prompt`; resolves when the reply is recorded. With `promptStored` (a
+ * regenerate) the prompt is already the conversation's last row and is not appended again.
+ */
+export async function runTurn(options: TurnOptions, prompt: string, { promptStored = false } = {}): Promise<void> {
   const { client, conversationId } = options;
-  const user = await client.append({ conversationId, messages: [{ role: "user", content: prompt }] });
-  options.on({ type: "stored", rows: user.messages });
+  if (!promptStored) {
+    const user = await client.append({ conversationId, messages: [{ role: "user", content: prompt }] });
+    options.on({ type: "stored", rows: user.messages });
+  }
   const maxRounds = options.maxToolRounds ?? 5;
   let retried = false;
   let overflowRecovery = false;
@@ -146,6 +199,7 @@ export async function runTurn(options: TurnOptions, prompt: string): Promise<voi
       }
       throw error;
     }
+    await reportUsage(options, request, answer.promptTokens);
     if (answer.toolCalls.length === 0 || round >= maxRounds) {
       const stored = await client.append({
         conversationId,

@@ -4,14 +4,12 @@
  * panel shows lives in ./state (pure); this file only wires events to it.
  */
 
+import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
-import { mkdir, rename, writeFile } from "node:fs/promises";
-import { dirname, join } from "node:path";
 import * as vscode from "vscode";
-import type { ChatHistoryClient, ConversationInfo, ToolCall, TrimmedNotification } from "chat-history-client";
+import type { ChatHistoryClient, CompactionProposal, ConversationInfo, ToolCall, TrimmedNotification } from "chat-history-client";
 import { startChatHistoryServer, type ChatHistoryServer } from "chat-history-client/vscode";
-import { runTurn, type TurnEvent } from "./chat";
+import { runTurn, summarize, type TurnEvent } from "./chat";
 import { MODEL_KINDS, type ModelKind, type ModelSettings } from "./providers";
 import * as S from "./state";
 import { READ_FILE_TOOL, readWorkspaceFile } from "./tools";
@@ -49,51 +47,12 @@ function nonce(): string {
   return randomBytes(18).toString("base64url");
 }
 
-/**
- * Conversation titles, until the server keeps them (protocol version 2: `updateConversation`,
- * automatic titles). Kept in a JSON file in the extension's global storage folder, on the
- * extension host's disk next to the history database (conversation ids are unique, so one map
- * serves every workspace). Not `workspaceState`: under code-server that lives in the browser's
- * storage, and the workspace storage folder's name changes with the server's address.
- */
-class Titles {
-  private readonly file: string;
-  private titles: Record<string, string> = {};
-
-  constructor(context: vscode.ExtensionContext) {
-    const folder = context.globalStorageUri.fsPath;
-    this.file = join(folder, "titles.json");
-    try {
-      const value: unknown = JSON.parse(readFileSync(this.file, "utf8"));
-      if (typeof value === "object" && value !== null) this.titles = value as Record<string, string>;
-    } catch {
-      // No titles yet.
-    }
-  }
-
-  get(id: string): string | undefined {
-    const title = this.titles[id];
-    return typeof title === "string" ? title : undefined;
-  }
-
-  async set(id: string, title: string | undefined): Promise<void> {
-    if (title === undefined) delete this.titles[id];
-    else this.titles[id] = title;
-    await mkdir(dirname(this.file), { recursive: true });
-    const temp = `${this.file}.${process.pid}.tmp`;
-    await writeFile(temp, JSON.stringify(this.titles), { mode: 0o600 });
-    await rename(temp, this.file);
-  }
-}
-
 class ConversationItem extends vscode.TreeItem {
-  constructor(
-    readonly info: ConversationInfo,
-    title: string,
-  ) {
+  constructor(readonly info: ConversationInfo) {
+    const title = S.titleOf(info);
     super(title, vscode.TreeItemCollapsibleState.None);
     this.id = info.conversationId;
-    this.description = `${info.messageCount} messages · ${new Date(info.lastActivity).toLocaleString()}`;
+    this.description = `${info.messageCount} messages · ${new Date(info.lastActivity ?? info.createdAt ?? 0).toLocaleString()}`;
     this.tooltip = `${title}\n${info.conversationId}\n${info.messageCount} messages, ~${info.tokens} tokens`;
     this.contextValue = "conversation";
     this.iconPath = new vscode.ThemeIcon("comment-discussion");
@@ -101,23 +60,46 @@ class ConversationItem extends vscode.TreeItem {
   }
 }
 
+/**
+ * The activity-bar list. Titles are the server's (listConversations: the title set with
+ * updateConversation, else the automatic one from the first prompt): the panel keeps no second
+ * store of them.
+ */
 class ConversationsView implements vscode.TreeDataProvider<ConversationItem> {
   private readonly changed = new vscode.EventEmitter<void>();
   readonly onDidChangeTreeData = this.changed.event;
-  constructor(
-    private readonly client: () => Promise<ChatHistoryClient>,
-    private readonly titles: Titles,
-  ) {}
+  /** The last listing, by conversation id (titles for the panel and for search hits). */
+  readonly infos = new Map<string, ConversationInfo>();
+  /** The server answered a version-2 listing (titles), whatever version it advertises. */
+  v2 = false;
+  constructor(private readonly client: () => Promise<ChatHistoryClient>) {}
   refresh(): void {
     this.changed.fire();
   }
   getTreeItem(item: ConversationItem): vscode.TreeItem {
     return item;
   }
+  async load(): Promise<ConversationInfo[]> {
+    const conversations: ConversationInfo[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await (await this.client()).listConversations({ limit: 200, ...(cursor ? { cursor } : {}) });
+      conversations.push(...page.conversations);
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor !== undefined && conversations.length < 2000);
+    this.infos.clear();
+    for (const c of conversations) {
+      this.infos.set(c.conversationId, c);
+      if ("titleSource" in c) this.v2 = true;
+    }
+    return conversations;
+  }
+  titles(): Map<string, string> {
+    return new Map([...this.infos].map(([id, info]) => [id, S.titleOf(info)]));
+  }
   async getChildren(): Promise<ConversationItem[]> {
     try {
-      const { conversations } = await (await this.client()).listConversations({});
-      return conversations.map((c) => new ConversationItem(c, this.titles.get(c.conversationId) ?? c.conversationId));
+      return (await this.load()).map((c) => new ConversationItem(c));
     } catch (error) {
       void vscode.window.showErrorMessage(`Chat history: ${(error as Error).message}`);
       return [];
@@ -132,19 +114,23 @@ type FromWebview =
   | { type: "dismiss"; id: number }
   | { type: "action"; action: string; key: string }
   | { type: "openLink"; href: string }
-  | { type: "newChat" };
+  | { type: "newChat" }
+  | { type: "search"; query: string }
+  | { type: "closeSearch" }
+  | { type: "openHit"; conversationId: string; id: number }
+  | { type: "undoSummary" };
 
 class ChatPanel {
   private panel: vscode.WebviewPanel | undefined;
   private state: S.PanelState = S.emptyState(newConversationId());
   private postTimer: NodeJS.Timeout | undefined;
   private reloadAfterTurn = false;
+  private readonly compactions = new Set<string>();
 
   constructor(
     private readonly context: vscode.ExtensionContext,
     private readonly client: () => Promise<ChatHistoryClient>,
     private readonly protocolVersion: () => number,
-    private readonly titles: Titles,
     private readonly list: ConversationsView,
   ) {}
 
@@ -202,9 +188,11 @@ class ChatPanel {
 </head>
 <body>
 <header id="header">
-  <div id="title"></div>
+  <div id="title-row"><div id="title"></div><form id="search-form" role="search"><input id="search" type="search" placeholder="Search all conversations" aria-label="Search conversations"></form></div>
   <div id="meter" hidden><div id="meter-bar"><div id="meter-fill"></div></div><span id="meter-label"></span><span id="meter-detail"></span></div>
 </header>
+<div id="search-results" hidden></div>
+<div id="summary" hidden><span id="summary-text"></span><button id="undo-summary" type="button">Undo</button></div>
 <div id="notices" role="status" aria-live="polite"></div>
 <main id="messages" aria-live="polite"></main>
 <form id="composer">
@@ -237,15 +225,51 @@ class ChatPanel {
     this.update(this.state);
   }
 
-  /** Opens a conversation (a new one without an id): newest page first. */
-  async open(conversationId?: string): Promise<void> {
+  /**
+   * Opens a conversation (a new one without an id): newest page first; with `focusId` (a search
+   * hit), older pages until the one holding that row.
+   */
+  async open(conversationId?: string, focusId?: number): Promise<void> {
     this.ensurePanel();
     const id = conversationId ?? newConversationId();
-    const title = (conversationId && this.titles.get(conversationId)) || (conversationId ?? "New chat");
-    this.state = S.emptyState(id, title);
-    if (this.panel) this.panel.title = title;
-    if (conversationId !== undefined) await this.loadNewest();
+    const search = this.state.search;
+    this.state = { ...S.emptyState(id, S.titleOf(conversationId ? this.list.infos.get(conversationId) : undefined)), search };
+    this.setTitle(this.state.title);
+    if (conversationId !== undefined) {
+      await this.loadNewest();
+      if (focusId !== undefined) {
+        for (let pages = 0; pages < 50 && !S.isLoaded(this.state, focusId) && this.state.hasMore; pages++) {
+          await this.loadOlder();
+        }
+        this.state = { ...this.state, focusId };
+      }
+      await this.loadSummary();
+    }
     this.update(this.state);
+  }
+
+  private setTitle(title: string): void {
+    this.state = { ...this.state, title };
+    if (this.panel) this.panel.title = title;
+  }
+
+  /** The title after a change (the first prompt's automatic title, a rename), from the server. */
+  private async refreshTitle(): Promise<void> {
+    const id = this.state.conversationId;
+    await this.list.load();
+    this.list.refresh();
+    if (id === this.state.conversationId) {
+      this.setTitle(S.titleOf(this.list.infos.get(id)));
+      this.update(this.state);
+    }
+  }
+
+  private async loadSummary(): Promise<void> {
+    if (this.protocolVersion() < 2) return;
+    const id = this.state.conversationId;
+    const summary = await (await this.client()).getSummary({ conversationId: id });
+    if (id !== this.state.conversationId) return;
+    this.update(S.summaryShown(this.state, summary === null ? null : { coversThroughId: summary.coversThroughId, turns: null }));
   }
 
   private async loadNewest(): Promise<void> {
@@ -274,25 +298,23 @@ class ChatPanel {
     }
   }
 
-  private async send(text: string): Promise<void> {
+  private async send(text: string, promptStored = false): Promise<void> {
     if (this.state.busy || text.trim() === "") return;
     const conversationId = this.state.conversationId;
-    const firstPrompt = this.state.messages.length === 0 && this.titles.get(conversationId) === undefined;
-    this.update(S.promptSent(this.state, text));
-    if (firstPrompt) {
-      const title = S.titleFromPrompt(text);
-      await this.titles.set(conversationId, title);
-      this.update({ ...this.state, title });
-      if (this.panel) this.panel.title = title;
-    }
+    const firstPrompt = this.state.messages.length === 0;
+    this.update(promptStored ? { ...this.state, busy: true } : S.promptSent(this.state, text));
     const c = config();
+    let proposal: CompactionProposal | null = null;
     const model = await modelSettings(this.context);
     const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
     const on = (event: TurnEvent) => {
       if (conversationId !== this.state.conversationId) return;
       switch (event.type) {
         case "prepared":
+          proposal = event.request.compaction ?? null;
           return this.update(S.prepared(this.state, event.request));
+        case "calibrated":
+          return this.update(S.calibrated(this.state, event.calibration));
         case "streamStart":
           return this.update(S.streamStarted(this.state));
         case "delta":
@@ -305,7 +327,6 @@ class ChatPanel {
           this.list.refresh();
           return this.update(S.rowsStored(this.state, event.rows));
         case "usage":
-          // Protocol version 2 adds `reportUsage` (calibration): report `promptTokens` here.
           return this.update(S.usageReported(this.state, event.promptTokens));
         case "retry":
           return this.update(S.addNotice(this.state, "info", "The model said the request was too long; trying once more with a shorter history."));
@@ -327,6 +348,7 @@ class ChatPanel {
           on,
         },
         text,
+        { promptStored },
       );
       if (conversationId === this.state.conversationId) this.update(S.turnFinished(this.state));
     } catch (error) {
@@ -335,6 +357,161 @@ class ChatPanel {
     if (this.reloadAfterTurn) {
       this.reloadAfterTurn = false;
       await this.loadNewest();
+    }
+    if (firstPrompt) await this.refreshTitle().catch(() => undefined);
+    if (proposal !== null) void this.compact(conversationId, proposal);
+  }
+
+  /**
+   * Carries out a compaction proposal in the background: the proposed request goes to the model
+   * (no tools, answer not shown), its reply is saved as the summary covering `throughId`.
+   */
+  private async compact(conversationId: string, proposal: CompactionProposal): Promise<void> {
+    if (this.compactions.has(conversationId)) return;
+    this.compactions.add(conversationId);
+    const mine = () => conversationId === this.state.conversationId;
+    if (mine()) this.update(S.compacting(this.state, true));
+    try {
+      const summary = await summarize({ model: await modelSettings(this.context), fetch }, proposal);
+      const saved = await (await this.client()).saveSummary({ conversationId, summary, coversThroughId: proposal.throughId });
+      if (mine()) this.update(S.summaryShown(this.state, { coversThroughId: saved.coversThroughId, turns: proposal.coveredTurns }));
+    } catch (error) {
+      if (mine()) this.update(S.addNotice(S.compacting(this.state, false), "error", `Summarizing earlier turns failed: ${(error as Error).message}`));
+    } finally {
+      this.compactions.delete(conversationId);
+    }
+  }
+
+  /** Undo of "earlier turns summarized": the summary goes, the turns are sent again. */
+  private async undoSummary(): Promise<void> {
+    const conversationId = this.state.conversationId;
+    await (await this.client()).deleteSummary({ conversationId });
+    if (conversationId === this.state.conversationId) {
+      this.update(S.addNotice(S.summaryShown(this.state, null), "info", "Summary removed: the earlier turns are sent again (as far as the budget allows)."));
+    }
+  }
+
+  private async search(query: string): Promise<void> {
+    if (query.trim() === "") return this.update(S.searchClosed(this.state));
+    const [result] = await Promise.all([(await this.client()).search({ query, limit: 30 }), this.list.load()]);
+    this.update(S.searchShown(this.state, query, result, this.list.titles()));
+  }
+
+  /** Rename: the title goes to the server (updateConversation); empty goes back to the automatic one. */
+  async rename(conversationId: string): Promise<void> {
+    const info = this.list.infos.get(conversationId);
+    const title = await vscode.window.showInputBox({
+      title: "Rename conversation",
+      prompt: "Empty: back to the automatic title (the first prompt).",
+      value: info?.titleSource === "user" ? (info.title ?? "") : "",
+      placeHolder: S.titleOf(info),
+    });
+    if (title === undefined) return;
+    await (await this.client()).updateConversation({ conversationId, title: title.trim() === "" ? null : title.trim() });
+    await this.list.load();
+    this.list.refresh();
+    if (conversationId === this.state.conversationId) {
+      this.setTitle(S.titleOf(this.list.infos.get(conversationId)));
+      this.update(this.state);
+    }
+  }
+
+  /** Export: Markdown (every row, from `get`), or the CLI's JSONL (`python -m chat_history.cli export`). */
+  async export(conversationId: string): Promise<void> {
+    const pick = await vscode.window.showQuickPick(
+      [
+        { label: "Markdown", format: "md" as const },
+        { label: "JSONL (chat-history CLI export)", format: "jsonl" as const },
+      ],
+      { title: "Export conversation" },
+    );
+    if (pick === undefined) return;
+    let content: string;
+    let language: string;
+    if (pick.format === "md") {
+      const { messages } = await (await this.client()).get({ conversationId });
+      content = S.toMarkdown(S.titleOf(this.list.infos.get(conversationId)), messages);
+      language = "markdown";
+    } else {
+      const python = config().get<string>("pythonPath", "") || "python3";
+      const db = this.context.globalStorageUri.fsPath;
+      content = await new Promise<string>((resolve, reject) =>
+        execFile(python, ["-m", "chat_history.cli", "--db", db, "export", conversationId], { maxBuffer: 256 * 1024 * 1024 }, (error, stdout, stderr) =>
+          error ? reject(new Error(stderr.trim() || error.message)) : resolve(stdout),
+        ),
+      );
+      language = "jsonl";
+    }
+    const doc = await vscode.workspace.openTextDocument({ content, language });
+    await vscode.window.showTextDocument(doc, { preview: false });
+  }
+
+  private async rewind(key: string, kind: "edit" | "regenerate"): Promise<void> {
+    if (this.state.busy) return;
+    const target = this.state.messages.find((m) => m.key === key);
+    if (target === undefined) return;
+    let text = "";
+    if (kind === "edit") {
+      const edited = await vscode.window.showInputBox({
+        title: "Edit and resend",
+        prompt: "This prompt and everything after it are replaced; the model answers the new one.",
+        value: target.content,
+      });
+      if (edited === undefined || edited.trim() === "") return;
+      text = edited;
+    }
+    const rewind = S.rewindFor(this.state, key, kind, text);
+    if (rewind === null) return;
+    const conversationId = this.state.conversationId;
+    await (await this.client()).truncate({ conversationId, fromId: rewind.fromId });
+    this.update(S.truncated(this.state, rewind.fromId));
+    await this.send(rewind.prompt, rewind.promptStored);
+  }
+
+  private async messageAction(action: string, key: string): Promise<void> {
+    const target = this.state.messages.find((m) => m.key === key);
+    if (target === undefined) return;
+    const conversationId = this.state.conversationId;
+    const client = await this.client();
+    switch (action) {
+      case "copy":
+        return vscode.env.clipboard.writeText(target.content);
+      case "edit":
+      case "regenerate":
+        return this.rewind(key, action);
+      case "deleteExchange": {
+        if (target.turn === null || this.state.busy) return;
+        await client.deleteTurns({ conversationId, turns: [target.turn] });
+        this.update(S.turnsDeleted(this.state, [target.turn]));
+        this.list.refresh();
+        return;
+      }
+      case "redact": {
+        if (target.id === null) return;
+        const secret = await vscode.window.showInputBox({
+          title: "Redact",
+          prompt: 'The text to replace with "[redacted]" everywhere in this message; empty: the whole message.',
+          password: true,
+        });
+        if (secret === undefined) return;
+        const content = S.redact(target.content, secret);
+        if (content === null) {
+          void vscode.window.showInformationMessage("That text is not in this message; nothing changed.");
+          return;
+        }
+        const row = await client.editMessage({ conversationId, id: target.id, content });
+        this.update(S.rowEdited(this.state, row));
+        return;
+      }
+      case "fork": {
+        if (target.id === null) return;
+        const forkId = newConversationId();
+        await client.fork({ conversationId, newConversationId: forkId, throughId: target.id });
+        await this.list.load();
+        this.list.refresh();
+        await this.open(forkId);
+        return;
+      }
     }
   }
 
@@ -356,14 +533,16 @@ class ChatPanel {
         if (["http", "https", "mailto"].includes(uri.scheme)) await vscode.env.openExternal(uri);
         return;
       }
-      case "action": {
-        const target = this.state.messages.find((m) => m.key === message.key);
-        if (target === undefined) return;
-        // The message-action bar: edit and resend, regenerate, fork, redact and delete exchange
-        // plug in here (see S.MESSAGE_ACTIONS) once the server has protocol version 2.
-        if (message.action === "copy") await vscode.env.clipboard.writeText(target.content);
-        return;
-      }
+      case "action":
+        return this.messageAction(String(message.action), String(message.key));
+      case "search":
+        return this.search(String(message.query));
+      case "closeSearch":
+        return this.update(S.searchClosed(this.state));
+      case "openHit":
+        return this.open(String(message.conversationId), Number(message.id));
+      case "undoSummary":
+        return this.undoSummary();
     }
   }
 
@@ -381,7 +560,6 @@ async function startServer(context: vscode.ExtensionContext): Promise<ChatHistor
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
-  const titles = new Titles(context);
   const client = async (): Promise<ChatHistoryClient> => {
     if (server) return server.client;
     starting ??= startServer(context).then(
@@ -402,10 +580,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     const caps = server?.languageClient.initializeResult?.capabilities as
       | { experimental?: { chatHistory?: { protocolVersion?: number } } }
       | undefined;
-    return caps?.experimental?.chatHistory?.protocolVersion ?? 1;
+    const advertised = caps?.experimental?.chatHistory?.protocolVersion ?? 1;
+    // A server with the version-2 methods that still advertises 1 answers listConversations
+    // with titles: that counts as version 2.
+    return Math.max(advertised, list.v2 ? 2 : 1);
   };
-  const list = new ConversationsView(client, titles);
-  const panel = new ChatPanel(context, client, protocolVersion, titles, list);
+  const list = new ConversationsView(client);
+  const panel = new ChatPanel(context, client, protocolVersion, list);
 
   context.subscriptions.push(
     vscode.window.registerTreeDataProvider("chatPanel.conversations", list),
@@ -415,7 +596,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand("chatPanel.refresh", () => list.refresh()),
     vscode.commands.registerCommand("chatPanel.deleteConversation", async (item?: ConversationItem) => {
       const id = item?.info.conversationId ?? panel.conversationId;
-      const title = titles.get(id) ?? id;
+      const title = S.titleOf(list.infos.get(id));
       const answer = await vscode.window.showWarningMessage(
         `Delete the conversation "${title}" for good?`,
         { modal: true, detail: "Its messages and summary are removed from the history database." },
@@ -423,10 +604,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       );
       if (answer !== "Delete") return;
       await (await client()).clear({ conversationId: id });
-      await titles.set(id, undefined);
       list.refresh();
       await panel.deleted(id);
     }),
+    vscode.commands.registerCommand("chatPanel.renameConversation", (item?: ConversationItem) =>
+      panel.rename(item?.info.conversationId ?? panel.conversationId),
+    ),
+    vscode.commands.registerCommand("chatPanel.exportConversation", (item?: ConversationItem) =>
+      panel.export(item?.info.conversationId ?? panel.conversationId),
+    ),
     vscode.commands.registerCommand("chatPanel.setApiKey", async () => {
       const kind = (await modelSettings(context)).kind;
       const key = await vscode.window.showInputBox({

@@ -5,13 +5,16 @@
  * and posts {@link viewOf} to the webview, which only draws what it is given.
  */
 
-import type { PreparedRequest, StoredMessage, ToolCall, TrimmedNotification } from "chat-history-client";
+import { codePointSpanToUtf16 } from "chat-history-client";
+import type { PreparedRequest, SearchResultItem, StoredMessage, ToolCall, TrimmedNotification } from "chat-history-client";
 
 /** A row of the conversation as the panel holds it: a stored row, or one not stored yet. */
 export interface PanelMessage {
   /** Stable key for the view: `id:<n>` once stored, `local:<n>` before. */
   key: string;
   id: number | null;
+  /** The turn the row belongs to (null before it is stored). */
+  turn: number | null;
   role: StoredMessage["role"];
   content: string;
   toolCalls: ToolCall[];
@@ -25,8 +28,32 @@ export interface ContextMeter {
   estimatedTokens: number;
   budget: number | null;
   contextWindow: number | null;
-  /** Prompt tokens the provider reported for the last request (calibration shows here later). */
+  /** Prompt tokens the provider reported for the last request. */
   providerPromptTokens: number | null;
+  /** The server's calibration of this provider and model (`estimatedTokens` is calibrated by it). */
+  calibration: { factor: number; samples: number } | null;
+}
+
+/** The conversation's summary as the panel shows it ("earlier turns summarized", with Undo). */
+export interface SummaryBanner {
+  coversThroughId: number | null;
+  /** Turns it stands in for, when known (from the proposal or the last prepare). */
+  turns: number | null;
+}
+
+/** One search hit as the webview draws it: the snippet cut into plain and highlighted parts. */
+export interface SearchHitView {
+  conversationId: string;
+  id: number;
+  role: StoredMessage["role"];
+  title: string;
+  parts: { text: string; hit: boolean }[];
+}
+
+export interface SearchView {
+  query: string;
+  hits: SearchHitView[];
+  hasMore: boolean;
 }
 
 export type NoticeKind = "request" | "storage" | "error" | "info";
@@ -50,6 +77,12 @@ export interface PanelState {
   notices: Notice[];
   nextLocal: number;
   nextNotice: number;
+  summary: SummaryBanner | null;
+  /** A compaction is being written in the background. */
+  compacting: boolean;
+  search: SearchView | null;
+  /** Scroll to this row (a search hit opened); cleared by the next view change of the list. */
+  focusId: number | null;
 }
 
 export const MAX_NOTICES = 5;
@@ -66,6 +99,10 @@ export function emptyState(conversationId: string, title = "New chat"): PanelSta
     notices: [],
     nextLocal: 1,
     nextNotice: 1,
+    summary: null,
+    compacting: false,
+    search: null,
+    focusId: null,
   };
 }
 
@@ -73,6 +110,7 @@ function fromStored(row: StoredMessage): PanelMessage {
   return {
     key: `id:${row.id}`,
     id: row.id,
+    turn: row.turn,
     role: row.role,
     content: row.content,
     toolCalls: row.toolCalls,
@@ -118,6 +156,7 @@ export function promptSent(state: PanelState, text: string): PanelState {
   const message: PanelMessage = {
     key: `local:${state.nextLocal}`,
     id: null,
+    turn: null,
     role: "user",
     content: text,
     toolCalls: [],
@@ -150,6 +189,7 @@ export function streamStarted(state: PanelState): PanelState {
   const message: PanelMessage = {
     key: `local:${state.nextLocal}`,
     id: null,
+    turn: null,
     role: "assistant",
     content: "",
     toolCalls: [],
@@ -186,14 +226,181 @@ export function turnFinished(state: PanelState): PanelState {
   return { ...streamEnded(state), busy: false };
 }
 
-export function prepared(state: PanelState, request: Pick<PreparedRequest, "estimatedTokens" | "budget" | "contextWindow">): PanelState {
+export function prepared(
+  state: PanelState,
+  request: Pick<PreparedRequest, "estimatedTokens" | "budget" | "contextWindow"> & Partial<Pick<PreparedRequest, "calibration" | "compactedTurns">>,
+): PanelState {
   const meter: ContextMeter = {
     estimatedTokens: request.estimatedTokens,
     budget: request.budget,
     contextWindow: request.contextWindow,
     providerPromptTokens: null,
+    calibration: request.calibration ?? null,
   };
-  return { ...state, meter };
+  // A summary in force says how many turns it stood in for in this request.
+  const summary =
+    state.summary !== null && request.compactedTurns ? { ...state.summary, turns: request.compactedTurns } : state.summary;
+  return { ...state, meter, summary };
+}
+
+/** The server's calibration after `reportUsage`. */
+export function calibrated(state: PanelState, calibration: { factor: number; samples: number }): PanelState {
+  if (state.meter === null) return state;
+  return { ...state, meter: { ...state.meter, calibration } };
+}
+
+/** A compaction started (true) or ended without a summary (false). */
+export function compacting(state: PanelState, running: boolean): PanelState {
+  return { ...state, compacting: running };
+}
+
+/** The conversation's summary (from `getSummary`, a saved compaction), or null after Undo. */
+export function summaryShown(state: PanelState, summary: SummaryBanner | null): PanelState {
+  return { ...state, summary, compacting: false };
+}
+
+/** The text of the banner, or null when there is none. */
+export function summaryText(summary: SummaryBanner | null): string | null {
+  if (summary === null) return null;
+  const turns = summary.turns === null ? "Earlier turns" : plural(summary.turns, "earlier turn");
+  return `${turns} summarized: the model gets the summary instead of them (they stay in the history).`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rewinding: which row an edit, a regenerate or a delete starts from
+
+/** What edit-and-resend or regenerate does to the stored rows, found from the loaded ones. */
+export interface Rewind {
+  /** `truncate` from this row (it and every later row go). */
+  fromId: number;
+  /** The prompt to run again: the edited text (edit) or the stored prompt kept (regenerate). */
+  prompt: string;
+  /** Whether the prompt is still stored (regenerate) or must be appended (edit). */
+  promptStored: boolean;
+}
+
+/**
+ * Edit and resend on a user row: truncate from that row, then send `text` as a new prompt.
+ * Regenerate on any row of a turn: truncate from the first row after the turn's prompt and run
+ * the turn again. Null when the row is not stored, or (regenerate) when the turn's prompt is not
+ * loaded or nothing follows it.
+ */
+export function rewindFor(state: PanelState, key: string, kind: "edit" | "regenerate", text = ""): Rewind | null {
+  const index = state.messages.findIndex((m) => m.key === key);
+  const target = state.messages[index];
+  if (target === undefined || target.id === null) return null;
+  if (kind === "edit") {
+    if (target.role !== "user") return null;
+    return { fromId: target.id, prompt: text, promptStored: false };
+  }
+  // The turn's prompt: the nearest user row at or before the target in the same turn.
+  let promptIndex = -1;
+  for (let i = index; i >= 0; i--) {
+    const m = state.messages[i];
+    if (m.role === "user" && m.turn === target.turn) {
+      promptIndex = i;
+      break;
+    }
+  }
+  if (promptIndex < 0) return null;
+  const after = state.messages.slice(promptIndex + 1).find((m) => m.id !== null);
+  if (after?.id == null) return null;
+  return { fromId: after.id, prompt: state.messages[promptIndex].content, promptStored: true };
+}
+
+/** Rows of the panel that a `truncate` from `fromId` removed. */
+export function truncated(state: PanelState, fromId: number): PanelState {
+  return { ...state, messages: state.messages.filter((m) => m.id === null || m.id < fromId) };
+}
+
+/** Rows of the panel that a `deleteTurns` removed. */
+export function turnsDeleted(state: PanelState, turns: number[]): PanelState {
+  const gone = new Set(turns);
+  return { ...state, messages: state.messages.filter((m) => m.turn === null || !gone.has(m.turn)) };
+}
+
+/** A row `editMessage` changed. */
+export function rowEdited(state: PanelState, row: StoredMessage): PanelState {
+  return { ...state, messages: state.messages.map((m) => (m.id === row.id ? fromStored(row) : m)) };
+}
+
+export const REDACTED = "[redacted]";
+
+/**
+ * The content after redacting `secret` from it: every occurrence replaced by "[redacted]", or the
+ * whole content when `secret` is empty. Null when `secret` does not occur (nothing to change).
+ */
+export function redact(content: string, secret: string): string | null {
+  if (secret === "") return content === REDACTED ? null : REDACTED;
+  if (!content.includes(secret)) return null;
+  return content.split(secret).join(REDACTED);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Search
+
+/** A snippet cut at its highlights (code point offsets, as the server sends them). */
+export function snippetParts(snippet: string, highlights: Array<[number, number]>): { text: string; hit: boolean }[] {
+  const spans = highlights
+    .map((h) => codePointSpanToUtf16(snippet, h))
+    .filter(([a, b]) => a >= 0 && b > a)
+    .sort((x, y) => x[0] - y[0]);
+  const parts: { text: string; hit: boolean }[] = [];
+  let at = 0;
+  for (const [start, end] of spans) {
+    if (end <= at) continue;
+    const from = Math.max(start, at);
+    if (from > at) parts.push({ text: snippet.slice(at, from), hit: false });
+    parts.push({ text: snippet.slice(from, end), hit: true });
+    at = end;
+  }
+  if (at < snippet.length) parts.push({ text: snippet.slice(at), hit: false });
+  return parts;
+}
+
+export function searchShown(
+  state: PanelState,
+  query: string,
+  result: { results: SearchResultItem[]; hasMore: boolean },
+  titles: ReadonlyMap<string, string>,
+): PanelState {
+  const hits = result.results.map((r) => ({
+    conversationId: r.conversationId,
+    id: r.id,
+    role: r.role,
+    title: titles.get(r.conversationId) ?? r.conversationId,
+    parts: snippetParts(r.snippet, r.highlights),
+  }));
+  return { ...state, search: { query, hits, hasMore: result.hasMore } };
+}
+
+export function searchClosed(state: PanelState): PanelState {
+  return { ...state, search: null };
+}
+
+/** Whether the row `id` is in the loaded rows (else load the page that holds it). */
+export function isLoaded(state: PanelState, id: number): boolean {
+  return state.messages.some((m) => m.id === id);
+}
+
+/** Export: the conversation as Markdown (what is loaded: the caller loads every page first). */
+export function toMarkdown(title: string, rows: Pick<StoredMessage, "role" | "content" | "toolCalls" | "name">[]): string {
+  const out = [`# ${title}`, ""];
+  for (const row of rows) {
+    const who = ROLE_TITLES[row.role] ?? row.role;
+    out.push(`## ${row.role === "tool" ? `${who} (${row.name ?? "tool"})` : who}`, "");
+    if (row.content !== "") out.push(row.role === "tool" ? fence(row.content) : row.content, "");
+    for (const call of row.toolCalls) out.push(`Tool call \`${call.name}\`:`, "", fence(argumentsText(call.arguments)), "");
+  }
+  return out.join("\n");
+}
+
+const ROLE_TITLES: Record<string, string> = { user: "You", assistant: "Assistant", system: "System", tool: "Tool result" };
+
+function fence(text: string): string {
+  const longest = Math.max(2, ...[...text.matchAll(/`+/g)].map((m) => m[0].length));
+  const ticks = "`".repeat(longest + 1);
+  return `${ticks}\n${text}\n${ticks}`;
 }
 
 export function usageReported(state: PanelState, promptTokens: number): PanelState {
@@ -258,7 +465,16 @@ export interface MessageAction {
 
 export const MESSAGE_ACTIONS: readonly MessageAction[] = [
   { id: "copy", label: "Copy", roles: ["user", "assistant"], since: 1, needsText: true },
+  { id: "edit", label: "Edit", roles: ["user"], since: 2, needsText: true },
+  { id: "regenerate", label: "Regenerate", roles: ["assistant"], since: 2 },
+  { id: "fork", label: "Fork", roles: ["user", "assistant"], since: 2 },
+  { id: "redact", label: "Redact", roles: ["user", "assistant", "tool"], since: 2, needsText: true },
+  { id: "deleteExchange", label: "Delete", roles: ["user", "assistant"], since: 2 },
 ];
+
+export function actionLabel(id: string): string {
+  return MESSAGE_ACTIONS.find((a) => a.id === id)?.label ?? id;
+}
 
 export function actionsFor(message: PanelMessage, protocolVersion: number, actions = MESSAGE_ACTIONS): string[] {
   if (message.id === null || message.streaming) return [];
@@ -304,6 +520,11 @@ export interface PanelView {
   busy: boolean;
   meter: MeterView | null;
   notices: Notice[];
+  /** "earlier turns summarized" (with Undo), or null. */
+  summary: string | null;
+  compacting: boolean;
+  search: SearchView | null;
+  focusId: number | null;
 }
 
 function argumentsText(args: ToolCall["arguments"]): string {
@@ -324,6 +545,9 @@ export function meterView(meter: ContextMeter | null): MeterView | null {
   const parts: string[] = [];
   if (meter.contextWindow !== null) parts.push(`window ${n(meter.contextWindow)}`);
   if (meter.providerPromptTokens !== null) parts.push(`provider counted ${n(meter.providerPromptTokens)}`);
+  if (meter.calibration !== null && meter.calibration.samples > 0) {
+    parts.push(`calibrated ×${meter.calibration.factor.toFixed(2)} (${meter.calibration.samples} samples)`);
+  }
   return {
     label: limit === null ? `${n(meter.estimatedTokens)} tokens` : `${n(meter.estimatedTokens)} / ${n(limit)} tokens`,
     fraction: limit === null || limit <= 0 ? null : Math.min(1, meter.estimatedTokens / limit),
@@ -369,13 +593,15 @@ export function viewOf(state: PanelState, protocolVersion = 1): PanelView {
     busy: state.busy,
     meter: meterView(state.meter),
     notices: state.notices,
+    summary: summaryText(state.summary),
+    compacting: state.compacting,
+    search: state.search,
+    focusId: state.focusId,
   };
 }
 
-/** A title from the first prompt: whitespace collapsed, at most 60 characters. */
-export function titleFromPrompt(prompt: string): string {
-  const text = prompt.replace(/\s+/g, " ").trim();
-  if (text === "") return "New chat";
-  const chars = [...text];
-  return chars.length <= 60 ? text : `${chars.slice(0, 59).join("")}…`;
+/** A conversation's title as the list and the panel show it: the server's (client-set or
+ * automatic, from the first prompt), else "New chat". The panel keeps no titles of its own. */
+export function titleOf(info: { title: string | null } | undefined): string {
+  return info?.title ?? "New chat";
 }

@@ -9,8 +9,8 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { test, type TestContext } from "node:test";
-import { startStdioServer, type TrimmedNotification } from "chat-history-client";
-import { runTurn, type TurnEvent } from "../src/chat";
+import { startStdioServer, type ChatHistorySettings, type TrimmedNotification } from "chat-history-client";
+import { runTurn, summarize, type TurnEvent } from "../src/chat";
 import { READ_FILE_TOOL, readWorkspaceFile } from "../src/tools";
 import { startFakeModelServer } from "../e2e/fake-model-server.mjs";
 
@@ -22,16 +22,16 @@ type Kind = "openai" | "anthropic" | "ollama";
 const BASE_PATH: Record<Kind, string> = { openai: "/v1", anthropic: "", ollama: "" };
 const CALL_ID: Record<Kind, string | RegExp> = { openai: "call_fake_1", anthropic: "toolu_fake_1", ollama: /^call_[0-9a-f]{12}$/ };
 
-async function setup(t: TestContext, kind: Kind = "openai") {
+async function setup(t: TestContext, kind: Kind = "openai", settings: ChatHistorySettings = {}) {
   const root = mkdtempSync(join(tmpdir(), "chat-panel-turn-"));
   t.after(() => rmSync(root, { recursive: true, force: true }));
   writeFileSync(join(root, "hello.txt"), "Hello from a workspace file.\n");
-  const server = await startStdioServer({ command: PYTHON, args: ["-m", "chat_history"], storagePath: join(root, "store"), settings: {} });
+  const server = await startStdioServer({ command: PYTHON, args: ["-m", "chat_history"], storagePath: join(root, "store"), settings });
   t.after(() => server.shutdown());
   const fake = await startFakeModelServer({ chunkDelayMs: 0 });
   t.after(() => fake.close());
   const events: TurnEvent[] = [];
-  const turn = (conversationId: string, prompt: string) =>
+  const turn = (conversationId: string, prompt: string, promptStored = false) =>
     runTurn(
       {
         client: server.client,
@@ -44,8 +44,10 @@ async function setup(t: TestContext, kind: Kind = "openai") {
         on: (e) => events.push(e),
       },
       prompt,
+      { promptStored },
     );
-  return { server, fake, events, turn };
+  const model = { kind, baseUrl: `${fake.url}${BASE_PATH[kind]}`, model: "fake-model", maxOutputTokens: 100 };
+  return { server, fake, events, turn, model };
 }
 
 for (const kind of ["openai", "anthropic", "ollama"] as const) {
@@ -125,4 +127,53 @@ test("a model error that is not about context length is not retried, and the pro
   // The next turn still works: the unanswered prompt is a turn of its own.
   await turn("c3", "second try");
   assert.deepEqual((await server.client.get({ conversationId: "c3" })).messages.map((m) => m.role), ["user", "user", "assistant"]);
+});
+
+test("every reply is reported with reportUsage (prepare's raw estimate, the provider's prompt tokens): the turn sees the calibration", async (t) => {
+  const { fake, events, turn } = await setup(t);
+  await turn("u1", "first");
+  await turn("u1", "second");
+  const calibrations = events.flatMap((e) => (e.type === "calibrated" ? [e.calibration] : []));
+  assert.equal(calibrations.length, 2, "one report per model reply");
+  assert.deepEqual(calibrations.map((c) => c.samples), [1, 2]);
+  // The fake counts raw request bytes / 4, more than the server's estimate of the body alone.
+  assert.ok(calibrations[1].factor > 1, JSON.stringify(calibrations));
+  const prepared = events.flatMap((e) => (e.type === "prepared" ? [e.request] : []));
+  assert.equal(prepared.length, 2);
+  // The second prepare is calibrated by the first report: its estimate is the raw one times the factor.
+  assert.ok(prepared[1].estimatedTokens > prepared[1].rawEstimatedTokens, JSON.stringify(prepared[1]));
+  assert.equal(fake.requests.length, 2);
+});
+
+test("regenerate: the stored prompt is run again without being appended twice", async (t) => {
+  const { server, fake, turn } = await setup(t);
+  await turn("r1", "tell me a joke");
+  const first = (await server.client.get({ conversationId: "r1" })).messages;
+  await server.client.truncate({ conversationId: "r1", fromId: first[1].id });
+  await turn("r1", "tell me a joke", true);
+  const after = (await server.client.get({ conversationId: "r1" })).messages;
+  assert.deepEqual(after.map((m) => [m.role, m.turn]), [["user", first[0].turn], ["assistant", first[0].turn]]);
+  assert.match(after[1].content, /Reply #2 to: tell me a joke/);
+  assert.equal(fake.requests.length, 2);
+});
+
+test("a compaction proposal carried out: the model's summary saved through throughId stands in for the old turns; undo brings them back", async (t) => {
+  const settings = { context: { maxContextTokens: 4000, compaction: { triggerRatio: 0.05, keepRecentTurns: 1, maxSummaryTokens: 200 } } };
+  const { server, fake, events, turn, model } = await setup(t, "openai", settings);
+  for (const q of ["about apples", "about bananas", "about cherries"]) await turn("k1", q);
+  const proposal = events.flatMap((e) => (e.type === "prepared" && e.request.compaction ? [e.request.compaction] : [])).at(-1);
+  assert.ok(proposal, "prepare proposed a compaction");
+  const summary = await summarize({ model, fetch }, proposal);
+  assert.equal(fake.compactions, 1, "the compaction request went to the model");
+  assert.match(summary, /^SUMMARY \(fake\): the person asked "about apples"/);
+  await server.client.saveSummary({ conversationId: "k1", summary, coversThroughId: proposal.throughId });
+  const next = await server.client.prepare({ conversationId: "k1", provider: "openai", model: "fake-model" });
+  assert.ok(next.compactedTurns > 0, JSON.stringify(next));
+  const sent = JSON.stringify(next.body);
+  assert.match(sent, /SUMMARY \(fake\)/);
+  assert.doesNotMatch(sent, /Reply #1 to: about apples/);
+  assert.equal((await server.client.deleteSummary({ conversationId: "k1" })).deleted, true);
+  const undone = await server.client.prepare({ conversationId: "k1", provider: "openai", model: "fake-model" });
+  assert.equal(undone.compactedTurns, 0);
+  assert.match(JSON.stringify(undone.body), /Reply #1 to: about apples/);
 });

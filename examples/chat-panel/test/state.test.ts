@@ -163,10 +163,144 @@ test("message actions: only on stored rows, only those the server supports", () 
   assert.deepEqual(S.actionsFor(s.messages[1], 2, actions), []);
 });
 
-test("titles from the first prompt", () => {
-  assert.equal(S.titleFromPrompt("  What   does\nmain.py do? "), "What does main.py do?");
-  assert.equal(S.titleFromPrompt(" \n "), "New chat");
-  const long = S.titleFromPrompt("x".repeat(100));
-  assert.equal([...long].length, 60);
-  assert.ok(long.endsWith("…"));
+test("titles come from the server: its title, else New chat", () => {
+  assert.equal(S.titleOf({ title: "What does main.py do?" }), "What does main.py do?");
+  assert.equal(S.titleOf({ title: null }), "New chat");
+  assert.equal(S.titleOf(undefined), "New chat");
+});
+
+// ---------------------------------------------------------------------------------------------
+// Version 2: edits, search, compaction, export
+
+function loaded(rows: StoredMessage[]): S.PanelState {
+  return S.pageLoaded(S.emptyState("c1"), { messages: rows, hasMore: false }, false);
+}
+
+test("edit and resend truncates from the user row and sends the new text; regenerate truncates after the prompt and keeps it", () => {
+  const rows = [
+    row("user", "q1", { id: 10, turn: 1 }),
+    row("assistant", "a1", { id: 11, turn: 1 }),
+    row("user", "q2", { id: 12, turn: 2 }),
+    row("assistant", "", { id: 13, turn: 2, toolCalls: [{ id: "t", name: "read_file", arguments: {} }] }),
+    row("tool", "file", { id: 14, turn: 2, toolCallId: "t" }),
+    row("assistant", "a2", { id: 15, turn: 2 }),
+  ];
+  const state = loaded(rows);
+  assert.deepEqual(S.rewindFor(state, "id:12", "edit", "q2 better"), { fromId: 12, prompt: "q2 better", promptStored: false });
+  assert.equal(S.rewindFor(state, "id:11", "edit", "x"), null, "only a user row is edited and resent");
+  // Regenerating the final reply of a turn with tool rounds reruns the whole turn: from the first row after its prompt.
+  assert.deepEqual(S.rewindFor(state, "id:15", "regenerate"), { fromId: 13, prompt: "q2", promptStored: true });
+  assert.deepEqual(S.rewindFor(state, "id:11", "regenerate"), { fromId: 11, prompt: "q1", promptStored: true });
+  // The turn's prompt is on an older page: no rewind (the panel cannot know what to resend).
+  assert.equal(S.rewindFor(loaded(rows.slice(3)), "id:15", "regenerate"), null);
+  assert.equal(S.rewindFor(state, "id:99", "regenerate"), null);
+  assert.deepEqual(S.truncated(state, 13).messages.map((m) => m.id), [10, 11, 12]);
+  assert.deepEqual(S.turnsDeleted(state, [1]).messages.map((m) => m.id), [12, 13, 14, 15]);
+});
+
+test("the version-2 actions show only on a version-2 server, on stored rows of their roles", () => {
+  const state = loaded([row("user", "q", { id: 1 }), row("assistant", "a", { id: 2 }), row("tool", "r", { id: 3, toolCallId: "x" })]);
+  const [user, assistant, tool] = state.messages;
+  assert.deepEqual(S.actionsFor(user, 1), ["copy"]);
+  assert.deepEqual(S.actionsFor(user, 2), ["copy", "edit", "fork", "redact", "deleteExchange"]);
+  assert.deepEqual(S.actionsFor(assistant, 2), ["copy", "regenerate", "fork", "redact", "deleteExchange"]);
+  assert.deepEqual(S.actionsFor(tool, 2), ["redact"]);
+  assert.deepEqual(S.actionsFor(S.promptSent(state, "x").messages.at(-1)!, 2), [], "not before it is stored");
+});
+
+test("redact replaces every occurrence of the secret, or the whole content; nothing to change is null", () => {
+  assert.equal(S.redact("key sk-123 and sk-123 again", "sk-123"), "key [redacted] and [redacted] again");
+  assert.equal(S.redact("all of it", ""), "[redacted]");
+  assert.equal(S.redact("[redacted]", ""), null);
+  assert.equal(S.redact("nothing here", "sk-1"), null);
+  const edited = S.rowEdited(loaded([row("user", "my sk-1", { id: 5 })]), row("user", "my [redacted]", { id: 5 }));
+  assert.equal(edited.messages[0].content, "my [redacted]");
+});
+
+test("search snippets are cut at the highlights, given as code points, right for astral characters", () => {
+  // "😀" is one code point and two UTF-16 units: a naive slice would cut the hit in half.
+  const snippet = "😀😀 the apple and the Äpfel";
+  const parts = S.snippetParts(snippet, [
+    [7, 12],
+    [21, 26],
+  ]);
+  assert.deepEqual(parts, [
+    { text: "😀😀 the ", hit: false },
+    { text: "apple", hit: true },
+    { text: " and the ", hit: false },
+    { text: "Äpfel", hit: true },
+  ]);
+  assert.deepEqual(S.snippetParts("abc", []), [{ text: "abc", hit: false }]);
+  assert.deepEqual(S.snippetParts("abcdef", [[1, 3], [2, 4]]), [
+    { text: "a", hit: false },
+    { text: "bc", hit: true },
+    { text: "d", hit: true },
+    { text: "ef", hit: false },
+  ], "overlapping spans are not drawn twice");
+  const state = S.searchShown(
+    S.emptyState("c1"),
+    "apple",
+    { results: [{ workspace: "w", conversationId: "c9", id: 4, turn: 1, role: "user", timestamp: 0, snippet: "an apple", highlights: [[3, 8]] }], hasMore: true },
+    new Map([["c9", "Fruit talk"]]),
+  );
+  assert.deepEqual(S.viewOf(state).search, {
+    query: "apple",
+    hasMore: true,
+    hits: [{ conversationId: "c9", id: 4, role: "user", title: "Fruit talk", parts: [{ text: "an ", hit: false }, { text: "apple", hit: true }] }],
+  });
+  assert.equal(S.searchClosed(state).search, null);
+  assert.equal(S.isLoaded(loaded([row("user", "q", { id: 4 })]), 4), true);
+});
+
+test("compaction: the banner while summarizing, after saving (with the turns covered), and gone after undo; the meter shows the calibration", () => {
+  let state = S.compacting(S.emptyState("c1"), true);
+  assert.equal(S.viewOf(state).compacting, true);
+  assert.equal(S.viewOf(state).summary, null);
+  state = S.summaryShown(state, { coversThroughId: 40, turns: 3 });
+  assert.equal(S.viewOf(state).compacting, false);
+  assert.match(S.viewOf(state).summary!, /^3 earlier turns summarized/);
+  state = S.prepared(state, { estimatedTokens: 1200, budget: 32000, contextWindow: null, calibration: { factor: 1.25, samples: 4 }, compactedTurns: 5 });
+  assert.match(S.viewOf(state).summary!, /^5 earlier turns summarized/);
+  assert.match(S.viewOf(state).meter!.detail, /calibrated ×1\.25 \(4 samples\)/);
+  assert.equal(S.viewOf(state).meter!.label, "1,200 / 32,000 tokens");
+  state = S.calibrated(state, { factor: 1.5, samples: 5 });
+  assert.match(S.viewOf(state).meter!.detail, /×1\.50 \(5 samples\)/);
+  assert.equal(S.viewOf(S.summaryShown(state, null)).summary, null);
+  assert.match(S.summaryText({ coversThroughId: 1, turns: null })!, /^Earlier turns summarized/);
+});
+
+test("export as Markdown: roles as headings, tool calls and results fenced (a fence longer than any backticks inside)", () => {
+  const md = S.toMarkdown("Fruit", [
+    row("user", "What is in `a.txt`?"),
+    row("assistant", "", { toolCalls: [{ id: "t", name: "read_file", arguments: { path: "a.txt" } }] }),
+    row("tool", "has ``` inside", { name: "read_file", toolCallId: "t" }),
+    row("assistant", "It has **three** backticks."),
+  ]);
+  assert.equal(
+    md,
+    [
+      "# Fruit",
+      "",
+      "## You",
+      "",
+      "What is in `a.txt`?",
+      "",
+      "## Assistant",
+      "",
+      "Tool call `read_file`:",
+      "",
+      "```",
+      '{\n  "path": "a.txt"\n}',
+      "```",
+      "",
+      "## Tool result (read_file)",
+      "",
+      "````\nhas ``` inside\n````",
+      "",
+      "## Assistant",
+      "",
+      "It has **three** backticks.",
+      "",
+    ].join("\n"),
+  );
 });

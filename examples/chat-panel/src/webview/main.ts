@@ -5,7 +5,7 @@
  */
 
 import { parseMarkdown, type Block, type Inline } from "../markdown";
-import type { MessageView, PanelView } from "../state";
+import type { MessageView, PanelView, SearchView } from "../state";
 
 interface VsCodeApi {
   postMessage(message: unknown): void;
@@ -89,6 +89,16 @@ function renderBlocks(blocks: Block[], parent: HTMLElement): void {
   }
 }
 
+// Labels of state.MESSAGE_ACTIONS (kept here so the webview bundle does not import the shim).
+const ACTION_LABELS: Record<string, string> = {
+  copy: "Copy",
+  edit: "Edit",
+  regenerate: "Regenerate",
+  fork: "Fork",
+  redact: "Redact",
+  deleteExchange: "Delete",
+};
+
 const ROLE_NAMES: Record<string, string> = { user: "You", assistant: "Assistant", system: "System", tool: "Tool" };
 
 function renderMessage(message: MessageView): HTMLElement {
@@ -109,7 +119,7 @@ function renderMessage(message: MessageView): HTMLElement {
   if (message.actions.length > 0) {
     const bar = article.appendChild(el("div", "actions"));
     for (const action of message.actions) {
-      const button = bar.appendChild(el("button", "action", action[0].toUpperCase() + action.slice(1)));
+      const button = bar.appendChild(el("button", "action", ACTION_LABELS[action] ?? action));
       button.type = "button";
       button.dataset.action = action;
     }
@@ -119,6 +129,32 @@ function renderMessage(message: MessageView): HTMLElement {
 
 const rendered = new Map<string, { sig: string; node: HTMLElement }>();
 let current: PanelView | null = null;
+let drawnSearch: SearchView | null = null;
+let focused: string | null = null;
+
+function drawSearch(search: SearchView | null): void {
+  if (search === drawnSearch) return;
+  drawnSearch = search;
+  const box = $("search-results");
+  box.hidden = search === null;
+  if (search === null) return box.replaceChildren();
+  const head = el("div", "search-head", search.hits.length === 0 ? `No messages match “${search.query}”.` : `${search.hits.length}${search.hasMore ? "+" : ""} messages match “${search.query}”`);
+  const close = head.appendChild(el("button", "dismiss", "×"));
+  close.type = "button";
+  close.title = "Close search";
+  close.dataset.closeSearch = "1";
+  const items = search.hits.map((hit) => {
+    const item = el("button", "hit");
+    item.type = "button";
+    item.dataset.conversation = hit.conversationId;
+    item.dataset.id = String(hit.id);
+    item.append(el("span", "hit-title", hit.title), el("span", "hit-role", ROLE_NAMES[hit.role] ?? hit.role));
+    const snippet = item.appendChild(el("span", "hit-snippet"));
+    for (const part of hit.parts) snippet.append(part.hit ? el("mark", undefined, part.text) : document.createTextNode(part.text));
+    return item;
+  });
+  box.replaceChildren(head, ...items);
+}
 let olderPending = false;
 
 function draw(view: PanelView): void {
@@ -140,6 +176,12 @@ function draw(view: PanelView): void {
     fill.style.width = `${Math.round((view.meter.fraction ?? 0) * 100)}%`;
     fill.classList.toggle("high", (view.meter.fraction ?? 0) > 0.8);
   }
+
+  drawSearch(view.search ?? null);
+  const summary = $("summary");
+  summary.hidden = view.summary === null && !view.compacting;
+  $("summary-text").textContent = view.summary ?? (view.compacting ? "Summarizing earlier turns in the background…" : "");
+  $<HTMLButtonElement>("undo-summary").hidden = view.summary === null;
 
   noticesEl.replaceChildren(
     ...view.notices.map((notice) => {
@@ -174,7 +216,15 @@ function draw(view: PanelView): void {
 
   const prepended = oldFirst !== null && messagesEl.firstElementChild !== oldFirst && !switched;
   // Follow the conversation while the person is at its end, and always after they send.
-  if (switched || nearBottom || started) messagesEl.scrollTop = messagesEl.scrollHeight;
+  const focusKey = view.focusId === null ? null : `${view.conversationId}:${view.focusId}`;
+  const focusNode = view.focusId === null ? null : messagesEl.querySelector<HTMLElement>(`article[data-id="${view.focusId}"]`);
+  if (focusNode && focusKey !== focused) {
+    // A search hit was opened: show that message, marked.
+    focused = focusKey;
+    messagesEl.querySelectorAll(".focus").forEach((n) => n.classList.remove("focus"));
+    focusNode.classList.add("focus");
+    focusNode.scrollIntoView({ block: "center" });
+  } else if (switched || nearBottom || started) messagesEl.scrollTop = messagesEl.scrollHeight;
   else if (prepended) messagesEl.scrollTop = messagesEl.scrollHeight - fromBottom;
   olderPending = view.loadingOlder;
 
@@ -206,6 +256,13 @@ promptEl.addEventListener("keydown", (event) => {
   }
 });
 
+$("search-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const query = $<HTMLInputElement>("search").value;
+  vscode.postMessage(query.trim() === "" ? { type: "closeSearch" } : { type: "search", query });
+});
+$("undo-summary").addEventListener("click", () => vscode.postMessage({ type: "undoSummary" }));
+
 messagesEl.addEventListener("scroll", () => {
   if (messagesEl.scrollTop < 40 && current?.hasMore && !olderPending) {
     olderPending = true;
@@ -225,6 +282,16 @@ document.addEventListener("click", (event) => {
   if (action) {
     const key = action.closest<HTMLElement>("article")?.dataset.key;
     if (key) vscode.postMessage({ type: "action", action: action.dataset.action, key });
+    return;
+  }
+  const hit = target.closest<HTMLElement>("button.hit");
+  if (hit) {
+    vscode.postMessage({ type: "openHit", conversationId: hit.dataset.conversation, id: Number(hit.dataset.id) });
+    return;
+  }
+  if (target.closest("button[data-close-search]")) {
+    $<HTMLInputElement>("search").value = "";
+    vscode.postMessage({ type: "closeSearch" });
     return;
   }
   const dismiss = target.closest<HTMLElement>("button[data-notice]");
