@@ -228,6 +228,46 @@ async function send(frame, prompt, { expectStreaming = false } = {}) {
   return sawStreaming;
 }
 
+/** Waits until the panel is idle with `prompt` as the last user row and a finished reply after it. */
+async function waitTurn(frame, prompt) {
+  await frame.waitForFunction(
+    (text) => {
+      if (document.body.classList.contains("busy")) return false;
+      const rows = [...document.querySelectorAll("article.msg")];
+      const lastUser = rows.findLastIndex((r) => r.classList.contains("role-user"));
+      if (lastUser < 0 || rows[lastUser].querySelector(".plain")?.textContent !== text) return false;
+      const after = rows.slice(lastUser + 1);
+      return after.length > 0 && after.at(-1).classList.contains("role-assistant") && !after.at(-1).classList.contains("streaming");
+    },
+    prompt,
+    { timeout: STEP_TIMEOUT },
+  );
+}
+
+const userTexts = (frame) => frame.locator("article.role-user .plain").allInnerTexts();
+
+/** Clicks a message's action button (Edit, Regenerate, Fork, Delete…) on the article holding `text`. */
+async function messageAction(frame, role, text, label) {
+  const article = frame.locator(`article.role-${role}`, { hasText: text }).last();
+  await article.hover();
+  await article.locator("button.action", { hasText: label }).click();
+}
+
+/** Fills VS Code's input box (showInputBox) and accepts it. */
+async function answerInputBox(value) {
+  const box = page.locator(".quick-input-widget input");
+  await box.waitFor({ state: "visible" });
+  await box.fill(value);
+  await page.keyboard.press("Enter");
+  await page.locator(".quick-input-widget").waitFor({ state: "hidden" });
+}
+
+/** Rewrites settings.json with `changes` (VS Code picks the file up, as after a hand edit). */
+function changeSettings(changes) {
+  const current = JSON.parse(readFileSync(settingsFile, "utf8"));
+  writeFileSync(settingsFile, JSON.stringify({ ...current, ...changes }, null, 2));
+}
+
 const lastAssistantText = (frame) => frame.locator("article.role-assistant").last().locator(".body").innerText();
 const noticeTexts = (frame) => frame.locator(".notice-text").allInnerTexts();
 
@@ -447,7 +487,8 @@ try {
       await sleep(200);
     }
     // ...and the server uses it for the next request. Back to the chat's editor tab:
-    await page.locator(".tabs-container .tab", { hasText: "Hello, who are you?" }).first().click();
+    // (its tab's title is the server's automatic title, which followed retention: Show Chat)
+    await runCommand("Chat Panel: Show Chat");
     frame = await chatFrame();
     const before = fake.requests.length;
     await send(frame, "Which turns do you see now?");
@@ -505,7 +546,8 @@ try {
     await item.locator('.action-label[aria-label="Delete Conversation"]').click();
     const dialog = page.locator(".monaco-dialog-box");
     await dialog.waitFor({ state: "visible" });
-    assert.match(await dialog.innerText(), /Delete the conversation "Hello, who are you\?" for good\?/);
+    // The server's automatic title: the first stored prompt (retention deleted "Hello, who are you?").
+    assert.ok((await dialog.innerText()).includes(`Delete the conversation "${title}" for good?`), await dialog.innerText());
     await shot("11-delete-confirm");
     await dialog.locator(".monaco-button", { hasText: "Delete" }).first().click();
     await page.locator(".welcome-view-content", { hasText: "No conversations in this workspace yet." }).waitFor();
@@ -515,6 +557,127 @@ try {
     await shot("12-deleted");
   });
 
+
+  // --- Version 2: server titles, edits, fork, search, compaction --------------------------------
+  const listRow = (text) => page.locator(".monaco-list-row", { hasText: text }).first();
+
+  await step("a fresh chat takes the server's automatic title; Rename (updateConversation) renames it in list and panel", async () => {
+    changeSettings({
+      "chatHistory.maxMessages": 50,
+      "chatHistory.context.maxHistoryTurns": 50,
+      "chatHistory.context.compaction.enabled": false,
+    });
+    await sleep(1000);
+    for (const fruit of ["apples", "bananas", "cherries"]) await send(frame, `Tell me about ${fruit}`);
+    await listRow("Tell me about apples").waitFor({ state: "visible" });
+    await frame.waitForFunction(() => document.getElementById("title").textContent === "Tell me about apples");
+    const item = listRow("Tell me about apples");
+    await item.hover();
+    await item.locator('.action-label[aria-label="Rename Conversation"]').click();
+    await answerInputBox("Fruit talk");
+    await listRow("Fruit talk").waitFor({ state: "visible" });
+    await frame.waitForFunction(() => document.getElementById("title").textContent === "Fruit talk");
+    // One store of titles: the server's. The panel keeps no titles file.
+    assert.ok(!existsSync(join(dirs.userData, "User", "globalStorage", EXTENSION_ID, "titles.json")));
+    await shot("13-renamed", { editorOnly: false });
+  });
+
+  await step("Edit and resend: the prompt and all after it are replaced (truncate), the new prompt is answered", async () => {
+    await messageAction(frame, "user", "Tell me about bananas", "Edit");
+    await answerInputBox("Tell me about blueberries");
+    await waitTurn(frame, "Tell me about blueberries");
+    assert.deepEqual(await userTexts(frame), ["Tell me about apples", "Tell me about blueberries"]);
+    const sent = JSON.stringify(fake.requests.at(-1).body.messages);
+    assert.ok(!/bananas|cherries/.test(sent), `the replaced turns are not sent: ${sent}`);
+    await shot("14-edit-and-resend", { editorOnly: true });
+  });
+
+  await step("Regenerate: the last reply is replaced by a new answer to the same prompt", async () => {
+    const lastReply = () => frame.evaluate(() => [...document.querySelectorAll("article.role-assistant .body")].at(-1)?.textContent ?? "");
+    const before = await lastReply();
+    const requests = fake.requests.length;
+    await messageAction(frame, "assistant", "Tell me about blueberries", "Regenerate");
+    await frame.waitForFunction(
+      (old) => {
+        const rows = [...document.querySelectorAll("article.role-assistant:not(.streaming) .body")];
+        return !document.body.classList.contains("busy") && rows.length > 0 && rows.at(-1).textContent !== old;
+      },
+      before,
+    );
+    const after = await lastAssistantText(frame);
+    assert.notEqual(after, before);
+    assert.match(after, /Reply #\d+ to: Tell me about blueberries/);
+    assert.equal(fake.requests.length, requests + 1);
+    assert.deepEqual(await userTexts(frame), ["Tell me about apples", "Tell me about blueberries"], "the prompt is not stored twice");
+    assert.equal(await frame.locator("article.role-assistant").count(), 2);
+    await shot("15-regenerated", { editorOnly: true });
+  });
+
+  await step("Fork from here: a new conversation with the rows through that message opens", async () => {
+    await messageAction(frame, "assistant", "Tell me about apples", "Fork");
+    await frame.waitForFunction(() => document.querySelectorAll("article.msg").length === 2 && !document.body.innerText.includes("blueberries"));
+    assert.deepEqual(await userTexts(frame), ["Tell me about apples"]);
+    await page.locator("#workbench\\.parts\\.sidebar .monaco-list-row").nth(1).waitFor({ state: "visible" });
+    assert.equal(await page.locator("#workbench\\.parts\\.sidebar .monaco-list-row").count(), 2, "the fork is listed beside Fruit talk");
+    await shot("16-forked");
+  });
+
+  await step("Search: hits highlighted; opening one shows its conversation at that message", async () => {
+    await frame.fill("#search", "blueberries");
+    await frame.press("#search", "Enter");
+    const hit = frame.locator("#search-results button.hit").first();
+    await hit.waitFor({ state: "visible" });
+    const marks = await frame.locator("#search-results mark").allInnerTexts();
+    assert.ok(marks.length >= 2 && marks.every((m) => m.toLowerCase() === "blueberries"), JSON.stringify(marks));
+    assert.match(await hit.locator(".hit-title").innerText(), /Fruit talk/);
+    await shot("17-search", { editorOnly: true });
+    await hit.click();
+    await frame.waitForFunction(() => document.getElementById("title").textContent === "Fruit talk");
+    const focused = frame.locator("article.msg.focus");
+    await focused.waitFor({ state: "visible" });
+    assert.match(await focused.innerText(), /blueberries/);
+    await shot("18-search-opened", { editorOnly: true });
+  });
+
+  await step("Delete exchange: the turn's rows go (deleteTurns), in the panel and after reopening", async () => {
+    await messageAction(frame, "user", "Tell me about apples", "Delete");
+    await frame.waitForFunction(() => !document.body.innerText.includes("Tell me about apples"));
+    await listRow("Fruit talk").click();
+    await frame.waitForFunction(() => document.querySelectorAll("article.msg").length === 2);
+    assert.deepEqual(await userTexts(frame), ["Tell me about blueberries"]);
+    await shot("19-deleted-exchange", { editorOnly: true });
+  });
+
+  await step("Compaction: prepare's proposal is sent to the model in the background, saved, shown with Undo; Undo deletes the summary", async () => {
+    changeSettings({
+      "chatHistory.context.maxContextTokens": 4000,
+      "chatHistory.context.compaction.enabled": true,
+      "chatHistory.context.compaction.triggerRatio": 0.05,
+      "chatHistory.context.compaction.keepRecentTurns": 1,
+      "chatHistory.context.compaction.maxSummaryTokens": 200,
+    });
+    await sleep(1000);
+    const banner = frame.locator("#summary:not([hidden])", { hasText: "summarized" });
+    for (const fruit of ["dates", "elderberries", "figs"]) {
+      await send(frame, `Tell me about ${fruit}`);
+      if ((await banner.count()) > 0 || fake.compactions > 0) break;
+    }
+    await banner.waitFor({ state: "visible", timeout: 30_000 });
+    assert.ok(fake.compactions >= 1, "the compaction request went to the model");
+    assert.ok(await frame.locator("#undo-summary").isVisible());
+    await shot("20-compacted", { editorOnly: true });
+    // The next request carries the summary instead of the old turns.
+    await send(frame, "What did we talk about?");
+    // (that turn may propose a further compaction: let it finish before undoing)
+    await frame.locator('#summary[data-compacting="false"]').waitFor({ state: "visible", timeout: 30_000 });
+    const sent = JSON.stringify(fake.requests.filter((r) => !JSON.stringify(r.body).includes("Summarize the conversation above")).at(-1).body.messages);
+    assert.match(sent, /SUMMARY \(fake\)/);
+    await frame.locator("#undo-summary").click();
+    await frame.locator("#summary").waitFor({ state: "hidden" });
+    const notices = await noticeTexts(frame);
+    assert.ok(notices.some((t) => /Summary removed/.test(t)), notices.join(" | "));
+    await shot("21-compaction-undone", { editorOnly: true });
+  });
   exitCode = 0;
 } catch {
   exitCode = 1;

@@ -301,7 +301,6 @@ class ChatPanel {
   private async send(text: string, promptStored = false): Promise<void> {
     if (this.state.busy || text.trim() === "") return;
     const conversationId = this.state.conversationId;
-    const firstPrompt = this.state.messages.length === 0;
     this.update(promptStored ? { ...this.state, busy: true } : S.promptSent(this.state, text));
     const c = config();
     let proposal: CompactionProposal | null = null;
@@ -350,6 +349,8 @@ class ChatPanel {
         text,
         { promptStored },
       );
+      // The proposal is carried out after the reply, in the background (the panel is free).
+      if (proposal !== null) void this.compact(conversationId, proposal);
       if (conversationId === this.state.conversationId) this.update(S.turnFinished(this.state));
     } catch (error) {
       if (conversationId === this.state.conversationId) this.fail(error);
@@ -358,8 +359,9 @@ class ChatPanel {
       this.reloadAfterTurn = false;
       await this.loadNewest();
     }
-    if (firstPrompt) await this.refreshTitle().catch(() => undefined);
-    if (proposal !== null) void this.compact(conversationId, proposal);
+    // The automatic title is the first stored prompt's: it appears with the first prompt and
+    // changes when retention deletes that turn. The list and the panel follow the server.
+    await this.refreshTitle().catch(() => undefined);
   }
 
   /**

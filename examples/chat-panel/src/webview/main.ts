@@ -180,6 +180,7 @@ function draw(view: PanelView): void {
   drawSearch(view.search ?? null);
   const summary = $("summary");
   summary.hidden = view.summary === null && !view.compacting;
+  summary.dataset.compacting = String(view.compacting);
   $("summary-text").textContent = view.summary ?? (view.compacting ? "Summarizing earlier turns in the background…" : "");
   $<HTMLButtonElement>("undo-summary").hidden = view.summary === null;
 
