@@ -21,6 +21,8 @@ import {
   type PreparedRequest,
   type PrepareParams,
   type ProviderRequest,
+  type ReportUsageParams,
+  type ReportUsageResult,
   type SaveSummaryParams,
   type Summary,
   type TrimmedNotification,
@@ -298,6 +300,14 @@ export class ChatHistoryClient implements Disposable {
   /** Deletes the conversation's summary; `deleted` says whether there was one. */
   deleteSummary(params: DeleteSummaryParams): Promise<DeleteSummaryResult> {
     return this.request(Methods.deleteSummary, params);
+  }
+
+  /**
+   * Reports a provider's prompt token count for a sent request (`estimatedTokens` is its
+   * `rawEstimatedTokens`); answers the new calibration of that provider kind and model.
+   */
+  reportUsage(params: ReportUsageParams): Promise<ReportUsageResult> {
+    return this.request(Methods.reportUsage, params);
   }
 
   /** Subscribes to `chatHistory/trimmed` (storage retention deleted rows, or `prepare` dropped turns). */

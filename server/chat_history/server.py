@@ -503,6 +503,12 @@ def delete_summary(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.Key
     return {"deleted": m.delete_summary(ls.key(p))}
 
 
+def report_usage(
+    m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ReportUsageParams
+) -> Any:
+    return protocol.wire(m.report_usage(*protocol.usage_args(p)))
+
+
 #: Every custom method: its params type and its handler.
 REQUESTS: dict[str, tuple[type, Handler]] = {
     "chatHistory/append": (protocol.AppendParams, append),
@@ -519,6 +525,7 @@ REQUESTS: dict[str, tuple[type, Handler]] = {
     "chatHistory/editMessage": (protocol.EditMessageParams, edit_message),
     "chatHistory/fork": (protocol.ForkParams, fork),
     "chatHistory/deleteSummary": (protocol.KeyParams, delete_summary),
+    "chatHistory/reportUsage": (protocol.ReportUsageParams, report_usage),
 }
 
 

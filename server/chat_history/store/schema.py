@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 4
+from chat_history.store import calibration
+
+SCHEMA_VERSION = 6
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -138,6 +140,13 @@ CREATE INDEX messages_by_turn ON messages (workspace, conversation, turn)
 
 #: MIGRATIONS[n] upgrades a database at user_version n to n + 1.
 MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4}
+
+# Version 6 (issue 15): the calibration samples of ``reportUsage`` (store/calibration.py). Its
+# statements are idempotent, so it works whether or not versions 4 and 5 (issue 14's steps) ran
+# before it; until they land, they are empty steps here.
+MIGRATIONS.setdefault(3, "")
+MIGRATIONS.setdefault(4, "")
+MIGRATIONS[5] = calibration.SCHEMA
 
 
 class NewerSchema(Exception):
