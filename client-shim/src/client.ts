@@ -278,14 +278,6 @@ export class ChatHistoryClient implements Disposable {
     return this.request(Methods.listConversations, params);
   }
 
-  /**
-   * Reports a provider's prompt token count for a sent request (`estimatedTokens` is its
-   * `rawEstimatedTokens`); answers the new calibration of that provider kind and model.
-   */
-  reportUsage(params: ReportUsageParams): Promise<ReportUsageResult> {
-    return this.request(Methods.reportUsage, params);
-  }
-
   // Version 2: conversations and edits
 
   /** Sets the title (null: back to the automatic one) and/or replaces the metadata. */
@@ -316,6 +308,14 @@ export class ChatHistoryClient implements Disposable {
   /** Deletes the conversation's summary; `deleted` says whether there was one. */
   deleteSummary(params: DeleteSummaryParams): Promise<DeleteSummaryResult> {
     return this.request(Methods.deleteSummary, params);
+  }
+
+  /**
+   * Reports a provider's prompt token count for a sent request (`estimatedTokens` is its
+   * `rawEstimatedTokens`); answers the new calibration of that provider kind and model.
+   */
+  reportUsage(params: ReportUsageParams): Promise<ReportUsageResult> {
+    return this.request(Methods.reportUsage, params);
   }
 
   /** Subscribes to `chatHistory/trimmed` (storage retention deleted rows, or `prepare` dropped turns). */

@@ -31,8 +31,6 @@ export const Methods = {
   search: "chatHistory/search",
   clear: "chatHistory/clear",
   listConversations: "chatHistory/listConversations",
-  // Version 2: calibrated estimates
-  reportUsage: "chatHistory/reportUsage",
   // Version 2: conversations and edits
   updateConversation: "chatHistory/updateConversation",
   truncate: "chatHistory/truncate",
@@ -40,6 +38,8 @@ export const Methods = {
   editMessage: "chatHistory/editMessage",
   fork: "chatHistory/fork",
   deleteSummary: "chatHistory/deleteSummary",
+  // Version 2: calibrated estimates
+  reportUsage: "chatHistory/reportUsage",
 } as const;
 export type Method = (typeof Methods)[keyof typeof Methods];
 
@@ -560,13 +560,13 @@ export interface RequestMap {
   "chatHistory/search": [SearchParams, SearchResult];
   "chatHistory/clear": [ClearParams, ClearResult];
   "chatHistory/listConversations": [ListConversationsParams, ListConversationsResult];
-  "chatHistory/reportUsage": [ReportUsageParams, ReportUsageResult];
   "chatHistory/updateConversation": [UpdateConversationParams, UpdateConversationResult];
   "chatHistory/truncate": [TruncateParams, TruncateResult];
   "chatHistory/deleteTurns": [DeleteTurnsParams, DeleteTurnsResult];
   "chatHistory/editMessage": [EditMessageParams, EditMessageResult];
   "chatHistory/fork": [ForkParams, ForkResult];
   "chatHistory/deleteSummary": [DeleteSummaryParams, DeleteSummaryResult];
+  "chatHistory/reportUsage": [ReportUsageParams, ReportUsageResult];
 }
 
 // ---------------------------------------------------------------------------------------------

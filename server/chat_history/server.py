@@ -524,13 +524,13 @@ REQUESTS: dict[str, tuple[type, Handler]] = {
     "chatHistory/search": (protocol.SearchParams, search),
     "chatHistory/clear": (protocol.KeyParams, clear),
     "chatHistory/listConversations": (protocol.ListParams, list_page),
-    "chatHistory/reportUsage": (protocol.ReportUsageParams, report_usage),
     "chatHistory/updateConversation": (protocol.UpdateConversationParams, update_conversation),
     "chatHistory/truncate": (protocol.TruncateParams, truncate),
     "chatHistory/deleteTurns": (protocol.DeleteTurnsParams, delete_turns),
     "chatHistory/editMessage": (protocol.EditMessageParams, edit_message),
     "chatHistory/fork": (protocol.ForkParams, fork),
     "chatHistory/deleteSummary": (protocol.KeyParams, delete_summary),
+    "chatHistory/reportUsage": (protocol.ReportUsageParams, report_usage),
 }
 
 

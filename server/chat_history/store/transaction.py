@@ -152,13 +152,6 @@ class Reading:
     def summary(self, key: Key) -> Summary | None:
         return queries.summary(self.connection, key)
 
-    # -- calibration ------------------------------------------------------------------------
-
-    def calibration_ratios(self, kind: str, model: str | None) -> tuple[float, ...]:
-        """The newest usage ratios of (kind, model), oldest first: remembered by the connection
-        while no other connection has committed (one pragma instead of a read)."""
-        return self._ratios.ratios(self.connection, kind, model)
-
     # -- version 2: conversation records, rows by id and turn (store.records, store.edits) ----
 
     def record(self, key: Key) -> RecordRow | None:
@@ -190,6 +183,13 @@ class Reading:
     def rows_through(self, key: Key, row_id: int) -> int:
         """How many of the conversation's rows have ids ≤ ``row_id``."""
         return edits.rows_through(self.connection, key, row_id)
+
+    # -- calibration ------------------------------------------------------------------------
+
+    def calibration_ratios(self, kind: str, model: str | None) -> tuple[float, ...]:
+        """The newest usage ratios of (kind, model), oldest first: remembered by the connection
+        while no other connection has committed (one pragma instead of a read)."""
+        return self._ratios.ratios(self.connection, kind, model)
 
     # -- the whole database -----------------------------------------------------------------
 
@@ -288,14 +288,6 @@ class Transaction(Reading):
             self._tails.drop(key)
         return queries.save_summary(self.connection, key, summary)
 
-    def add_calibration_ratio(
-        self, kind: str, model: str | None, ratio: float
-    ) -> tuple[float, ...]:
-        """Record a usage ratio of (kind, model); returns its newest ratios, oldest first."""
-        calibration.add_ratio(self.connection, kind, model, ratio)
-        self._ratios.forget(kind, model)
-        return calibration.ratios(self.connection, kind, model)
-
     def delete_summary(self, key: Key) -> bool:
         """Delete the summary; returns whether there was one."""
         return edits.delete_summary(self.connection, key)
@@ -360,3 +352,11 @@ class Transaction(Reading):
     def index_for_search(self) -> int:
         """Index the next rows written since the last catch-up; returns how many."""
         return search_index.catch_up(self.connection)
+
+    def add_calibration_ratio(
+        self, kind: str, model: str | None, ratio: float
+    ) -> tuple[float, ...]:
+        """Record a usage ratio of (kind, model); returns its newest ratios, oldest first."""
+        calibration.add_ratio(self.connection, kind, model, ratio)
+        self._ratios.forget(kind, model)
+        return calibration.ratios(self.connection, kind, model)
