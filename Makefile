@@ -41,6 +41,7 @@ e2e: $(BASE) $(PANEL_NODE) shim-build
 
 bench: $(VENV)/.installed-bench
 	$(PY) bench/run.py
+	$(PY) bench/compaction.py
 	$(PY) bench/search.py
 
 $(VENV)/bin/python:

@@ -1,7 +1,8 @@
 """The largest input per limit, each sent to a fresh real server (``python -m chat_history``):
-the time until it is answered and the server's peak memory (VmHWM). The figures of README's
-"Cost of the largest inputs" table come from ``python bench/limits.py``. Not part of ``make
-bench`` (it takes a minute and ~1 GB)."""
+the time until it is answered and the server's peak memory (VmHWM); then whole-history reads
+(``get`` without ``limit``, ``format``) of stored histories, each by a fresh server. The
+figures of README's "Cost of the largest inputs" tables come from ``python bench/limits.py``.
+Not part of ``make bench`` (it takes a few minutes and ~1 GB)."""
 
 from __future__ import annotations
 
@@ -141,6 +142,64 @@ def run(name: str, make: Callable[[], bytes], answer_id: int) -> None:
             client.close()
 
 
+#: Stored histories read whole by a fresh server: (rows, characters a row, character).
+READS: dict[str, tuple[int, int, str]] = {
+    "50 rows of 2,000,000 characters": (50, 2_000_000, "r"),
+    "20,000 rows of 5,000 characters": (20_000, 5_000, "s"),
+    "100,000 rows of 1,000 characters": (100_000, 1_000, "t"),
+    "100,000 rows of 100 characters": (100_000, 100, "u"),
+    "50 rows of 500,000 emoji (2 MB of UTF-8 each)": (50, 500_000, "😀"),
+}
+#: The requests that read a whole history: (method, extra params).
+READ_METHODS: dict[str, tuple[str, dict[str, Any]]] = {
+    "get without limit": ("chatHistory/get", {}),
+    "format (openai)": ("chatHistory/format", {"provider": "openai"}),
+}
+
+
+def store_history(folder: Path, rows: int, chars: int, char: str) -> int:
+    """The history, appended by a server that then exits; its stored content in bytes."""
+    text = char * chars
+    batch = max(1, min(MAX_MESSAGES, 50_000_000 // len(text.encode())))
+    with StdioClient(folder) as client:
+        client.initialize(KEEP_ALL, workspace="w")
+        for start in range(0, rows, batch):
+            count = min(batch, rows - start)
+            client.send_bytes(append([user(text) for _ in range(count)]))
+            answer = client.response(1_000)
+            assert "result" in answer, answer
+    return rows * len(text.encode())
+
+
+def run_read(name: str, shape: tuple[int, int, str]) -> None:
+    """Each whole-history read, sent to a fresh server on the stored history: the peak's growth
+    over the idle server, per byte of stored content."""
+    with tempfile.TemporaryDirectory() as folder:
+        stored = store_history(Path(folder), *shape)
+        for label, (method, extra) in READ_METHODS.items():
+            client = StdioClient(Path(folder))
+            try:
+                client.initialize(KEEP_ALL, workspace="w")
+                before = peak_mb(client)
+                start = time.perf_counter()
+                client.send_bytes(frame(body(1_000, method, {"conversationId": "c", **extra})))
+                answer = client.response(1_000)
+                seconds = time.perf_counter() - start
+                peak = peak_mb(client)
+                size = len(json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode())
+                outcome = (
+                    "error {}".format(answer["error"]["code"]) if "error" in answer else "served"
+                )
+                print(
+                    f"| {label}: {name} | {stored / 1e6:,.0f} MB | {size / 1e6:,.0f} MB | "
+                    f"{seconds:,.2f} s | {peak:,.0f} MB | "
+                    f"{(peak - before) * 1024 * 1024 / stored:.1f}x | {outcome} |",
+                    flush=True,
+                )
+            finally:
+                client.close()
+
+
 def main() -> None:
     wanted = sys.argv[1:]
     print("| input | request | answered after | server peak memory | outcome |")
@@ -148,6 +207,16 @@ def main() -> None:
     for name, (make, answer_id) in CASES.items():
         if not wanted or any(w in name for w in wanted):
             run(name, make, answer_id)
+    reads = [(n, shape) for n, shape in READS.items() if not wanted or any(w in n for w in wanted)]
+    if reads:
+        print()
+        print(
+            "| read | stored content | answer | answered after | server peak | growth ÷ stored |"
+            " outcome |"
+        )
+        print("|---|---|---|---|---|---|---|")
+    for name, shape in reads:
+        run_read(name, shape)
 
 
 if __name__ == "__main__":

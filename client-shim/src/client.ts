@@ -21,6 +21,8 @@ import {
   type PreparedRequest,
   type PrepareParams,
   type ProviderRequest,
+  type ReportUsageParams,
+  type ReportUsageResult,
   type SaveSummaryParams,
   type SearchParams,
   type SearchResult,
@@ -261,6 +263,14 @@ export class ChatHistoryClient implements Disposable {
   /** The workspace's conversations, newest activity first. */
   listConversations(params: ListConversationsParams = {}): Promise<ListConversationsResult> {
     return this.request(Methods.listConversations, params);
+  }
+
+  /**
+   * Reports a provider's prompt token count for a sent request (`estimatedTokens` is its
+   * `rawEstimatedTokens`); answers the new calibration of that provider kind and model.
+   */
+  reportUsage(params: ReportUsageParams): Promise<ReportUsageResult> {
+    return this.request(Methods.reportUsage, params);
   }
 
   /** Subscribes to `chatHistory/trimmed` (storage retention deleted rows, or `prepare` dropped turns). */

@@ -31,6 +31,8 @@ export const Methods = {
   search: "chatHistory/search",
   clear: "chatHistory/clear",
   listConversations: "chatHistory/listConversations",
+  // Version 2: calibrated estimates
+  reportUsage: "chatHistory/reportUsage",
 } as const;
 export type Method = (typeof Methods)[keyof typeof Methods];
 
@@ -279,7 +281,58 @@ export interface PreparedRequest<B = ProviderBody> extends ProviderRequest<B> {
   trimmed: RequestTrim | null;
   collapsedToolRows: number;
   collapsedTurns: number;
+  // Version 2: compaction and calibrated estimates
+  /** A proposal to compact older turns, or null (see {@link CompactionProposal}). */
+  compaction: CompactionProposal<B> | null;
+  /** Turns the saved summary stood in for in this request. */
+  compactedTurns: number;
+  /** Stored rows (other than system rows) of those turns. */
+  compactedMessages: number;
+  /** The estimate before calibration: report it back with `reportUsage`. */
+  rawEstimatedTokens: number;
+  /** The factor `estimatedTokens` and every other token figure were calibrated with. */
+  calibration: Calibration;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Version 2: compaction and calibrated estimates
+
+/** The calibration of a (provider kind, model): the median of its newest 20 usage ratios. */
+export interface Calibration {
+  /** 1.0 with no samples. */
+  factor: number;
+  /** At most 20. */
+  samples: number;
+}
+
+/**
+ * `PreparedRequest.compaction`: send `request.body` to the model (merging your own model and
+ * sampling fields) and save its reply with `saveSummary({summary, coversThroughId: throughId})`.
+ */
+export interface CompactionProposal<B = ProviderBody> {
+  /** The newest row the summary will cover. */
+  throughId: number;
+  /** Turns the summary will stand in for, counting those the current summary covers. */
+  coveredTurns: number;
+  /** The compaction request's estimate, calibrated. */
+  estimatedTokens: number;
+  /** The same, uncalibrated. */
+  rawEstimatedTokens: number;
+  /** For the same provider and model as the `prepare`. */
+  request: ProviderRequest<B>;
+}
+
+/** `chatHistory/reportUsage` (no `conversationId`: calibration is per provider kind and model). */
+export interface ReportUsageParams {
+  /** A provider kind or an alias; default `chatHistory.activeProvider`. */
+  provider?: string;
+  model?: string;
+  /** The `rawEstimatedTokens` of the request that was sent (integer ≥ 1). */
+  estimatedTokens: number;
+  /** The input tokens the provider reported, cached ones included (integer ≥ 1). */
+  promptTokens: number;
+}
+export type ReportUsageResult = Calibration;
 
 // ---------------------------------------------------------------------------------------------
 // Params and results, per method
@@ -427,6 +480,7 @@ export interface RequestMap {
   "chatHistory/search": [SearchParams, SearchResult];
   "chatHistory/clear": [ClearParams, ClearResult];
   "chatHistory/listConversations": [ListConversationsParams, ListConversationsResult];
+  "chatHistory/reportUsage": [ReportUsageParams, ReportUsageResult];
 }
 
 // ---------------------------------------------------------------------------------------------

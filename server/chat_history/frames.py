@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
-from typing import Any, BinaryIO
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, BinaryIO, Generic, TypeVar
 
 from chat_history.errors import cut, shown
 
 log = logging.getLogger("chat_history")
+
+T = TypeVar("T")
 
 INTERNAL_ERROR = -32603
 #: The largest answer written. Bodies are UTF-8, and a JSON text of N bytes decodes to at most N
@@ -46,8 +48,9 @@ class FrameWriter:
     def write(self, data: bytes) -> None:
         self.write_parts(data)
 
-    def write_frame(self, body: bytes) -> None:
-        self.write_parts(frame_header(len(body)), body)
+    def write_frame(self, *body: bytes) -> None:
+        """One frame whose body is ``body``'s chunks, its Content-Length their total size."""
+        self.write_parts(frame_header(sum(map(len, body))), *body)
 
     def write_parts(self, *parts: bytes) -> None:
         with self._lock:
@@ -62,17 +65,128 @@ class FrameWriter:
                 log.warning("the client closed stdout (%s); later answers are dropped", exc)
 
 
+class JsonArray(Generic[T]):
+    """A JSON array whose elements are made while it is written: ``convert`` of each of
+    ``items``. An answer listing many rows then holds the rows, not also a dict per row."""
+
+    __slots__ = ("convert", "items")
+
+    def __init__(self, items: Iterable[T], convert: Callable[[T], Any]) -> None:
+        self.items = items
+        self.convert = convert
+
+    def __iter__(self) -> Iterator[Any]:
+        return map(self.convert, self.items)
+
+
+def _with_arrays(default: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``default``, and a JsonArray (met where the answer is encoded whole) as a list."""
+
+    def convert(value: Any) -> Any:
+        return list(value) if isinstance(value, JsonArray) else default(value)
+
+    return convert
+
+
 def encode(data: Any, default: Callable[[Any], Any]) -> bytes:
     """One message as compact UTF-8 JSON (non-ASCII as is, not six-byte escapes). A lone
     surrogate, which only a string can hold, becomes its ``\\uXXXX`` escape."""
-    text = json.dumps(data, default=default, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(
+        data, default=_with_arrays(default), ensure_ascii=False, separators=(",", ":")
+    )
     return text.encode("utf-8", "backslashreplace")
 
 
-def answer_body(data: Any, default: Callable[[Any], Any]) -> bytes | None:
-    """The body of a message to send; for an answer that cannot be encoded or is larger than
-    ``MAX_ANSWER_BYTES``, an error answer under its id instead, so that no request goes
-    unanswered. None when a message that is not an answer cannot be sent."""
+#: Dicts this close to the message are written key by key; deeper values, and every element of
+#: an array, are encoded whole (one C-encoder call each: a stored row, a provider message).
+_WALKED_DEPTH = 4
+#: Encoded text is turned into UTF-8 in pieces of about this many characters.
+_CHUNK_CHARS = 256 * 1024
+
+
+#: json's own string encoder (C when available), as json.dumps uses with ensure_ascii=False
+_string: Callable[[str], str] = json.encoder.encode_basestring
+
+
+def encode_chunks(data: Any, default: Callable[[Any], Any]) -> list[bytes]:
+    """``encode(data, default)`` in chunks, byte for byte the same once joined, without the
+    whole answer ever being one ``str`` and one ``bytes``: the top of the message (the answer's
+    dicts and arrays) is walked, and each array element (a stored row, a provider message; a
+    JsonArray's made only then) is encoded alone and turned into UTF-8 at once. So a ``get`` of
+    a 100 MB history holds the rows and ~100 MB of chunks, not also a dict per row, a 100 MB
+    ``str`` and 100 MB of bytes. Raises what ``json.dumps`` raises (ValueError, TypeError,
+    RecursionError, MemoryError)."""
+    default = _with_arrays(default)
+    encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=default)
+    chunks: list[bytes] = []
+    pending: list[str] = []
+    pending_chars = 0
+    #: ids of the containers (and default-converted objects) on the walked path, as the
+    #: C encoder's check_circular keeps them
+    path: set[int] = set()
+
+    def flush() -> None:
+        nonlocal pending_chars
+        if pending:
+            chunks.append("".join(pending).encode("utf-8", "backslashreplace"))
+            pending.clear()
+            pending_chars = 0
+
+    def put(text: str) -> None:
+        nonlocal pending_chars
+        if len(text) >= _CHUNK_CHARS:  # a large element: no join copying it again
+            flush()
+            chunks.append(text.encode("utf-8", "backslashreplace"))
+            return
+        pending.append(text)
+        pending_chars += len(text)
+        if pending_chars >= _CHUNK_CHARS:
+            flush()
+
+    def enter(value: Any) -> None:
+        if id(value) in path:
+            raise ValueError("Circular reference detected")
+        path.add(id(value))
+
+    def walk(value: Any, depth: int) -> None:
+        if isinstance(value, str):
+            put(_string(value))
+        elif value is None or isinstance(value, int | float):
+            put(encoder.encode(value))
+        elif isinstance(value, list | tuple | JsonArray):
+            enter(value)
+            put("[")
+            for i, item in enumerate(value):
+                if i:
+                    put(",")
+                put(encoder.encode(item))
+            put("]")
+            path.discard(id(value))
+        elif isinstance(value, dict):
+            if depth >= _WALKED_DEPTH or not all(isinstance(k, str) for k in value):
+                put(encoder.encode(value))  # non-string keys: json's own conversion
+                return
+            enter(value)
+            put("{")
+            for i, (key, item) in enumerate(value.items()):
+                put(f"{',' if i else ''}{_string(key)}:")
+                walk(item, depth + 1)
+            put("}")
+            path.discard(id(value))
+        else:
+            enter(value)
+            walk(default(value), depth)
+            path.discard(id(value))
+
+    walk(data, 0)
+    flush()
+    return chunks
+
+
+def answer_body(data: Any, default: Callable[[Any], Any]) -> list[bytes] | None:
+    """The body of a message to send, in chunks (``encode_chunks``); for an answer that cannot
+    be encoded or is larger than ``MAX_ANSWER_BYTES``, an error answer under its id instead, so
+    that no request goes unanswered. None when a message that is not an answer cannot be sent."""
     msg_id = getattr(data, "id", None) if not isinstance(data, dict) else data.get("id")
     is_answer = (
         hasattr(data, "result")
@@ -80,30 +194,34 @@ def answer_body(data: Any, default: Callable[[Any], Any]) -> bytes | None:
         or (isinstance(data, dict) and ("result" in data or "error" in data))
     )
     try:
-        body = encode(data, default)
+        chunks = encode_chunks(data, default)
     except (RecursionError, MemoryError, ValueError, TypeError) as exc:
         log.error("could not encode a message (id %s): %s", shown(msg_id), cut(repr(exc)))
         if not is_answer:
             return None
         reason = "nested too deeply" if isinstance(exc, RecursionError) else cut(str(exc))
-        return error_body(
-            msg_id, INTERNAL_ERROR, f"Internal error: the answer cannot be sent ({reason})"
-        )
-    if is_answer and len(body) > MAX_ANSWER_BYTES:
-        size = len(body)
-        del body
+        return [
+            error_body(
+                msg_id, INTERNAL_ERROR, f"Internal error: the answer cannot be sent ({reason})"
+            )
+        ]
+    size = sum(map(len, chunks))
+    if is_answer and size > MAX_ANSWER_BYTES:
+        del chunks
         log.warning(
             "answer %s of %d bytes refused (limit %d)", shown(msg_id), size, MAX_ANSWER_BYTES
         )
-        return error_body(
-            msg_id,
-            INTERNAL_ERROR,
-            f"Internal error: the answer would be {size:,} bytes, more than the "
-            f"{MAX_ANSWER_BYTES:,} one answer may carry; ask for less at a time (chatHistory/get: "
-            "pages with limit and beforeId)",
-            {"answerBytes": size, "maxAnswerBytes": MAX_ANSWER_BYTES},
-        )
-    return body
+        return [
+            error_body(
+                msg_id,
+                INTERNAL_ERROR,
+                f"Internal error: the answer would be {size:,} bytes, more than the "
+                f"{MAX_ANSWER_BYTES:,} one answer may carry; ask for less at a time "
+                "(chatHistory/get: pages with limit and beforeId)",
+                {"answerBytes": size, "maxAnswerBytes": MAX_ANSWER_BYTES},
+            )
+        ]
+    return chunks
 
 
 def error_body(msg_id: Any, code: int, message: str, data: Any = None) -> bytes:

@@ -88,9 +88,9 @@ class AdaptedProtocol(LanguageServerProtocol):
         if body is None:
             return
         if isinstance(writer, frames.FrameWriter):
-            writer.write_frame(body)
+            writer.write_frame(*body)
         else:  # an embedding test's writer
-            writer.write(frames.frame_header(len(body)) + body)
+            writer.write(b"".join([frames.frame_header(sum(map(len, body))), *body]))
 
     def _known(self, method: str) -> bool:
         return method in self.fm.builtin_features or method in self.fm.features

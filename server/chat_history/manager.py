@@ -10,6 +10,8 @@ changed) and ``InvalidParams`` for input the recording rules refuse."""
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +22,7 @@ import attrs
 
 from chat_history.errors import InvalidParams
 from chat_history.model import Key, Message, PruneReport, StoredMessage, Summary, ToolSpec, Trimmed
+from chat_history.policy.calibration import Calibration
 from chat_history.policy.imports import covered_id, match_stored
 from chat_history.policy.recording import plan_append
 from chat_history.policy.retention import RetentionPlan
@@ -40,7 +43,7 @@ from chat_history.store import (
 
 if TYPE_CHECKING:
     from chat_history.policy.budget import Route
-    from chat_history.policy.context import OmittedTurns, Prepared
+    from chat_history.policy.context import OmittedTurns, Prepared, RequestOptions
 
 #: Receives one request's ``chatHistory/trimmed`` events together (never an empty batch).
 Notify = Callable[[Key, Sequence[Trimmed]], None]
@@ -112,8 +115,24 @@ class ProviderRequest:
 
 
 @attrs.frozen(kw_only=True)
+class CompactionProposal:
+    """``PreparedRequest.compaction``: send ``request`` to the model and save its reply with
+    ``save_summary(..., covers_through_id=through_id)``; it then stands in for
+    ``covered_turns`` turns. The estimates are of ``request`` (calibrated, and not)."""
+
+    through_id: int
+    covered_turns: int
+    estimated_tokens: int
+    raw_estimated_tokens: int
+    request: ProviderRequest
+
+
+@attrs.frozen(kw_only=True)
 class PreparedRequest:
-    """``prepare``: the body to send, with what was estimated, trimmed and collapsed."""
+    """``prepare``: the body to send, with what was estimated, trimmed, collapsed and
+    compacted, the calibration its estimates used and a compaction proposal (or None).
+    ``estimated_tokens`` and the figures of ``trimmed`` are calibrated;
+    ``raw_estimated_tokens`` is not (what a client reports back with ``report_usage``)."""
 
     provider: str
     model: str | None
@@ -124,6 +143,11 @@ class PreparedRequest:
     trimmed: object | None  # policy.context.RequestTrim
     collapsed_tool_rows: int
     collapsed_turns: int
+    compaction: CompactionProposal | None
+    compacted_turns: int
+    compacted_messages: int
+    raw_estimated_tokens: int
+    calibration: Calibration
 
 
 @attrs.frozen(kw_only=True)
@@ -239,64 +263,66 @@ class ChatHistoryManager:
         )
 
     def prepare(self, key: Key, options: PrepareOptions) -> PreparedRequest:
-        """The request to send now: the history after retention, fitted to the route's budget
-        (turn limit, token budget, tool-context collapse, recovery) and formatted for the
-        provider. Reads only what it can send when the recorded turn figures allow
+        """The request to send now: the history after retention, the summary standing in for
+        the turns it covers, fitted to the route's budget (turn limit, token budget, tool-context
+        collapse, recovery) with estimates calibrated by the route's usage reports, and
+        formatted for the provider; with a compaction proposal when the history nears the
+        budget. Reads only what it can send when the recorded turn figures allow
         (``policy.readplan``). Sends the request's ``chatHistory/trimmed`` events.
 
-        Returns the body with its estimate, budget, window and what was trimmed or collapsed.
-        Raises InvalidParams (an unknown provider), ContextOverflow, StorageError."""
+        Returns the body with its estimates, budget, window, what was trimmed, collapsed or
+        compacted, and the proposal. Raises InvalidParams (an unknown provider),
+        ContextOverflow, StorageError."""
         from chat_history.policy.budget import resolve_route
-        from chat_history.policy.context import OmittedTurnsKept, RequestOptions, prepare_rows
-        from chat_history.providers import format_body
 
         route = resolve_route(
             options.provider or self.settings.active_provider, options.model, self.settings
         )
-
-        def prepare(rows: Sequence[Message], omitted: OmittedTurns | None) -> Prepared:
-            return prepare_rows(
-                rows,
-                RequestOptions(
-                    settings=self.settings.context,
-                    route=route,
-                    summary=summary.summary if summary else None,
-                    tools=options.tools,
-                    extra_tokens=options.extra_tokens,
-                    overflow_recovery=options.overflow_recovery,
-                    keep_tool_context_turns=options.keep_tool_context_turns,
-                    omitted=omitted,
-                ),
+        with self._lock:
+            prepared = self._retained_read(
+                key, lambda tx, _: self._prepare_in(tx, key, route, options)
             )
-
-        rows, omitted, summary = self._request_rows(key, route, options)
-        try:
-            prepared = prepare(rows, omitted)
-        except OmittedTurnsKept:  # a window that was too small: never expected, still correct
-            full, summary = self.history(key)
-            prepared = prepare(full, None)
         if prepared.events:
             self._notify(key, prepared.events)
-        return PreparedRequest(
-            provider=route.name,
-            model=route.model,
-            body=format_body(route.kind, prepared.rows, route.model, swept=True),
-            estimated_tokens=prepared.estimated_tokens,
-            budget=prepared.budget,
-            context_window=prepared.context_window,
-            trimmed=prepared.trimmed,
-            collapsed_tool_rows=prepared.collapsed_tool_rows,
-            collapsed_turns=prepared.collapsed_turns,
+        return _prepared_request(route, prepared)
+
+    def report_usage(
+        self, provider: str | None, model: str | None, estimated_tokens: int, prompt_tokens: int
+    ) -> Calibration:
+        """Record ``prompt_tokens / estimated_tokens`` (clipped) for the calibration of
+        ``provider`` (kind or alias; None: the active provider) and ``model``, shared by every
+        conversation and process. Returns the new calibration of that key.
+        Raises InvalidParams (a figure below 1, an unknown provider), StorageError."""
+        from chat_history.policy.calibration import (
+            calibration_of,
+            check_usage,
+            usage_key,
+            usage_ratio,
         )
+
+        estimated, prompt = check_usage(estimated_tokens, prompt_tokens)
+        with self._lock:
+            key = usage_key(provider, model, self.settings)
+            with self.store.write() as tx:
+                ratios = tx.add_calibration_ratio(
+                    key.kind, key.model, usage_ratio(estimated, prompt)
+                )
+            return calibration_of(ratios)
 
     def save_summary(self, key: Key, summary: str, covers_through_id: int | None = None) -> Summary:
         """Save (or replace) the conversation's summary, stamped now; ``covers_through_id`` is
-        the newest row it covers. Returns the saved summary. Raises StorageError."""
+        the newest row it covers and must be a row of the conversation. Returns the saved
+        summary. Raises InvalidParams ``coversThroughId`` (then nothing changed), StorageError."""
         with self._lock:
             saved = Summary(
                 summary=summary, updated_at=self._clock(), covers_through_id=covers_through_id
             )
             with self.store.write() as tx:
+                if covers_through_id is not None and not tx.has_row(key, covers_through_id):
+                    raise InvalidParams(
+                        "coversThroughId",
+                        f"{covers_through_id} is not a row of this conversation",
+                    )
                 replaced = tx.save_summary(key, saved)
             if replaced:  # the old text is replaced, so it goes like deleted text
                 self.store.reset_wal()
@@ -483,42 +509,140 @@ class ChatHistoryManager:
         self, tx: Reading, key: Key, route: Route, options: PrepareOptions
     ) -> RequestRows:
         summary = tx.summary(key)
-        window = self._window(tx, key, route, options)
+        window = self._window(tx, key, route, options, summary)
         if window is None:
             return tx.all_rows(key), None, summary
         return window[0], window[1], summary
 
+    def _prepare_in(self, tx: Reading, key: Key, route: Route, options: PrepareOptions) -> Prepared:
+        """``prepare_rows`` on what the read plan reads, in one snapshot: the window; with the
+        oldest uncovered turns too when a due proposal needs them; else every row."""
+        from chat_history.policy.calibration import calibration_of, key_of
+        from chat_history.policy.context import OmittedTurnsKept, RequestOptions, prepare_rows
+
+        rows, omitted, summary = self._read_request_rows(tx, key, route, options)
+        calibration_key = key_of(route)
+        request = RequestOptions(
+            settings=self.settings.context,
+            route=route,
+            summary=summary,
+            tools=options.tools,
+            extra_tokens=options.extra_tokens,
+            overflow_recovery=options.overflow_recovery,
+            keep_tool_context_turns=options.keep_tool_context_turns,
+            calibration=calibration_of(
+                tx.calibration_ratios(calibration_key.kind, calibration_key.model)
+            ),
+            propose_compaction=True,
+        )
+        if omitted is None:
+            return prepare_rows(rows, request)
+        # The oldest uncovered turns are read only when a due proposal needs them.
+        head = functools.partial(self._head, tx, key, route, rows, request)
+        with contextlib.suppress(OmittedTurnsKept):  # a window that was too small: still correct
+            return prepare_rows(rows, attrs.evolve(request, omitted=omitted, head=head))
+        return prepare_rows(tx.all_rows(key), request)
+
     def _window(
-        self, tx: Reading, key: Key, route: Route, options: PrepareOptions
+        self,
+        tx: Reading,
+        key: Key,
+        route: Route,
+        options: PrepareOptions,
+        summary: Summary | None,
     ) -> tuple[list[StoredMessage], OmittedTurns | None] | None:
         """The read plan (``policy.readplan``) carried out in ``tx``: the rows to send and the
-        turns left unread, or None when every row must be read."""
+        turns left unread (those the summary covers among them), or None when every row must
+        be read."""
         from chat_history.policy import readplan
+        from chat_history.policy.compaction import honoured_coverage
 
         limits = readplan.read_limits(self.settings.context, route, options.keep_tool_context_turns)
+        cover = honoured_coverage(summary)
+        first_uncovered = None if cover is None else self._first_uncovered_turn(tx, key, cover)
         with contextlib.closing(tx.newest_first(key)) as newest:
-            back = readplan.read_back(newest, limits)
-        if back.whole:
+            if first_uncovered is None:
+                back = readplan.read_back(newest, limits)
+            else:
+                back = readplan.read_back(readplan.until_turn(newest, first_uncovered), limits)
+        if not back.rows or (back.whole and first_uncovered is None):
             return back.rows, None
         start = back.rows[0]
         read = [*tx.system_rows(key, start.id), *back.rows]
         oldest = tx.oldest_spoken_turn(key)
         if oldest is None or oldest >= start.turn:
             return read, None  # only system rows are older
-        ranges = readplan.omitted_ranges(oldest, start.turn, back.turns, limits.keep_turns)
+        first = oldest if first_uncovered is None else max(oldest, first_uncovered)
         groups = readplan.omitted_figures(
-            ranges, lambda first, last: tx.figures_between(key, first, last)
+            [
+                readplan.covered_range(oldest, first_uncovered),
+                *readplan.omitted_ranges(first, start.turn, back.turns, limits.keep_turns),
+            ],
+            lambda first, last: tx.figures_between(key, first, last),
         )
         if groups is None:
             return None  # turns written before schema 2
         totals = tx.totals(key)
         assert totals is not None
+        covered, beyond, within = groups
         omitted = readplan.checked_omission(
-            *groups,
+            beyond,
+            within,
             left_out=readplan.left_out(totals.message_count, totals.tokens, read),
             tools_given=options.tools is not None,
+            covered=covered,
+            covers_through_id=cover,
         )
         return None if omitted is None else (read, omitted)
+
+    def _first_uncovered_turn(self, tx: Reading, key: Key, cover: int) -> int | None:
+        """The oldest turn a summary covering through ``cover`` leaves uncovered: the turn of
+        the first row after it, else the newest turn (never covered)."""
+        turn = tx.turn_after(key, cover)
+        if turn is None:
+            totals = tx.totals(key)
+            return totals.last_turn if totals is not None else None
+        return turn
+
+    def _head(
+        self,
+        tx: Reading,
+        key: Key,
+        route: Route,
+        rows: Sequence[StoredMessage],
+        request: RequestOptions,
+    ) -> list[StoredMessage]:
+        """A due proposal's ``head`` (``RequestOptions.head``): the system rows before the
+        oldest uncovered turn, then that turn and the next ones, oldest first, up to the
+        window's first turn or as far as a proposal can hold (``readplan.read_head``)."""
+        from chat_history.policy import readplan
+        from chat_history.policy.budget import effective_budget
+        from chat_history.policy.compaction import honoured_coverage
+
+        stop = next((row for row in rows if row.role != "system"), None)
+        if stop is None:
+            return []
+        context = self.settings.context
+        limit = effective_budget(context, route) - context.compaction_max_summary_tokens
+        summary = request.summary
+        cover = honoured_coverage(summary if isinstance(summary, Summary) else None)
+        prefix: list[StoredMessage] = []
+        after = 0
+        if cover is not None:
+            turn = tx.turn_after(key, cover)
+            if turn is None:
+                return []
+            prefix, after = tx.turn_rows_before(key, cover + 1, turn), cover
+        with contextlib.closing(tx.oldest_first(key, after)) as newer:
+            turns = readplan.read_head(
+                itertools.chain(prefix, newer),
+                stop_id=stop.id,
+                limit=limit,
+                calibration=request.calibration,
+            )
+        if not turns or cover is None:
+            return turns
+        return [*tx.system_rows(key, turns[0].id), *turns]
 
     def _import_in(
         self, key: Key, messages: Sequence[Message], summary: ImportedSummary | None
@@ -572,3 +696,39 @@ class ChatHistoryManager:
             index, _, rest = exc.field.removeprefix("messages[").partition("]")
             raise InvalidParams(f"messages[{int(index) + skipped}]{rest}", exc.why) from None
         return inserted
+
+
+def _prepared_request(route: Route, prepared: Prepared) -> PreparedRequest:
+    """``prepare``'s result: the rows and the proposal's rows formatted for the route."""
+    from chat_history.providers import format_body
+
+    proposal = prepared.compaction
+    compaction = None
+    if proposal is not None:
+        compaction = CompactionProposal(
+            through_id=proposal.through_id,
+            covered_turns=proposal.covered_turns,
+            estimated_tokens=proposal.estimated_tokens,
+            raw_estimated_tokens=proposal.raw_estimated_tokens,
+            request=ProviderRequest(
+                provider=route.name,
+                model=route.model,
+                body=format_body(route.kind, proposal.rows, route.model, swept=True),
+            ),
+        )
+    return PreparedRequest(
+        provider=route.name,
+        model=route.model,
+        body=format_body(route.kind, prepared.rows, route.model, swept=True),
+        estimated_tokens=prepared.estimated_tokens,
+        budget=prepared.budget,
+        context_window=prepared.context_window,
+        trimmed=prepared.trimmed,
+        collapsed_tool_rows=prepared.collapsed_tool_rows,
+        collapsed_turns=prepared.collapsed_turns,
+        compaction=compaction,
+        compacted_turns=prepared.compacted_turns,
+        compacted_messages=prepared.compacted_messages,
+        raw_estimated_tokens=prepared.raw_estimated_tokens,
+        calibration=prepared.calibration,
+    )

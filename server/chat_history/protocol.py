@@ -18,6 +18,7 @@ from cattrs.cols import list_structure_factory
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, override
 
+from chat_history import frames
 from chat_history.errors import InvalidParams, quoted
 from chat_history.model import (
     MAX_JSON_DEPTH,
@@ -149,6 +150,16 @@ class SaveSummaryParams(KeyParams):
 @attrs.define
 class ListParams:
     workspace: str | None = None
+
+
+@attrs.define
+class ReportUsageParams:
+    """``chatHistory/reportUsage``: no conversation key (calibration is per provider and model)."""
+
+    estimated_tokens: int = attrs.field(kw_only=True)
+    prompt_tokens: int = attrs.field(kw_only=True)
+    provider: str | None = None
+    model: str | None = None
 
 
 def _strict(kind: type, label: str) -> Callable[[Any, Any], Any]:
@@ -634,13 +645,21 @@ def wire_search(result: SearchResult) -> dict[str, Any]:
     }
 
 
+def usage_args(params: ReportUsageParams) -> tuple[str | None, str | None, int, int]:
+    """``chatHistory/reportUsage``'s (provider, model, estimatedTokens, promptTokens); the
+    figures' range is the manager's rule (policy.calibration.check_usage)."""
+    return params.provider, params.model, params.estimated_tokens, params.prompt_tokens
+
+
 def wire_append(result: AppendResult) -> dict[str, Any]:
     return {"messages": wire(result.messages), "pruned": wire_prune(result.pruned)}
 
 
 def wire_get(result: GetResult) -> dict[str, Any]:
+    """Each row's wire dict is made as the answer is written (a JsonArray), so an unlimited
+    ``get`` never holds a dict per row of the whole history at once."""
     return {
-        "messages": wire(result.messages),
+        "messages": frames.JsonArray(result.messages, wire_message),
         "summary": wire_summary(result.summary),
         "pruned": wire_prune(result.pruned),
         "hasMore": result.has_more,

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from chat_history.model import Key, StoredMessage, Summary
+from chat_history.policy.compaction import covered_row_ids
 from chat_history.policy.search_rank import SearchHit
 from chat_history.settings import Settings
 from chat_history.storage_retention import PruneRun
@@ -114,9 +115,16 @@ def history_text(
     out = [f"Conversation {key.conversation!r} in workspace {key.workspace!r}"]
     span = f", {when(rows[0].timestamp)} to {when(rows[-1].timestamp)}" if rows else ""
     out.append(f"{plural(len(rows), 'message')}, {plural(turns, 'turn')}, {tokens:,} tokens{span}")
+    covered = covered_row_ids(rows, summary)
     if summary is not None:
         through = summary.covers_through_id
         covers = f", covers through #{through}" if through is not None else ""
+        if covered:
+            stood_in = len({row.turn for row in rows if row.id in covered})
+            covers += (
+                f": sent instead of {plural(stood_in, 'turn')} "
+                f"({plural(len(covered), 'message')} marked [summarized])"
+            )
         out += ["", f"Summary (updated {when(summary.updated_at)}{covers}):"]
         out += _indented(summary.summary, 1)
 
@@ -136,7 +144,8 @@ def history_text(
                 out += ["", f"--- turn {turn} ---"]
             else:
                 out.append("")
-        out.append(f"[{when(row.timestamp)}] {row.role} #{row.id}")
+        mark = "  [summarized]" if row.id in covered else ""
+        out.append(f"[{when(row.timestamp)}] {row.role} #{row.id}{mark}")
         if row.role == "tool":  # a result whose call is not in the history
             out.append(
                 f"    result of {row.name or 'a tool'} for call {row.tool_call_id} (no call)"

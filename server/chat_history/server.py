@@ -471,6 +471,12 @@ def search(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.SearchParam
     return protocol.wire_search(m.search(*protocol.search_args(p, ls.workspace_identity)))
 
 
+def report_usage(
+    m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ReportUsageParams
+) -> Any:
+    return protocol.wire(m.report_usage(*protocol.usage_args(p)))
+
+
 #: Every custom method: its params type and its handler.
 REQUESTS: dict[str, tuple[type, Handler]] = {
     "chatHistory/append": (protocol.AppendParams, append),
@@ -482,6 +488,7 @@ REQUESTS: dict[str, tuple[type, Handler]] = {
     "chatHistory/search": (protocol.SearchParams, search),
     "chatHistory/clear": (protocol.KeyParams, clear),
     "chatHistory/listConversations": (protocol.ListParams, list_conversations),
+    "chatHistory/reportUsage": (protocol.ReportUsageParams, report_usage),
 }
 
 

@@ -165,9 +165,9 @@ def test_deep_argument_strings_stored_before_the_limit_pass_on_as_text() -> None
     assert ToolCall(id="c", name="t", arguments=ok).arguments_object() == {"a": {"b": 1}}
 
 
-def decode(body: bytes | None) -> Any:
+def decode(body: list[bytes] | None) -> Any:
     assert body is not None
-    return json.loads(body)
+    return json.loads(b"".join(body))
 
 
 def test_an_answer_that_cannot_be_encoded_becomes_an_error_under_its_id() -> None:
@@ -189,7 +189,7 @@ def test_answers_are_utf8_and_capped(monkeypatch: pytest.MonkeyPatch) -> None:
     answer = JsonRPCResponseMessage(id="a", jsonrpc="2.0", result={"t": "😀é", "s": "\ud800"})
     body = frames.answer_body(answer, UNSTRUCTURE)
     assert body is not None
-    assert "😀é".encode() in body
+    assert "😀é".encode() in b"".join(body)
     assert decode(body)["result"] == {"t": "😀é", "s": "\ud800"}  # a lone surrogate as \ud800
     monkeypatch.setattr(frames, "MAX_ANSWER_BYTES", 100)
     big = JsonRPCResponseMessage(id=9, jsonrpc="2.0", result="x" * 200)

@@ -20,11 +20,11 @@ from decimal import Decimal
 
 import attrs
 
-from chat_history.model import Message, StoredMessage
+from chat_history.model import Message, StoredMessage, Summary
 from chat_history.policy.calibration import Calibration
 from chat_history.policy.sweep import sweep_orphans
 from chat_history.policy.tokens import row_tokens
-from chat_history.policy.turns import Turn
+from chat_history.policy.turns import Turn, segment
 from chat_history.settings import ContextSettings
 
 #: The context note's line when steps 4-6 dropped turns.
@@ -94,6 +94,28 @@ def _last_id(rows: Sequence[Message]) -> int | None:
             return None
         newest = max(newest, row.id)
     return newest
+
+
+def honoured_coverage(summary: Summary | None) -> int | None:
+    """The ``coversThroughId`` that ``prepare`` honours: None without one, or for a blank
+    summary (which is no summary)."""
+    if summary is None or summary_text(summary.summary) is None:
+        return None
+    return summary.covers_through_id
+
+
+def covered_row_ids(rows: Sequence[StoredMessage], summary: Summary | None) -> frozenset[int]:
+    """The ids of the stored rows (not system rows, which are still sent) that ``summary``
+    stands in for, among a conversation's ``rows`` (what the CLI's ``show`` marks)."""
+    messages: Sequence[Message] = rows
+    segmented = segment(messages)
+    count = coverage(segmented.turns, honoured_coverage(summary)).turns
+    return frozenset(
+        row.id
+        for turn in segmented.turns[:count]
+        for row in turn.rows
+        if isinstance(row, StoredMessage) and row.role != "system"
+    )
 
 
 def coverage(turns: Sequence[Turn[Message]], covers_through_id: int | None) -> Coverage:

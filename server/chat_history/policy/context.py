@@ -427,7 +427,10 @@ class RequestOptions:
     preset). ``calibration`` scales every estimate compared or reported. With
     ``propose_compaction``, the result carries the compaction proposal the settings call for.
     ``omitted`` stands for the conversation's oldest turns when the rows leave them out (see
-    OmittedTurns)."""
+    OmittedTurns). ``head``, called only when a due proposal needs them, answers the rows of
+    the oldest uncovered turns that ``omitted`` left out: the system rows before them, then
+    whole turns, oldest first (all of the left-out ones, or at least those through the first
+    that no proposal can hold); none: OmittedTurnsKept."""
 
     settings: ContextSettings
     route: Route
@@ -439,6 +442,7 @@ class RequestOptions:
     omitted: OmittedTurns | None = None
     calibration: Calibration = UNCALIBRATED
     propose_compaction: bool = False
+    head: Callable[[], Sequence[Message]] | None = None
 
 
 @attrs.frozen
@@ -493,7 +497,7 @@ def prepare_rows(rows: Sequence[Message], options: RequestOptions) -> Prepared:
     due = options.propose_compaction and compaction_due(
         tokens_before, request.budget, options.settings, request.omitted_turns + len(all_units)
     )
-    if due and request.omitted_turns:
+    if due and request.omitted_turns and options.head is None:
         raise OmittedTurnsKept("a compaction proposal needs the rows of the oldest turns")
     _trim(window, options, request.budget)
     swept = sweep_orphans(_assemble(window, dropped_note if window.dropped_turns else note))
@@ -641,20 +645,41 @@ def _request_trim(window: _Window, tokens_before: int, estimated: int) -> Reques
     )
 
 
+def _head_span(
+    head: Sequence[Message], sent: list[SpanTurn], request: _Request
+) -> tuple[Sequence[Message], list[SpanTurn]]:
+    """The proposal's system block and span when the oldest uncovered turns were left out of
+    the rows: the ``head`` turns (collapsed, as every omitted turn is), then the sent turns when
+    the head holds every omitted turn. (The span is cut to spare the newest turns later.)"""
+    segmented = segment(head)
+    if not segmented.turns or len(segmented.turns) > request.omitted_turns:
+        raise OmittedTurnsKept("no head, or one that holds turns the request read")
+    span = [
+        SpanTurn(_collapsed(turn.rows, request.tool_names)[0], turn) for turn in segmented.turns
+    ]
+    if len(span) == request.omitted_turns:
+        span += sent
+    return segmented.leading_system, span
+
+
 def _proposal(
     system_block: Sequence[Message],
-    turns: Sequence[SpanTurn],
+    sent: list[SpanTurn],
     covered_turns: int,
     request: _Request,
     options: RequestOptions,
 ) -> Proposal | None:
-    """The compaction proposal over the sent turns but the newest
-    ``compactionKeepRecentTurns``."""
-    span_end = len(turns) - options.settings.compaction_keep_recent_turns
+    """The compaction proposal over the uncovered turns but the newest
+    ``compactionKeepRecentTurns``: the ``sent`` ones, after the omitted ones from ``head``."""
+    uncovered_turns = request.omitted_turns + len(sent)
+    turns = sent
+    if request.omitted_turns:
+        system_block, turns = _head_span(options.head() if options.head else (), sent, request)
+    span_end = uncovered_turns - options.settings.compaction_keep_recent_turns
     return propose(
         system_block=system_block,
         summary=request.text,
-        span=turns[:span_end],
+        span=turns[: max(0, span_end)],
         covered_turns=covered_turns,
         settings=options.settings,
         budget=request.budget,

@@ -6,16 +6,22 @@ A request reads turn by turn, newest first, until the turns left are ones it dro
 limit, or past the budget by a lower bound of the turns read (then the budget step drops them).
 Never fewer than keepToolContextTurns + 1 turns, so every turn left out is collapsed like the
 figures assume. The turns left out are counted by their recorded figures in two groups: those
-the turn limit drops and those the budget drops."""
+the turn limit drops and those the budget drops.
+
+With a summary that covers turns (semantics.md "Version 2"), the read stops at its coverage: the
+covered turns are counted by their figures too (``compactedTurns``), never read. A compaction
+proposal, when one is due, needs the oldest uncovered turns as rows: ``read_head`` reads them,
+oldest first, no further than a proposal can hold."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import attrs
 
 from chat_history.model import StoredMessage
 from chat_history.policy.budget import Route, effective_budget
+from chat_history.policy.calibration import Calibration
 from chat_history.policy.context import OmittedTurns, TurnFigures, turn_floor
 from chat_history.policy.turns import is_real_user
 from chat_history.settings import ContextSettings
@@ -103,25 +109,76 @@ def omitted_figures(
     return groups
 
 
+_NO_FIGURES = TurnFigures()
+
+
 def checked_omission(
     beyond_limit: TurnFigures,
     within_limit: TurnFigures,
     *,
     left_out: tuple[int, int],
     tools_given: bool,
+    covered: TurnFigures = _NO_FIGURES,
+    covers_through_id: int | None = None,
 ) -> OmittedTurns | None:
     """The unread turns as ``prepare_rows`` counts them, or None when every row must be read:
-    their figures do not add up to the ``left_out`` (rows, tokens) the totals show (a turn
-    deleted out of order, or turns without figures), or the request names tools and some of
-    them have prompt-mode calls (whose collapse depends on those names)."""
+    their figures (the ``covered`` ones included) do not add up to the ``left_out`` (rows,
+    tokens) the totals show (a turn deleted out of order, or turns without figures), or the
+    request names tools and some of the uncovered ones have prompt-mode calls (whose collapse
+    depends on those names; covered turns are not sent at all)."""
     both = beyond_limit + within_limit
-    if (both.spoken_rows, both.spoken_tokens) != left_out:
+    every = both + covered
+    if (every.spoken_rows, every.spoken_tokens) != left_out:
         return None
     if tools_given and both.tool_dependent:
         return None
-    return OmittedTurns(beyond_limit, within_limit)
+    return OmittedTurns(
+        beyond_limit, within_limit, covered=covered, covers_through_id=covers_through_id
+    )
 
 
 def left_out(message_count: int, tokens: int, read: Sequence[StoredMessage]) -> tuple[int, int]:
     """The (rows, tokens) of a conversation with these totals that ``read`` does not hold."""
     return message_count - len(read), tokens - sum(row.tokens for row in read)
+
+
+# -- a summary's coverage -------------------------------------------------------------------------
+
+
+def until_turn(newest_first: Iterable[StoredMessage], first_turn: int) -> Iterator[StoredMessage]:
+    """``newest_first`` down to the rows of turn ``first_turn`` (the oldest uncovered one):
+    stops at the first row of an older turn, which the summary covers."""
+    for row in newest_first:
+        if row.turn < first_turn:
+            return
+        yield row
+
+
+def covered_range(oldest_turn: int, first_uncovered_turn: int | None) -> tuple[int, int]:
+    """The covered turns ``oldest_turn``..``first_uncovered_turn - 1`` (empty when first > last,
+    or without coverage)."""
+    if first_uncovered_turn is None:
+        return (oldest_turn, oldest_turn - 1)
+    return (oldest_turn, first_uncovered_turn - 1)
+
+
+def read_head(
+    oldest_first: Iterable[StoredMessage], *, stop_id: int, limit: int, calibration: Calibration
+) -> list[StoredMessage]:
+    """The oldest uncovered rows, whole turns only, that a compaction proposal may cover: up to
+    the first row the request itself read (``stop_id``), or through the turn whose lower bound
+    (``turn_floor``, calibrated) passes ``limit`` (budget - maxSummaryTokens): no proposal holds
+    that turn, so none needs a later one."""
+    rows: list[StoredMessage] = []
+    start = 0  # where the current turn's rows begin in ``rows``
+    floors = 0
+    for row in oldest_first:
+        if row.id >= stop_id:
+            break
+        if row.role == "user" and is_real_user(row) and start < len(rows):
+            floors += turn_floor(tuple(rows[start:]))
+            if calibration.apply(floors) > limit:
+                return rows
+            start = len(rows)
+        rows.append(row)
+    return rows

@@ -11,6 +11,7 @@
 - ``failures.py``    the busy timeout and readable reasons of SQLite's failures
 - ``files.py``       the folder and files on disk, owner-only
 - ``schema.py``      the schema and its migrations
+- ``calibration.py`` the usage ratios of ``reportUsage`` per (provider kind, model), remembered
 """
 
 from chat_history.model import Key, Summary

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from chat_history.errors import StorageError
-from chat_history.store import failures, files
+from chat_history.store import calibration, failures, files
 from chat_history.store.cache import ConversationCache
 from chat_history.store.engine import sqlite3
 from chat_history.store.schema import DATABASE_FILE, NewerSchema, check_version, migrate
@@ -71,6 +71,7 @@ class Store:
         self._damaged: tuple[tuple[int, ...] | None, str] | None = None
         self.cache = ConversationCache(cache_conversations, cache_rows)
         self._tails = Tails()
+        self._ratios = calibration.RatioMemo()
         #: (st_dev, st_ino) of the file the connection opened: the path must still name it
         self._file: tuple[int, int] | None = None
         #: the same for its -wal and -shm (None: not there at the time)
@@ -86,7 +87,7 @@ class Store:
             connection = self._open()
             try:
                 sync_cache(self.cache, connection)
-                yield Reading(connection, self.cache, self._tails)
+                yield Reading(connection, self.cache, self._tails, self._ratios)
             except sqlite3.Error as exc:
                 raise self._failure(exc) from exc
             self._wal.after_operation(self._connection)
@@ -117,13 +118,14 @@ class Store:
             self._tails.transactions += 1
             try:
                 sync_cache(self.cache, connection)
-                yield Transaction(connection, self.cache, self._tails)
+                yield Transaction(connection, self.cache, self._tails, self._ratios)
                 connection.execute("COMMIT")
             except BaseException as exc:
                 with contextlib.suppress(sqlite3.Error):
                     connection.execute("ROLLBACK")
                 self.cache.clear()
                 self._tails.clear()
+                self._ratios.clear()
                 if isinstance(exc, sqlite3.Error):
                     raise self._failure(exc) from exc
                 raise
@@ -170,6 +172,7 @@ class Store:
         self.cache.clear()
         self.cache.version = None
         self._tails.clear()
+        self._ratios.clear()
         return connection
 
     def _refuse_damaged(self) -> None:

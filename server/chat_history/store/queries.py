@@ -133,6 +133,37 @@ def oldest_spoken_turn(connection: sqlite3.Connection, key: Key) -> int | None:
     return int(row[0]) if row else None
 
 
+def has_row(connection: sqlite3.Connection, key: Key, row_id: int) -> bool:
+    """Whether ``row_id`` is a row of the conversation."""
+    return (
+        connection.execute(
+            "SELECT 1 FROM messages WHERE workspace = ? AND conversation = ? AND id = ?",
+            (key.workspace, key.conversation, row_id),
+        ).fetchone()
+        is not None
+    )
+
+
+def turn_after(connection: sqlite3.Connection, key: Key, row_id: int) -> int | None:
+    """The turn number of the oldest row newer than ``row_id`` (None: there is none)."""
+    row = connection.execute(
+        "SELECT turn FROM messages WHERE workspace = ? AND conversation = ? AND id > ? "
+        "ORDER BY id LIMIT 1",
+        (key.workspace, key.conversation, row_id),
+    ).fetchone()
+    return int(row[0]) if row else None
+
+
+def rows_after(connection: sqlite3.Connection, key: Key, after_id: int) -> sqlite3.Cursor:
+    """A cursor over the rows newer than ``after_id``, oldest first (raw rows, for
+    ``to_message``), fetched as it is consumed."""
+    return connection.execute(
+        f"SELECT {COLUMNS} FROM messages WHERE workspace = ? AND conversation = ? "
+        "AND id > ? ORDER BY id",
+        (key.workspace, key.conversation, after_id),
+    )
+
+
 def row_meta(connection: sqlite3.Connection, key: Key) -> list[RowMetaRecord]:
     """What retention plans on: every row's id, turn, role, tokens and timestamp, in order."""
     return [

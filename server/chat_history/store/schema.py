@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from chat_history.store import search_index
+from chat_history.store import calibration, search_index
 from chat_history.store.engine import sqlite3
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -142,6 +142,14 @@ def statements(script: str) -> list[str]:
                 found.append(pending.strip())
             pending = ""
     return found
+
+
+# Version 6 (issue 15): the calibration samples of ``reportUsage`` (store/calibration.py). Its
+# statements are idempotent, so it works whether or not versions 4 and 5 (issue 14's steps) ran
+# before it; until they land, they are empty steps here.
+MIGRATIONS.setdefault(3, "")
+MIGRATIONS.setdefault(4, "")
+MIGRATIONS[5] = calibration.SCHEMA
 
 
 class NewerSchema(Exception):

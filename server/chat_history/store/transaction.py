@@ -13,7 +13,7 @@ from collections.abc import Generator, Iterable, Sequence
 from chat_history.model import Key, Message, StoredMessage, Summary
 from chat_history.policy.search import SearchQuery
 from chat_history.policy.search_rank import SearchRow, SearchScope
-from chat_history.store import overview, queries, search_index
+from chat_history.store import calibration, overview, queries, search_index
 from chat_history.store.cache import ConversationCache
 from chat_history.store.engine import sqlite3
 from chat_history.store.overview import ConversationRecord, DatabaseStats
@@ -40,12 +40,17 @@ class Reading:
     its own commit, in a ``snapshot()`` (or a write) one commit throughout."""
 
     def __init__(
-        self, connection: sqlite3.Connection, cache: ConversationCache, tails: Tails
+        self,
+        connection: sqlite3.Connection,
+        cache: ConversationCache,
+        tails: Tails,
+        ratios: calibration.RatioMemo | None = None,
     ) -> None:
         #: the raw connection, for what no method covers (tests, diagnostics)
         self.connection = connection
         self._cache = cache
         self._tails = tails
+        self._ratios = ratios if ratios is not None else calibration.RatioMemo()
 
     # -- one conversation's rows ------------------------------------------------------------
 
@@ -103,6 +108,32 @@ class Reading:
         """The turn number of the oldest non-system row (None: there is none)."""
         return queries.oldest_spoken_turn(self.connection, key)
 
+    def has_row(self, key: Key, row_id: int) -> bool:
+        """Whether ``row_id`` is a row of this conversation."""
+        return queries.has_row(self.connection, key, row_id)
+
+    def turn_after(self, key: Key, row_id: int) -> int | None:
+        """The turn of the oldest row newer than ``row_id`` (None: there is none)."""
+        return queries.turn_after(self.connection, key, row_id)
+
+    def turn_rows_before(self, key: Key, row_id: int, turn: int) -> list[StoredMessage]:
+        """The rows of ``turn`` older than ``row_id``, in order (a turn that ``row_id`` cuts)."""
+        found: list[StoredMessage] = []
+        with contextlib.closing(queries.rows_before(self.connection, key, row_id)) as cursor:
+            for raw in cursor:
+                row = to_message(raw)
+                if row.turn != turn:
+                    break
+                found.append(row)
+        return found[::-1]
+
+    def oldest_first(self, key: Key, after_id: int) -> Generator[StoredMessage, None, None]:
+        """The rows newer than ``after_id``, oldest first, each read when it is consumed (close
+        it when done)."""
+        with contextlib.closing(queries.rows_after(self.connection, key, after_id)) as cursor:
+            for raw in cursor:
+                yield to_message(raw)
+
     def row_meta(self, key: Key) -> list[RowMetaRecord]:
         """Every row's id, turn, role, tokens and timestamp, in order (what retention plans on)."""
         return queries.row_meta(self.connection, key)
@@ -116,6 +147,13 @@ class Reading:
 
     def summary(self, key: Key) -> Summary | None:
         return queries.summary(self.connection, key)
+
+    # -- calibration ------------------------------------------------------------------------
+
+    def calibration_ratios(self, kind: str, model: str | None) -> tuple[float, ...]:
+        """The newest usage ratios of (kind, model), oldest first: remembered by the connection
+        while no other connection has committed (one pragma instead of a read)."""
+        return self._ratios.ratios(self.connection, kind, model)
 
     # -- the whole database -----------------------------------------------------------------
 
@@ -209,3 +247,11 @@ class Transaction(Reading):
     def index_for_search(self) -> int:
         """Index the next rows written since the last catch-up; returns how many."""
         return search_index.catch_up(self.connection)
+
+    def add_calibration_ratio(
+        self, kind: str, model: str | None, ratio: float
+    ) -> tuple[float, ...]:
+        """Record a usage ratio of (kind, model); returns its newest ratios, oldest first."""
+        calibration.add_ratio(self.connection, kind, model, ratio)
+        self._ratios.forget(kind, model)
+        return calibration.ratios(self.connection, kind, model)

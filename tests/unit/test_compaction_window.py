@@ -1,0 +1,254 @@
+"""``prepare`` with a covering summary, calibration and compaction proposals reads only what it
+needs (the rows after the coverage, the figures of covered and dropped turns, the oldest
+uncovered turns when a proposal is due) and answers exactly what preparing every row answers:
+the same body, estimates, trim report, compacted counts, calibration and proposal, on random
+histories, coverages, calibrations and settings."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from test_context_properties import context_settings, histories
+from test_context_window import (
+    KEY,
+    append_in_pieces,
+    budget_settings,
+    long_conversation,
+    open_manager,
+    options_strategy,
+)
+
+from chat_history.errors import ContextOverflow
+from chat_history.manager import ChatHistoryManager, PrepareOptions
+from chat_history.model import Message, Trimmed
+from chat_history.policy.budget import resolve_route
+from chat_history.policy.calibration import calibration_of, key_of
+from chat_history.policy.context import RequestOptions, prepare_rows
+from chat_history.providers import format_body
+from chat_history.settings import ContextSettings
+from chat_history.store import queries, tail, transaction
+from chat_history.store import rows as row_codec
+
+
+def reference(manager: ChatHistoryManager, options: PrepareOptions) -> Any:
+    """What preparing every stored row answers, with the stored summary and calibration."""
+    rows, summary = manager.history(KEY)
+    route = resolve_route(manager.settings.active_provider, None, manager.settings)
+    key = key_of(route)
+    with manager.store.read() as tx:
+        calibration = calibration_of(tx.calibration_ratios(key.kind, key.model))
+    try:
+        out = prepare_rows(
+            rows,
+            RequestOptions(
+                settings=manager.settings.context,
+                route=route,
+                summary=summary,
+                tools=options.tools,
+                extra_tokens=options.extra_tokens,
+                overflow_recovery=options.overflow_recovery,
+                keep_tool_context_turns=options.keep_tool_context_turns,
+                calibration=calibration,
+                propose_compaction=True,
+            ),
+        )
+    except ContextOverflow as overflow:
+        return ("overflow", overflow.estimated_tokens, overflow.context_window)
+    proposal = out.compaction
+    return (
+        format_body(route.kind, out.rows, route.model),
+        out.estimated_tokens,
+        out.raw_estimated_tokens,
+        out.budget,
+        out.trimmed,
+        out.collapsed_tool_rows,
+        out.collapsed_turns,
+        out.compacted_turns,
+        out.compacted_messages,
+        out.calibration,
+        None
+        if proposal is None
+        else (
+            proposal.through_id,
+            proposal.covered_turns,
+            proposal.estimated_tokens,
+            proposal.raw_estimated_tokens,
+            format_body(route.kind, proposal.rows, route.model, swept=True),
+        ),
+        out.events,
+    )
+
+
+def windowed(manager: ChatHistoryManager, options: PrepareOptions, events: list[Trimmed]) -> Any:
+    events.clear()
+    try:
+        out = manager.prepare(KEY, options)
+    except ContextOverflow as overflow:
+        return ("overflow", overflow.estimated_tokens, overflow.context_window)
+    proposal = out.compaction
+    return (
+        out.body,
+        out.estimated_tokens,
+        out.raw_estimated_tokens,
+        out.budget,
+        out.trimmed,
+        out.collapsed_tool_rows,
+        out.collapsed_turns,
+        out.compacted_turns,
+        out.compacted_messages,
+        out.calibration,
+        None
+        if proposal is None
+        else (
+            proposal.through_id,
+            proposal.covered_turns,
+            proposal.estimated_tokens,
+            proposal.raw_estimated_tokens,
+            proposal.request.body,
+        ),
+        tuple(events),
+    )
+
+
+@st.composite
+def compaction_settings(draw: st.DrawFn) -> ContextSettings:
+    """Context settings whose budgets are large enough for proposals to happen."""
+    ctx = draw(context_settings())
+    return attrs.evolve(
+        ctx,
+        max_context_tokens=draw(st.one_of(st.none(), st.integers(300, 3_000))),
+        compaction_enabled=draw(st.booleans() | st.just(True)),
+        compaction_trigger_ratio=draw(st.floats(0.2, 1.0)),
+        compaction_keep_recent_turns=draw(st.integers(1, 4)),
+        compaction_max_summary_tokens=draw(st.integers(100, 400)),
+    )
+
+
+@settings(
+    deadline=None,
+    max_examples=150,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    st.lists(histories(), min_size=1, max_size=6),
+    compaction_settings(),
+    options_strategy,
+    st.lists(st.integers(1, 6), max_size=30),
+    st.one_of(st.none(), st.text(alphabet="ab ", max_size=40)),
+    st.one_of(st.none(), st.floats(0.0, 0.7), st.floats(0.0, 1.2)),
+    st.lists(st.integers(1, 400), max_size=3),
+)
+def test_a_compacted_windowed_prepare_answers_what_preparing_every_row_answers(
+    pieces: list[list[Message]],
+    ctx: ContextSettings,
+    options: PrepareOptions,
+    batches: list[int],
+    summary: str | None,
+    coverage: float | None,
+    prompt_tokens: list[int],
+) -> None:
+    rows = [row for piece in pieces for row in piece]
+    if not rows:
+        return
+    events: list[Trimmed] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        manager = open_manager(Path(tmp), budget_settings(), events)
+        manager.settings = attrs.evolve(manager.settings, context=ctx)
+        try:
+            try:
+                append_in_pieces(manager, rows, batches)
+            except Exception:
+                return
+            stored = manager.get(KEY).messages
+            if summary is not None:
+                through = None
+                if coverage is not None and stored:
+                    through = stored[min(len(stored) - 1, int(coverage * len(stored)))].id
+                manager.save_summary(KEY, summary, through)
+            for prompt in prompt_tokens:
+                manager.report_usage(None, None, 100, prompt)
+            answer = windowed(manager, options, events)
+            assert answer == reference(manager, options)
+            if answer[0] != "overflow":
+                event(f"proposal: {answer[10] is not None}, compacted: {answer[7] > 0}")
+        finally:
+            manager.store.close()
+
+
+def test_a_long_compacted_conversation_reads_only_after_its_coverage(tmp_path: Path) -> None:
+    """600 turns, a summary covering all but the newest 6: the request reads a few rows, and
+    answers what preparing all 1,800 rows answers."""
+    events: list[Trimmed] = []
+    manager = open_manager(tmp_path, budget_settings(max_context_tokens=4_000), events)
+    stored = manager.append(KEY, long_conversation(600)).messages
+    users = [row for row in stored if row.role == "user"]
+    manager.save_summary(KEY, "The first 594 turns.", users[-6].id - 1)
+    route = resolve_route("openai", None, manager.settings)
+
+    rows, omitted, _ = manager._request_rows(KEY, route, PrepareOptions())
+
+    assert omitted is not None and omitted.covered.turns == 594
+    assert omitted.beyond_limit.turns == omitted.within_limit.turns == 0
+    assert len(rows) < 40  # the system rows and the newest 6 turns
+    assert windowed(manager, PrepareOptions(), events) == reference(manager, PrepareOptions())
+    prepared = manager.prepare(KEY, PrepareOptions())
+    assert prepared.compacted_turns == 594 and prepared.compaction is None
+
+
+def rows_decoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts every row the store decodes from SQL from now on."""
+    count = [0]
+
+    def counting(raw: Any) -> Any:
+        count[0] += 1
+        return row_codec.to_message(raw)
+
+    for module in (queries, tail, transaction):
+        monkeypatch.setattr(module, "to_message", counting)
+    return count
+
+
+def test_a_due_proposal_reads_the_oldest_uncovered_turns_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a summary, a long conversation proposes compacting its oldest turns: the proposal
+    is the one preparing every row gives, read from a bounded head of the conversation."""
+    events: list[Trimmed] = []
+    manager = open_manager(tmp_path, budget_settings(max_context_tokens=4_000), events)
+    manager.append(KEY, long_conversation(600))
+    manager.store.close()  # nothing remembered: every row the prepare needs is read
+    decoded = rows_decoded(monkeypatch)
+    prepared = manager.prepare(KEY, PrepareOptions())
+    assert prepared.compaction is not None
+    assert 0 < decoded[0] < 120, "a bounded head and window of the 1,800 rows"
+    assert windowed(manager, PrepareOptions(), events) == reference(manager, PrepareOptions())
+    # save it: the next proposal starts after it, and no span is proposed twice
+    manager.save_summary(KEY, "summary one", prepared.compaction.through_id)
+    again = manager.prepare(KEY, PrepareOptions())
+    assert again.compacted_turns == prepared.compaction.covered_turns
+    assert again.compaction is not None
+    assert again.compaction.through_id > prepared.compaction.through_id
+    assert again.compaction.covered_turns > prepared.compaction.covered_turns
+    assert windowed(manager, PrepareOptions(), events) == reference(manager, PrepareOptions())
+
+
+def test_a_coverage_that_cuts_a_turn_leaves_that_turn_uncovered(tmp_path: Path) -> None:
+    """A ``coversThroughId`` inside a turn (a client's own choice): that turn is sent and may
+    be proposed, with the same answer as preparing every row."""
+    events: list[Trimmed] = []
+    manager = open_manager(tmp_path, budget_settings(max_context_tokens=4_000), events)
+    stored = manager.append(KEY, long_conversation(300)).messages
+    prompt = [row for row in stored if row.role == "user"][40]
+    manager.save_summary(KEY, "forty turns", prompt.id)  # the prompt of turn 41 only
+    manager.report_usage(None, None, 100, 130)
+    prepared = manager.prepare(KEY, PrepareOptions())
+    assert prepared.compacted_turns == 40
+    assert prepared.compaction is not None and prepared.compaction.covered_turns > 41
+    assert prepared.calibration.factor == 1.3
+    assert windowed(manager, PrepareOptions(), events) == reference(manager, PrepareOptions())
