@@ -234,10 +234,11 @@ def main() -> None:
             print(rows, {k: round(v, 3) for k, v in figures[rows].items()}, flush=True)
     text = report(small, large, figures)
     print(text)
-    if args.out.exists():
+    if args.out.exists():  # the Search section replaced in place (or added at the end)
         current = args.out.read_text()
-        head = current.split("\n## Search\n")[0].rstrip("\n")
-        args.out.write_text(head + "\n\n" + text)
+        head, found, rest = current.partition("\n## Search\n")
+        tail = rest[rest.find("\n## ") :] if found and "\n## " in rest else ""
+        args.out.write_text(head.rstrip("\n") + "\n\n" + text + tail)
 
 
 if __name__ == "__main__":

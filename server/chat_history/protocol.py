@@ -636,12 +636,6 @@ def summary_args(params: SaveSummaryParams) -> tuple[str, int | None]:
     )
 
 
-def usage_args(params: ReportUsageParams) -> tuple[str | None, str | None, int, int]:
-    """``chatHistory/reportUsage``'s (provider, model, estimatedTokens, promptTokens); the
-    figures' range is the manager's rule (policy.calibration.check_usage)."""
-    return params.provider, params.model, params.estimated_tokens, params.prompt_tokens
-
-
 #: ``chatHistory/search``: the roles searched by default, and the page size (default, largest).
 SEARCH_ROLES: tuple[str, ...] = ("user", "assistant")
 SEARCH_LIMIT = 50
@@ -693,6 +687,12 @@ def wire_search(result: SearchResult) -> dict[str, Any]:
         ],
         "hasMore": result.has_more,
     }
+
+
+def usage_args(params: ReportUsageParams) -> tuple[str | None, str | None, int, int]:
+    """``chatHistory/reportUsage``'s (provider, model, estimatedTokens, promptTokens); the
+    figures' range is the manager's rule (policy.calibration.check_usage)."""
+    return params.provider, params.model, params.estimated_tokens, params.prompt_tokens
 
 
 def wire_append(result: AppendResult) -> dict[str, Any]:

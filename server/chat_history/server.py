@@ -503,14 +503,14 @@ def delete_summary(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.Key
     return {"deleted": m.delete_summary(ls.key(p))}
 
 
+def search(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.SearchParams) -> Any:
+    return protocol.wire_search(m.search(*protocol.search_args(p, ls.workspace_identity)))
+
+
 def report_usage(
     m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ReportUsageParams
 ) -> Any:
     return protocol.wire(m.report_usage(*protocol.usage_args(p)))
-
-
-def search(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.SearchParams) -> Any:
-    return protocol.wire_search(m.search(*protocol.search_args(p, ls.workspace_identity)))
 
 
 #: Every custom method: its params type and its handler.

@@ -9,7 +9,7 @@ its own writes forget the key they change."""
 
 from __future__ import annotations
 
-import sqlite3
+from chat_history.store.engine import sqlite3
 
 #: How many ratios a key keeps: the factor is the median of the newest 20.
 KEEP = 20

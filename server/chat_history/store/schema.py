@@ -137,7 +137,6 @@ INSERT INTO conversations (workspace, conversation, message_count, tokens, last_
 CREATE INDEX messages_by_turn ON messages (workspace, conversation, turn)
 """
 
-#: MIGRATIONS[n] upgrades a database at user_version n to n + 1.
 # Version 5 adds the full-text search index: the ``folded`` column, the FTS5 table, its triggers
 # and the catch-up mark (store.search_index). Rows written before it are indexed by the first
 # searches.
