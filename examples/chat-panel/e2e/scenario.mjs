@@ -178,7 +178,9 @@ async function chatFrame() {
   while (Date.now() < deadline) {
     for (const frame of page.frames()) {
       try {
-        if (await frame.$("#composer")) return frame;
+        // Drawn once (the empty-chat text or a message): its script runs and listens, so a
+        // prompt typed now is sent (under load the page can show before its script has run).
+        if ((await frame.$("#composer")) && (await frame.evaluate(() => document.getElementById("messages").childElementCount > 0))) return frame;
       } catch {
         // detached while looking
       }
