@@ -41,7 +41,7 @@ from chat_history.settings import (
 from chat_history.store import Key, Store
 
 log = logging.getLogger("chat_history")
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 TRIMMED = "chatHistory/trimmed"
 EXPECTED_CODES = protocol.EXPECTED_CODES
 
