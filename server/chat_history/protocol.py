@@ -612,13 +612,19 @@ def get_args(params: GetParams) -> tuple[int | None, int | None]:
     )
 
 
+def model_arg(model: str | None) -> str | None:
+    """A requested model name: text the store can keep (it keys the calibration table), so a
+    lone surrogate is refused naming ``model``."""
+    return None if model is None else check_text(model, "model", MAX_CONTENT_CHARS)
+
+
 def prepare_options(params: PrepareParams) -> PrepareOptions:
     """``chatHistory/prepare``'s options, range-checked."""
     from chat_history.manager import PrepareOptions
 
     return PrepareOptions(
         provider=params.provider,
-        model=params.model,
+        model=model_arg(params.model),
         tools=to_tools(params.tools),
         extra_tokens=check_int(params.extra_tokens, "extraTokens", 0) or 0,
         overflow_recovery=bool(params.overflow_recovery),
@@ -692,7 +698,7 @@ def wire_search(result: SearchResult) -> dict[str, Any]:
 def usage_args(params: ReportUsageParams) -> tuple[str | None, str | None, int, int]:
     """``chatHistory/reportUsage``'s (provider, model, estimatedTokens, promptTokens); the
     figures' range is the manager's rule (policy.calibration.check_usage)."""
-    return params.provider, params.model, params.estimated_tokens, params.prompt_tokens
+    return params.provider, model_arg(params.model), params.estimated_tokens, params.prompt_tokens
 
 
 def wire_append(result: AppendResult) -> dict[str, Any]:

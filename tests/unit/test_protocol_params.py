@@ -450,3 +450,24 @@ def test_check_id_and_text() -> None:
     with pytest.raises(InvalidParams) as caught:
         check_text("你好!", "summary", 2)
     assert caught.value.field == "summary"
+
+
+def test_a_model_name_that_is_not_valid_unicode_is_refused_naming_model() -> None:
+    """The model keys the calibration table: a lone surrogate cannot be stored (found by the
+    hostile fuzzing of prepare once calibration landed)."""
+    from chat_history import protocol
+    from chat_history.errors import InvalidParams
+
+    for params_cls, translate in (
+        (protocol.PrepareParams, protocol.prepare_options),
+        (protocol.ReportUsageParams, protocol.usage_args),
+    ):
+        raw = {"conversationId": "c", "model": "\ud800", "estimatedTokens": 1, "promptTokens": 1}
+        if params_cls is protocol.PrepareParams:
+            raw = {"conversationId": "c", "model": "\ud800"}
+        try:
+            translate(protocol.structure(raw, params_cls))  # type: ignore[operator]
+        except InvalidParams as exc:
+            assert exc.field == "model"
+        else:
+            raise AssertionError(f"{params_cls.__name__} accepted a lone surrogate")
