@@ -376,3 +376,17 @@ def test_a_search_that_fails_changes_nothing(server: Server) -> None:
         server.ok("chatHistory/search", {"query": "stays", "limit": 0})
     assert [r["content"] for r in server.get("c")] == ["stays here"]
     assert found(server, "stays") == ["stays here"]
+
+
+def test_an_edited_row_is_found_by_its_new_text_accent_insensitively_and_never_by_its_old(
+    server: Server,
+) -> None:
+    (row,) = server.append("c1", user("the tarte tatin recipe"))["messages"]
+    assert found(server, "tatin") == ["the tarte tatin recipe"]  # indexed before the edit
+    server.ok(
+        "chatHistory/editMessage",
+        {"conversationId": "c1", "id": row["id"], "content": "la Crème brûlée de Mamé"},
+    )
+    assert found(server, "creme brulee") == ["la Crème brûlée de Mamé"]
+    assert found(server, "MAME") == ["la Crème brûlée de Mamé"]
+    assert found(server, "tatin") == []

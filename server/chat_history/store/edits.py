@@ -12,11 +12,12 @@ would count a turn that is not there; ``prepare`` then reads those turns' rows i
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 
 from chat_history.model import Key, StoredMessage
+from chat_history.policy.search import stored_fold
 from chat_history.store import queries
+from chat_history.store.engine import sqlite3
 from chat_history.store.rows import COLUMNS, message_columns, to_message
 from chat_history.store.schema import FIGURES
 
@@ -133,10 +134,20 @@ def turn_rows(connection: sqlite3.Connection, key: Key, turn: int) -> list[Store
 def update_row(connection: sqlite3.Connection, key: Key, edited: StoredMessage) -> None:
     """Store ``edited``'s content, attachments, metadata and tokens in its row."""
     _, content, _, _, _, attachments, _, _, metadata = message_columns(edited, 0)
+    # The fold goes with the text (search_index.py): without it the stale-fold trigger leaves the
+    # row indexed by lower(content), and an accent-insensitive search would miss the new text.
     connection.execute(
-        f"UPDATE messages SET content = ?, attachments = ?, metadata = ?, tokens = ? "
+        f"UPDATE messages SET content = ?, folded = ?, attachments = ?, metadata = ?, tokens = ? "
         f"WHERE id = ? AND {_WHERE}",
-        (content, attachments, metadata, edited.tokens, edited.id, *_key(key)),
+        (
+            content,
+            stored_fold(edited.content),
+            attachments,
+            metadata,
+            edited.tokens,
+            edited.id,
+            *_key(key),
+        ),
     )
 
 

@@ -11,13 +11,13 @@ write that makes it exist starts its ``created_at`` again."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Generator, Mapping
 from typing import Any
 
 import attrs
 
 from chat_history.model import Key, Message, compact_json
+from chat_history.store.engine import sqlite3
 
 #: A conversation exists (c: its record, s: its summary, joined).
 _EXISTS = (
