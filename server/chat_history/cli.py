@@ -440,22 +440,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
 # -- parser --------------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="chat-history",
-        description="Inspect, prune, export and import the chat history database of "
-        "chat-history-server.",
-    )
-    db_help = (
-        "storage folder or .sqlite3 file (default: as the server: "
-        f"${STORAGE_ENV}, else the per-user data folder)"
-    )
-    parser.add_argument("--db", type=Path, metavar="PATH", help=db_help)
-    parser.add_argument("--version", action="version", version=f"chat-history {__version__}")
-    # Given to every subcommand too, so --db may follow it; SUPPRESS keeps a --db given before
-    # the subcommand from being reset.
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", type=Path, metavar="PATH", default=argparse.SUPPRESS, help=db_help)
+#: adds one subcommand: name, its function, its help text, and extra parent parsers
+Command = Callable[..., argparse.ArgumentParser]
+
+
+def _settings_parent() -> argparse.ArgumentParser:
+    """The retention settings a command runs under (default: the schema's defaults)."""
     settings = argparse.ArgumentParser(add_help=False)
     group = settings.add_argument_group("settings (default: the schema's defaults)")
     group.add_argument(
@@ -474,15 +464,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="chatHistory.preserveSystemMessages",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    return settings
 
-    def command(
-        name: str, run: Callable[[argparse.Namespace], int], text: str, *parents: Any
-    ) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=text, description=text, parents=[common, *parents])
-        p.set_defaults(run=run)
-        return p
 
+def _inspect_commands(command: Command, settings: argparse.ArgumentParser) -> None:
     p = command("conversations", cmd_conversations, "list conversations (all workspaces)")
     p.add_argument("--workspace", metavar="W", help="only this workspace")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -508,6 +493,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, metavar="N", help="at most N results (1-200, default 50)")
     p.add_argument("--json", action="store_true", help="the result as chatHistory/search's")
 
+
+def _change_commands(command: Command, settings: argparse.ArgumentParser) -> None:
     p = command("prune", cmd_prune, "apply storage retention to every conversation now", settings)
     p.add_argument("--dry-run", action="store_true", help="report what would go; delete nothing")
     p.add_argument("--workspace", metavar="W", help="only this workspace")
@@ -531,6 +518,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workspace", metavar="W", help="needed when several workspaces hold it")
     p.add_argument("--to-workspace", metavar="W", help="the new conversation's workspace")
 
+
+def _archive_commands(command: Command, settings: argparse.ArgumentParser) -> None:
     p = command("export", cmd_export, "write conversations as JSONL to stdout")
     p.add_argument("conversations", nargs="*", metavar="CONVERSATION", help="default: all")
     p.add_argument("--workspace", metavar="W", help="only this workspace")
@@ -541,6 +530,36 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("stats", cmd_stats, "database size, counts and the settings in force", settings)
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="chat-history",
+        description="Inspect, prune, export and import the chat history database of "
+        "chat-history-server.",
+    )
+    db_help = (
+        "storage folder or .sqlite3 file (default: as the server: "
+        f"${STORAGE_ENV}, else the per-user data folder)"
+    )
+    parser.add_argument("--db", type=Path, metavar="PATH", help=db_help)
+    parser.add_argument("--version", action="version", version=f"chat-history {__version__}")
+    # Given to every subcommand too, so --db may follow it; SUPPRESS keeps a --db given before
+    # the subcommand from being reset.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", type=Path, metavar="PATH", default=argparse.SUPPRESS, help=db_help)
+    settings = _settings_parent()
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(
+        name: str, run: Callable[[argparse.Namespace], int], text: str, *parents: Any
+    ) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=text, description=text, parents=[common, *parents])
+        p.set_defaults(run=run)
+        return p
+
+    _inspect_commands(command, settings)
+    _change_commands(command, settings)
+    _archive_commands(command, settings)
     sub.add_parser("demo", help="run the live demo (python -m chat_history.demo)", add_help=False)
     return parser
 

@@ -6,7 +6,7 @@ the count and token rules; system rows survive everything while ``preserveSystem
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
 import attrs
@@ -107,78 +107,96 @@ def _retained_turns(rows: Sequence[RowMeta]) -> int:
     return len({row.turn for row in rows if row.role != "system"})
 
 
-def plan_retention(rows: Sequence[RowMeta], settings: Settings, now_ms: int) -> RetentionPlan:
-    """Apply age, then count, then tokens to a conversation's rows (in id order)."""
-    if not settings.enable_auto_pruning or not rows:
-        return RetentionPlan(frozenset(), None, ())
-    units = _units(rows, settings.preserve_system_messages)
-    kept_count = len(rows)
-    kept_tokens = sum(row.tokens for row in rows)
-    deleted: set[int] = set()
-    events: list[Trimmed] = []
-    reasons: list[StorageReason] = []
-    dropped_turns = 0
+class _Pruning:
+    """One retention run over a conversation: the turns still kept, the running figures, and the
+    report and events of each rule that deleted something."""
 
-    def drop(unit: _Unit) -> None:
-        nonlocal kept_count, kept_tokens, dropped_turns
-        deleted.update(row.id for row in unit.rows)
-        kept_count -= len(unit.rows)
-        kept_tokens -= sum(row.tokens for row in unit.rows)
-        dropped_turns += 1
+    def __init__(self, rows: Sequence[RowMeta], settings: Settings) -> None:
+        self.rows = rows
+        self.units = _units(rows, settings.preserve_system_messages)
+        self.kept_count = len(rows)
+        self.kept_tokens = sum(row.tokens for row in rows)
+        self.deleted: set[int] = set()
+        self.dropped_turns = 0
+        self.events: list[Trimmed] = []
+        self.reasons: list[StorageReason] = []
 
-    def record(
-        reason: StorageReason,
-        turns_before: int,
-        count_before: int,
-        tokens_before: int,
-        budget: int | None,
-    ) -> None:
-        if kept_count == count_before:
+    def drop(self, unit: _Unit) -> None:
+        self.deleted.update(row.id for row in unit.rows)
+        self.kept_count -= len(unit.rows)
+        self.kept_tokens -= sum(row.tokens for row in unit.rows)
+        self.dropped_turns += 1
+
+    def drop_oldest_while(self, over: Callable[[], bool]) -> None:
+        """Delete the oldest turn while ``over()`` holds, never the newest turn."""
+        while over() and len(self.units) > 1:
+            self.drop(self.units.pop(0))
+
+    def rule(self, reason: StorageReason, budget: int | None, apply: Callable[[], None]) -> None:
+        """Run one rule; when it deleted rows, add its reason and its ``trimmed`` event."""
+        turns_before, count_before, tokens_before = (
+            self.dropped_turns,
+            self.kept_count,
+            self.kept_tokens,
+        )
+        apply()
+        if self.kept_count == count_before:
             return
-        reasons.append(reason)
-        remaining = [row for row in rows if row.id not in deleted]
-        events.append(
+        self.reasons.append(reason)
+        self.events.append(
             Trimmed(
                 scope="storage",
                 reason=reason,
-                dropped_messages=count_before - kept_count,
-                dropped_turns=dropped_turns - turns_before,
-                retained_turns=_retained_turns(remaining),
+                dropped_messages=count_before - self.kept_count,
+                dropped_turns=self.dropped_turns - turns_before,
+                retained_turns=_retained_turns(self.remaining()),
                 tokens_before=tokens_before,
-                tokens_after=kept_tokens,
+                tokens_after=self.kept_tokens,
                 budget=budget,
             )
         )
 
+    def remaining(self) -> list[RowMeta]:
+        return [row for row in self.rows if row.id not in self.deleted]
+
+    def plan(self) -> RetentionPlan:
+        if not self.deleted:
+            return RetentionPlan(frozenset(), None, ())
+        report = PruneReport(
+            dropped_messages=len(self.deleted),
+            dropped_turns=self.dropped_turns,
+            retained_turns=_retained_turns(self.remaining()),
+            reasons=tuple(self.reasons),
+        )
+        return RetentionPlan(frozenset(self.deleted), report, tuple(self.events))
+
+
+def _age_rule(run: _Pruning, cutoff: int) -> None:
+    """Every turn whose newest row is older than the cutoff (this rule may empty the
+    conversation: old history is deleted for privacy)."""
+    for unit in [u for u in run.units if u.newest < cutoff]:
+        run.drop(unit)
+        run.units.remove(unit)
+
+
+def plan_retention(rows: Sequence[RowMeta], settings: Settings, now_ms: int) -> RetentionPlan:
+    """Apply age, then count, then tokens to a conversation's rows (in id order)."""
+    if not settings.enable_auto_pruning or not rows:
+        return RetentionPlan(frozenset(), None, ())
+    run = _Pruning(rows, settings)
     cutoff = age_cutoff(settings, now_ms)
     if cutoff is not None:
-        before = (dropped_turns, kept_count, kept_tokens)
-        for unit in [u for u in units if u.newest < cutoff]:
-            drop(unit)
-            units.remove(unit)
-        record("age", *before, None)
-
-    before = (dropped_turns, kept_count, kept_tokens)
-    while kept_count > settings.max_messages and len(units) > 1:
-        drop(units.pop(0))
-    record("count", *before, None)
-
-    if settings.max_tokens > 0:
-        before = (dropped_turns, kept_count, kept_tokens)
-        while kept_tokens > settings.max_tokens and len(units) > 1:
-            drop(units.pop(0))
-        record("tokens", *before, settings.max_tokens)
-
-    if not deleted:
-        return RetentionPlan(frozenset(), None, ())
-    remaining = [row for row in rows if row.id not in deleted]
-    report = PruneReport(
-        dropped_messages=len(deleted),
-        dropped_turns=dropped_turns,
-        retained_turns=_retained_turns(remaining),
-        reasons=tuple(reasons),
+        run.rule("age", None, lambda: _age_rule(run, cutoff))
+    run.rule(
+        "count", None, lambda: run.drop_oldest_while(lambda: run.kept_count > settings.max_messages)
     )
-    return RetentionPlan(frozenset(deleted), report, tuple(events))
+    if settings.max_tokens > 0:
+        run.rule(
+            "tokens",
+            settings.max_tokens,
+            lambda: run.drop_oldest_while(lambda: run.kept_tokens > settings.max_tokens),
+        )
+    return run.plan()
 
 
 def summary_expired(updated_at: int, settings: Settings, now_ms: int) -> bool:
