@@ -657,9 +657,10 @@ class ChatHistoryManager:
             return back.rows, None
         start = back.rows[0]
         read = [*tx.system_rows(key, start.id), *back.rows]
-        oldest = tx.oldest_spoken_turn(key)
-        if oldest is None or oldest >= start.turn:
+        oldest_spoken = tx.oldest_spoken(key)
+        if oldest_spoken is None or oldest_spoken[1] >= start.turn:
             return read, None  # only system rows are older
+        oldest_id, oldest = oldest_spoken
         first = oldest if first_uncovered is None else max(oldest, first_uncovered)
         groups = readplan.omitted_figures(
             [
@@ -680,6 +681,7 @@ class ChatHistoryManager:
             tools_given=options.tools is not None,
             covered=covered,
             covers_through_id=cover,
+            oldest_spoken_id=oldest_id,
         )
         return None if omitted is None else (read, omitted)
 

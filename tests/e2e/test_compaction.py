@@ -214,6 +214,44 @@ async def test_without_a_saved_summary_prepare_trims_as_before(start_session: St
     assert again["compactedTurns"] == 0
 
 
+async def test_a_summary_is_still_sent_once_retention_deleted_the_turns_it_covers(
+    start_session: StartSession,
+):
+    """A client's report: with maxMessages 6, the summary of turn 1 stands in for it; once the
+    count rule deleted turn 1, the summary must still be sent (the model would otherwise lose
+    both the turn and its summary), though no stored turn is compacted any more."""
+    session = await start_session(settings={"maxMessages": 6, "maxTokens": 0, "maxAgeHours": 0})
+    stored = []
+    for n in range(1, 4):
+        added = await session.append(
+            "c",
+            {"role": "user", "content": prompt_text(n)},
+            {"role": "assistant", "content": reply_text(n)},
+        )
+        stored += added["messages"]
+    summary = "Summary: turn 1"
+    await session.request(
+        "chatHistory/saveSummary",
+        {"conversationId": "c", "summary": summary, "coversThroughId": stored[1]["id"]},
+    )
+    covering = await prepare(session, provider="openai", model="m")
+    assert contents(covering)[0] == SUMMARY_HEADER + summary
+    assert turns_in(contents(covering)) == [2, 3]
+    assert (covering["compactedTurns"], covering["compactedMessages"]) == (1, 2)
+
+    await session.append("c", {"role": "user", "content": prompt_text(4)})
+    kept = [prompt_text(2), reply_text(2), prompt_text(3), reply_text(3), prompt_text(4)]
+    got = await session.request("chatHistory/get", {"conversationId": "c"})
+    assert [m["content"] for m in got["messages"]] == kept, "the count rule deleted turn 1"
+    assert (await summary_of(session))["summary"] == summary
+    prepared = await prepare(session, provider="openai", model="m")
+    texts = contents(prepared)
+    assert texts == [SUMMARY_HEADER + summary, *kept]
+    assert (prepared["compactedTurns"], prepared["compactedMessages"]) == (0, 0)
+    assert prepared["trimmed"] is None
+    assert prepared["estimatedTokens"] == sum(tokens(t) for t in texts)
+
+
 async def test_a_proposal_with_calibration_and_an_alias(start_session: StartSession):
     """The proposal is for the prepare's own route (an alias keeps its name and model), and its
     estimate is calibrated by that route's factor while its raw figure is not."""

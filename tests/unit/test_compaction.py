@@ -30,6 +30,7 @@ from chat_history.policy.context import (
     TurnFigures,
     collapse_turn,
     prepare_rows,
+    turn_figures,
 )
 from chat_history.policy.tokens import row_tokens
 from chat_history.policy.turns import segment
@@ -232,6 +233,73 @@ def test_a_covering_summary_that_covers_nothing_is_not_sent() -> None:
     rows = conversation(3)
     out = run(rows, summary=summary("S", rows[1].id), settings=ctx(max_history_turns=1))
     assert out.rows == (rows[0], note(BREADCRUMB), *rows[5:])
+
+
+def test_a_summary_whose_turns_storage_retention_deleted_still_goes_in_the_note() -> None:
+    # Turn 1 was covered, then retention deleted it: the summary now precedes every stored
+    # turn. It still stands in for those turns (the model would lose both otherwise), though
+    # no stored turn is compacted; nothing was dropped, so no breadcrumb.
+    rows = conversation(4)
+    through = turn_rows(rows, 1)[-1].id
+    stored = [rows[0], *rows[3:]]  # turn 1 deleted
+    out = run(stored, summary=summary("S1", through))
+    assert out.rows == (rows[0], note(SUMMARY_HEADER + "S1"), *rows[3:])
+    assert (out.compacted_turns, out.compacted_messages) == (0, 0)
+    assert out.trimmed is None and out.events == ()
+    assert out.estimated_tokens == tokens(out.rows)
+    # the same with turns dropped by the turn limit: the breadcrumb, then the summary
+    limited = run(stored, summary=summary("S1", through), settings=ctx(max_history_turns=1))
+    crumb_and_summary = note(BREADCRUMB + "\n\n" + SUMMARY_HEADER + "S1")
+    assert limited.rows == (rows[0], crumb_and_summary, *rows[-2:])
+    assert limited.compacted_turns == 0
+
+
+def test_system_rows_kept_by_retention_do_not_stop_a_summary_from_preceding() -> None:
+    rows = as_stored([S("lead"), U("one"), S("rule"), A("one"), U("two"), A("two"), U("3")])
+    stored = [r for r in rows if r.role == "system" or r.turn != 1]  # preserveSystemMessages
+    out = run(stored, summary=summary("S", rows[3].id))
+    assert out.rows == (rows[0], rows[2], note(SUMMARY_HEADER + "S"), *rows[4:])
+    assert out.compacted_turns == 0
+
+
+def test_a_summary_ending_inside_the_running_turn_is_still_not_sent() -> None:
+    rows = conversation(2)
+    stored = [rows[0], *rows[3:]]  # turn 1 deleted; turn 2 is the running turn
+    out = run(stored, summary=summary("S", rows[3].id))  # the running turn's prompt
+    assert out.rows == tuple(stored)
+
+
+def test_a_preceding_summary_is_carried_into_the_compaction_request() -> None:
+    rows = conversation(8, size=50)
+    stored = [rows[0], *rows[5:]]  # turns 1-2 deleted, the summary covered turn 1
+    settings = proposing(max_context_tokens=5_000, compaction_trigger_ratio=0.01)
+    out = propose(stored, settings, summary=summary("turn one", rows[2].id))
+    assert out.compaction is not None
+    assert out.compaction.rows[:2] == (rows[0], note(SUMMARY_HEADER + "turn one"))
+    assert out.rows[:2] == out.compaction.rows[:2]
+    assert out.compaction.covered_turns == 2  # turns 3-4: keepRecentTurns 4 of the 6 stored
+    assert out.compaction.through_id == turn_rows(rows, 4)[-1].id
+
+
+def test_uncovered_turns_left_out_need_the_oldest_row_to_place_a_summary() -> None:
+    rows = conversation(4)
+    stored = [rows[0], *rows[3:]]  # turn 1 deleted
+    through = rows[2].id
+    limited = ctx(max_history_turns=1)
+    full = run(stored, summary=summary("S", through), settings=limited)
+    figures = [turn_figures(turn_rows(rows, n)) for n in (2, 3)]
+    left_out = OmittedTurns(
+        figures[0] + figures[1], covers_through_id=through, oldest_spoken_id=rows[3].id
+    )
+    window = [rows[0], *rows[7:]]
+    assert run(window, summary=summary("S", through), settings=limited, omitted=left_out) == full
+    with pytest.raises(OmittedTurnsKept):  # without it, the note cannot be told
+        run(
+            window,
+            summary=summary("S", through),
+            settings=limited,
+            omitted=attrs.evolve(left_out, oldest_spoken_id=None),
+        )
 
 
 def test_the_note_counts_toward_the_budget() -> None:

@@ -2,7 +2,9 @@
 needs (the rows after the coverage, the figures of covered and dropped turns, the oldest
 uncovered turns when a proposal is due) and answers exactly what preparing every row answers:
 the same body, estimates, trim report, compacted counts, calibration and proposal, on random
-histories, coverages, calibrations and settings."""
+histories, coverages, calibrations and settings; also after storage retention deleted the oldest
+turns, those a summary covers among them (it then precedes every stored turn and still goes in
+the context note)."""
 
 from __future__ import annotations
 
@@ -143,6 +145,7 @@ def compaction_settings(draw: st.DrawFn) -> ContextSettings:
     st.one_of(st.none(), st.text(alphabet="ab ", max_size=40)),
     st.one_of(st.none(), st.floats(0.0, 0.7), st.floats(0.0, 1.2)),
     st.lists(st.integers(1, 400), max_size=3),
+    st.one_of(st.none(), st.tuples(st.integers(0, 40), st.booleans())),
 )
 def test_a_compacted_windowed_prepare_answers_what_preparing_every_row_answers(
     pieces: list[list[Message]],
@@ -152,6 +155,7 @@ def test_a_compacted_windowed_prepare_answers_what_preparing_every_row_answers(
     summary: str | None,
     coverage: float | None,
     prompt_tokens: list[int],
+    retention: tuple[int, bool] | None,
 ) -> None:
     rows = [row for piece in pieces for row in piece]
     if not rows:
@@ -173,12 +177,31 @@ def test_a_compacted_windowed_prepare_answers_what_preparing_every_row_answers(
                 manager.save_summary(KEY, summary, through)
             for prompt in prompt_tokens:
                 manager.report_usage(None, None, 100, prompt)
+            if retention is not None:  # delete the oldest turns (maxMessages), now
+                max_messages, preserve = retention
+                manager.settings = attrs.evolve(
+                    manager.settings,
+                    enable_auto_pruning=True,
+                    max_messages=max_messages,
+                    preserve_system_messages=preserve,
+                )
+                manager.history(KEY)
             answer = windowed(manager, options, events)
             assert answer == reference(manager, options)
             if answer[0] != "overflow":
                 event(f"proposal: {answer[10] is not None}, compacted: {answer[7] > 0}")
+                event(f"summary precedes every stored turn: {precedes_stored(manager)}")
         finally:
             manager.store.close()
+
+
+def precedes_stored(manager: ChatHistoryManager) -> bool:
+    """Whether the summary's coverage lies before every stored non-system row (what it covered
+    was deleted)."""
+    rows, summary = manager.history(KEY)
+    spoken = [row.id for row in rows if row.role != "system"]
+    through = summary.covers_through_id if summary is not None else None
+    return through is not None and bool(spoken) and through < spoken[0]
 
 
 def test_a_long_compacted_conversation_reads_only_after_its_coverage(tmp_path: Path) -> None:
@@ -252,3 +275,34 @@ def test_a_coverage_that_cuts_a_turn_leaves_that_turn_uncovered(tmp_path: Path) 
     assert prepared.compaction is not None and prepared.compaction.covered_turns > 41
     assert prepared.calibration.factor == 1.3
     assert windowed(manager, PrepareOptions(), events) == reference(manager, PrepareOptions())
+
+
+def test_a_summary_whose_turns_retention_deleted_is_sent_from_a_window(tmp_path: Path) -> None:
+    """600 turns, a summary covering the first 10, then retention deletes the oldest 200 or so:
+    the summary precedes every stored turn. The request reads only its newest turns, still sends
+    the summary (after the breadcrumb), proposes a compaction that carries it, and answers what
+    preparing every row answers."""
+    events: list[Trimmed] = []
+    manager = open_manager(tmp_path, budget_settings(max_context_tokens=4_000), events)
+    stored = manager.append(KEY, long_conversation(600)).messages
+    users = [row for row in stored if row.role == "user"]
+    manager.save_summary(KEY, "The first ten turns.", users[10].id - 1)
+    manager.settings = attrs.evolve(manager.settings, max_messages=1_000)
+    kept, summary = manager.history(KEY)  # retention deletes the oldest turns now
+    spoken = [row for row in kept if row.role != "system"]
+    assert summary is not None and summary.covers_through_id is not None
+    assert summary.covers_through_id < spoken[0].id
+    route = resolve_route("openai", None, manager.settings)
+
+    rows, omitted, _ = manager._request_rows(KEY, route, PrepareOptions())
+
+    assert omitted is not None and omitted.covered.turns == 0
+    assert omitted.within_limit.turns + omitted.beyond_limit.turns > 0
+    assert omitted.oldest_spoken_id == spoken[0].id
+    assert len(rows) < 100
+    assert windowed(manager, PrepareOptions(), events) == reference(manager, PrepareOptions())
+    prepared = manager.prepare(KEY, PrepareOptions())
+    assert "The first ten turns." in str(prepared.body)
+    assert prepared.compacted_turns == 0 and prepared.trimmed is not None
+    assert prepared.compaction is not None
+    assert "The first ten turns." in str(prepared.compaction.request.body)

@@ -4,6 +4,8 @@ step 7, the context note): pure rules on a conversation's turns, used by ``polic
 - **Standing in** (step 2½): a summary whose ``coversThroughId`` is X stands in for every
   completed turn whose rows all have ids ≤ X (a prefix of the turns; never the newest turn).
   Those turns are not sent; their system rows move up; the summary goes in the context note.
+  A summary whose X lies before every stored non-system row (storage retention deleted all it
+  covered) still goes in the note, standing in for turns no longer stored (``precedes``).
 - **The context note** (step 7): one ``user`` row after the system block, when turns were
   dropped (steps 4-6) or stood in for.
 - **Proposals**: when the request nears the budget, the span of uncovered turns before the
@@ -54,16 +56,17 @@ def summary_text(summary: str | None) -> str | None:
 
 
 def context_note(
-    summary: str | None, *, has_coverage: bool, covered_turns: int, dropped: bool
+    summary: str | None, *, has_coverage: bool, stands_in: bool, dropped: bool
 ) -> Message | None:
     """Step 7's note, or None when it has nothing to say: the breadcrumb line when steps 4-6
-    dropped turns; then the summary when it covers turns, or when it has no ``coversThroughId``
-    (a summary of the kind ``004`` injects) and turns were dropped."""
+    dropped turns; then the summary when it stands in for turns (it covers stored turns, or
+    ``precedes`` the stored ones), or when it has no ``coversThroughId`` (a summary of the kind
+    ``004`` injects) and turns were dropped."""
     parts: list[str] = []
     if dropped:
         parts.append(BREADCRUMB)
     text = summary_text(summary)
-    if text is not None and (covered_turns > 0 or (dropped and not has_coverage)):
+    if text is not None and (stands_in or (dropped and not has_coverage)):
         parts.append(SUMMARY_HEADER + text)
     if not parts:
         return None
@@ -102,6 +105,24 @@ def honoured_coverage(summary: Summary | None) -> int | None:
     if summary is None or summary_text(summary.summary) is None:
         return None
     return summary.covers_through_id
+
+
+def oldest_spoken_id(rows: Sequence[Message]) -> int | None:
+    """The id of the oldest non-system row of a conversation's ``rows`` (in order); None when
+    there is none, or it is not a stored row."""
+    first = next((row for row in rows if row.role != "system"), None)
+    return first.id if isinstance(first, StoredMessage) else None
+
+
+def precedes(covers_through_id: int | None, oldest_spoken: int | None) -> bool:
+    """Whether a summary's coverage lies before every stored non-system row (the oldest is
+    ``oldest_spoken``): all it covered was deleted (storage retention), so it stands in for
+    turns no longer stored and still goes in the context note. (A ``truncate`` at or before X
+    deletes the summary, and every turn starts with a non-system row, so a coverage inside a
+    stored turn, the running one included, never precedes.)"""
+    if covers_through_id is None or oldest_spoken is None:
+        return False
+    return covers_through_id < oldest_spoken
 
 
 def covered_row_ids(rows: Sequence[StoredMessage], summary: Summary | None) -> frozenset[int]:

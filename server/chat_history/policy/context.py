@@ -39,6 +39,8 @@ from chat_history.policy.compaction import (
     compaction_due,
     context_note,
     coverage,
+    oldest_spoken_id,
+    precedes,
     propose,
     summary_text,
 )
@@ -107,7 +109,7 @@ class Prepared:
 def breadcrumb_row(summary: str | None = None) -> Message:
     """The context note of a request that dropped turns, with no summary standing in: the
     breadcrumb line, then a non-blank ``summary`` (one without ``coversThroughId``)."""
-    note = context_note(summary, has_coverage=False, covered_turns=0, dropped=True)
+    note = context_note(summary, has_coverage=False, stands_in=False, dropped=True)
     assert note is not None
     return note
 
@@ -252,12 +254,15 @@ class OmittedTurns:
     ``covers_through_id``, which must be the summary's own); each other omitted turn is older
     than the newest ``keepToolContextTurns + 1`` (so it is collapsed); the turn limit drops the
     ``beyond_limit`` turns; the token budget drops the ``within_limit`` ones, which the turn
-    limit keeps."""
+    limit keeps. ``oldest_spoken_id`` is the id of the conversation's oldest non-system row,
+    which the summary's coverage is compared with when uncovered turns are left out (a summary
+    that precedes it stands in for deleted turns)."""
 
     beyond_limit: TurnFigures = TurnFigures()
     within_limit: TurnFigures = TurnFigures()
     covered: TurnFigures = attrs.field(default=TurnFigures(), kw_only=True)
     covers_through_id: int | None = attrs.field(default=None, kw_only=True)
+    oldest_spoken_id: int | None = attrs.field(default=None, kw_only=True)
 
 
 class OmittedTurnsKept(ValueError):
@@ -475,11 +480,14 @@ def prepare_rows(rows: Sequence[Message], options: RequestOptions) -> Prepared:
     covered = _covered_turns(turns, request)
     compacted_turns = request.pre_covered.turns + covered.turns
     all_units = _sent_units(turns, covered.turns, request)
+    stands_in = compacted_turns > 0 or precedes(
+        request.covers_through_id, _oldest_spoken(rows, options.omitted, request)
+    )
     note, dropped_note = (
         context_note(
             request.text,
             has_coverage=request.covers_through_id is not None,
-            covered_turns=compacted_turns,
+            stands_in=stands_in,
             dropped=dropped,
         )
         for dropped in (False, True)
@@ -562,6 +570,19 @@ def _covered_turns(turns: Sequence[Turn[Message]], request: _Request) -> Coverag
     if covered.turns and request.omitted_turns:
         raise OmittedTurnsKept("covered turns follow uncovered turns that were left out")
     return covered
+
+
+def _oldest_spoken(
+    rows: Sequence[Message], omitted: OmittedTurns | None, request: _Request
+) -> int | None:
+    """The id of the conversation's oldest non-system row: the caller's when uncovered turns
+    were left out of ``rows`` (OmittedTurnsKept when it gave none and a coverage needs it)."""
+    if not request.omitted_turns:
+        return oldest_spoken_id(rows)
+    assert omitted is not None
+    if omitted.oldest_spoken_id is None and request.covers_through_id is not None:
+        raise OmittedTurnsKept("a summary's coverage needs the oldest row of the omitted turns")
+    return omitted.oldest_spoken_id
 
 
 def _sent_units(turns: Sequence[Turn[Message]], first: int, request: _Request) -> tuple[_Unit, ...]:

@@ -120,12 +120,14 @@ def checked_omission(
     tools_given: bool,
     covered: TurnFigures = _NO_FIGURES,
     covers_through_id: int | None = None,
+    oldest_spoken_id: int | None = None,
 ) -> OmittedTurns | None:
     """The unread turns as ``prepare_rows`` counts them, or None when every row must be read:
     their figures (the ``covered`` ones included) do not add up to the ``left_out`` (rows,
     tokens) the totals show (a turn deleted out of order, or turns without figures), or the
     request names tools and some of the uncovered ones have prompt-mode calls (whose collapse
-    depends on those names; covered turns are not sent at all)."""
+    depends on those names; covered turns are not sent at all). ``oldest_spoken_id`` is the
+    conversation's oldest non-system row (whether a summary precedes every stored turn)."""
     both = beyond_limit + within_limit
     every = both + covered
     if (every.spoken_rows, every.spoken_tokens) != left_out:
@@ -133,7 +135,11 @@ def checked_omission(
     if tools_given and both.tool_dependent:
         return None
     return OmittedTurns(
-        beyond_limit, within_limit, covered=covered, covers_through_id=covers_through_id
+        beyond_limit,
+        within_limit,
+        covered=covered,
+        covers_through_id=covers_through_id,
+        oldest_spoken_id=oldest_spoken_id,
     )
 
 

@@ -123,14 +123,20 @@ def system_rows(connection: sqlite3.Connection, key: Key, before_id: int) -> lis
     ]
 
 
-def oldest_spoken_turn(connection: sqlite3.Connection, key: Key) -> int | None:
-    """The turn number of the oldest non-system row."""
+def oldest_spoken(connection: sqlite3.Connection, key: Key) -> tuple[int, int] | None:
+    """The (id, turn number) of the oldest non-system row."""
     row = connection.execute(
-        "SELECT turn FROM messages WHERE workspace = ? AND conversation = ? "
+        "SELECT id, turn FROM messages WHERE workspace = ? AND conversation = ? "
         "AND role != 'system' ORDER BY id LIMIT 1",
         (key.workspace, key.conversation),
     ).fetchone()
-    return int(row[0]) if row else None
+    return (int(row[0]), int(row[1])) if row else None
+
+
+def oldest_spoken_turn(connection: sqlite3.Connection, key: Key) -> int | None:
+    """The turn number of the oldest non-system row."""
+    oldest = oldest_spoken(connection, key)
+    return oldest[1] if oldest is not None else None
 
 
 def has_row(connection: sqlite3.Connection, key: Key, row_id: int) -> bool:

@@ -108,9 +108,9 @@ class Reading:
         """The system rows older than ``before_id``, in order."""
         return queries.system_rows(self.connection, key, before_id)
 
-    def oldest_spoken_turn(self, key: Key) -> int | None:
-        """The turn number of the oldest non-system row (None: there is none)."""
-        return queries.oldest_spoken_turn(self.connection, key)
+    def oldest_spoken(self, key: Key) -> tuple[int, int] | None:
+        """The (id, turn number) of the oldest non-system row (None: there is none)."""
+        return queries.oldest_spoken(self.connection, key)
 
     def has_row(self, key: Key, row_id: int) -> bool:
         """Whether ``row_id`` is a row of this conversation."""
