@@ -90,7 +90,7 @@ def _with_arrays(default: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 def encode(data: Any, default: Callable[[Any], Any]) -> bytes:
     """One message as compact UTF-8 JSON (non-ASCII as is, not six-byte escapes). A lone
-    surrogate, which only a string can hold, becomes its ``\\uXXXX`` escape."""
+    surrogate, which only a string can hold, becomes its six-character escape (``\\udc80``)."""
     text = json.dumps(
         data, default=_with_arrays(default), ensure_ascii=False, separators=(",", ":")
     )

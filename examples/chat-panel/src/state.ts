@@ -61,6 +61,8 @@ export interface Notice {
   id: number;
   kind: NoticeKind;
   text: string;
+  /** Notices with the same key describe the same standing condition: the newest replaces the older. */
+  key?: string;
 }
 
 export interface PanelState {
@@ -408,8 +410,10 @@ export function usageReported(state: PanelState, promptTokens: number): PanelSta
   return { ...state, meter: { ...state.meter, providerPromptTokens: promptTokens } };
 }
 
-export function addNotice(state: PanelState, kind: NoticeKind, text: string): PanelState {
-  const notices = [...state.notices, { id: state.nextNotice, kind, text }].slice(-MAX_NOTICES);
+export function addNotice(state: PanelState, kind: NoticeKind, text: string, key?: string): PanelState {
+  const kept = key === undefined ? state.notices : state.notices.filter((n) => n.key !== key);
+  const notice: Notice = key === undefined ? { id: state.nextNotice, kind, text } : { id: state.nextNotice, kind, text, key };
+  const notices = [...kept, notice].slice(-MAX_NOTICES);
   return { ...state, notices, nextNotice: state.nextNotice + 1 };
 }
 
@@ -441,7 +445,11 @@ export function trimNoticeText(event: TrimmedNotification): string {
  */
 export function trimmed(state: PanelState, event: TrimmedNotification): PanelState {
   if (event.conversationId !== state.conversationId) return state;
-  return addNotice(state, event.scope, trimNoticeText(event));
+  // What a request left out is a standing condition: each request restates it, so the newest
+  // notice of a reason replaces the last one (else every turn stacks another banner). Storage
+  // deletions are separate events and each stays until dismissed.
+  const key = event.scope === "request" ? `request:${event.reason}` : undefined;
+  return addNotice(state, event.scope, trimNoticeText(event), key);
 }
 
 // ---------------------------------------------------------------------------------------------

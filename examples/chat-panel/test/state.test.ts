@@ -140,6 +140,23 @@ test("trim notices say what happened, in words, for this conversation only", () 
   assert.equal(s.notices.at(-1)!.text, "n9");
 });
 
+test("a request trim restates the last one of its reason instead of stacking another banner", () => {
+  let s = S.emptyState("c1");
+  for (const dropped of [2, 4, 6, 8]) s = S.trimmed(s, trim({ scope: "request", reason: "turnLimit", droppedMessages: dropped }));
+  s = S.trimmed(s, trim({ scope: "request", reason: "tokenBudget", droppedMessages: 1, budget: 32000 }));
+  s = S.trimmed(s, trim({ scope: "storage", reason: "count", droppedMessages: 2 }));
+  s = S.trimmed(s, trim({ scope: "storage", reason: "count", droppedMessages: 4 }));
+  assert.deepEqual(
+    s.notices.map((n) => n.text),
+    [
+      "8 earlier messages not sent by the turn limit; they stay in the history.",
+      "1 earlier message not sent to fit the 32,000-token budget; they stay in the history.",
+      "2 messages deleted by your retention settings (message limit).",
+      "4 messages deleted by your retention settings (message limit).",
+    ],
+  );
+});
+
 test("the meter: estimate against the budget, else the window, else alone", () => {
   let s = S.prepared(S.emptyState("c1"), { estimatedTokens: 1830, budget: 32000, contextWindow: 200000 });
   assert.deepEqual(S.viewOf(s).meter, { label: "1,830 / 32,000 tokens", fraction: 1830 / 32000, detail: "window 200,000" });
