@@ -15,11 +15,12 @@ from typing import Any, Literal
 
 import attrs
 
-from chat_history.errors import InvalidParams
-from chat_history.model import Attachment, Key, Message, StoredMessage, Summary
+from chat_history.errors import ConversationChanged, InvalidParams
+from chat_history.model import Attachment, Expected, Key, Message, StoredMessage, Summary
 from chat_history.policy.cursor import CursorPosition, encode_cursor
 from chat_history.policy.rewind import (
     edited_content,
+    fork_end,
     plan_delete_turns,
     plan_truncate,
 )
@@ -180,8 +181,21 @@ def update(tx: Transaction, key: Key, change: ConversationUpdate, now: int) -> C
     return info(tx, key)
 
 
-def truncate(tx: Transaction, key: Key, from_id: int, now: int) -> TruncateResult:
+def check_expected(tx: Transaction, key: Key, expected: Expected) -> None:
+    """A rewind from a stale view changes nothing: ConversationChanged when the conversation's
+    newest row is not the one the client saw."""
+    if expected is None:
+        return
+    last = tx.last_id(key)
+    if last != expected.last_id:
+        raise ConversationChanged(last)
+
+
+def truncate(
+    tx: Transaction, key: Key, from_id: int, now: int, expected: Expected = None
+) -> TruncateResult:
     """Delete row ``from_id`` and every later row, and a summary covering any of them."""
+    check_expected(tx, key, expected)
     if tx.row(key, from_id) is None:
         raise InvalidParams("fromId", f"{from_id} is not a message of this conversation")
     summary = tx.summary(key)
@@ -195,8 +209,11 @@ def truncate(tx: Transaction, key: Key, from_id: int, now: int) -> TruncateResul
     return TruncateResult(len(plan.deleted), plan.summary_deleted)
 
 
-def delete_turns(tx: Transaction, key: Key, turns: Sequence[int], now: int) -> DeleteTurnsResult:
+def delete_turns(
+    tx: Transaction, key: Key, turns: Sequence[int], now: int, expected: Expected = None
+) -> DeleteTurnsResult:
     """Delete every row of the named turns (numbers naming no turn are ignored)."""
+    check_expected(tx, key, expected)
     plan = plan_delete_turns(tx.rows_of_turns(key, turns), turns)
     if plan.deleted:
         tx.delete_messages(key, plan.deleted)
@@ -212,9 +229,11 @@ def edit_message(
     *,
     max_tool_result_chars: int,
     now: int,
+    expected: Expected = None,
 ) -> StoredMessage:
     """Replace a row's content, attachments and/or metadata in place; its tokens, its turn's
     figures and the conversation's totals follow."""
+    check_expected(tx, key, expected)
     row = tx.row(key, row_id)
     if row is None:
         raise InvalidParams("id", f"{row_id} is not a message of this conversation")
@@ -253,16 +272,20 @@ def fork(
     through_id: int | None,
     now: int,
 ) -> ConversationInfo:
-    """Copy the source's rows through ``through_id`` (default: all) into ``target``, with the
-    summary when its coverage lies within the copy, the metadata and the user title."""
+    """Copy the source's rows through ``through_id`` (default: all; inside a tool exchange,
+    through its last answer: ``fork_end``) into ``target``, with the summary when its coverage
+    lies within the copy, the metadata and the user title."""
     if tx.record(target) is not None:
         raise InvalidParams("newConversationId", "names a conversation that already exists")
     last = tx.last_id(source)
     if last is None:
         raise InvalidParams("conversationId", "has no messages to fork")
-    if through_id is not None and tx.row(source, through_id) is None:
-        raise InvalidParams("throughId", f"{through_id} is not a message of this conversation")
-    through = last if through_id is None else through_id
+    through = last
+    if through_id is not None:
+        named = tx.row(source, through_id)
+        if named is None:
+            raise InvalidParams("throughId", f"{through_id} is not a message of this conversation")
+        through = fork_end(tx.turn_rows(source, named.turn), through_id)
     base = tx.copy_conversation(source, target, through, now)
     summary = tx.summary(source)
     if summary is not None and summary.covers_through_id is not None:

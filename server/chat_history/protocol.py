@@ -24,6 +24,8 @@ from chat_history.model import (
     MAX_JSON_DEPTH,
     ROLES,
     Attachment,
+    Expected,
+    ExpectedLast,
     Message,
     PruneReport,
     StoredMessage,
@@ -33,6 +35,7 @@ from chat_history.model import (
     Trimmed,
     nesting_exceeds,
 )
+from chat_history.policy.changes import Change
 from chat_history.policy.cursor import CursorPosition, decode_cursor
 from chat_history.policy.rewind import check_turns
 from chat_history.policy.search import check_query
@@ -174,16 +177,20 @@ class UpdateConversationParams(KeyParams):
 @attrs.define
 class TruncateParams(KeyParams):
     from_id: int = attrs.field(kw_only=True)
+    #: the newest row id the client saw (null: an empty conversation); ABSENT: no check
+    expected_last_id: Any = ABSENT
 
 
 @attrs.define
 class DeleteTurnsParams(KeyParams):
     turns: list[int] = attrs.field(kw_only=True)
+    expected_last_id: Any = ABSENT
 
 
 @attrs.define
 class EditMessageParams(KeyParams):
     id: int = attrs.field(kw_only=True)
+    expected_last_id: Any = ABSENT
     content: str | None = None
     attachments: list[AttachmentIn] | None = None
     metadata: dict[str, Any] | None = None
@@ -601,6 +608,16 @@ def wire_trimmed(workspace: str, conversation: str, event: Trimmed) -> dict[str,
     return {"workspace": workspace, "conversationId": conversation, **wire(event)}
 
 
+def wire_changed(workspace: str, change: Change) -> dict[str, Any]:
+    """A ``chatHistory/changed`` notification's params."""
+    return {
+        "workspace": workspace,
+        "conversationId": change.conversation,
+        "lastId": change.last_id,
+        "reason": change.reason,
+    }
+
+
 # -- per-method translators: wire params -> manager arguments, manager results -> wire -----------
 
 
@@ -816,6 +833,18 @@ def row_id(value: int, field: str) -> int:
     return checked
 
 
+def expected_last(params: TruncateParams | DeleteTurnsParams | EditMessageParams) -> Expected:
+    """``expectedLastId``: absent (no check), null (the client saw no rows) or a row id."""
+    value = params.expected_last_id
+    if value is ABSENT:
+        return None
+    if value is None:
+        return ExpectedLast(None)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidParams("expectedLastId", f"expected a row id or null, got {_json_type(value)}")
+    return ExpectedLast(check_int(value, "expectedLastId", 0))
+
+
 def turns_arg(params: DeleteTurnsParams) -> list[int]:
     """``deleteTurns``'s turn numbers: 1-1,000 of them, none negative (``turns[i]``)."""
     check_turns(params.turns)
@@ -869,4 +898,4 @@ def list_workspace(params: ListParams, default_workspace: str) -> str:
 #: Error codes that answer bad input or a known condition, not a server defect. (The classes
 #: that carry them are in server.py: pygls's exceptions import lsprotocol, ~0.5 s the CLI, which
 #: uses this module too, must not pay.)
-EXPECTED_CODES = frozenset({-32600, -32602, -32002, 1001, 1002})
+EXPECTED_CODES = frozenset({-32600, -32602, -32002, 1001, 1002, 1003})

@@ -25,9 +25,9 @@ from pygls.protocol import (
     lsp_method,
 )
 
-from chat_history import __version__, frames, framing, lsp_adapter, protocol
+from chat_history import __version__, frames, framing, lsp_adapter, protocol, watch
 from chat_history.barrier import BOUND_SECONDS, SettingsBarrier
-from chat_history.errors import ContextOverflow, InvalidParams, StorageError
+from chat_history.errors import ContextOverflow, ConversationChanged, InvalidParams, StorageError
 from chat_history.manager import ChatHistoryManager
 from chat_history.model import Trimmed
 from chat_history.paths import default_storage_folder
@@ -43,6 +43,7 @@ from chat_history.store import Key, Store
 log = logging.getLogger("chat_history")
 PROTOCOL_VERSION = 2
 TRIMMED = "chatHistory/trimmed"
+CHANGED = "chatHistory/changed"
 EXPECTED_CODES = protocol.EXPECTED_CODES
 
 
@@ -56,6 +57,11 @@ class StorageFailure(JsonRpcException):
     MESSAGE = "Storage error"
 
 
+class ConversationChangedError(JsonRpcException):
+    CODE = 1003
+    MESSAGE = "Conversation changed"
+
+
 def to_jsonrpc(exc: Exception) -> JsonRpcException:
     """The one mapping of domain errors to JSON-RPC error codes (protocol.md, Errors)."""
     if isinstance(exc, InvalidParams):
@@ -67,6 +73,8 @@ def to_jsonrpc(exc: Exception) -> JsonRpcException:
         )
     if isinstance(exc, StorageError):
         return StorageFailure(message=str(exc), data={"reason": exc.reason})
+    if isinstance(exc, ConversationChanged):
+        return ConversationChangedError(message=str(exc), data={"lastId": exc.last_id})
     raise exc
 
 
@@ -181,6 +189,9 @@ class ChatHistoryServer(LanguageServer):
         self._pulls: set[asyncio.Task[None]] = set()
         #: the stdout writer ``start_io`` gave pygls (None until then)
         self._stdout: frames.FrameWriter | None = None
+        #: what other processes change (None until ``initialize``)
+        self.watch: watch.ChangeWatch | None = None
+        self._watching: asyncio.Task[None] | None = None
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         # Error responses already reach the client; expected ones need no log line at all.
@@ -301,6 +312,35 @@ class ChatHistoryServer(LanguageServer):
         params = [protocol.wire_trimmed(key.workspace, key.conversation, e) for e in events]
         lsp_adapter.notify_all(self.protocol, self._stdout, TRIMMED, params)
 
+    # -- chatHistory/changed ------------------------------------------------------------------
+
+    def send_changes(self, *, poll: bool) -> None:
+        """Tell the client what other processes changed in its workspace (request thread only):
+        with ``poll`` after looking at the store, else what the last writes found. A store that
+        cannot be read now is looked at again later (nothing is lost)."""
+        watcher = self.watch
+        if watcher is None:
+            return
+        try:
+            found = watcher.poll() if poll else watcher.take()
+        except StorageError as exc:
+            log.debug("change watch: %s", exc)
+            return
+        if found:
+            params = [protocol.wire_changed(self.workspace_identity, change) for change in found]
+            lsp_adapter.notify_all(self.protocol, self._stdout, CHANGED, params)
+
+    async def watch_idle(self) -> None:
+        """Look for others' changes every ``watch.IDLE_SECONDS`` on the request thread (queued
+        behind requests, so never beside one), until ``shutdown``."""
+        loop = asyncio.get_running_loop()
+        while not self.closing.is_set():
+            await asyncio.sleep(watch.IDLE_SECONDS)
+            try:
+                await loop.run_in_executor(self.requests, lambda: self.send_changes(poll=True))
+            except RuntimeError:  # the request thread is gone: exiting
+                return
+
     def key(self, params: protocol.KeyParams) -> Key:
         workspace, conversation = protocol.check_key(params, self.workspace_identity)
         return Key(workspace, conversation)
@@ -349,7 +389,9 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
         options = {}
     ls.workspace_identity = _workspace_identity(params, options)
     folder = _storage_folder(ls, options)
-    ls.manager = ChatHistoryManager(Store(folder), notify=ls.send_trimmed)
+    store = Store(folder)
+    ls.manager = ChatHistoryManager(store, notify=ls.send_trimmed)
+    ls.watch = watch.ChangeWatch(store, lambda: ls.workspace_identity)
     raw = options.get("settings")
     ls.barrier = ls._new_barrier(ls.checked_settings(raw))
     if raw is None and ls.pulls_configuration:
@@ -362,6 +404,10 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
 def initialized(ls: ChatHistoryServer, params: types.InitializedParams) -> None:
     if ls.pulls_configuration:
         ls.start_pull()
+    if ls.watch is not None and ls._watching is None:
+        # The first look is the baseline: changes from then on are told.
+        ls.requests.submit(ls.send_changes, poll=True)
+        ls._watching = asyncio.get_running_loop().create_task(ls.watch_idle())
 
 
 def did_change_configuration(
@@ -423,10 +469,13 @@ def request(ls: ChatHistoryServer, method: str, params_cls: type, body: Handler)
                 message=f"{method}: the server is not initialized (send initialize first)"
             )
         manager.settings = settings
+        ls.send_changes(poll=True)  # what others changed goes before this answer
         try:
             return body(manager, ls, protocol.structure(raw, params_cls))
-        except (InvalidParams, ContextOverflow, StorageError) as exc:
+        except (InvalidParams, ContextOverflow, StorageError, ConversationChanged) as exc:
             raise to_jsonrpc(exc) from None
+        finally:
+            ls.send_changes(poll=False)  # what this request's writes found others did
 
 
 # -- the custom methods: wire params -> one manager call -> wire result (protocol.py translates)
@@ -478,19 +527,22 @@ def update_conversation(
 
 
 def truncate(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.TruncateParams) -> Any:
-    return protocol.wire(m.truncate(ls.key(p), protocol.row_id(p.from_id, "fromId")))
+    from_id = protocol.row_id(p.from_id, "fromId")
+    return protocol.wire(m.truncate(ls.key(p), from_id, protocol.expected_last(p)))
 
 
 def delete_turns(
     m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.DeleteTurnsParams
 ) -> Any:
-    return protocol.wire(m.delete_turns(ls.key(p), protocol.turns_arg(p)))
+    turns = protocol.turns_arg(p)
+    return protocol.wire(m.delete_turns(ls.key(p), turns, protocol.expected_last(p)))
 
 
 def edit_message(
     m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.EditMessageParams
 ) -> Any:
-    return protocol.wire_message(m.edit_message(ls.key(p), *protocol.edit_args(p)))
+    row, edit = protocol.edit_args(p)
+    return protocol.wire_message(m.edit_message(ls.key(p), row, edit, protocol.expected_last(p)))
 
 
 def fork(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ForkParams) -> Any:

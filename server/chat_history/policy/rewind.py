@@ -124,16 +124,38 @@ def edited_content(row: Message, content: str, max_tool_result_chars: int) -> st
 # --- fork ----------------------------------------------------------------------------------------
 
 
+def fork_end(rows: Sequence[StoredMessage], through_id: int) -> int:
+    """The id ``fork`` copies through when asked for ``through_id`` (protocol.md "Version 3"):
+    a row inside a tool exchange (a call at or before it answered after it) takes the copy
+    through the last of those answers, so the copy never holds a call without its result.
+    ``rows``: the rows around ``through_id`` (its turn is enough: answers join their call's
+    turn), in order."""
+    calls = {
+        call.id
+        for row in rows
+        if row.id <= through_id and row.role == "assistant"
+        for call in row.tool_calls
+    }
+    answers = [
+        row.id
+        for row in rows
+        if row.id > through_id and row.role == "tool" and row.tool_call_id in calls
+    ]
+    return max(answers, default=through_id)
+
+
 def fork_rows(rows: Sequence[R], through_id: int | None) -> tuple[R, ...]:
-    """The rows ``fork`` copies, in order: those with id ≤ ``throughId`` (default: all). A source
-    without rows is InvalidParams ``conversationId``; a ``throughId`` that is not a row of the
-    source is InvalidParams ``throughId``."""
+    """The rows ``fork`` copies, in order: those through ``throughId`` (default: all), carried
+    through the answers of a tool exchange it falls inside (``fork_end``). A source without rows
+    is InvalidParams ``conversationId``; a ``throughId`` that is not a row of the source is
+    InvalidParams ``throughId``."""
     if not rows:
         raise InvalidParams("conversationId", "has no messages to fork")
     if through_id is None:
         return tuple(rows)
     row_by_id(rows, through_id, "throughId")
-    return tuple(row for row in rows if row.id <= through_id)
+    end = fork_end(rows, through_id)
+    return tuple(row for row in rows if row.id <= end)
 
 
 def fork_summary_cover(
