@@ -7,7 +7,7 @@
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import * as vscode from "vscode";
-import { ConversationChangedError } from "chat-history-client";
+import { ConversationChangedError, InvalidParamsError } from "chat-history-client";
 import type { ChangedNotification, ChatHistoryClient, CompactionProposal, ConversationInfo, ToolCall, TrimmedNotification } from "chat-history-client";
 import { startChatHistoryServer, type ChatHistoryServer } from "chat-history-client/vscode";
 import { InterruptedReply, runTurn, summarize, type TurnEvent } from "./chat";
@@ -330,9 +330,29 @@ class ChatPanel {
     if (id === this.state.conversationId) this.update(S.pageLoaded(this.state, page, true));
   }
 
-  /** The newest stored row this panel shows: a rewind is made only while it is still the newest. */
-  private expectedLastId(): { expectedLastId: number | null } | Record<string, never> {
-    return this.protocolVersion() >= 2 ? { expectedLastId: S.newestId(this.state) } : {};
+  /** The server takes `expectedLastId` (version 3); one from before refuses the field. */
+  private expectedLastIdKnown = true;
+
+  /**
+   * A rewind (truncate, deleteTurns, editMessage) made only while the newest stored row is the
+   * one this panel shows (`expectedLastId`). Undefined when the view was stale: the server
+   * changed nothing (1003), and the panel reloads and says so. A server from before version 3
+   * gets the request without the field.
+   */
+  private async guarded<T>(run: (expected: { expectedLastId?: number | null }) => Promise<T>): Promise<T | undefined> {
+    try {
+      return await run(this.expectedLastIdKnown ? { expectedLastId: S.newestId(this.state) } : {});
+    } catch (error) {
+      if (error instanceof ConversationChangedError) {
+        await this.changedElsewhere();
+        return undefined;
+      }
+      if (this.expectedLastIdKnown && error instanceof InvalidParamsError && error.message.includes("expectedLastId")) {
+        this.expectedLastIdKnown = false;
+        return run({});
+      }
+      throw error;
+    }
   }
 
   onTrimmed(event: TrimmedNotification): void {
@@ -538,12 +558,9 @@ class ChatPanel {
     const rewind = S.rewindFor(this.state, key, kind, text);
     if (rewind === null) return;
     const conversationId = this.state.conversationId;
-    try {
-      await (await this.client()).truncate({ conversationId, fromId: rewind.fromId, ...this.expectedLastId() });
-    } catch (error) {
-      if (error instanceof ConversationChangedError) return this.changedElsewhere();
-      throw error;
-    }
+    const client = await this.client();
+    const done = await this.guarded((expected) => client.truncate({ conversationId, fromId: rewind.fromId, ...expected }));
+    if (done === undefined) return;
     this.update(S.truncated(this.state, rewind.fromId));
     await this.send(rewind.prompt, rewind.promptStored);
   }
@@ -561,12 +578,9 @@ class ChatPanel {
         return this.rewind(key, action);
       case "deleteExchange": {
         if (target.turn === null || this.state.busy) return;
-        try {
-          await client.deleteTurns({ conversationId, turns: [target.turn], ...this.expectedLastId() });
-        } catch (error) {
-          if (error instanceof ConversationChangedError) return this.changedElsewhere();
-          throw error;
-        }
+        const turn = target.turn;
+        const done = await this.guarded((expected) => client.deleteTurns({ conversationId, turns: [turn], ...expected }));
+        if (done === undefined) return;
         this.update(S.turnsDeleted(this.state, [target.turn]));
         // The first turn's prompt is the automatic title: the panel's tab and the list follow.
         await this.refreshTitle();
@@ -585,13 +599,9 @@ class ChatPanel {
           void vscode.window.showInformationMessage("That text is not in this message; nothing changed.");
           return;
         }
-        let row;
-        try {
-          row = await client.editMessage({ conversationId, id: target.id, content, ...this.expectedLastId() });
-        } catch (error) {
-          if (error instanceof ConversationChangedError) return this.changedElsewhere();
-          throw error;
-        }
+        const id = target.id;
+        const row = await this.guarded((expected) => client.editMessage({ conversationId, id, content, ...expected }));
+        if (row === undefined) return;
         this.update(S.rowEdited(this.state, row));
         // A redacted first prompt is the automatic title: header, tab and list show it redacted.
         await this.refreshTitle();
