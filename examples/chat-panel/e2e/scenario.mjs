@@ -264,6 +264,20 @@ async function answerInputBox(value) {
   await page.locator(".quick-input-widget").waitFor({ state: "hidden" });
 }
 
+/**
+ * The input of setting `key` in the Settings UI after searching for it: the top result, once its
+ * label is the key's (the search may also list fuzzy matches, such as a terminal setting).
+ */
+async function settingInput(key) {
+  const last = key.split(".").pop().replace(/([a-z])([A-Z])/g, "$1 $2");
+  const label = last[0].toUpperCase() + last.slice(1);
+  const top = page.locator(".settings-editor .setting-item-contents").first();
+  await top.locator(".setting-item-label", { hasText: label }).waitFor({ state: "visible" });
+  const input = top.locator("input").first();
+  await input.waitFor({ state: "visible" });
+  return input;
+}
+
 /** Sets a number setting in the Settings UI (as a person does) and waits until settings.json has it. */
 async function setInSettingsUI(key, value) {
   await runCommand("Preferences: Open User Settings");
@@ -271,9 +285,7 @@ async function setInSettingsUI(key, value) {
   await sleep(500);
   await page.keyboard.press("Control+A");
   await page.keyboard.type(key);
-  const input = page.locator('.settings-editor .setting-item-number input, .settings-editor .setting-item-contents input[type="number"]').first();
-  await input.waitFor({ state: "visible" });
-  await page.locator(".settings-editor .settings-count-widget", { hasText: "1 Setting Found" }).waitFor();
+  const input = await settingInput(key);
   await input.fill(String(value));
   await input.press("Tab");
   const pattern = new RegExp(`"${key.replace(/\./g, "\\.")}": ${String(value).replace(/\./g, "\\.")}\\b`);
@@ -712,6 +724,8 @@ try {
     assert.equal(await frame.locator("article.msg.role-user.failed").count(), 1, "the prompt is marked failed");
     await shot("22-stream-cut", { editorOnly: true });
     await clickNoticeAction(frame, "Retry");
+    // The interrupted bubble goes as the retry starts (until then the old view looks finished).
+    await frame.waitForFunction(() => document.querySelectorAll("article.msg.interrupted").length === 0);
     await waitTurn(frame, cutPrompt);
     assert.deepEqual(await userTexts(frame), [cutPrompt], "the prompt is stored once");
     assert.equal(await frame.locator("article.msg.interrupted").count(), 0);
@@ -833,9 +847,8 @@ try {
     await sleep(500);
     await page.keyboard.press("Control+A");
     await page.keyboard.type("chatHistory.maxTokens");
-    await page.locator(".settings-editor .settings-count-widget", { hasText: "1 Setting Found" }).waitFor();
-    const input = page.locator('.settings-editor .setting-item-number input, .settings-editor .setting-item-contents input[type="number"]').first();
-    await input.waitFor({ state: "visible" });
+    const input = await settingInput("chatHistory.maxTokens");
+    assert.match(await page.locator(".settings-editor .setting-item-contents").first().innerText(), /Token cap for a stored conversation/);
     assert.equal(await input.inputValue(), "4000000");
     await shot("30-panel-defaults");
   });
