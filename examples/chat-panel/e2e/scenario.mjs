@@ -841,6 +841,30 @@ try {
     await context2.close();
   });
 
+  await step("a 20,000-character prompt shows collapsed with Show more; Stop cancels the running reply and stores nothing of it", async () => {
+    await runCommand("Chat Panel: New Chat");
+    frame = await chatFrame();
+    const long = `[slow] ${"x".repeat(20_000)}`;
+    await frame.fill("#prompt", long);
+    await frame.press("#prompt", "Enter");
+    const user = frame.locator("article.role-user").last();
+    await user.locator("button.show-more").waitFor();
+    assert.ok((await user.locator(".plain").innerText()).length < 1_500, "collapsed");
+    await frame.locator("#stop").waitFor({ state: "visible" });
+    await frame.waitForFunction(() => (document.querySelector("article.msg.streaming .body")?.textContent ?? "").includes("word word"));
+    await shot("31-long-prompt-streaming", { editorOnly: true });
+    await frame.locator("#stop").click();
+    await noticeShown(frame, /You stopped the reply\. Nothing of it was stored\./);
+    await frame.waitForFunction(() => !document.body.classList.contains("busy"));
+    assert.equal(await frame.locator("#stop").isVisible(), false);
+    assert.equal(await frame.locator("article.msg.interrupted").count(), 1);
+    // Only the prompt is stored: the list says so, in the singular.
+    await waitFor("the list to show the stopped chat", async () => /1 message ·/.test(await listRow("[slow]").innerText().catch(() => "")));
+    await user.locator("button.show-more").click();
+    assert.equal((await frame.locator("article.role-user").last().locator(".plain").innerText()).length, long.length, "expanded");
+    await shot("32-stopped", { editorOnly: true });
+  });
+
   await step("the panel's own retention defaults (maxTokens 4,000,000) show in the Settings UI", async () => {
     await runCommand("Preferences: Open User Settings");
     await page.locator(".settings-editor .suggest-input-container").first().waitFor({ state: "visible" });

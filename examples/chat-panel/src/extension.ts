@@ -53,8 +53,8 @@ class ConversationItem extends vscode.TreeItem {
     const title = S.titleOf(info);
     super(title, vscode.TreeItemCollapsibleState.None);
     this.id = info.conversationId;
-    this.description = `${info.messageCount} messages · ${new Date(info.lastActivity ?? info.createdAt ?? 0).toLocaleString()}`;
-    this.tooltip = `${title}\n${info.conversationId}\n${info.messageCount} messages, ~${info.tokens} tokens`;
+    this.description = `${S.plural(info.messageCount, "message")} · ${new Date(info.lastActivity ?? info.createdAt ?? 0).toLocaleString()}`;
+    this.tooltip = `${title}\n${info.conversationId}\n${S.plural(info.messageCount, "message")}, ~${S.plural(info.tokens, "token")}`;
     this.contextValue = "conversation";
     this.iconPath = new vscode.ThemeIcon("comment-discussion");
     this.command = { command: "chatPanel.openConversation", title: "Open", arguments: [info.conversationId] };

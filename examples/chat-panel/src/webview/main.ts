@@ -139,7 +139,7 @@ function renderMessage(message: MessageView): HTMLElement {
   if (message.role === "assistant") renderBlocks(parseMarkdown(message.content), body);
   else renderPlain(message, body);
   if (message.interrupted) article.append(el("div", "mark", "Interrupted: not stored (Keep or Retry in the notice above)"));
-  if (message.failed) article.append(el("div", "mark", "No reply: this turn failed (Retry in the notice above)"));
+  if (message.failed) article.append(el("div", "mark", "No reply stored for this prompt (Retry in the notice above)"));
   for (const call of message.toolCalls) {
     const details = article.appendChild(el("details", "tool-call"));
     const summary = details.appendChild(el("summary"));
