@@ -161,3 +161,54 @@ def test_a_stale_rewind_changes_nothing(tmp_path: Path) -> None:
         mine.delete_turns(Key(W, "c"), [1], ExpectedLast(None))
     mine.truncate(Key(W, "c"), newest, ExpectedLast(newest))
     assert len(mine.get(Key(W, "c")).messages) == 3
+
+
+def test_each_kind_of_change_by_another_process_is_told_with_its_reason(tmp_path: Path) -> None:
+    """Every write a client or retention makes, one at a time, through a second store on the
+    same file, is found by the watch with the reason of the wire."""
+    from chat_history.conversations import ConversationUpdate, MessageEdit
+
+    _, other, watch = managers(tmp_path)
+    key = Key(W, "c")
+    clock = iter(range(1_000_000, 2_000_000, 1_000))
+    other._clock = lambda: next(clock)  # each write at its own millisecond
+    first = say(other, "c", "one")
+    last = say(other, "c", "two")
+    watch.poll()
+    steps: list[tuple[str, object]] = [
+        ("append", lambda: say(other, "c", "three")),
+        ("edit", lambda: other.edit_message(key, first, MessageEdit(content="edited text"))),
+        ("edit", lambda: other.edit_message(key, first, MessageEdit(metadata={"k": 1}))),
+        ("summary", lambda: other.save_summary(key, "a summary", first)),
+        ("summary", lambda: other.delete_summary(key)),
+        (
+            "title",
+            lambda: other.update_conversation(
+                key, ConversationUpdate(set_title=True, title="Named")
+            ),
+        ),
+        ("title", lambda: other.update_conversation(key, ConversationUpdate(metadata={"m": 2}))),
+        ("delete", lambda: other.truncate(key, last + 1)),
+        ("delete", lambda: other.delete_turns(key, [1])),
+        ("clear", lambda: other.clear(key)),
+    ]
+    for reason_, change in steps:
+        change()  # type: ignore[operator]
+        found = watch.poll()
+        assert [c.reason for c in found] == [reason_], (reason_, found)
+        rows = other.get(key).messages
+        assert found[0].last_id == (rows[-1].id if rows else None)
+
+
+def test_retention_by_another_process_is_told_as_retention(tmp_path: Path) -> None:
+    settings = attrs.evolve(default_settings(), max_messages=2)
+    _, other, watch = managers(tmp_path)
+    for n in range(3):
+        say(other, "c", str(n))
+    watch.poll()
+    pruning = ChatHistoryManager(Store(tmp_path), settings)
+    pruning.retain(Key(W, "c"))
+    assert [c.reason for c in watch.poll()] == ["retention"]
+    # An append that retention trimmed in the same write took the oldest rows: retention too.
+    pruning.append(Key(W, "c"), [Message(role="user", content="more")])
+    assert [c.reason for c in watch.poll()] == ["retention"]
