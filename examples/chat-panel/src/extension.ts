@@ -226,13 +226,14 @@ class ChatPanel {
 
   /**
    * The open conversation as stored now (after another window changed it, or a stale rewind was
-   * refused): as many of the newest rows as are shown (at least a page), replacing them in place,
-   * with its title and summary.
+   * refused): the rows from the oldest one shown on, replacing them in place, with its title and
+   * summary.
    */
   private async reload(): Promise<void> {
     const id = this.state.conversationId;
     const shown = this.state.messages.filter((m) => m.id !== null).length;
-    const page = await (await this.client()).get({ conversationId: id, limit: Math.max(this.pageSize(), shown) });
+    // Enough to reach back to the oldest row shown, with room for what was added since.
+    const page = await (await this.client()).get({ conversationId: id, limit: Math.min(10_000, shown + this.pageSize()) });
     if (id !== this.state.conversationId) return;
     this.update(S.reloaded(this.state, page));
     await this.refreshTitle().catch(() => undefined);

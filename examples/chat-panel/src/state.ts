@@ -159,9 +159,14 @@ export function newestId(state: PanelState): number | null {
  */
 export function reloaded(state: PanelState, page: { messages: StoredMessage[]; hasMore: boolean }): PanelState {
   const local = state.messages.filter((m) => m.id === null);
-  const stored = page.messages.map(fromStored);
+  // The rows from the oldest one shown on: the list starts where it started (the scroll position
+  // holds), and older rows stay a scroll away.
+  const oldest = oldestId(state);
+  const kept = oldest === null ? page.messages : page.messages.filter((row) => row.id >= oldest);
+  const hasMore = page.hasMore || kept.length < page.messages.length;
+  const stored = kept.map(fromStored);
   const retry = state.retry !== null && state.retry.promptId !== null && !stored.some((m) => m.id === state.retry!.promptId) ? null : state.retry;
-  return { ...state, messages: [...stored, ...local], hasMore: page.hasMore, loadingOlder: false, retry };
+  return { ...state, messages: [...stored, ...local], hasMore, loadingOlder: false, retry };
 }
 
 /** The id to pass as `beforeId` for the next older page, or null when nothing is loaded. */

@@ -393,3 +393,11 @@ test("one sample is not samples", () => {
   const state = S.prepared(S.emptyState("c1"), { estimatedTokens: 10, budget: 100, contextWindow: null, calibration: { factor: 1, samples: 1 } });
   assert.match(S.viewOf(state).meter!.detail, /\(1 sample\)/);
 });
+
+test("a reload keeps the list starting at the oldest row shown (the scroll position holds)", () => {
+  let state = S.pageLoaded(S.emptyState("c1"), { messages: [row("user", "a", { id: 5 }), row("assistant", "b", { id: 6 })], hasMore: true }, false);
+  const page = [row("user", "old", { id: 3 }), row("assistant", "old", { id: 4 }), row("user", "a", { id: 5 }), row("assistant", "b", { id: 6 }), row("user", "c", { id: 9 })];
+  state = S.reloaded(state, { messages: page, hasMore: false });
+  assert.deepEqual(state.messages.map((m) => m.id), [5, 6, 9]);
+  assert.equal(state.hasMore, true, "the older rows are a scroll away");
+});
