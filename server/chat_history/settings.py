@@ -13,7 +13,6 @@ from typing import Any, Literal
 import attrs
 
 from chat_history.errors import REDACTED, is_secret_key, shown
-from chat_history.protocol import empty_object
 
 SECTION = "chatHistory"
 PROVIDER_KINDS: tuple[str, ...] = (
@@ -29,6 +28,12 @@ PROVIDER_KINDS: tuple[str, ...] = (
 PRESET_TOOL_CONTEXT_TURNS = {"default": 2, "localModel": 1, "unbounded": 8}
 
 Preset = Literal["default", "localModel", "unbounded"]
+
+
+def empty_object(value: Any) -> Any:
+    """``[]`` where an object is expected means ``{}``: Lua clients (Neovim) encode an empty
+    table as ``[]``. A non-empty array is left as is, to be refused by name."""
+    return {} if isinstance(value, list) and not value else value
 
 
 @cache

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from chat_history.errors import InvalidParams
 from chat_history.model import Attachment, Message, ToolCall, ToolSpec
-from chat_history.protocol import (
+from chat_history.wire.protocol import (
     MAX_MESSAGES,
     AppendParams,
     FormatParams,
@@ -455,8 +455,8 @@ def test_check_id_and_text() -> None:
 def test_a_model_name_that_is_not_valid_unicode_is_refused_naming_model() -> None:
     """The model keys the calibration table: a lone surrogate cannot be stored (found by the
     hostile fuzzing of prepare once calibration landed)."""
-    from chat_history import protocol
     from chat_history.errors import InvalidParams
+    from chat_history.wire import protocol
 
     for params_cls, translate in (
         (protocol.PrepareParams, protocol.prepare_options),

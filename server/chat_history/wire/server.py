@@ -25,8 +25,7 @@ from pygls.protocol import (
     lsp_method,
 )
 
-from chat_history import __version__, frames, framing, lsp_adapter, protocol
-from chat_history.barrier import BOUND_SECONDS, SettingsBarrier
+from chat_history import __version__
 from chat_history.errors import ContextOverflow, InvalidParams, StorageError
 from chat_history.manager import ChatHistoryManager
 from chat_history.model import Trimmed
@@ -39,6 +38,8 @@ from chat_history.settings import (
     load_settings,
 )
 from chat_history.store import Key, Store
+from chat_history.wire import frames, framing, lsp_adapter, protocol
+from chat_history.wire.barrier import BOUND_SECONDS, SettingsBarrier
 
 log = logging.getLogger("chat_history")
 PROTOCOL_VERSION = 2

@@ -16,19 +16,10 @@ from typing import Any
 
 import attrs
 
-from chat_history import __version__, protocol
-from chat_history.errors import InvalidParams, StorageError
-from chat_history.manager import ChatHistoryManager
-from chat_history.model import ROLES
-from chat_history.paths import STORAGE_ENV, default_storage_folder
-from chat_history.progress import Progress
-from chat_history.render import conversations_table, history_text, prune_text, search_text, when
-from chat_history.settings import SECTION, Settings, default_settings, load_settings
-from chat_history.settings_file import SettingsFileError, read_settings_file
-from chat_history.storage_retention import PruneRun, tally
-from chat_history.store import ConversationRecord, Key
-from chat_history.store.schema import DATABASE_FILE
-from chat_history.transfer import (
+from chat_history import __version__
+from chat_history.cli.progress import Progress
+from chat_history.cli.render import conversations_table, history_text, prune_text, search_text, when
+from chat_history.cli.transfer import (
     ConversationImport,
     ImportFileError,
     conversation_lines,
@@ -36,6 +27,16 @@ from chat_history.transfer import (
     header_line,
     read_import,
 )
+from chat_history.errors import InvalidParams, StorageError
+from chat_history.manager import ChatHistoryManager
+from chat_history.model import ROLES
+from chat_history.paths import STORAGE_ENV, default_storage_folder
+from chat_history.settings import SECTION, Settings, default_settings, load_settings
+from chat_history.settings_file import SettingsFileError, read_settings_file
+from chat_history.storage_retention import PruneRun, tally
+from chat_history.store import ConversationRecord, Key
+from chat_history.store.schema import DATABASE_FILE
+from chat_history.wire import protocol
 
 EXIT_FAILURE = 1  # missing database or conversation, a bad import file, a bad settings file
 EXIT_USAGE = 2  # bad arguments (argparse's own status)

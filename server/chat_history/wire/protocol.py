@@ -18,7 +18,7 @@ from cattrs.cols import list_structure_factory
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, override
 
-from chat_history import frames
+from chat_history.conversations import ConversationUpdate, MessageEdit
 from chat_history.errors import InvalidParams, quoted
 from chat_history.model import (
     MAX_JSON_DEPTH,
@@ -37,10 +37,13 @@ from chat_history.policy.cursor import CursorPosition, decode_cursor
 from chat_history.policy.rewind import check_turns
 from chat_history.policy.search import check_query
 from chat_history.policy.search_rank import SearchScope
+from chat_history.settings import empty_object
+from chat_history.wire import frames
 
 if TYPE_CHECKING:  # the manager's result types, translated below (no import at run time)
-    from chat_history.conversations import ConversationPage, ConversationUpdate, MessageEdit
-    from chat_history.manager import AppendResult, GetResult, PrepareOptions, SearchResult
+    from chat_history.conversations import ConversationPage
+    from chat_history.manager import AppendResult, GetResult, SearchResult
+    from chat_history.preparation import PrepareOptions
     from chat_history.store import ConversationRecord, DatabaseStats
 
 # Limits (README "Limits"): large enough for real chats, small enough that no request can
@@ -231,12 +234,6 @@ def _json_type(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
-
-
-def empty_object(value: Any) -> Any:
-    """``[]`` where an object is expected means ``{}``: Lua clients (Neovim) encode an empty
-    table as ``[]``. A non-empty array is left as is, to be refused by name."""
-    return {} if isinstance(value, list) and not value else value
 
 
 def _object(value: Any, _: Any) -> dict[str, Any]:
@@ -620,7 +617,7 @@ def model_arg(model: str | None) -> str | None:
 
 def prepare_options(params: PrepareParams) -> PrepareOptions:
     """``chatHistory/prepare``'s options, range-checked."""
-    from chat_history.manager import PrepareOptions
+    from chat_history.preparation import PrepareOptions  # lazily: it loads every provider
 
     return PrepareOptions(
         provider=params.provider,
@@ -792,8 +789,6 @@ def list_args(
 def update_args(params: UpdateConversationParams) -> ConversationUpdate:
     """``updateConversation``'s change: a title of 1-200 code points or null, an object of
     metadata."""
-    from chat_history.conversations import ConversationUpdate
-
     title = params.title
     set_title = title is not ABSENT
     if set_title and title is not None:
@@ -826,8 +821,6 @@ def turns_arg(params: DeleteTurnsParams) -> list[int]:
 
 def edit_args(params: EditMessageParams) -> tuple[int, MessageEdit]:
     """``editMessage``'s (id, what it replaces), checked as ``append`` checks a message."""
-    from chat_history.conversations import MessageEdit
-
     content = params.content
     if content is not None:
         check_text(content, "content", MAX_CONTENT_CHARS)
