@@ -27,7 +27,7 @@ from chat_history.conversations import (
     TruncateResult,
 )
 from chat_history.errors import InvalidParams
-from chat_history.model import Key, Message, PruneReport, StoredMessage, Summary, ToolSpec, Trimmed
+from chat_history.model import Key, Message, PruneReport, StoredMessage, Summary, Trimmed
 from chat_history.policy.calibration import Calibration
 from chat_history.policy.cursor import CursorPosition
 from chat_history.policy.imports import covered_id, match_stored
@@ -193,16 +193,14 @@ class ChatHistoryManager:
         key: Key,
         provider: str | None = None,
         model: str | None = None,
-        tools: Sequence[ToolSpec] | None = None,
     ) -> ProviderRequest:
         """The whole history after retention as the body of ``provider`` (the active one when
-        None) for ``model``; ``tools`` is accepted for symmetry with ``prepare``.
+        None) for ``model``.
         Raises InvalidParams (an unknown provider), StorageError."""
         from chat_history.policy.budget import resolve_route
         from chat_history.preparation import ProviderRequest
         from chat_history.providers import format_body
 
-        del tools  # accepted for symmetry with prepare; format sends the whole history
         route = resolve_route(provider or self.settings.active_provider, model, self.settings)
         rows, _ = self.history(key)
         return ProviderRequest(
@@ -260,7 +258,7 @@ class ChatHistoryManager:
     def save_summary(self, key: Key, summary: str, covers_through_id: int | None = None) -> Summary:
         """Save (or replace) the conversation's summary, stamped now; ``covers_through_id`` is
         the newest row it covers and must be a row of the conversation. Returns the saved
-        summary. Raises InvalidParams ``coversThroughId`` (then nothing changed), StorageError."""
+        summary. Raises InvalidParams ``covers_through_id`` (then nothing changed), StorageError."""
         with self._lock:
             saved = Summary(
                 summary=summary, updated_at=self._clock(), covers_through_id=covers_through_id
@@ -268,7 +266,7 @@ class ChatHistoryManager:
             with self.store.write() as tx:
                 if covers_through_id is not None and not tx.has_row(key, covers_through_id):
                     raise InvalidParams(
-                        "coversThroughId",
+                        "covers_through_id",
                         f"{covers_through_id} is not a row of this conversation",
                     )
                 replaced = conversations.save_summary(tx, key, saved)
@@ -327,7 +325,7 @@ class ChatHistoryManager:
 
     def truncate(self, key: Key, from_id: int) -> TruncateResult:
         """Delete row ``from_id`` and every later row (and a summary covering them).
-        Raises InvalidParams ``fromId``, StorageError."""
+        Raises InvalidParams ``from_id``, StorageError."""
         with self._lock:
             with self.store.write() as tx:
                 result = conversations.truncate(tx, key, from_id, self._clock())
@@ -364,7 +362,7 @@ class ChatHistoryManager:
 
     def fork(self, key: Key, target: Key, through_id: int | None = None) -> ConversationInfo:
         """Copy the conversation through ``through_id`` (default: all) into ``target``.
-        Raises InvalidParams ``newConversationId``/``conversationId``/``throughId``."""
+        Raises InvalidParams ``new_conversation_id``/``conversation_id``/``through_id``."""
         with self._lock, self.store.write() as tx:
             return conversations.fork(tx, key, target, through_id, self._clock())
 
@@ -483,6 +481,7 @@ class ChatHistoryManager:
         *,
         max_tool_result_chars: int,
         now: int,
+        first_index: int = 0,
     ) -> tuple[list[StoredMessage], ConversationTotals]:
         """The recording rules (turns, tool rows answering calls) and the insert; returns the
         stored rows and the conversation's new totals. Rows without a timestamp get ``now``."""
@@ -496,6 +495,7 @@ class ChatHistoryManager:
             current_turn_rows=current,
             messages=messages,
             max_tool_result_chars=max_tool_result_chars,
+            first_index=first_index,
         )
         stored, after = tx.insert(
             key, [(p.message, p.turn, stored_tokens(p.message)) for p in planned], totals, now
@@ -561,16 +561,13 @@ class ChatHistoryManager:
         """Record the ``new`` messages of an import (those after the ``skipped`` ones)."""
         # An import is not activity: the conversation was last active at its newest row.
         newest = max(m.timestamp or 0 for m in new)
-        try:
-            inserted, _ = self._record_in(
-                tx,
-                key,
-                totals,
-                new,
-                max_tool_result_chars=0,
-                now=max(newest, totals.last_activity if totals else 0),
-            )
-        except InvalidParams as exc:  # name the row among ``messages``, not ``new``
-            index, _, rest = exc.field.removeprefix("messages[").partition("]")
-            raise InvalidParams(f"messages[{int(index) + skipped}]{rest}", exc.why) from None
+        inserted, _ = self._record_in(
+            tx,
+            key,
+            totals,
+            new,
+            max_tool_result_chars=0,
+            now=max(newest, totals.last_activity if totals else 0),
+            first_index=skipped,
+        )
         return inserted

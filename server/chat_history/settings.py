@@ -15,16 +15,6 @@ import attrs
 from chat_history.errors import REDACTED, is_secret_key, shown
 
 SECTION = "chatHistory"
-PROVIDER_KINDS: tuple[str, ...] = (
-    "openai",
-    "openai-responses",
-    "anthropic",
-    "gemini",
-    "ollama",
-    "mistral",
-    "bedrock",
-    "cohere",
-)
 PRESET_TOOL_CONTEXT_TURNS = {"default": 2, "localModel": 1, "unbounded": 8}
 
 Preset = Literal["default", "localModel", "unbounded"]
@@ -50,6 +40,16 @@ def schema() -> dict[str, Any]:
 def properties() -> dict[str, dict[str, Any]]:
     props: dict[str, dict[str, Any]] = schema()["properties"]
     return props
+
+
+def _provider_kinds() -> tuple[str, ...]:
+    alias = properties()[f"{SECTION}.providers"]["additionalProperties"]
+    return tuple(alias["properties"]["provider"]["enum"])
+
+
+#: The provider kinds, in the schema's order: the ``provider`` enum of an alias in
+#: settings.schema.json, the one list (``providers.registry`` has one formatter per kind).
+PROVIDER_KINDS: tuple[str, ...] = _provider_kinds()
 
 
 @attrs.frozen(kw_only=True)

@@ -245,7 +245,7 @@ class ConversationsMachine(RuleBasedStateMachine):
         if self.model[target].exists or not src.rows:
             with pytest.raises(InvalidParams) as caught:
                 self.manager.fork(source, target, through)
-            field = "newConversationId" if self.model[target].exists else "conversationId"
+            field = "new_conversation_id" if self.model[target].exists else "conversation_id"
             assert caught.value.field == field
             return
         info = self.manager.fork(source, target, through)

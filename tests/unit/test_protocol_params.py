@@ -471,3 +471,26 @@ def test_a_model_name_that_is_not_valid_unicode_is_refused_naming_model() -> Non
             assert exc.field == "model"
         else:
             raise AssertionError(f"{params_cls.__name__} accepted a lone surrogate")
+
+
+@pytest.mark.parametrize(
+    ("domain", "wire_path"),
+    [
+        ("messages[3].tool_call_id", "messages[3].toolCallId"),
+        ("through_id", "throughId"),
+        ("covers_through_id", "coversThroughId"),
+        ("new_conversation_id", "newConversationId"),
+        ("keep_tool_context_turns", "keepToolContextTurns"),
+        ("turns[2]", "turns[2]"),
+        ("messages[0].toolCallId", "messages[0].toolCallId"),  # a wire path stays as it is
+        ("provider", "provider"),
+        ("", ""),
+    ],
+)
+def test_a_domain_field_id_is_named_by_its_wire_path(domain: str, wire_path: str) -> None:
+    from chat_history.wire import protocol
+
+    assert protocol.wire_field(domain) == wire_path
+    message, data = protocol.wire_error(InvalidParams(domain, "is wrong"))
+    assert data == {"field": wire_path}
+    assert message == (f"{wire_path}: is wrong" if wire_path else "is wrong")

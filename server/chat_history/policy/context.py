@@ -106,14 +106,6 @@ class Prepared:
     compaction: Proposal | None
 
 
-def breadcrumb_row(summary: str | None = None) -> Message:
-    """The context note of a request that dropped turns, with no summary standing in: the
-    breadcrumb line, then a non-blank ``summary`` (one without ``coversThroughId``)."""
-    note = context_note(summary, has_coverage=False, stands_in=False, dropped=True)
-    assert note is not None
-    return note
-
-
 def collapsed_exchange_row(calls: int) -> Message:
     return Message(role="assistant", content=COLLAPSED_EXCHANGE.format(n=calls))
 
@@ -534,11 +526,11 @@ def prepare_rows(rows: Sequence[Message], options: RequestOptions) -> Prepared:
 def _request(options: RequestOptions) -> _Request:
     """Check the options and work out what every step needs; the omitted turns must have been
     left out for this summary's coverage."""
-    _check_non_negative("extraTokens", options.extra_tokens)
+    _check_non_negative("extra_tokens", options.extra_tokens)
     keep = options.keep_tool_context_turns
     if keep is None:
         keep = options.settings.tool_context_turns()
-    _check_non_negative("keepToolContextTurns", keep)
+    _check_non_negative("keep_tool_context_turns", keep)
     tools = options.tools
     text, covers_through_id = _summary_parts(options.summary)
     omitted = options.omitted

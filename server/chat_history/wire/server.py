@@ -59,16 +59,14 @@ class StorageFailure(JsonRpcException):
 
 def to_jsonrpc(exc: Exception) -> JsonRpcException:
     """The one mapping of domain errors to JSON-RPC error codes (protocol.md, Errors)."""
+    if not isinstance(exc, InvalidParams | ContextOverflow | StorageError):
+        raise exc
+    message, data = protocol.wire_error(exc)
     if isinstance(exc, InvalidParams):
-        return JsonRpcInvalidParams(message=str(exc), data={"field": exc.field})
+        return JsonRpcInvalidParams(message=message, data=data)
     if isinstance(exc, ContextOverflow):
-        return ContextOverflowError(
-            message=str(exc),
-            data={"estimatedTokens": exc.estimated_tokens, "contextWindow": exc.context_window},
-        )
-    if isinstance(exc, StorageError):
-        return StorageFailure(message=str(exc), data={"reason": exc.reason})
-    raise exc
+        return ContextOverflowError(message=message, data=data)
+    return StorageFailure(message=message, data=data)
 
 
 #: the converter pygls uses (tests share it)
@@ -87,12 +85,7 @@ class ChatHistoryProtocol(lsp_adapter.AdaptedProtocol):
         # Only what this server has: pygls would advertise text document sync, commands and
         # workspace folder notifications from its defaults, and editors would send that traffic.
         self.server_capabilities = result.capabilities = types.ServerCapabilities(
-            experimental={
-                "chatHistory": {
-                    "protocolVersion": PROTOCOL_VERSION,
-                    "providers": list(PROVIDER_KINDS),
-                }
-            }
+            experimental=protocol.capabilities(PROTOCOL_VERSION, PROVIDER_KINDS)
         )
         return result
 
@@ -442,7 +435,7 @@ def get(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.GetParams) -> 
 
 
 def format_(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.FormatParams) -> Any:
-    return protocol.wire(m.format(ls.key(p), p.provider, p.model, protocol.to_tools(p.tools)))
+    return protocol.wire(m.format(ls.key(p), *protocol.format_args(p)))
 
 
 def prepare(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.PrepareParams) -> Any:
@@ -501,7 +494,7 @@ def fork(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ForkParams) -
 
 
 def delete_summary(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.KeyParams) -> Any:
-    return {"deleted": m.delete_summary(ls.key(p))}
+    return protocol.wire_deleted(m.delete_summary(ls.key(p)))
 
 
 def search(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.SearchParams) -> Any:
