@@ -472,18 +472,7 @@ def prepare_rows(rows: Sequence[Message], options: RequestOptions) -> Prepared:
     covered = _covered_turns(turns, request)
     compacted_turns = request.pre_covered.turns + covered.turns
     all_units = _sent_units(turns, covered.turns, request)
-    stands_in = compacted_turns > 0 or precedes(
-        request.covers_through_id, _oldest_spoken(rows, options.omitted, request)
-    )
-    note, dropped_note = (
-        context_note(
-            request.text,
-            has_coverage=request.covers_through_id is not None,
-            stands_in=stands_in,
-            dropped=dropped,
-        )
-        for dropped in (False, True)
-    )
+    note, dropped_note = _notes(rows, options, request, compacted_turns)
     system_block = [*segmented.leading_system, *covered.moved_system]
     window = _Window(
         system_block,
@@ -521,6 +510,25 @@ def prepare_rows(rows: Sequence[Message], options: RequestOptions) -> Prepared:
         compacted_messages=request.pre_covered.spoken_rows + covered.messages,
         compaction=proposal,
     )
+
+
+def _notes(
+    rows: Sequence[Message], options: RequestOptions, request: _Request, compacted_turns: int
+) -> tuple[Message | None, Message | None]:
+    """The context note the request sends when no turn is dropped, and when some are."""
+    stands_in = compacted_turns > 0 or precedes(
+        request.covers_through_id, _oldest_spoken(rows, options.omitted, request)
+    )
+    kept, dropped = (
+        context_note(
+            request.text,
+            has_coverage=request.covers_through_id is not None,
+            stands_in=stands_in,
+            dropped=dropped,
+        )
+        for dropped in (False, True)
+    )
+    return kept, dropped
 
 
 def _request(options: RequestOptions) -> _Request:
