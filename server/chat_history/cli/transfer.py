@@ -1,6 +1,8 @@
 """The JSONL file of ``chat-history export`` / ``import`` (docs-cli.md, "Export format"): one JSON
 object a line; messages in protocol.md's wire shape without the database's ``id``, ``turn`` and
-``tokens``, so that the same validation as ``chatHistory/append`` reads them back."""
+``tokens``, so that the same validation as ``chatHistory/append`` reads them back. The export
+format's own translator: the one module besides ``wire/protocol`` that spells camelCase keys
+(docs/architecture.md)."""
 
 from __future__ import annotations
 

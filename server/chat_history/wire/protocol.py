@@ -1,6 +1,8 @@
 """Wire types of protocol.md: attrs params structured by one cattrs converter (camelCase on the
 wire, strict primitives), the semantic checks that name the offending field, and the camelCase
-results. The only module that knows camelCase."""
+results, and ``wire_field``/``wire_error``, the one translation of a domain error's snake_case
+field id into the wire path it names. The only module that knows camelCase (besides the export
+format's translator, ``cli/transfer.py``)."""
 
 from __future__ import annotations
 
