@@ -137,6 +137,12 @@ class ChatHistoryManager:
         notifications and the real clock: what the CLI and scripts use."""
         return cls(Store(path.parent, file_name=path.name), settings)
 
+    @classmethod
+    def in_folder(cls, folder: Path, *, notify: Notify | None = None) -> ChatHistoryManager:
+        """A manager over the database in ``folder`` (created on first use), sending each
+        request's ``chatHistory/trimmed`` events to ``notify``: what the server opens."""
+        return cls(Store(folder), notify=notify)
+
     @property
     def database_path(self) -> Path:
         """The database file this manager reads and writes."""

@@ -214,3 +214,18 @@ def test_only_the_wire_builds_camel_case_dicts() -> None:
             continue
         found += camel_keys(path)
     assert found == []
+
+
+def test_the_wire_and_the_cli_reach_the_store_only_through_the_manager() -> None:
+    """No layer skip: they import no store module but the package's face (types), and neither
+    builds a ``Store`` (the manager opens it)."""
+    wrong = []
+    known = modules()
+    for module, targets in graph().items():
+        if room_of(module) not in {"wire", "cli"}:
+            continue
+        wrong += [f"{module} -> {t}" for t in targets if t.startswith("chat_history.store.")]
+        for node in ast.walk(ast.parse(known[module].read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Store":
+                wrong.append(f"{module}:{node.lineno} builds a Store")
+    assert wrong == []

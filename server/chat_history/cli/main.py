@@ -34,8 +34,7 @@ from chat_history.paths import STORAGE_ENV, default_storage_folder
 from chat_history.settings import SECTION, Settings, default_settings, load_settings
 from chat_history.settings_file import SettingsFileError, read_settings_file
 from chat_history.storage_retention import PruneRun, tally
-from chat_history.store import ConversationRecord, Key
-from chat_history.store.schema import DATABASE_FILE
+from chat_history.store import DATABASE_FILE, ConversationRecord, Key
 from chat_history.wire import protocol
 
 EXIT_FAILURE = 1  # missing database or conversation, a bad import file, a bad settings file

@@ -22,9 +22,11 @@ from chat_history.model import Key, Summary
 from chat_history.store.connection import Store
 from chat_history.store.overview import ConversationRecord, DatabaseStats
 from chat_history.store.queries import ConversationTotals, RowMetaRecord
+from chat_history.store.schema import DATABASE_FILE
 from chat_history.store.transaction import Reading, Transaction
 
 __all__ = [
+    "DATABASE_FILE",
     "ConversationRecord",
     "ConversationTotals",
     "DatabaseStats",

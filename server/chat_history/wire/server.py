@@ -28,7 +28,7 @@ from pygls.protocol import (
 from chat_history import __version__
 from chat_history.errors import ContextOverflow, InvalidParams, StorageError
 from chat_history.manager import ChatHistoryManager
-from chat_history.model import Trimmed
+from chat_history.model import Key, Trimmed
 from chat_history.paths import default_storage_folder
 from chat_history.settings import (
     PROVIDER_KINDS,
@@ -37,7 +37,6 @@ from chat_history.settings import (
     default_settings,
     load_settings,
 )
-from chat_history.store import Key, Store
 from chat_history.wire import frames, framing, lsp_adapter, protocol
 from chat_history.wire.barrier import BOUND_SECONDS, SettingsBarrier
 
@@ -343,7 +342,7 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
         options = {}
     ls.workspace_identity = _workspace_identity(params, options)
     folder = _storage_folder(ls, options)
-    ls.manager = ChatHistoryManager(Store(folder), notify=ls.send_trimmed)
+    ls.manager = ChatHistoryManager.in_folder(folder, notify=ls.send_trimmed)
     raw = options.get("settings")
     ls.barrier = ls._new_barrier(ls.checked_settings(raw))
     if raw is None and ls.pulls_configuration:
