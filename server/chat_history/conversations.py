@@ -197,7 +197,7 @@ def truncate(
     """Delete row ``from_id`` and every later row, and a summary covering any of them."""
     check_expected(tx, key, expected)
     if tx.row(key, from_id) is None:
-        raise InvalidParams("fromId", f"{from_id} is not a message of this conversation")
+        raise InvalidParams("from_id", f"{from_id} is not a message of this conversation")
     summary = tx.summary(key)
     plan = plan_truncate(
         tx.rows_from(key, from_id), from_id, summary.covers_through_id if summary else None
@@ -276,15 +276,15 @@ def fork(
     through its last answer: ``fork_end``) into ``target``, with the summary when its coverage
     lies within the copy, the metadata and the user title."""
     if tx.record(target) is not None:
-        raise InvalidParams("newConversationId", "names a conversation that already exists")
+        raise InvalidParams("new_conversation_id", "names a conversation that already exists")
     last = tx.last_id(source)
     if last is None:
-        raise InvalidParams("conversationId", "has no messages to fork")
+        raise InvalidParams("conversation_id", "has no messages to fork")
     through = last
     if through_id is not None:
         named = tx.row(source, through_id)
         if named is None:
-            raise InvalidParams("throughId", f"{through_id} is not a message of this conversation")
+            raise InvalidParams("through_id", f"{through_id} is not a message of this conversation")
         through = fork_end(tx.turn_rows(source, named.turn), through_id)
     base = tx.copy_conversation(source, target, through, now)
     summary = tx.summary(source)

@@ -25,11 +25,10 @@ from pygls.protocol import (
     lsp_method,
 )
 
-from chat_history import __version__, frames, framing, lsp_adapter, protocol, watch
-from chat_history.barrier import BOUND_SECONDS, SettingsBarrier
+from chat_history import __version__, watch
 from chat_history.errors import ContextOverflow, ConversationChanged, InvalidParams, StorageError
 from chat_history.manager import ChatHistoryManager
-from chat_history.model import Trimmed
+from chat_history.model import Key, Trimmed
 from chat_history.paths import default_storage_folder
 from chat_history.settings import (
     PROVIDER_KINDS,
@@ -38,7 +37,8 @@ from chat_history.settings import (
     default_settings,
     load_settings,
 )
-from chat_history.store import Key, Store
+from chat_history.wire import frames, framing, lsp_adapter, protocol
+from chat_history.wire.barrier import BOUND_SECONDS, SettingsBarrier
 
 log = logging.getLogger("chat_history")
 PROTOCOL_VERSION = 2
@@ -64,18 +64,16 @@ class ConversationChangedError(JsonRpcException):
 
 def to_jsonrpc(exc: Exception) -> JsonRpcException:
     """The one mapping of domain errors to JSON-RPC error codes (protocol.md, Errors)."""
+    if not isinstance(exc, InvalidParams | ContextOverflow | StorageError | ConversationChanged):
+        raise exc
+    message, data = protocol.wire_error(exc)
     if isinstance(exc, InvalidParams):
-        return JsonRpcInvalidParams(message=str(exc), data={"field": exc.field})
+        return JsonRpcInvalidParams(message=message, data=data)
     if isinstance(exc, ContextOverflow):
-        return ContextOverflowError(
-            message=str(exc),
-            data={"estimatedTokens": exc.estimated_tokens, "contextWindow": exc.context_window},
-        )
-    if isinstance(exc, StorageError):
-        return StorageFailure(message=str(exc), data={"reason": exc.reason})
+        return ContextOverflowError(message=message, data=data)
     if isinstance(exc, ConversationChanged):
-        return ConversationChangedError(message=str(exc), data={"lastId": exc.last_id})
-    raise exc
+        return ConversationChangedError(message=message, data=data)
+    return StorageFailure(message=message, data=data)
 
 
 #: the converter pygls uses (tests share it)
@@ -94,12 +92,7 @@ class ChatHistoryProtocol(lsp_adapter.AdaptedProtocol):
         # Only what this server has: pygls would advertise text document sync, commands and
         # workspace folder notifications from its defaults, and editors would send that traffic.
         self.server_capabilities = result.capabilities = types.ServerCapabilities(
-            experimental={
-                "chatHistory": {
-                    "protocolVersion": PROTOCOL_VERSION,
-                    "providers": list(PROVIDER_KINDS),
-                }
-            }
+            experimental=protocol.capabilities(PROTOCOL_VERSION, PROVIDER_KINDS)
         )
         return result
 
@@ -389,9 +382,8 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
         options = {}
     ls.workspace_identity = _workspace_identity(params, options)
     folder = _storage_folder(ls, options)
-    store = Store(folder)
-    ls.manager = ChatHistoryManager(store, notify=ls.send_trimmed)
-    ls.watch = watch.ChangeWatch(store, lambda: ls.workspace_identity)
+    ls.manager = ChatHistoryManager.in_folder(folder, notify=ls.send_trimmed)
+    ls.watch = watch.ChangeWatch(ls.manager.store, lambda: ls.workspace_identity)
     raw = options.get("settings")
     ls.barrier = ls._new_barrier(ls.checked_settings(raw))
     if raw is None and ls.pulls_configuration:
@@ -490,7 +482,7 @@ def get(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.GetParams) -> 
 
 
 def format_(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.FormatParams) -> Any:
-    return protocol.wire(m.format(ls.key(p), p.provider, p.model, protocol.to_tools(p.tools)))
+    return protocol.wire(m.format(ls.key(p), *protocol.format_args(p)))
 
 
 def prepare(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.PrepareParams) -> Any:
@@ -552,7 +544,7 @@ def fork(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ForkParams) -
 
 
 def delete_summary(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.KeyParams) -> Any:
-    return {"deleted": m.delete_summary(ls.key(p))}
+    return protocol.wire_deleted(m.delete_summary(ls.key(p)))
 
 
 def search(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.SearchParams) -> Any:
