@@ -241,6 +241,8 @@ def test_the_cli_and_two_servers_racing_lose_nothing_and_tell_each_other(
         assert all(c["conversationId"] == "c" for c in told)
 
     # The CLI's truncate reaches both windows as a deletion, with the id left.
+    for wire in windows:  # counted before: the notification may come before the CLI returns
+        wire._changes_seen = len(wire.messages_of(CHANGED))  # type: ignore[attr-defined]
     cli(
         tmp_path,
         "truncate",
@@ -251,7 +253,6 @@ def test_the_cli_and_two_servers_racing_lose_nothing_and_tell_each_other(
         WORKSPACE,
     )
     for wire in windows:
-        wire._changes_seen = len(wire.messages_of(CHANGED))  # type: ignore[attr-defined]
         told = changed(wire, timeout=2.0)
         assert told["reason"] == "delete" and told["lastId"] == final[1]["id"]
 
