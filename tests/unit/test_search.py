@@ -138,9 +138,20 @@ def test_a_phrase_matches_with_its_spaces_and_order() -> None:
 
 
 def test_nul_folds_to_a_stand_in_that_fts5_reads_past() -> None:
-    assert fold("a\x00B") == "a\ufffdb"
-    assert fold("é\x00") == "e\ufffd"
+    assert fold("a\x00B") == "a\ufdd0b"
+    assert fold("é\x00") == "e\ufdd0"
     assert matches("before\x00after", parse_query("after"))
+
+
+def test_nul_and_the_replacement_character_fold_apart() -> None:
+    """The stand-in is a noncharacter, which itself folds to U+FFFD: no text a user sends folds to
+    what NUL folds to (issue 22)."""
+    assert fold("\x00") != fold("\ufffd")
+    assert fold("\ufdd0") == fold("\ufffd") == "\ufffd"
+    assert fold("x\ufdd0\x00é") == "x\ufffd\ufdd0e"
+    assert not matches("a\ufffdb", parse_query("a\x00b"))
+    assert not matches("a\x00b", parse_query("a\ufffdb"))
+    assert not matches("a\ufdd0b", parse_query("a\x00b"))
 
 
 def test_fold_maps_every_folded_code_point_back_to_its_whole_segment() -> None:
