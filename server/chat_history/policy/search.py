@@ -44,13 +44,16 @@ MAX_TRIGRAMS_PER_TERM = 16
 #: ... and by at most this many trigrams in all.
 MAX_FTS_STRINGS = 32
 #: Occurrences of one term that still raise a row's relevance (and as many at a word start).
-RELEVANCE_CAP = 5
+#: Small, so that a row's length bounds its relevance closely: the store scores the matches
+#: shortest first and stops at the first length band whose best possible figure is beaten.
+RELEVANCE_CAP = 2
 #: The terms that make a row's relevance: the longest ones (every term must still occur).
 SCORED_TERMS = 8
 #: What starts a word, besides the start of the text.
 WORD_BREAKS = (" ", "\n")
-#: Folded lengths from which a row's relevance is divided by one more.
-DAMPING_LENGTHS = (200, 800, 3_200, 12_800, 51_200, 204_800)
+#: Folded lengths from which a row's relevance is divided by one more: 64 code points, then every
+#: doubling (past the longest content, 4,000,000).
+DAMPING_LENGTHS = tuple(64 << i for i in range(17))
 #: A snippet looks for its first match folding the content this many code points at a time.
 SNIPPET_PIECE = 4_096
 
@@ -392,50 +395,46 @@ def _snap(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def _piece_end(text: str, start: int) -> int:
-    """Where the piece of ``text`` from ``start`` ends: ``SNIPPET_PIECE`` code points on, moved
-    forward to a segment boundary."""
-    end = min(len(text), start + SNIPPET_PIECE)
-    while end < len(text) and _continues_segment(text[end]):
-        end += 1
-    return end
+def _back_segments(text: str, end: int, count: int) -> int:
+    """The start of the last ``count`` segments of ``text[:end]``."""
+    start = end
+    for _ in range(count):
+        if start == 0:
+            break
+        start -= 1
+        while start > 0 and _continues_segment(text[start]):
+            start -= 1
+    return start
 
 
 def _first_match(content: str, terms: tuple[str, ...]) -> tuple[int, int] | None:
     """The original span of the earliest occurrence of any term (the longer one on a tie), or
-    ``None`` when no term occurs. Folds the content a piece at a time and stops once no term can
-    start earlier: the work is bounded by where the match is, not by the length of the row."""
+    ``None`` when no term occurs. Folds the content ``SNIPPET_PIECE`` code points at a time and
+    stops once no term can start earlier: the work is bounded by where the match is, not by the
+    length of the row. Pieces overlap by as many segments as the longest term has code points
+    less one (a folded code point comes from one segment, so a match that crosses the end of a
+    piece lies whole in the next)."""
     longest = max(len(term) for term in terms)
-    best: tuple[int, int] | None = None
-    best_at = 0  # the folded offset of ``best`` in ``buffer``
-    carry: Folded | None = None  # the previous buffer's last ``longest - 1`` folded code points
     position = 0
-    while position < len(content):
-        end = _piece_end(content, position)
+    while True:
+        end = min(len(content), position + SNIPPET_PIECE)
+        while end < len(content) and _continues_segment(content[end]):
+            end += 1
         piece = fold_with_origins(content[position:end])
-        starts = piece.origin_start or range(len(piece.text))
-        ends = piece.origin_end or range(1, len(piece.text) + 1)
-        buffer_starts = [position + i for i in starts]
-        buffer_ends = [position + i for i in ends]
-        text = piece.text
-        if carry is not None and carry.origin_start is not None and carry.origin_end is not None:
-            text = carry.text + text
-            buffer_starts = list(carry.origin_start) + buffer_starts
-            buffer_ends = list(carry.origin_end) + buffer_ends
-        buffer = Folded(content, text, tuple(buffer_starts), tuple(buffer_ends))
+        best: tuple[int, int] | None = None
+        best_at = 0
         for term in terms:
-            index = text.find(term)
+            index = piece.text.find(term)
             if index >= 0:
-                span = buffer.original_span(index, index + len(term))
+                start, stop = piece.original_span(index, index + len(term))
+                span = (position + start, position + stop)
                 if best is None or (span[0], -span[1]) < (best[0], -best[1]):
                     best, best_at = span, index
-        if best is not None and best_at + longest <= len(text):
+        if end == len(content):
             return best
-        keep = max(0, len(text) - (longest - 1))
-        carry = Folded(content, text[keep:], tuple(buffer_starts[keep:]), tuple(buffer_ends[keep:]))
-        best_at -= keep
-        position = end
-    return best
+        if best is not None and best_at + longest <= len(piece.text):
+            return best
+        position = max(position + 1, _back_segments(content, end, longest - 1))
 
 
 def snippet(content: str, query: SearchQuery) -> tuple[str, tuple[tuple[int, int], ...]] | None:

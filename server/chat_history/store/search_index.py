@@ -31,6 +31,7 @@ Design (tests/unit/test_fts_residue.py proved it on real files; README "Search")
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 
 from chat_history.policy.search import (
@@ -113,6 +114,8 @@ SCAN_CONVERSATION_ROWS = 2_000
 #: than two terms looks at to check its rarest terms first.
 SAMPLE_ROWS = 64
 SAMPLE_CHARS = 4_096
+#: Matches scored in one statement.
+SCORE_BATCH = 500
 #: A deletion of at least this many indexed rows, and at least 1/BULK_SHARE of them all, rewrites
 #: the index once instead of deleting securely row by row.
 BULK_ROWS = 100
@@ -199,24 +202,24 @@ def _holds(terms: Sequence[str]) -> tuple[str, list[object]]:
 
 
 def _count(needle_length: int) -> str:
-    """SQL: how many times a needle (the next parameter) occurs in the folded text, without
-    overlap (Python's ``str.count``)."""
-    return f"(length({_FOLDED}) - length(replace({_FOLDED}, ?, ''))) / {needle_length}"
+    """SQL: how many times a needle (the next parameter) occurs in the folded text ``f`` of
+    length ``n``, without overlap (Python's ``str.count``)."""
+    return f"(n - length(replace(f, ?, ''))) / {needle_length}"
 
 
 def _score(query: SearchQuery) -> tuple[str, list[object]]:
-    """SQL of ``policy.search``'s relevance of a row (``folded_relevance`` on its folded text),
-    figure for figure: the database ranks every matching row, and only the best are read out."""
+    """SQL of ``policy.search``'s relevance of a row (``folded_relevance`` on its folded text
+    ``f`` of length ``n``), figure for figure: the database ranks every matching row, and only
+    the best are read out."""
     parts: list[str] = []
     params: list[object] = []
     for term in scored_terms(query):
-        starts = [f"(substr({_FOLDED}, 1, {len(term)}) = ?)"]
+        starts = [f"(substr(f, 1, {len(term)}) = ?)"]
         starts += [_count(len(term) + 1) for _ in WORD_BREAKS]
         parts.append(f"min({RELEVANCE_CAP}, {_count(len(term))})")
         parts.append(f"min({RELEVANCE_CAP}, {' + '.join(starts)})")
         params += [term, term, *(c + term for c in WORD_BREAKS)]
-    damping = " + ".join(f"(length({_FOLDED}) >= {b})" for b in DAMPING_LENGTHS)
-    return f"CAST({' + '.join(parts)} AS REAL) / (1 + {damping})", params
+    return f"CAST({' + '.join(parts)} AS REAL) / {_band('n')}", params
 
 
 def _rarest_first(
@@ -264,39 +267,97 @@ def best_rows(
     where, where_params = _scope(scope)
     terms = _rarest_first(connection, where, where_params, filter_terms(query))
     every, every_params = _holds(terms)
-    score, score_params = _score(query)
     through = indexed_through(connection)
-    select = f"SELECT m.id AS id, m.timestamp AS timestamp, {score} AS score FROM "
+    band = _band("length(coalesce(m.folded, m.content))")  # length(F), without lower()
+    select = f"SELECT m.id AS id, m.timestamp AS timestamp, {band} AS band FROM "
     filters = [*where_params, *every_params]
     # NOT INDEXED: the rows after the mark are found by id, never by scanning the workspace.
     recent = select + f"messages m NOT INDEXED WHERE m.id > ? AND {where} AND {every}"
-    params: list[object] = [*score_params, through, *filters]
+    params: list[object] = [through, *filters]
     plan = fts_plan(query, positions=False)
     if plan.expression is None or _few_rows(connection, scope):
         indexed = select + f"messages m WHERE m.id <= ? AND {where} AND {every}"
-        params += [*score_params, through, *filters]
+        params += [through, *filters]
     else:
         indexed = select + (
             "search CROSS JOIN messages m ON m.id = search.rowid "
             f"WHERE search MATCH ? AND {where} AND {every}"
         )
-        params += [*score_params, plan.expression, *filters]
-    best = connection.execute(
-        f"SELECT id, score FROM ({recent} UNION ALL {indexed}) "
-        "ORDER BY score DESC, timestamp DESC, id DESC LIMIT ?",
-        [*params, count],
-    ).fetchall()
-    if not best:
-        return []
-    scores = dict(best)
-    rows = connection.execute(
-        f"SELECT {_COLUMNS} FROM messages m WHERE m.id IN ({', '.join('?' * len(scores))})",
-        list(scores),
-    ).fetchall()
-    return [
-        SearchRow(workspace, conversation, row_id, turn, role, timestamp, content, scores[row_id])
-        for workspace, conversation, row_id, turn, role, timestamp, content in rows
-    ]
+        params += [plan.expression, *filters]
+    # Every match, by length band (shortest first): a band's best possible relevance bounds
+    # every row in it and after it, so scoring stops once the best ``count`` rows found beat it.
+    matches = connection.execute(
+        f"SELECT id, band FROM ({recent} UNION ALL {indexed}) "
+        "ORDER BY band, timestamp DESC, id DESC",
+        params,
+    )
+    ranked = _Best(connection, query, count)
+    for row_id, row_band in matches:
+        if not ranked.add(row_id, int(row_band)):
+            break
+    return ranked.rows()
+
+
+def _band(length: str) -> str:
+    """SQL: ``policy.search.damping`` of the folded length ``length``."""
+    bands = " ".join(f"WHEN {length} < {b} THEN {i}" for i, b in enumerate(DAMPING_LENGTHS, 1))
+    return f"CASE {bands} ELSE {len(DAMPING_LENGTHS) + 1} END"
+
+
+class _Best:
+    """The best ``count`` rows of the matches it is given in band order: each band's rows are
+    scored in SQL, a batch at a time; ``add`` answers False once no row of the band can enter."""
+
+    def __init__(self, connection: sqlite3.Connection, query: SearchQuery, count: int) -> None:
+        self.connection = connection
+        self.count = count
+        self.score, self.score_params = _score(query)
+        self.ceiling = 2 * RELEVANCE_CAP * len(scored_terms(query))
+        self.best: list[tuple[float, int, int]] = []  # a min-heap of (score, timestamp, id)
+        self.batch: list[int] = []
+        self.band = 0
+
+    def add(self, row_id: int, band: int) -> bool:
+        if band != self.band:
+            self.flush()
+            if len(self.best) >= self.count and self.ceiling / band < self.best[0][0]:
+                return False
+            self.band = band
+        self.batch.append(row_id)
+        if len(self.batch) >= SCORE_BATCH:
+            self.flush()
+        return True
+
+    def flush(self) -> None:
+        if not self.batch:
+            return
+        scored = self.connection.execute(
+            f"SELECT {self.score}, timestamp, id FROM (SELECT m.id AS id, m.timestamp AS "
+            f"timestamp, {_FOLDED} AS f, length({_FOLDED}) AS n FROM messages m "
+            f"WHERE m.id IN ({', '.join('?' * len(self.batch))}) LIMIT -1)",
+            [*self.score_params, *self.batch],
+        )
+        for row in scored:
+            entry = (float(row[0]), int(row[1]), int(row[2]))
+            if len(self.best) < self.count:
+                heapq.heappush(self.best, entry)
+            elif entry > self.best[0]:
+                heapq.heapreplace(self.best, entry)
+        self.batch = []
+
+    def rows(self) -> list[SearchRow]:
+        self.flush()
+        if not self.best:
+            return []
+        scores = {row_id: score for score, _, row_id in self.best}
+        rows = self.connection.execute(
+            f"SELECT {_COLUMNS} FROM messages m WHERE m.id IN ({', '.join('?' * len(scores))})",
+            list(scores),
+        ).fetchall()
+        return [
+            SearchRow(space, conversation, row_id, turn, role, at, content, scores[row_id])
+            for space, conversation, row_id, turn, role, at, content in rows
+        ]
 
 
 def indexed_rows(connection: sqlite3.Connection, where: str, params: Sequence[object]) -> int:
