@@ -5,6 +5,7 @@ leaving the index holding exactly the rows that exist, with their current text."
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from chat_history.store.engine import sqlite3
 from chat_history.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate, statements
 
 EVERYWHERE = SearchScope(None, None, ("system", "user", "assistant", "tool"))
+#: A new conversation for each example of a property (hypothesis reuses the fixture's file).
+EXAMPLES = itertools.count()
 
 
 class Db:
@@ -28,11 +31,13 @@ class Db:
         self.connection.execute("PRAGMA journal_mode = WAL")
         self.connection.execute("PRAGMA secure_delete = ON")
 
-    def add(self, content: str, conversation: str = "c", *, fold: bool = True) -> int:
+    def add(
+        self, content: str, conversation: str = "c", *, fold: bool = True, workspace: str = "ws"
+    ) -> int:
         cursor = self.connection.execute(
             "INSERT INTO messages (workspace, conversation, turn, role, content, timestamp, "
-            "tokens, folded) VALUES ('ws', ?, 1, 'user', ?, 0, 1, ?)",
-            (conversation, content, stored_fold(content) if fold else None),
+            "tokens, folded) VALUES (?, ?, 1, 'user', ?, 0, 1, ?)",
+            (workspace, conversation, content, stored_fold(content) if fold else None),
         )
         return int(cursor.lastrowid or 0)
 
@@ -247,13 +252,14 @@ def test_the_step_to_version_7_refolds_nul_and_rows_left_unfolded(tmp_path: Path
 def test_the_database_ranks_by_the_relevance_of_the_policy(
     db: Db, texts: list[str], query: str
 ) -> None:
-    db.connection.execute("DELETE FROM messages")
+    conversation = f"c{next(EXAMPLES)}"
     for text in texts:
-        db.add(text)
+        db.add(text, conversation)
     parsed = parse_query(query)
+    scope = SearchScope("ws", conversation, ("user",))
     db.connection.execute("BEGIN")
     try:
-        rows = search_index.best_rows(db.connection, EVERYWHERE, parsed, 100)
+        rows = search_index.best_rows(db.connection, scope, parsed, 100)
     finally:
         db.connection.execute("COMMIT")
     expected = {i: folded_relevance(fold(text), parsed) for i, text in enumerate(texts, start=1)}
@@ -261,3 +267,59 @@ def test_the_database_ranks_by_the_relevance_of_the_policy(
     assert sorted(found) == sorted(v for v in expected.values() if v is not None)
     for row in rows:
         assert row.relevance == folded_relevance(fold(row.content), parsed)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    texts=st.lists(
+        st.lists(
+            st.sampled_from(["x", "xa", "a ", " a", "éa", "\na", "ab", "x" * 70]), max_size=12
+        ).map("".join),
+        min_size=1,
+        max_size=30,
+    ),
+    query=st.sampled_from(["a", "ab", "a b", "ea"]),
+    count=st.integers(1, 4),
+)
+def test_the_best_rows_are_the_best_of_every_match_though_scoring_stops_early(
+    db: Db, texts: list[str], query: str, count: int
+) -> None:
+    workspace = f"w{next(EXAMPLES)}"  # ids are never reused: each example its own rows
+    ids = [db.add(text, workspace=workspace) for text in texts]
+    db.catch_up(rows=len(ids) // 2)  # half through the index, half scanned
+    parsed = parse_query(query)
+    scope = SearchScope(workspace, None, ("user",))
+    db.connection.execute("BEGIN")
+    try:
+        rows = search_index.best_rows(db.connection, scope, parsed, count)
+    finally:
+        db.connection.execute("COMMIT")
+    scored = [(folded_relevance(fold(t), parsed), i) for i, t in zip(ids, texts, strict=True)]
+    expected = sorted(((s, i) for s, i in scored if s is not None), reverse=True)[:count]
+    assert sorted(((row.relevance, row.id) for row in rows), reverse=True) == expected
+
+
+def test_a_longer_row_that_could_still_win_is_scored(db: Db) -> None:
+    """Scoring goes band by band, shortest first, and stops only when a band's best possible
+    relevance is below the best rows found: a longer row that ties (and is newer) is found,
+    whether the index holds it or not yet."""
+    short = db.add("a")  # one occurrence, at a word start: 2 / 1
+    db.catch_up()
+    tie = db.add("a a " + "x" * 70)  # two at word starts, 74 code points: 4 / 2, and newer
+    parsed = parse_query("a")
+    scope = SearchScope("ws", None, ("user",))
+    db.connection.execute("BEGIN")
+    try:
+        top = search_index.best_rows(db.connection, scope, parsed, 1)
+        db.connection.execute("COMMIT")
+        db.catch_up()
+        db.connection.execute("BEGIN")
+        indexed = search_index.best_rows(db.connection, scope, parsed, 1)
+        both = search_index.best_rows(db.connection, scope, parsed, 2)
+    finally:
+        db.connection.execute("COMMIT")
+    assert [(row.id, row.relevance) for row in top] == [(tie, 2.0)]
+    assert [row.id for row in indexed] == [tie]
+    assert sorted(row.id for row in both) == [short, tie]
