@@ -31,6 +31,7 @@ Design (tests/unit/test_fts_residue.py proved it on real files; README "Search")
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Sequence
 
@@ -109,7 +110,7 @@ WHERE length(content) != length(CAST(content AS BLOB)) OR instr(content, char(0)
 CATCH_UP_ROWS = 2_000
 #: A conversation of at most this many rows is searched by reading its rows; a longer one
 #: through the search index.
-SCAN_CONVERSATION_ROWS = 2_000
+SCAN_CONVERSATION_ROWS = 256
 #: How many of the scope's newest rows (their first SAMPLE_CHARS code points) a query of more
 #: than two terms looks at to check its rarest terms first.
 SAMPLE_ROWS = 64
@@ -298,6 +299,7 @@ def best_rows(
     return ranked.rows()
 
 
+@functools.lru_cache(maxsize=4)
 def _band(length: str) -> str:
     """SQL: ``policy.search.damping`` of the folded length ``length``."""
     bands = " ".join(f"WHEN {length} < {b} THEN {i}" for i, b in enumerate(DAMPING_LENGTHS, 1))
@@ -318,11 +320,13 @@ class _Best:
         self.band = 0
 
     def add(self, row_id: int, band: int) -> bool:
-        if band != self.band:
+        # A new band may end the scoring only once ``count`` rows are at hand: until then, rows
+        # of several bands are scored together (a rare word's few matches in one statement).
+        if band != self.band and len(self.best) + len(self.batch) >= self.count:
             self.flush()
-            if len(self.best) >= self.count and self.ceiling / band < self.best[0][0]:
+            if self.ceiling / band < self.best[0][0]:
                 return False
-            self.band = band
+        self.band = band
         self.batch.append(row_id)
         if len(self.batch) >= SCORE_BATCH:
             self.flush()
