@@ -17,7 +17,7 @@ import attrs
 
 from chat_history.errors import InvalidParams
 from chat_history.model import Attachment, Key, Message, StoredMessage, Summary
-from chat_history.policy.cursor import CursorPosition, encode_cursor
+from chat_history.policy.cursor import CursorPosition, decode_cursor, encode_cursor
 from chat_history.policy.rewind import (
     edited_content,
     plan_delete_turns,
@@ -139,10 +139,13 @@ def info(tx: Reading, key: Key) -> ConversationInfo:
 
 
 def list_page(
-    tx: Reading, workspace: str | None, limit: int | None, after: CursorPosition | None
+    tx: Reading, workspace: str | None, limit: int | None, cursor: str | None
 ) -> ConversationPage:
-    """The conversations of ``workspace`` (None: every workspace) after ``after``, newest
-    activity first, at most ``limit`` of them (None: all)."""
+    """The conversations of ``workspace`` (None: every workspace) after the position
+    ``cursor`` names, newest activity first, at most ``limit`` of them (None: all). A cursor
+    this database did not hand out is InvalidParams ``cursor``."""
+    key = tx.cursor_key()
+    after = decode_cursor(cursor, key) if cursor is not None else None
     position = None
     if after is not None:
         if after.last_activity is None:  # sorts after every conversation that exists
@@ -152,13 +155,13 @@ def list_page(
     more = limit is not None and len(records) > limit
     if limit is not None:
         records = records[:limit]
-    cursor = None
+    next_cursor = None
     if more:
         last = records[-1]
-        cursor = encode_cursor(
-            CursorPosition(last.last_activity, last.conversation, last.workspace)
+        next_cursor = encode_cursor(
+            CursorPosition(last.last_activity, last.conversation, last.workspace), key
         )
-    return ConversationPage(tuple(describe(tx, r) for r in records), cursor)
+    return ConversationPage(tuple(describe(tx, r) for r in records), next_cursor)
 
 
 # -- changing --------------------------------------------------------------------------------------

@@ -16,7 +16,15 @@ import attrs
 from chat_history.model import Key, Message, StoredMessage, Summary
 from chat_history.policy.search import SearchQuery
 from chat_history.policy.search_rank import SearchRow, SearchScope
-from chat_history.store import calibration, edits, overview, queries, records, search_index
+from chat_history.store import (
+    calibration,
+    edits,
+    keys,
+    overview,
+    queries,
+    records,
+    search_index,
+)
 from chat_history.store.cache import ConversationCache
 from chat_history.store.engine import sqlite3
 from chat_history.store.overview import ConversationRecord, DatabaseStats
@@ -163,6 +171,10 @@ class Reading:
     ) -> list[RecordRow]:
         """Existing conversations newest activity first (store.records.listing)."""
         return records.listing(self.connection, workspace, after, limit)
+
+    def cursor_key(self) -> bytes:
+        """The key that authenticates this database's listing cursors (store.keys)."""
+        return keys.cursor_key(self.connection)
 
     def user_rows(self, key: Key) -> Generator[Message, None, None]:
         """The conversation's user rows oldest first, read as consumed (close it when done)."""
