@@ -24,6 +24,7 @@ from chat_history.model import (
     MAX_JSON_DEPTH,
     ROLES,
     Attachment,
+    JsonText,
     Message,
     PruneReport,
     StoredMessage,
@@ -575,7 +576,7 @@ def _wire_names(cls: type) -> tuple[tuple[str, str], ...]:
 def wire(value: Any) -> Any:
     """camelCase JSON of an attrs result (every field kept, even when it equals its default).
     A dict is JSON already (provider bodies, ``providerData``, ``metadata``) and is not copied."""
-    if isinstance(value, dict):
+    if isinstance(value, dict | JsonText):
         return value
     if attrs.has(type(value)):
         if isinstance(value, StoredMessage):

@@ -322,6 +322,36 @@ async def test_a_forged_cursor_is_refused_naming_the_field(
     assert data == {"field": "cursor"}
 
 
+async def test_an_update_that_changes_nothing_is_not_activity(start_session: StartSession):
+    session = await start_session()
+    update = "chatHistory/updateConversation"
+    await session.request(update, {"conversationId": "a", "title": "A", "metadata": {"k": [1]}})
+    await session.append("u", user("untitled"))
+    await asyncio.sleep(0.003)
+    await session.append("b", user("newer"))
+    before = (await listing(session))["conversations"]
+    assert [c["conversationId"] for c in before] == ["b", "u", "a"]
+    await asyncio.sleep(0.003)
+    unchanged = [
+        ("a", {"title": "A"}),
+        ("a", {"metadata": {"k": [1]}}),
+        ("a", {"title": "A", "metadata": {"k": [1]}}),
+        ("a", {}),
+        ("u", {"title": None}),  # already the automatic title
+        ("u", {"metadata": {}}),  # already empty
+    ]
+    for conversation, change in unchanged:
+        info = await session.request(update, {"conversationId": conversation, **change})
+        assert info["lastActivity"] == next(
+            c["lastActivity"] for c in before if c["conversationId"] == conversation
+        ), change
+    assert (await listing(session))["conversations"] == before
+    # a real change is activity
+    await session.request(update, {"conversationId": "a", "metadata": {"k": [2]}})
+    after = [c["conversationId"] for c in (await listing(session))["conversations"]]
+    assert after == ["a", "b", "u"]
+
+
 async def test_last_activity_follows_client_writes(start_session: StartSession):
     session = await start_session()
     appended = await three_turns(session, "a")

@@ -91,7 +91,7 @@ def test_titles_and_metadata(make_manager) -> None:
     info = manager.update_conversation(
         KEY, ConversationUpdate(set_title=True, title="Named", metadata={"a": [1, {"b": None}]})
     )
-    assert (info.title, info.title_source, dict(info.metadata)) == (
+    assert (info.title, info.title_source, info.metadata.value()) == (
         "Named",
         "user",
         {"a": [1, {"b": None}]},

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Generator, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Generator, Iterable, Sequence
 
 import attrs
 
@@ -318,8 +317,10 @@ class Transaction(Reading):
         """The client's title (None: none; the automatic one shows). The record must exist."""
         records.set_title(self.connection, key, title)
 
-    def set_metadata(self, key: Key, metadata: Mapping[str, Any]) -> None:
-        records.set_metadata(self.connection, key, metadata)
+    def set_metadata(self, key: Key, text: str | None) -> None:
+        """The conversation's metadata as compact JSON text (None: empty). The record must
+        exist."""
+        records.set_metadata(self.connection, key, text)
 
     def delete_messages(self, key: Key, rows: Sequence[StoredMessage]) -> ConversationTotals | None:
         """Delete ``rows`` (read in this transaction) by id; totals, turn figures, the cache and
