@@ -29,7 +29,7 @@ from typing import Any, BinaryIO
 import attrs
 from pygls.protocol import JsonRPCNotification, JsonRPCProtocol, JsonRPCRequestMessage
 
-from chat_history import lsp_adapter
+from chat_history import lsp_adapter, memory
 from chat_history.errors import cut, shown
 from chat_history.model import MAX_JSON_DEPTH, nesting_exceeds
 from chat_history.protocol import error_path
@@ -140,6 +140,7 @@ async def serve(reader: StdinReader, protocol: JsonRPCProtocol, stop: threading.
         # Not kept while the request runs and this loop waits for the next header: the parsed
         # request, its answer's text and that text's bytes are alive then already.
         del body
+        memory.large_message(length)
 
 
 def _method(body: bytes) -> Any:

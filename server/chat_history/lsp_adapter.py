@@ -26,7 +26,7 @@ from pygls.protocol import (
     default_converter,
 )
 
-from chat_history import frames
+from chat_history import frames, memory
 
 log = logging.getLogger("chat_history")
 
@@ -87,10 +87,13 @@ class AdaptedProtocol(LanguageServerProtocol):
         body = frames.answer_body(data, self._serialize_message)
         if body is None:
             return
+        size = sum(map(len, body))
         if isinstance(writer, frames.FrameWriter):
             writer.write_frame(*body)
         else:  # an embedding test's writer
-            writer.write(b"".join([frames.frame_header(sum(map(len, body))), *body]))
+            writer.write(b"".join([frames.frame_header(size), *body]))
+        del body
+        memory.large_message(size)
 
     def _known(self, method: str) -> bool:
         return method in self.fm.builtin_features or method in self.fm.features
