@@ -150,6 +150,19 @@ def request_future(protocol: JsonRPCProtocol, msg_id: Any) -> Any:
     return protocol._request_futures.get(msg_id)
 
 
+def fail_server_request(protocol: JsonRPCProtocol, msg_id: Any, exc: BaseException) -> bool:
+    """Fail the server's own request ``msg_id`` (its answer could not be read): whatever waits
+    on it goes on as after an error answer. False when no such request is waiting."""
+    if not isinstance(msg_id, str | int) or isinstance(msg_id, bool):
+        return False
+    protocol._result_types.pop(msg_id, None)
+    future = protocol._request_futures.pop(msg_id, None)
+    if not isinstance(future, concurrent.futures.Future) or future.done():
+        return False
+    future.set_exception(exc)
+    return True
+
+
 def fail_server_requests(protocol: JsonRPCProtocol, exc: BaseException) -> None:
     """Fail the server's own requests still waiting for the client's answer."""
     for msg_id in list(protocol._result_types):
