@@ -1,18 +1,33 @@
-"""Memory bounded by the answer, over the real server process (issue 22, items 8 and 10): a
-listing of conversations with large metadata holds their text, not ~24× that in parsed
-objects; paging conversations of large images leaves nothing of them resident once answered.
-Memory is the server process's own figure from /proc (VmHWM: its peak; VmRSS: now)."""
+"""Memory and storage bounded by what is asked, over the real server process (issue 22, items
+8, 10 and 11): a listing of conversations with large metadata holds their text, not ~24× that
+in parsed objects; paging conversations of large images does not keep them resident once
+answered; calibration keys are bounded in length and number. Memory is the server process's
+own figure from /proc (VmHWM: its peak; VmRSS: now)."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
+import sqlite3
 import time
 from pathlib import Path
 
 import pytest
-from tests.e2e.reliability import KEEP_ALL, Server, deadline, frame, request_body, start, user
+from tests.e2e.reliability import (
+    KEEP_ALL,
+    Server,
+    database_bytes,
+    database_path,
+    deadline,
+    frame,
+    request_body,
+    start,
+    user,
+)
+
+from chat_history.store.calibration import MAX_KEYS
 
 MIB = 1024 * 1024
 
@@ -108,5 +123,40 @@ def test_paging_conversations_of_large_images_leaves_nothing_resident(tmp_path: 
         # answers: 176 MiB stay (248 without the trim); when only content characters counted,
         # 392 MiB did.
         assert resident <= 200 * MIB, resident // MIB
+    finally:
+        server.close()
+
+
+def database_size(folder: Path) -> int:
+    return sum(len(blob) for blob in database_bytes(folder).values())
+
+
+def test_calibration_keys_are_bounded_in_length_and_number(tmp_path: Path) -> None:
+    storage = tmp_path / "store"
+    server = start(storage, KEEP_ALL)
+    try:
+        usage = {"estimatedTokens": 100, "promptTokens": 120}
+        server.ok("chatHistory/reportUsage", {"model": "warm-up", **usage})
+        size_before = database_size(storage)
+        huge = "m" * 1_000_000
+        for n in range(100):  # 100 distinct 1 MB model names (they added 192 MiB before)
+            answer = server.ok("chatHistory/reportUsage", {"model": f"{n}{huge}", **usage})
+            assert answer["samples"] == 1
+        again = server.ok("chatHistory/reportUsage", {"model": f"7{huge}", **usage})
+        assert again["samples"] == 2  # distinct long names stay distinct keys
+        assert database_size(storage) - size_before < 2 * MIB
+        for n in range(MAX_KEYS + 20):
+            server.ok("chatHistory/reportUsage", {"model": f"model-{n}", **usage})
+        with contextlib.closing(sqlite3.connect(database_path(storage))) as db:
+            keys = db.execute(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM calibration_samples GROUP BY kind, model)"
+            ).fetchone()[0]
+            longest = db.execute("SELECT MAX(LENGTH(model)) FROM calibration_samples").fetchone()
+        assert keys == MAX_KEYS
+        assert longest[0] < 300
+        # the keys reported longest ago were forgotten; the newest kept
+        assert server.ok("chatHistory/reportUsage", {"model": "model-0", **usage})["samples"] == 1
+        newest = {"model": f"model-{MAX_KEYS + 19}", **usage}
+        assert server.ok("chatHistory/reportUsage", newest)["samples"] == 2
     finally:
         server.close()
