@@ -39,6 +39,7 @@ def stored_model(model: str | None) -> str | None:
     digest = hashlib.sha256(model.encode("utf-8", "surrogatepass")).hexdigest()
     return f"{model[:_MODEL_START]}…sha256:{digest}"
 
+
 #: The table (schema version 6); ``model`` NULL is its own key (a request that named none).
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS calibration_samples (
