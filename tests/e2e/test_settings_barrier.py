@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from tests.e2e.wire import Wire
 
-from chat_history.barrier import BOUND_SECONDS
+from chat_history.wire.barrier import BOUND_SECONDS
 
 #: 30 turns: 60 rows, 10 more than the default maxMessages (50) keeps.
 TURNS = 30
