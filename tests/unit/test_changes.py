@@ -41,6 +41,8 @@ NONE = Growth(0, 0)
         ),
         (attrs.evolve(BASE, last_id=8, count=8, tokens=80, last_activity=6), NONE, "delete"),
         (attrs.evolve(BASE, count=9, tokens=90, last_activity=6), NONE, "delete"),
+        # the newest row went in the same millisecond as the last write: still a rewind
+        (attrs.evolve(BASE, last_id=9, count=9, tokens=90), NONE, "delete"),
         (attrs.evolve(BASE, first_id=3, count=8, tokens=80), NONE, "retention"),
         (
             attrs.evolve(BASE, last_id=11, first_id=3, count=9, tokens=100, last_activity=6),

@@ -61,8 +61,14 @@ def reason(before: Fingerprint | None, after: Fingerprint | None, growth: Growth
         return "summary" if after.summary_at is not None else "title"
     expected_count = before.count + growth.rows
     if after.count < expected_count:
-        # Rows went. A client's rewind marks the conversation active, retention does not; an
-        # append that retention trimmed in the same write took the oldest rows.
+        # Rows went. Retention never takes the newest row, so its going is a client's rewind;
+        # otherwise a rewind marks the conversation active and retention does not (an append
+        # that retention trimmed in the same write took the oldest rows).
+        newest_gone = (
+            growth.rows == 0 and before.last_id is not None and after.last_id != before.last_id
+        )
+        if newest_gone:
+            return "delete"
         touched = after.last_activity != before.last_activity
         if not touched or (growth.rows and after.first_id != before.first_id):
             return "retention"
