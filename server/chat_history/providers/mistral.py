@@ -16,9 +16,9 @@ Rules applied (Mistral validates message order and ids server-side, as ``mistral
 - Each result is ``{role: "tool", tool_call_id, name, content}`` right after its call, in call
   order. Tool messages take no images here: a result's images become text notes.
 - Function names fit Mistral's ``[a-zA-Z0-9_-]{1,64}`` (mistral-common refuses any other in a
-  call or a result): a stored name that fits is kept, any other has each other character
-  replaced by ``_`` and is cut to 64 (``tool`` when nothing is left; ``common.function_name``);
-  a call and its result carry the same name.
+  call or a result): a stored name that fits is kept, any other becomes its cleaned head, ``_``
+  and a 12-hex-digit hash of the name (``common.function_name``), so names never merge and map
+  alike in every request; a call and its result carry the same name.
 - A user message may not follow a tool message: a ``(continued)`` assistant message is put
   between them.
 - A conversation that opens with the assistant (truncated, forked or imported) gets a
