@@ -75,9 +75,14 @@ def weather(provider_data: dict[str, Any] | None = None) -> list[Message]:
     ]
 
 
-def weather_contents(first_signature: str | None) -> list[dict[str, Any]]:
+def weather_contents(first_signature: str | None, *, ids: bool = True) -> list[dict[str, Any]]:
+    """The contents for ``weather()``: call ids only for Gemini 3 and later (``ids``)."""
+
+    def with_id(call_id: str, value: dict[str, Any]) -> dict[str, Any]:
+        return {"id": call_id, **value} if ids else value
+
     first: dict[str, Any] = {
-        "functionCall": {"id": "call_a", "name": "get_weather", "args": {"city": "Paris"}}
+        "functionCall": with_id("call_a", {"name": "get_weather", "args": {"city": "Paris"}})
     }
     if first_signature is not None:
         first["thoughtSignature"] = first_signature
@@ -87,25 +92,25 @@ def weather_contents(first_signature: str | None) -> list[dict[str, Any]]:
             "role": "model",
             "parts": [
                 first,
-                {"functionCall": {"id": "call_b", "name": "get_weather", "args": {"city": "Rome"}}},
+                {
+                    "functionCall": with_id(
+                        "call_b", {"name": "get_weather", "args": {"city": "Rome"}}
+                    )
+                },
             ],
         },
         {
             "role": "user",
             "parts": [
                 {
-                    "functionResponse": {
-                        "id": "call_a",
-                        "name": "get_weather",
-                        "response": {"output": "18C, sunny"},
-                    }
+                    "functionResponse": with_id(
+                        "call_a", {"name": "get_weather", "response": {"output": "18C, sunny"}}
+                    )
                 },
                 {
-                    "functionResponse": {
-                        "id": "call_b",
-                        "name": "get_weather",
-                        "response": {"output": "24C, clear"},
-                    }
+                    "functionResponse": with_id(
+                        "call_b", {"name": "get_weather", "response": {"output": "24C, clear"}}
+                    )
                 },
             ],
         },
@@ -123,7 +128,7 @@ def test_gemini_3_parallel_calls_without_a_signature_get_the_placeholder_on_the_
 
 @pytest.mark.parametrize("model", [None, "gemini-2.5-flash", "gemini-2.0-flash", "gemini-1.5-pro"])
 def test_gemini_2_and_unnamed_models_are_untouched(model: str | None) -> None:
-    assert accepted("gemini", weather(), model) == {"contents": weather_contents(None)}
+    assert accepted("gemini", weather(), model) == {"contents": weather_contents(None, ids=False)}
 
 
 def test_a_stored_turn_signature_is_kept_and_no_placeholder_is_added() -> None:
@@ -217,7 +222,7 @@ def test_an_interrupted_step_before_merged_user_text_still_counts_as_current() -
         ("gemini-2.0-flash-001", False),
         ("gemini-1.5-flash", False),
         ("gemini-exp-1206", False),
-        ("gemini-pro-latest", False),
+        ("gemini-pro-latest", True),
         ("", False),
         (None, False),
     ],

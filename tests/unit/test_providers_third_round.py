@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from provider_rules import violations
-from test_providers_golden import msg, result
+from test_providers_golden import carrier, msg, result
 from test_providers_sdk import sdk_problems
 
 from chat_history.model import Message, ToolCall
@@ -97,3 +97,79 @@ def test_the_name_mapping_is_injective_and_fits(first: str, second: str) -> None
         assert all(c.isascii() and (c.isalnum() or c in "_-") for c in mapped)
     if first != second:
         assert function_name(first) != function_name(second)
+
+
+# -- 15. Gemini 3 by the names Google documents ---------------------------------------------------
+
+SKIP = "skip_thought_signature_validator"
+VERTEX = "projects/my-project/locations/global/publishers/google/models/gemini-3-pro-preview"
+
+
+@pytest.mark.parametrize(
+    ("model", "generation"),
+    [
+        ("gemini-flash-latest", 3),
+        ("gemini-pro-latest", 3),
+        ("gemini-flash-lite-latest", 3),
+        ("models/gemini-flash-latest", 3),
+        (VERTEX, 3),
+        ("publishers/google/models/gemini-3-flash-preview", 3),
+        ("models/gemini-3.1-pro-preview", 3),
+        ("google/gemini-3-pro-preview", 3),
+        ("gemini-3-pro-preview@001", 3),
+        (" GEMINI-FLASH-LATEST ", 3),
+        ("gemini-2.5-flash-latest", 2),
+        ("projects/p/locations/l/publishers/google/models/gemini-2.5-pro", 2),
+        ("gemini-1.5-pro-latest", 1),
+        ("gemini-pro", None),
+        ("gemini-exp-1206", None),
+        ("tunedModels/my-model", None),
+        ("latest", None),
+        (None, None),
+    ],
+)
+def test_how_a_gemini_model_name_maps_to_a_generation(model: str | None, generation: int) -> None:
+    from chat_history.providers.gemini import generation as generation_of
+
+    assert generation_of(model) == generation
+
+
+def current_step() -> list[Message]:
+    return [msg("user", "go"), carrier("c1", "c2"), result("c1"), result("c2")]
+
+
+@pytest.mark.parametrize(
+    "model", ["gemini-flash-latest", "gemini-pro-latest", "gemini-flash-lite-latest", VERTEX]
+)
+def test_gemini_3_aliases_and_paths_get_the_placeholder(model: str) -> None:
+    contents = accepted("gemini", current_step(), model)["contents"]
+    assert contents[1]["parts"][0]["thoughtSignature"] == SKIP
+    assert "thoughtSignature" not in contents[1]["parts"][1]
+
+
+# -- 16. call ids for Gemini 3 and later only ------------------------------------------------------
+
+
+def call_ids(body: dict[str, Any]) -> list[Any]:
+    return [
+        part[key].get("id")
+        for content in body["contents"]
+        for part in content["parts"]
+        for key in ("functionCall", "functionResponse")
+        if key in part
+    ]
+
+
+@pytest.mark.parametrize(
+    "model", [None, "gemini-2.5-flash", "gemini-2.0-flash", "models/gemini-2.5-pro", "gemini-pro"]
+)
+def test_gemini_2_and_unnamed_models_get_no_call_ids(model: str | None) -> None:
+    body = accepted("gemini", current_step(), model)
+    assert call_ids(body) == [None, None, None, None]
+    assert '"id"' not in str(body).replace("'", '"')
+
+
+@pytest.mark.parametrize("model", ["gemini-3-pro-preview", "gemini-flash-latest", VERTEX])
+def test_gemini_3_gets_each_calls_id_on_the_call_and_its_response(model: str) -> None:
+    body = accepted("gemini", current_step(), model)
+    assert call_ids(body) == ["c1", "c2", "c1", "c2"]
