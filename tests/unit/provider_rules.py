@@ -3,9 +3,10 @@
 the formatter code (nothing here imports ``chat_history.providers``).
 
 ``violations(kind, body)`` lists every broken rule as a readable string; an empty list means the
-body passes. Rules a provider documents but that depend on the request as a whole (the last
-message must be a user message, ``toolConfig`` when tools are present) are not checked: ``body``
-is the history a client completes with its own new prompt and tool list.
+body passes. Rules a provider documents but that depend on the request as a whole (``toolConfig``
+when tools are present) are not checked: the client adds its tool list. The body's messages are
+sent as they are, so Mistral's serving rule on the last message (a user or tool message, or an
+assistant continuation with ``prefix: true``) is checked.
 """
 
 from __future__ import annotations
@@ -917,8 +918,18 @@ def check_mistral(c: Checker, body: dict[str, Any]) -> None:
             if c.keys(where, message, {"role", "content"}, set()):
                 _mistral_content(c, where, message["content"], images=role == "user")
         elif role == "assistant":
-            if not c.keys(where, message, {"role", "content"}, {"tool_calls"}):
+            if not c.keys(where, message, {"role", "content"}, {"tool_calls", "prefix"}):
                 continue
+            if "prefix" in message:
+                if message["prefix"] is not True or index != len(messages) - 1:
+                    c.fail(where, "Assistant message with prefix True must be last message")
+            elif index == len(messages) - 1:
+                # the body is sent as it is: serving mode wants a continuation marked
+                c.fail(
+                    where,
+                    "Expected last role User or Tool (or Assistant with prefix True) for "
+                    "serving but got assistant",
+                )
             if bool(message["content"]) == bool(message.get("tool_calls")):
                 c.fail(
                     where, "Assistant message must have either content or tool_calls, but not both."

@@ -164,16 +164,12 @@ MISTRAL_VERSIONS = tuple(TokenizerVersion)
 #: Versions whose user messages take text only (images came with v3): a body with an image
 #: chunk is a request for a vision model, so these are not asked about it.
 TEXT_ONLY_VERSIONS = {TokenizerVersion.v1, TokenizerVersion.v2}
-NEXT_PROMPT = {"role": "user", "content": "And next?"}
 
 
 def mistral_request(body: dict[str, Any]) -> dict[str, Any]:
-    """The request a client sends with ``body``: its new prompt appended when the history ends
-    with the assistant's reply (serving mode wants the last message from the user or a tool)."""
-    messages = list(body["messages"])
-    if messages and messages[-1]["role"] == "assistant":
-        messages.append(NEXT_PROMPT)
-    return {"model": "mistral-large-latest", "messages": messages}
+    """The request a client sends with ``body``: the body as it is (a final assistant message
+    is a continuation, and must say so with ``prefix: true``)."""
+    return {"model": "mistral-large-latest", "messages": list(body["messages"])}
 
 
 def _has_image(body: dict[str, Any]) -> bool:
@@ -469,9 +465,13 @@ def assert_sent_as_formatted(kind: str, body: dict[str, Any]) -> None:
             assert "systemInstruction" not in sent
     elif kind == "mistral":
         # mistralai re-serialises through its models, adding `prefix: false` to assistant
-        # messages and `index: 0` to tool calls.
+        # messages without it and `index: 0` to tool calls.
         sent = send_mistral(body)
-        assert _without(sent["messages"], {"prefix", "index"}) == body["messages"]
+        expected = [
+            {**m, "prefix": m.get("prefix", False)} if m["role"] == "assistant" else m
+            for m in body["messages"]
+        ]
+        assert _without(sent["messages"], {"index"}) == expected
     elif kind == "ollama":
         # ollama-python drops falsy fields (an empty content) and adds an empty tools list.
         sent = send_ollama(body)

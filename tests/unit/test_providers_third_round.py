@@ -173,3 +173,46 @@ def test_gemini_2_and_unnamed_models_get_no_call_ids(model: str | None) -> None:
 def test_gemini_3_gets_each_calls_id_on_the_call_and_its_response(model: str) -> None:
     body = accepted("gemini", current_step(), model)
     assert call_ids(body) == ["c1", "c2", "c1", "c2"]
+
+
+# -- 17. a Mistral body ending with the assistant's text is a continuation -------------------------
+
+
+ENDINGS = {
+    "reply": [msg("user", "hi"), msg("assistant", "Hello, I")],
+    "after tools": [msg("user", "go"), carrier("c1"), result("c1"), msg("assistant", "So far")],
+    "alone": [msg("assistant", "Once upon")],
+    "text and calls": [msg("user", "go"), carrier("c1", content="Reading."), result("c1")],
+}
+
+
+@pytest.mark.parametrize("ending", sorted(ENDINGS))
+def test_a_mistral_body_ending_with_the_assistant_is_a_continuation(ending: str) -> None:
+    from test_providers_sdk import (
+        MISTRAL_VERSIONS,
+        assert_sent_as_formatted,
+        mistral_common_problems,
+    )
+
+    body = accepted("mistral", ENDINGS[ending])  # mistral-common at every version, as it is
+    last = body["messages"][-1]
+    if last["role"] == "assistant":
+        assert last["prefix"] is True and last["content"]
+        unmarked = {
+            "messages": [*body["messages"][:-1], {k: v for k, v in last.items() if k != "prefix"}]
+        }
+        problems = mistral_common_problems(unmarked)
+        assert len(problems) == len(MISTRAL_VERSIONS)
+        assert all("Expected last role User or Tool" in p for p in problems)
+        assert violations("mistral", unmarked) != []
+    assert all("prefix" not in m for m in body["messages"][:-1])
+    assert_sent_as_formatted("mistral", body)
+
+
+def test_a_prefix_anywhere_but_last_is_refused_by_the_checkers() -> None:
+    from test_providers_sdk import mistral_common_problems
+
+    body = accepted("mistral", ENDINGS["reply"])
+    body["messages"].append({"role": "user", "content": "and?"})
+    assert violations("mistral", body) != []
+    assert mistral_common_problems(body) != []
