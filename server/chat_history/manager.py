@@ -117,11 +117,13 @@ class ImportResult:
 
 @attrs.frozen(kw_only=True)
 class ProviderRequest:
-    """``format``: the whole history as the provider's body."""
+    """``format``: the whole history as the provider's body; ``cache_key`` is the same for every
+    request of the conversation (providers.cache)."""
 
     provider: str
     model: str | None
     body: dict[str, object]
+    cache_key: str
 
 
 @attrs.frozen(kw_only=True)
@@ -147,6 +149,7 @@ class PreparedRequest:
     provider: str
     model: str | None
     body: dict[str, object]
+    cache_key: str
     estimated_tokens: int
     budget: int | None
     context_window: int | None
@@ -268,9 +271,21 @@ class ChatHistoryManager:
         del tools  # accepted for symmetry with prepare; format sends the whole history
         route = resolve_route(provider or self.settings.active_provider, model, self.settings)
         rows, _ = self.history(key)
+        breakpoints = self.settings.context.prompt_cache == "auto"
         return ProviderRequest(
-            provider=route.name, model=route.model, body=format_body(route.kind, rows, route.model)
+            provider=route.name,
+            model=route.model,
+            body=format_body(route.kind, rows, route.model, breakpoints=breakpoints),
+            cache_key=self.cache_key(key),
         )
+
+    def cache_key(self, key: Key) -> str:
+        """The ``cacheKey`` of every request of ``key``'s conversation (providers.cache).
+        Raises StorageError."""
+        from chat_history.providers.cache import cache_key
+        from chat_history.store.keys import CACHE
+
+        return cache_key(self.store.secret(CACHE), key)
 
     def prepare(self, key: Key, options: PrepareOptions) -> PreparedRequest:
         """The request to send now: the history after retention, the summary standing in for
@@ -294,7 +309,12 @@ class ChatHistoryManager:
             )
         if prepared.events:
             self._notify(key, prepared.events)
-        return _prepared_request(route, prepared)
+        return _prepared_request(
+            route,
+            prepared,
+            cache_key=self.cache_key(key),
+            breakpoints=self.settings.context.prompt_cache == "auto",
+        )
 
     def report_usage(
         self, provider: str | None, model: str | None, estimated_tokens: int, prompt_tokens: int
@@ -788,9 +808,23 @@ class ChatHistoryManager:
         return inserted
 
 
-def _prepared_request(route: Route, prepared: Prepared) -> PreparedRequest:
-    """``prepare``'s result: the rows and the proposal's rows formatted for the route."""
+def _prepared_request(
+    route: Route, prepared: Prepared, *, cache_key: str, breakpoints: bool
+) -> PreparedRequest:
+    """``prepare``'s result: the rows and the proposal's rows formatted for the route, with
+    the prompt-cache breakpoints when ``breakpoints`` (protocol.md "Version 3")."""
+    from chat_history.policy.compaction import note_of
     from chat_history.providers import format_body
+
+    def body(rows: Sequence[Message]) -> dict[str, object]:
+        return format_body(
+            route.kind,
+            rows,
+            route.model,
+            swept=True,
+            breakpoints=breakpoints,
+            note=note_of(rows) if breakpoints else None,
+        )
 
     proposal = prepared.compaction
     compaction = None
@@ -803,13 +837,15 @@ def _prepared_request(route: Route, prepared: Prepared) -> PreparedRequest:
             request=ProviderRequest(
                 provider=route.name,
                 model=route.model,
-                body=format_body(route.kind, proposal.rows, route.model, swept=True),
+                body=body(proposal.rows),
+                cache_key=cache_key,
             ),
         )
     return PreparedRequest(
         provider=route.name,
         model=route.model,
-        body=format_body(route.kind, prepared.rows, route.model, swept=True),
+        body=body(prepared.rows),
+        cache_key=cache_key,
         estimated_tokens=prepared.estimated_tokens,
         budget=prepared.budget,
         context_window=prepared.context_window,

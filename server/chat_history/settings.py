@@ -29,6 +29,7 @@ PROVIDER_KINDS: tuple[str, ...] = (
 PRESET_TOOL_CONTEXT_TURNS = {"default": 2, "localModel": 1, "unbounded": 8}
 
 Preset = Literal["default", "localModel", "unbounded"]
+PromptCache = Literal["auto", "off"]
 
 
 @cache
@@ -64,6 +65,8 @@ class ContextSettings:
     keep_tool_context_turns: int | None
     trim_low_water: float
     preset: Preset
+    #: prompt-cache breakpoints in Anthropic and Bedrock bodies (protocol.md "Version 3")
+    prompt_cache: PromptCache
     #: compaction proposals (settings.md "Compaction"; semantics.md "When compaction is proposed")
     compaction_enabled: bool
     compaction_trigger_ratio: float
@@ -285,6 +288,7 @@ def _build(v: Mapping[str, Any]) -> Settings:
             keep_tool_context_turns=v[c + "keepToolContextTurns"],
             trim_low_water=float(v[c + "trimLowWater"]),
             preset=v[c + "preset"],
+            prompt_cache=v[c + "promptCache"],
             compaction_enabled=v[c + "compaction.enabled"],
             compaction_trigger_ratio=float(v[c + "compaction.triggerRatio"]),
             compaction_keep_recent_turns=v[c + "compaction.keepRecentTurns"],

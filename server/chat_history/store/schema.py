@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from chat_history.store import calibration, search_index
+from chat_history.store import calibration, keys, search_index
 from chat_history.store.engine import sqlite3
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -152,6 +152,11 @@ MIGRATIONS.setdefault(3, "")
 MIGRATIONS.setdefault(4, "")
 MIGRATIONS[5] = calibration.SCHEMA
 
+# Version 7 (issues 22 and 23): the database's own secrets (store/keys.py); the keys themselves
+# are drawn in Python and written by ``keys.ensure`` in the same transaction. Idempotent, like
+# version 6.
+MIGRATIONS[6] = keys.SCHEMA
+
 
 def statements(script: str) -> list[str]:
     """The SQL statements of a migration step, in order (a trigger's body kept whole)."""
@@ -195,6 +200,7 @@ def migrate(connection: sqlite3.Connection) -> None:
                 connection.execute(statement)
             version += 1
             connection.execute(f"PRAGMA user_version = {version}")
+        keys.ensure(connection)
         connection.execute("COMMIT")
     except BaseException:
         connection.execute("ROLLBACK")
