@@ -560,3 +560,50 @@ def test_gemini_check_catches_a_role_the_sdk_lets_through() -> None:
     body = format_body("gemini", canonical())
     body["contents"][1]["role"] = "assistant"
     assert sdk_problems("gemini", body) == ["role 'assistant'"]
+
+
+# Bodies with prompt-cache breakpoints (protocol.md "Version 3"): every scenario, for the kinds
+# that carry them, with the context note a prepared request opens with.
+BREAKPOINT_MODELS = {"anthropic": None, "bedrock": "anthropic.claude-3-5-sonnet-20240620-v1:0"}
+
+
+def with_context_note(rows: list[Message]) -> tuple[list[Message], Message]:
+    from chat_history.policy.compaction import BREADCRUMB
+
+    note = Message(role="user", content=BREADCRUMB)
+    system = [row for row in rows if row.role == "system"]
+    return [*system, note, *(row for row in rows if row.role != "system")], note
+
+
+@pytest.mark.parametrize("with_note", [False, True])
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+@pytest.mark.parametrize("kind", sorted(BREAKPOINT_MODELS))
+def test_bodies_with_breakpoints_pass_the_sdk_types_and_are_sent(
+    kind: str, scenario: str, with_note: bool
+) -> None:
+    rows = list(SCENARIOS[scenario])
+    note = None
+    if with_note:
+        rows, note = with_context_note(rows)
+    body = format_body(kind, rows, BREAKPOINT_MODELS[kind], breakpoints=True, note=note)
+    text = json.dumps(body)
+    assert 1 <= text.count("cache_control") + text.count("cachePoint") <= 4
+    assert violations(kind, body) == []
+    assert sdk_problems(kind, body) == []
+    assert_sent_as_formatted(kind, body)
+
+
+def test_the_sdk_check_catches_a_broken_breakpoint() -> None:
+    body = format_body("anthropic", canonical(), breakpoints=True)
+    body["system"][0]["cache_control"] = {"type": "forever"}
+    assert sdk_problems("anthropic", body) != []
+    # in messages the SDK type lets a wrong type through (a union of blocks): keys it catches,
+    # the rule checker the rest
+    body = format_body("anthropic", canonical(), breakpoints=True)
+    body["messages"][0]["content"][0]["cache_control"] = {"type": "ephemeral", "bogus": 1}
+    assert sdk_problems("anthropic", body) != []
+    body["messages"][0]["content"][0]["cache_control"] = {"type": "forever"}
+    assert violations("anthropic", body) != []
+    body = format_body("bedrock", canonical(), "amazon.nova-pro-v1:0", breakpoints=True)
+    body["messages"][0]["content"].append({"cachePoint": {}})
+    assert sdk_problems("bedrock", body) != []

@@ -100,9 +100,7 @@ def _choices(
     if note_blocks and messages and messages[0]["role"] == "user":
         wanted.append(_last_markable(0, messages[0]["content"][:note_blocks], may_mark))
     final = len(messages) - 1
-    newest_user = next(
-        (i for i in range(final - 1, -1, -1) if messages[i]["role"] == "user"), None
-    )
+    newest_user = next((i for i in range(final - 1, -1, -1) if messages[i]["role"] == "user"), None)
     if newest_user is not None:
         wanted.append(_last_markable(newest_user, messages[newest_user]["content"], may_mark))
     if final >= 0:
@@ -135,9 +133,7 @@ def _mark_anthropic(body: dict[str, Any], note_blocks: int) -> dict[str, Any]:
         system_blocks = [{"type": "text", "text": system}]
     elif isinstance(system, list):
         system_blocks = [dict(block) for block in system]
-    messages = [
-        {**m, "content": _blocks(m["content"])} for m in body.get("messages", [])
-    ]
+    messages = [{**m, "content": _blocks(m["content"])} for m in body.get("messages", [])]
     for message, index in _choices(system_blocks, messages, note_blocks, _anthropic_may_mark):
         blocks = system_blocks if message is None else messages[message]["content"]
         assert blocks is not None
