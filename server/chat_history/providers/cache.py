@@ -132,12 +132,22 @@ def _mark_anthropic(body: dict[str, Any], note_blocks: int) -> dict[str, Any]:
     if isinstance(system, str):
         system_blocks = [{"type": "text", "text": system}]
     elif isinstance(system, list):
-        system_blocks = [dict(block) for block in system]
-    messages = [{**m, "content": _blocks(m["content"])} for m in body.get("messages", [])]
-    for message, index in _choices(system_blocks, messages, note_blocks, _anthropic_may_mark):
-        blocks = system_blocks if message is None else messages[message]["content"]
-        assert blocks is not None
-        blocks[index] = {**blocks[index], "cache_control": dict(CACHE_CONTROL)}
+        system_blocks = list(system)
+    messages = list(body.get("messages", []))
+    views = [  # a string content read as its one text block; lists are not copied
+        {"role": m["role"], "content": _blocks(m["content"])}
+        if isinstance(m["content"], str)
+        else m
+        for m in messages
+    ]
+    for message, index in _choices(system_blocks, views, note_blocks, _anthropic_may_mark):
+        if message is None:
+            assert system_blocks is not None
+            system_blocks[index] = {**system_blocks[index], "cache_control": dict(CACHE_CONTROL)}
+            continue
+        content = _blocks(messages[message]["content"])
+        content[index] = {**content[index], "cache_control": dict(CACHE_CONTROL)}
+        messages[message] = {**messages[message], "content": content}
     marked = dict(body)
     if system_blocks is not None:
         marked["system"] = system_blocks
@@ -161,14 +171,19 @@ def _bedrock_may_mark(block: dict[str, Any]) -> bool:
 
 
 def _mark_bedrock(body: dict[str, Any], note_blocks: int) -> dict[str, Any]:
-    system = [dict(block) for block in body["system"]] if body.get("system") else None
-    messages = [{**m, "content": list(m["content"])} for m in body.get("messages", [])]
+    system = list(body["system"]) if body.get("system") else None
+    messages = list(body.get("messages", []))
     places = _choices(system, messages, note_blocks, _bedrock_may_mark)
     # insert from the end of each list, so earlier indices stay valid
     for message, index in sorted(places, key=lambda p: (-1 if p[0] is None else p[0], -p[1])):
-        blocks = system if message is None else messages[message]["content"]
-        assert blocks is not None
-        blocks.insert(index + 1, {"cachePoint": dict(CACHE_POINT["cachePoint"])})
+        point = {"cachePoint": dict(CACHE_POINT["cachePoint"])}
+        if message is None:
+            assert system is not None
+            system.insert(index + 1, point)
+            continue
+        content = list(messages[message]["content"])
+        content.insert(index + 1, point)
+        messages[message] = {**messages[message], "content": content}
     marked = dict(body)
     if system is not None:
         marked["system"] = system
