@@ -9,7 +9,7 @@ import secrets
 
 from chat_history.store.engine import sqlite3
 
-#: The table (schema version 7), idempotent like calibration's.
+#: The table (schema version 8), idempotent like calibration's.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS server_keys (
     name TEXT PRIMARY KEY,

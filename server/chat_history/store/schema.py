@@ -5,7 +5,7 @@ from __future__ import annotations
 from chat_history.store import calibration, keys, search_index
 from chat_history.store.engine import sqlite3
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -154,10 +154,9 @@ MIGRATIONS[5] = calibration.SCHEMA
 # Version 7 (issue 22): folds that no writer can leave missing or stale (store.search_index).
 MIGRATIONS[6] = search_index.SCHEMA_V7
 
-# Version 7 (issues 22 and 23): the database's own secrets (store/keys.py); the keys themselves
-# are drawn in Python and written by ``keys.ensure`` in the same transaction. Idempotent, like
-# version 6.
-MIGRATIONS[6] = keys.SCHEMA
+# Version 8 (issue 23): the database's own secrets (store/keys.py); the keys themselves are drawn
+# in Python and written by ``keys.ensure`` in the same transaction. Idempotent, like version 6.
+MIGRATIONS[7] = keys.SCHEMA
 
 
 def statements(script: str) -> list[str]:
