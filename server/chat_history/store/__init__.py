@@ -18,6 +18,7 @@
 - ``changes.py``     the change watch's fingerprints of conversations (stateless SQL)
 - ``keys.py``        the database's own secrets: the key of listConversations' cursors
 - ``calibration.py`` the usage ratios of ``reportUsage`` per (provider kind, model), remembered
+- ``keys.py``        the database's own secrets (the key of every request's ``cacheKey``)
 """
 
 from chat_history.model import Key, Summary
