@@ -20,6 +20,8 @@ from chat_history.model import Attachment, Key, Message, StoredMessage, Summary
 from chat_history.policy.cursor import CursorPosition, encode_cursor
 from chat_history.policy.rewind import (
     edited_content,
+    fork_summary_cover,
+    fork_through,
     plan_delete_turns,
     plan_truncate,
 )
@@ -33,7 +35,9 @@ TitleSource = Literal["user", "auto"]
 
 @attrs.frozen(kw_only=True)
 class ConversationInfo:
-    """One conversation as ``listConversations``, ``updateConversation`` and ``fork`` answer."""
+    """One conversation as ``listConversations``, ``updateConversation`` and ``fork`` answer,
+    and as the CLI lists it: the one description of a conversation outside the store (whose
+    record is ``store.records.RecordRow``)."""
 
     conversation_id: str
     workspace: str
@@ -45,6 +49,11 @@ class ConversationInfo:
     tokens: int
     has_summary: bool
     metadata: Mapping[str, Any]
+
+    @property
+    def key(self) -> Key:
+        """The (workspace, conversation) pair naming it."""
+        return Key(self.workspace, self.conversation_id)
 
 
 @attrs.frozen
@@ -257,19 +266,17 @@ def fork(
     summary when its coverage lies within the copy, the metadata and the user title."""
     if tx.record(target) is not None:
         raise InvalidParams("new_conversation_id", "names a conversation that already exists")
-    last = tx.last_id(source)
-    if last is None:
-        raise InvalidParams("conversation_id", "has no messages to fork")
-    if through_id is not None and tx.row(source, through_id) is None:
-        raise InvalidParams("through_id", f"{through_id} is not a message of this conversation")
-    through = last if through_id is None else through_id
+    named = None if through_id is None else tx.row(source, through_id)
+    around = () if named is None else tx.turn_rows(source, named.turn)
+    through = fork_through(tx.last_id(source), through_id, around)
     base = tx.copy_conversation(source, target, through, now)
     summary = tx.summary(source)
     if summary is not None and summary.covers_through_id is not None:
-        covered = summary.covers_through_id
-        copied = tx.rows_through(source, min(covered, through)) if covered <= through else 0
-        if copied:
-            tx.save_summary(target, attrs.evolve(summary, covers_through_id=base + copied))
+        covers = summary.covers_through_id
+        covered = tx.rows_through(source, covers) if covers <= through else 0
+        cover = fork_summary_cover(covers, through, covered, base)
+        if cover is not None:
+            tx.save_summary(target, attrs.evolve(summary, covers_through_id=cover))
     record = tx.record(source)
     if record is not None:
         if record.title is not None:

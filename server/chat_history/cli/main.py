@@ -27,6 +27,7 @@ from chat_history.cli.transfer import (
     header_line,
     read_import,
 )
+from chat_history.conversations import ConversationInfo
 from chat_history.errors import InvalidParams, StorageError
 from chat_history.manager import ChatHistoryManager
 from chat_history.model import ROLES
@@ -34,7 +35,7 @@ from chat_history.paths import STORAGE_ENV, default_storage_folder
 from chat_history.settings import SECTION, Settings, default_settings, load_settings
 from chat_history.settings_file import SettingsFileError, read_settings_file
 from chat_history.storage_retention import PruneRun, tally
-from chat_history.store import DATABASE_FILE, ConversationRecord, Key
+from chat_history.store import DATABASE_FILE, Key
 from chat_history.wire import protocol
 
 EXIT_FAILURE = 1  # missing database or conversation, a bad import file, a bad settings file
@@ -134,13 +135,25 @@ def warn(message: str) -> None:
     print(f"chat-history: warning: {message}", file=sys.stderr)
 
 
-def records(manager: ChatHistoryManager, workspace: str | None) -> dict[Key, ConversationRecord]:
-    """Every conversation of ``workspace`` (default: all), ordered by workspace and id."""
-    workspaces = [workspace] if workspace is not None else manager.list_workspaces()
+def records(manager: ChatHistoryManager, workspace: str | None) -> dict[Key, ConversationInfo]:
+    """Every conversation of ``workspace`` (default: all) as ``listConversations`` lists it
+    (one holding only a title or metadata included), ordered by workspace and id."""
     found = {
-        Key(ws, r.conversation): r for ws in workspaces for r in manager.list_conversations(ws)
+        info.key: info
+        for info in manager.list_conversations_page(workspace, None, None).conversations
     }
     return dict(sorted(found.items(), key=lambda item: (item[0].workspace, item[0].conversation)))
+
+
+def by_workspace(
+    listed: Sequence[ConversationInfo],
+) -> list[tuple[str, list[ConversationInfo]]]:
+    """The listing grouped by workspace (sorted), each in the listing's order: newest activity
+    first."""
+    groups: dict[str, list[ConversationInfo]] = {}
+    for info in listed:
+        groups.setdefault(info.workspace, []).append(info)
+    return sorted(groups.items())
 
 
 def all_keys(manager: ChatHistoryManager, workspace: str | None) -> list[Key]:
@@ -178,13 +191,9 @@ def print_json(value: Any) -> None:
 
 def cmd_conversations(args: argparse.Namespace) -> int:
     manager = open_manager(args)
-    workspaces = [args.workspace] if args.workspace is not None else manager.list_workspaces()
-    listed: list[tuple[str, list[ConversationRecord]]] = [
-        (ws, records) for ws in workspaces if (records := manager.list_conversations(ws))
-    ]
+    listed = by_workspace(manager.list_conversations_page(args.workspace, None, None).conversations)
     if args.json:
-        entries = [protocol.wire_conversation(r, ws) for ws, records in listed for r in records]
-        print_json({"conversations": entries})
+        print_json(protocol.wire_listing([info for _, infos in listed for info in infos]))
     elif not listed:
         where = f" in workspace {args.workspace!r}" if args.workspace is not None else ""
         print(f"No conversations{where} in {manager.database_path}.")

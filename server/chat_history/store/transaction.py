@@ -19,7 +19,7 @@ from chat_history.policy.search_rank import SearchRow, SearchScope
 from chat_history.store import calibration, edits, overview, queries, records, search_index
 from chat_history.store.cache import ConversationCache
 from chat_history.store.engine import sqlite3
-from chat_history.store.overview import ConversationRecord, DatabaseStats
+from chat_history.store.overview import DatabaseStats
 from chat_history.store.queries import ConversationTotals, RowMetaRecord
 from chat_history.store.records import RecordRow
 from chat_history.store.rows import to_message
@@ -192,12 +192,6 @@ class Reading:
         return self._ratios.ratios(self.connection, kind, model)
 
     # -- the whole database -----------------------------------------------------------------
-
-    def conversations(self, workspace: str) -> list[ConversationRecord]:
-        return overview.conversations(self.connection, workspace)
-
-    def workspaces(self) -> list[str]:
-        return overview.workspaces(self.connection)
 
     def stats(self) -> DatabaseStats:
         return overview.stats(self.connection)

@@ -49,11 +49,11 @@ from chat_history.settings import empty_object
 from chat_history.wire import frames
 
 if TYPE_CHECKING:  # the manager's result types, translated below (no import at run time)
-    from chat_history.conversations import ConversationPage
+    from chat_history.conversations import ConversationInfo, ConversationPage
     from chat_history.manager import AppendResult, GetResult, SearchResult
     from chat_history.preparation import PrepareOptions
     from chat_history.storage_retention import PruneRun
-    from chat_history.store import ConversationRecord, DatabaseStats
+    from chat_history.store import DatabaseStats
 
 # Limits (README "Limits"): large enough for real chats, small enough that no request can
 # exhaust memory or the database.
@@ -744,20 +744,6 @@ def wire_cleared(deleted_messages: int) -> dict[str, Any]:
     return {"deletedMessages": deleted_messages}
 
 
-def wire_conversation(record: ConversationRecord, workspace: str | None = None) -> dict[str, Any]:
-    """One ``listConversations`` entry; with ``workspace`` (the CLI's listing over every
-    workspace), the workspace first."""
-    entry: dict[str, Any] = {} if workspace is None else {"workspace": workspace}
-    entry.update(
-        conversationId=record.conversation,
-        messageCount=record.message_count,
-        tokens=record.tokens,
-        lastActivity=record.last_activity,
-        hasSummary=record.has_summary,
-    )
-    return entry
-
-
 def wire_history(workspace: str, conversation: str, result: GetResult) -> dict[str, Any]:
     """``chat-history show --json``: one conversation's rows and summary."""
     return {
@@ -870,7 +856,14 @@ def fork_args(params: ForkParams, source_workspace: str) -> tuple[str, str, int 
 
 
 def wire_page(page: ConversationPage) -> dict[str, Any]:
-    return {"conversations": wire(page.conversations), "nextCursor": page.next_cursor}
+    """A ``listConversations`` page: its conversations and the next page's cursor."""
+    return {**wire_listing(page.conversations), "nextCursor": page.next_cursor}
+
+
+def wire_listing(conversations: Sequence[ConversationInfo]) -> dict[str, Any]:
+    """Conversations as ``listConversations`` lists them (``chat-history conversations --json``
+    prints the same entries, grouped by workspace)."""
+    return {"conversations": wire(conversations)}
 
 
 def wire_prune_run(run: PruneRun) -> dict[str, Any]:
