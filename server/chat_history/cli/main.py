@@ -62,6 +62,9 @@ SHOWN_SETTINGS = (
 
 
 class CliError(Exception):
+    """A command that cannot do what was asked: printed as one line on stderr, and ``code`` is the
+    exit status (1, or 2 for a usage error)."""
+
     def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
         super().__init__(message)
         self.code = code
@@ -85,6 +88,8 @@ def database_location(db: Path | None) -> tuple[Path, str]:
 def open_manager(
     args: argparse.Namespace, settings: Settings | None = None, *, create: bool = False
 ) -> ChatHistoryManager:
+    """A manager on the database ``--db`` names (else the server's default); a missing one is a
+    CliError, unless the command creates it (``import``)."""
     folder, name = database_location(args.db)
     path = folder / name
     if not create and not path.is_file():
@@ -98,6 +103,8 @@ def open_manager(
 
 @attrs.frozen
 class CliSettings:
+    """The settings a command runs under, and where each came from (``stats`` shows both)."""
+
     settings: Settings
     #: where each key given explicitly came from (full dotted key -> file path or flag)
     sources: dict[str, str]
@@ -132,6 +139,7 @@ def load_cli_settings(args: argparse.Namespace) -> CliSettings:
 
 
 def warn(message: str) -> None:
+    """A warning on stderr: the command goes on."""
     print(f"chat-history: warning: {message}", file=sys.stderr)
 
 
@@ -157,6 +165,7 @@ def by_workspace(
 
 
 def all_keys(manager: ChatHistoryManager, workspace: str | None) -> list[Key]:
+    """The keys of every conversation of ``workspace`` (default: all), by workspace and id."""
     return list(records(manager, workspace))
 
 
@@ -183,6 +192,7 @@ def reading(settings: Settings) -> Settings:
 
 
 def print_json(value: Any) -> None:
+    """``--json`` output: indented, non-ASCII kept as it is."""
     print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
@@ -190,6 +200,8 @@ def print_json(value: Any) -> None:
 
 
 def cmd_conversations(args: argparse.Namespace) -> int:
+    """``conversations``: every conversation per workspace, as ``listConversations`` lists them
+    (``--json``: its entries)."""
     manager = open_manager(args)
     listed = by_workspace(manager.list_conversations_page(args.workspace, None, None).conversations)
     if args.json:
@@ -203,6 +215,8 @@ def cmd_conversations(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    """``show``: one conversation's rows and summary as text, as JSON, or (``--provider``) as that
+    provider's request body."""
     settings = load_cli_settings(args).settings
     manager = open_manager(args, reading(settings))
     key = find_key(manager, args.conversation, args.workspace)
@@ -279,6 +293,8 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    """``search``: the full-text search of ``chatHistory/search``, its refusals named by their
+    flags."""
     params = protocol.SearchParams(
         query=args.query,
         conversation_id=args.conversation,
@@ -302,6 +318,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
+    """``prune``: storage retention of every conversation now (``--dry-run``: what it would delete),
+    whether automatic pruning is on or not."""
     loaded = load_cli_settings(args)
     # Running prune is the request to prune: enableAutoPruning governs automatic runs only.
     settings = attrs.evolve(loaded.settings, enable_auto_pruning=True)
@@ -332,6 +350,8 @@ def _write_lines(lines: Iterator[dict[str, Any]], sink: Any, progress: Progress)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    """``export``: the conversations (all, or those named) as JSONL on stdout, in the export format
+    of ``cli/transfer.py``."""
     manager = open_manager(args, reading(default_settings()))
     found = records(manager, args.workspace)
     keys = list(found)
@@ -362,6 +382,8 @@ def _read_file(path: str) -> list[ConversationImport]:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    """``import``: an export file into the database; rows already stored are skipped, and a
+    conversation that fails is reported and skipped whole."""
     try:
         conversations = _read_file(args.file)
     except ImportFileError as exc:
@@ -405,6 +427,8 @@ def _size(path: Path) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    """``stats``: the database's size and counts, and the retention settings in force with where
+    each came from."""
     loaded = load_cli_settings(args)
     manager = open_manager(args, reading(loaded.settings))
     stats = manager.stats()
@@ -525,6 +549,7 @@ def _archive_commands(command: Command, settings: argparse.ArgumentParser) -> No
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``chat-history`` parser: ``--db`` and ``--version``, and one subcommand per ``cmd_*``."""
     parser = argparse.ArgumentParser(
         prog="chat-history",
         description="Inspect, prune, export and import the chat history database of "
@@ -558,6 +583,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``chat-history``: run the command and return its exit status (``demo`` hands its arguments to
+    the demo)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     with contextlib.suppress(AttributeError, ValueError):
         sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]

@@ -150,6 +150,7 @@ class Reading:
     # -- summaries --------------------------------------------------------------------------
 
     def summary(self, key: Key) -> Summary | None:
+        """The conversation's summary, or None."""
         return queries.summary(self.connection, key)
 
     # -- version 2: conversation records, rows by id and turn (store.records, store.edits) ----
@@ -169,15 +170,19 @@ class Reading:
         return records.user_rows(self.connection, key)
 
     def row(self, key: Key, row_id: int) -> StoredMessage | None:
+        """The conversation's row ``row_id``; None when it is not one of its rows."""
         return edits.row(self.connection, key, row_id)
 
     def rows_of_turns(self, key: Key, turns: Sequence[int]) -> list[StoredMessage]:
+        """Every row of the named turns, oldest first."""
         return edits.rows_of_turns(self.connection, key, turns)
 
     def turn_rows(self, key: Key, turn: int) -> list[StoredMessage]:
+        """Every row of one turn, oldest first."""
         return edits.rows_of_turns(self.connection, key, [turn])
 
     def last_id(self, key: Key) -> int | None:
+        """The conversation's newest row id; None when it has no rows."""
         return edits.last_id(self.connection, key)
 
     def rows_through(self, key: Key, row_id: int) -> int:
@@ -194,6 +199,7 @@ class Reading:
     # -- the whole database -----------------------------------------------------------------
 
     def stats(self) -> DatabaseStats:
+        """The whole database's totals (``chat-history stats``)."""
         return overview.stats(self.connection)
 
     # -- search -----------------------------------------------------------------------------
@@ -301,6 +307,7 @@ class Transaction(Reading):
         records.set_title(self.connection, key, title)
 
     def set_metadata(self, key: Key, metadata: Mapping[str, Any]) -> None:
+        """Replace the conversation's metadata (empty keeps nothing alive)."""
         records.set_metadata(self.connection, key, metadata)
 
     def delete_messages(self, key: Key, rows: Sequence[StoredMessage]) -> ConversationTotals | None:
