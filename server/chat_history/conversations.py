@@ -66,12 +66,16 @@ class ConversationPage:
 
 @attrs.frozen
 class TruncateResult:
+    """What ``truncate`` deleted: its rows, and whether the summary went with them."""
+
     deleted_messages: int
     summary_deleted: bool
 
 
 @attrs.frozen
 class DeleteTurnsResult:
+    """What ``deleteTurns`` deleted: its rows, and how many of the named turns had any."""
+
     deleted_messages: int
     deleted_turns: int
 
@@ -143,6 +147,7 @@ def describe(tx: Reading, record: RecordRow) -> ConversationInfo:
 
 
 def info(tx: Reading, key: Key) -> ConversationInfo:
+    """The conversation's ConversationInfo; that of an empty one when it does not exist."""
     record = tx.record(key)
     return empty_info(key) if record is None else describe(tx, record)
 
@@ -287,6 +292,8 @@ def fork(
 
 
 def delete_summary(tx: Transaction, key: Key, now: int) -> bool:
+    """Delete the summary as a client's write (the conversation is active since); returns whether
+    there was one."""
     deleted = tx.delete_summary(key)
     if deleted:
         tx.touch(key, now)

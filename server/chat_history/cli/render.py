@@ -41,10 +41,12 @@ def when(epoch_ms: int | None) -> str:
 
 
 def plural(count: int, noun: str) -> str:
+    """``count`` with its noun, plural unless 1 (``1 conversation``, ``2 conversations``)."""
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+    """Lines of a table: columns as wide as their widest cell, those in ``right`` right-aligned."""
     widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=True)]
 
     def line(cells: Sequence[str]) -> str:

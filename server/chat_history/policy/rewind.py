@@ -85,6 +85,8 @@ def check_turns(turns: Sequence[int]) -> frozenset[int]:
 
 @attrs.frozen
 class DeleteTurnsPlan:
+    """``deleteTurns``: the rows to delete, and how many of the named turns had rows."""
+
     deleted: tuple[StoredMessage, ...]
     deleted_turns: int
 
