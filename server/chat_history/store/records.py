@@ -10,13 +10,12 @@ write that makes it exist starts its ``created_at`` again."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Generator, Mapping
+from collections.abc import Generator
 from typing import Any
 
 import attrs
 
-from chat_history.model import Key, Message, compact_json
+from chat_history.model import Key, Message
 from chat_history.store.engine import sqlite3
 
 #: A conversation exists (c: its record, s: its summary, joined by ``SELECT_FROM``): the one
@@ -58,7 +57,8 @@ class RecordRow:
     message_count: int
     tokens: int
     has_summary: bool
-    metadata: Mapping[str, Any]
+    #: the metadata's compact JSON text (None: empty), never parsed here
+    metadata: str | None
 
     @property
     def key(self) -> Key:
@@ -77,7 +77,7 @@ def _record(row: tuple[Any, ...]) -> RecordRow:
         count,
         tokens,
         bool(summary),
-        json.loads(metadata) if metadata else {},
+        metadata or None,
     )
 
 
@@ -91,8 +91,12 @@ def record(connection: sqlite3.Connection, key: Key) -> RecordRow | None:
 
 
 def exists(connection: sqlite3.Connection, key: Key) -> bool:
-    """Whether the conversation exists (rows, a summary, a title or metadata)."""
-    return record(connection, key) is not None
+    """Whether the conversation exists (its record is not read: every write asks)."""
+    row = connection.execute(
+        f"SELECT 1 {SELECT_FROM} WHERE c.workspace = ? AND c.conversation = ? AND {EXISTS}",
+        (key.workspace, key.conversation),
+    ).fetchone()
+    return row is not None
 
 
 def listing(
@@ -177,9 +181,9 @@ def set_title(connection: sqlite3.Connection, key: Key, title: str | None) -> No
     )
 
 
-def set_metadata(connection: sqlite3.Connection, key: Key, metadata: Mapping[str, Any]) -> None:
-    """Replace the conversation's metadata (empty is stored as NULL: it keeps nothing alive)."""
+def set_metadata(connection: sqlite3.Connection, key: Key, text: str | None) -> None:
+    """Store the metadata's compact JSON text (None: empty)."""
     connection.execute(
         "UPDATE conversations SET metadata = ? WHERE workspace = ? AND conversation = ?",
-        (compact_json(dict(metadata)) if metadata else None, key.workspace, key.conversation),
+        (text, key.workspace, key.conversation),
     )
