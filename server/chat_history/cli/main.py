@@ -30,7 +30,7 @@ from chat_history.cli.transfer import (
 from chat_history.conversations import ConversationInfo
 from chat_history.errors import InvalidParams, StorageError
 from chat_history.manager import ChatHistoryManager
-from chat_history.model import ROLES
+from chat_history.model import ROLES, JsonText
 from chat_history.paths import STORAGE_ENV, default_storage_folder
 from chat_history.settings import SECTION, Settings, default_settings, load_settings
 from chat_history.settings_file import SettingsFileError, read_settings_file
@@ -192,8 +192,15 @@ def reading(settings: Settings) -> Settings:
 
 
 def print_json(value: Any) -> None:
-    """``--json`` output: indented, non-ASCII kept as it is."""
-    print(json.dumps(value, indent=2, ensure_ascii=False))
+    """``--json`` output: indented, non-ASCII kept as it is; metadata the store hands out as its
+    JSON text (``JsonText``) printed as the value it is."""
+    print(json.dumps(value, indent=2, ensure_ascii=False, default=_json_value))
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, JsonText):
+        return value.value()
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 # -- commands ------------------------------------------------------------------------------------
