@@ -22,6 +22,7 @@ class _QuietExpectedErrors(logging.Filter):
 
 
 def main() -> None:
+    """``chat-history-server``: log to stderr and serve the protocol on stdio until ``exit``."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(_QuietExpectedErrors())
     logging.basicConfig(

@@ -6,7 +6,7 @@
 - ``records.py``     stateless SQL of conversation records: title, metadata, the paged listing
 - ``edits.py``       stateless SQL of the edits: truncate, delete turns, edit a row, copy
 - ``search_index.py`` stateless SQL of the full-text search index
-- ``overview.py``    stateless SQL on the whole database: listings and stats
+- ``overview.py``    stateless SQL on the whole database: the totals of ``stats``
 - ``rows.py``        a row's columns and its conversion to and from ``StoredMessage``
 - ``tail.py``        what the connection remembers of a conversation's end
 - ``cache.py``       the bounded LRU of whole conversations
@@ -23,14 +23,13 @@
 
 from chat_history.model import Key, Summary
 from chat_history.store.connection import Store
-from chat_history.store.overview import ConversationRecord, DatabaseStats
+from chat_history.store.overview import DatabaseStats
 from chat_history.store.queries import ConversationTotals, RowMetaRecord
 from chat_history.store.schema import DATABASE_FILE
 from chat_history.store.transaction import Reading, Transaction
 
 __all__ = [
     "DATABASE_FILE",
-    "ConversationRecord",
     "ConversationTotals",
     "DatabaseStats",
     "Key",
