@@ -13,7 +13,7 @@ from chat_history.errors import ConversationChanged
 from chat_history.manager import ChatHistoryManager
 from chat_history.model import ExpectedLast, Key, Message, ToolCall
 from chat_history.policy.changes import Change, Fingerprint, Growth, changes, merge, reason
-from chat_history.policy.rewind import fork_end
+from chat_history.policy.rewind import fork_end, fork_through
 from chat_history.settings import default_settings
 from chat_history.store import Store
 from chat_history.watch import ChangeWatch
@@ -100,6 +100,7 @@ def test_fork_end_carries_a_cut_inside_a_tool_exchange_through_its_answers() -> 
         row(5, role="assistant", content="done"),
     ]
     assert [fork_end(rows, i) for i in (1, 2, 3, 4, 5)] == [1, 4, 4, 4, 5]
+    assert fork_through(5, 2, rows) == 4, "fork's rule carries a call row through its answers"
 
 
 # -- the watch over two stores on one file ------------------------------------------------------
