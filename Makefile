@@ -8,17 +8,28 @@ DEV := $(VENV)/.installed-dev
 NODE := client-shim/node_modules/.installed
 PANEL := examples/chat-panel
 PANEL_NODE := $(PANEL)/node_modules/.installed
+# Native npm modules (the e2e's code-server, the panel's vsce) build against the system Node's
+# headers, never a download from nodejs.org, whatever the user's ~/.npmrc says (issue 26 item 7).
+NODE_HEADERS := $(firstword $(wildcard /usr/include/node/node.h /usr/local/include/node/node.h))
+ifneq ($(NODE_HEADERS),)
+export npm_config_nodedir := $(patsubst %/include/node/node.h,%,$(NODE_HEADERS))
+endif
 
-.PHONY: demo test lint pytest shim-test panel-test e2e shim-build bench clean
+.PHONY: demo test lint pytest shim-test panel-test e2e shim-build bench clean wheels-check
 
 demo: $(BASE)
 	$(PY) -m chat_history.demo
 
-test: lint pytest shim-test panel-test e2e
+test: lint wheels-check pytest shim-test panel-test e2e
+
+# Every runtime dependency resolves to wheels for every .vsix target and Python 3.11-3.14
+# (pip download --only-binary=:all: --platform P --python-version V; needs PyPI).
+wheels-check: $(BASE)
+	$(PY) packaging/wheels_check.py
 
 lint: $(DEV)
-	$(VENV)/bin/ruff check server tests bench
-	$(VENV)/bin/ruff format --check server tests bench
+	$(VENV)/bin/ruff check server tests bench packaging
+	$(VENV)/bin/ruff format --check server tests bench packaging
 	$(VENV)/bin/mypy
 
 pytest: $(DEV)
