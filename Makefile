@@ -15,7 +15,7 @@ ifneq ($(NODE_HEADERS),)
 export npm_config_nodedir := $(patsubst %/include/node/node.h,%,$(NODE_HEADERS))
 endif
 
-.PHONY: demo test lint pytest shim-test panel-test e2e shim-build bench clean wheels-check
+.PHONY: demo test lint pytest shim-test panel-test e2e shim-build bench clean wheels-check vsix vsix-all dist
 
 demo: $(BASE)
 	$(PY) -m chat_history.demo
@@ -50,6 +50,17 @@ panel-test: $(BASE) $(PANEL_NODE) shim-build
 e2e: $(BASE) $(PANEL_NODE) shim-build
 	cd $(PANEL) && CHAT_HISTORY_PYTHON="$(CURDIR)/$(PY)" bash e2e/run.sh
 
+# The sample panel with the server inside, for one VS Code target (packaging/vsix.py):
+#   make vsix TARGET=linux-x64 [PAYLOAD=frozen,libs|frozen|libs]  → dist/chat-panel-<target>.vsix
+TARGET ?= linux-x64
+vsix: $(BASE) $(PANEL_NODE) shim-build
+	$(PY) packaging/vsix.py --target $(TARGET) $(if $(PAYLOAD),--payload $(PAYLOAD))
+
+# Every target this host can assemble (bundled libraries for all; a frozen server for its own).
+vsix-all: $(BASE) $(PANEL_NODE) shim-build
+	for t in win32-x64 win32-arm64 darwin-x64 darwin-arm64 linux-x64 linux-arm64 alpine-x64 alpine-arm64; do \
+	  $(PY) packaging/vsix.py --target $$t || exit 1; done
+
 bench: $(VENV)/.installed-bench
 	$(PY) bench/run.py
 	$(PY) bench/compaction.py
@@ -80,4 +91,4 @@ $(PANEL_NODE): $(PANEL)/package-lock.json $(NODE)
 	touch $@
 
 clean:
-	rm -rf $(VENV) client-shim/node_modules client-shim/dist $(PANEL)/node_modules $(PANEL)/dist $(PANEL)/dist-test
+	rm -rf build dist $(VENV) client-shim/node_modules client-shim/dist $(PANEL)/node_modules $(PANEL)/dist $(PANEL)/dist-test
