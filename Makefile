@@ -15,12 +15,12 @@ ifneq ($(NODE_HEADERS),)
 export npm_config_nodedir := $(patsubst %/include/node/node.h,%,$(NODE_HEADERS))
 endif
 
-.PHONY: demo test lint pytest shim-test panel-test e2e e2e-install shim-build bench clean wheels-check vsix vsix-all dist
+.PHONY: demo test lint pytest shim-test panel-test e2e e2e-install shim-build bench clean wheels-check vsix vsix-all dist dist-check
 
 demo: $(BASE)
 	$(PY) -m chat_history.demo
 
-test: lint wheels-check pytest shim-test panel-test e2e e2e-install
+test: lint wheels-check pytest shim-test panel-test dist-check e2e e2e-install
 
 # Every runtime dependency resolves to wheels for every .vsix target and Python 3.11-3.14
 # (pip download --only-binary=:all: --platform P --python-version V; needs PyPI).
@@ -60,6 +60,17 @@ vsix: $(BASE) $(PANEL_NODE) shim-build
 vsix-all: $(BASE) $(PANEL_NODE) shim-build
 	for t in win32-x64 win32-arm64 darwin-x64 darwin-arm64 linux-x64 linux-arm64 alpine-x64 alpine-arm64; do \
 	  $(PY) packaging/vsix.py --target $$t || exit 1; done
+
+# The server's wheel and sdist (the wheel built from the sdist) and the shim's npm tarball in dist/;
+# dist-check installs each into a clean environment and runs it (packaging/dist_check.py).
+dist: $(DEV) $(NODE)
+	rm -f dist/chat_history_server-* dist/chat-history-client-*
+	$(PY) -m build --outdir dist .
+	cd client-shim && npm pack --silent --pack-destination ../dist
+	ls -l dist
+
+dist-check: dist
+	$(PY) packaging/dist_check.py
 
 # The linux-x64 .vsix installed in code-server with nothing else (no pip install of the server):
 # no Python on PATH, then only a Python 3.10 (examples/chat-panel/e2e/install-run.sh).
