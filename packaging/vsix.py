@@ -184,6 +184,20 @@ def binary_kind(path: Path) -> tuple[str, str] | None:
     return None
 
 
+def elf_libc(path: Path) -> str | None:
+    """The C library an ELF file needs (``glibc``/``musl``; None: neither, or no objdump)."""
+    if shutil.which("objdump") is None:
+        return None
+    headers = subprocess.run(["objdump", "-p", str(path)], capture_output=True, text=True).stdout
+    lines = headers.splitlines()
+    needed = [line.split()[-1] for line in lines if line.strip().startswith("NEEDED")]
+    if any(name.startswith("libc.musl") for name in needed):
+        return "musl"
+    if "libc.so.6" in needed:
+        return "glibc"
+    return None
+
+
 def check_compiled(target: Target, stage: Path) -> int:
     """Every compiled file is the target's format and machine; their number."""
     wrong = []
@@ -197,6 +211,10 @@ def check_compiled(target: Target, stage: Path) -> int:
         count += 1
         if kind != (target.binary_format, target.machine):
             wrong.append(f"{path.relative_to(stage)}: {kind[0]} {kind[1]}")
+        elif kind[0] == "ELF" and (libc := elf_libc(path)) is not None:
+            musl = target.name.startswith("alpine")
+            if libc != ("musl" if musl else "glibc"):
+                wrong.append(f"{path.relative_to(stage)}: linked against {libc}")
     if wrong:
         raise SystemExit(f"compiled files not for {target.name}:\n" + "\n".join(wrong))
     return count
