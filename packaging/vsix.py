@@ -260,9 +260,8 @@ def stage_panel(stage: Path) -> None:
     (stage / ".vscodeignore").write_text("**/__pycache__/**\n**/*.pyc\n.vscodeignore\n")
 
 
-def package(target: Target, stage: Path) -> Path:
-    DIST.mkdir(exist_ok=True)
-    out = DIST / f"chat-panel-{target.name}.vsix"
+def package(target: Target, stage: Path, out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
     vsce = PANEL / "node_modules" / ".bin" / "vsce"
     run(
         [str(vsce), "package", "--no-dependencies", "--target", target.name, "--out", str(out)],
@@ -280,7 +279,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", required=True, choices=sorted(TARGETS))
     parser.add_argument("--payload", default="", help="frozen,libs / frozen / libs")
-    parser.add_argument("--out", help="rename the .vsix to this path")
+    parser.add_argument("--out", help="the .vsix to write (default dist/chat-panel-<target>.vsix)")
     options = parser.parse_args()
     target = TARGETS[options.target]
     here = host_target() == target.name
@@ -303,9 +302,8 @@ def main() -> int:
         versions = check_python_versions(stage) if "libs" in payload else []
         glibc = glibc_floor(stage)
         sizes = {part: folder_size(stage / part) for part in ("server", "bundled")}
-        vsix = package(target, stage)
-        if options.out:
-            vsix = vsix.rename(options.out)
+        default = DIST / f"chat-panel-{target.name}.vsix"
+        vsix = package(target, stage, Path(options.out).resolve() if options.out else default)
     with zipfile.ZipFile(vsix) as archive:
         files = archive.infolist()
         unpacked = sum(f.file_size for f in files)

@@ -7,7 +7,8 @@
  *   node e2e/install.mjs --code-server-root DIR --vsix FILE --python none|PATH --expect works|too-old
  *
  * works:   the frozen server starts; a chat turn is answered; after a restart of code-server the
- *          conversation is still listed and opens with its messages.
+ *          conversation is still listed and opens with its messages; Export (JSONL) runs the CLI
+ *          through the same frozen server.
  * too-old: (a .vsix with bundled libraries only) one notification says the Python found is too
  *          old, with the Select Python…, Open Settings and Show Log buttons.
  */
@@ -323,6 +324,21 @@ try {
       );
       assert.match(await frame.locator("article.role-assistant").last().innerText(), /Reply #1 to/);
       await page.screenshot({ path: join(ARTIFACTS, "02-after-restart.png") });
+    });
+
+    await step("Export as JSONL runs the CLI through the same server inside the extension", async () => {
+      await runCommand("Chat Panel: Export Conversation");
+      const pick = page.locator(".quick-input-list .monaco-list-row", { hasText: "JSONL" }).first();
+      await pick.waitFor({ state: "visible" });
+      await pick.click();
+      const editor = page.locator(".editor-instance .monaco-editor .view-lines").first();
+      await page.waitForFunction(
+        (text) => [...document.querySelectorAll(".editor-instance .monaco-editor .view-lines")].some((e) => e.textContent.includes(text)),
+        "Hello from the installed vsix",
+        { timeout: STEP_TIMEOUT },
+      );
+      assert.match(await editor.innerText(), /"role"/);
+      await page.screenshot({ path: join(ARTIFACTS, "03-export.png") });
     });
   } else {
     await step("one notification: the Python found is too old, with the three buttons", async () => {
