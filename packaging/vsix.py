@@ -229,9 +229,9 @@ def glibc_floor(stage: Path) -> str | None:
     for path in server.rglob("*"):
         if path.is_file() and not path.is_symlink() and binary_kind(path) is not None:
             symbols = subprocess.run(["objdump", "-T", str(path)], capture_output=True, text=True)
-            for word in symbols.stdout.split():
+            for word in symbols.stdout.replace("(", " ").replace(")", " ").split():
                 if word.startswith("GLIBC_2."):
-                    version = tuple(int(p) for p in word[6:].split(".")[:2])
+                    version = tuple(int(p) for p in word[6:].split(".")[:2] if p.isdigit())
                     newest = max(newest, (version[0], version[1] if len(version) > 1 else 0))
     return None if newest == (0, 0) else f"{newest[0]}.{newest[1]}"
 
