@@ -24,7 +24,7 @@ def main() -> None:
         problem = launch_check.too_old()
         if problem is not None:
             sys.exit(f"chat-history: {problem}")
-        from chat_history.cli import main as cli
+        from chat_history.cli.main import main as cli
 
         sys.exit(cli(sys.argv[2:]))
     from chat_history.__main__ import main as server

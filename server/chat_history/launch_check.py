@@ -90,7 +90,7 @@ def report() -> dict[str, object]:
     answer["sqlite"] = sqlite
     if problem is None:
         try:
-            import chat_history.server  # noqa: F401  (every dependency the server loads)
+            import chat_history.wire.server  # noqa: F401  (every dependency the server loads)
         except ImportError as exc:
             problem = (
                 f"Python {_python()} ({sys.executable}) cannot load the chat history server: "
