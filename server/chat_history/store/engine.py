@@ -24,6 +24,12 @@ import apsw
 Bindings = Sequence[Any] | Mapping[str, Any]
 Row = tuple[Any, ...]
 Error = apsw.Error
+
+
+class DatabaseError(apsw.Error):
+    """The file is a database, but not as the store wrote it (raised by the store itself)."""
+
+
 _CHANGING = ("insert", "update", "delete", "replace")
 #: SQLITE_BUSY and SQLITE_LOCKED: another connection holds the lock.
 _LOCK_CODES = (5, 6)
