@@ -24,6 +24,8 @@ class _QuietExpectedErrors(logging.Filter):
 
 
 def main() -> None:
+    """``chat-history-server``: log to stderr and serve the protocol on stdio until ``exit``;
+    ``--check``: the launch check (launch_check.py)."""
     from chat_history import launch_check
 
     if sys.argv[1:] == ["--check"]:
