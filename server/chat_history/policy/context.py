@@ -18,7 +18,6 @@ is stored; the result is the same as with every row.
 from __future__ import annotations
 
 import functools
-import math
 import operator
 from collections.abc import Callable, Collection, Sequence
 from typing import Literal
@@ -26,7 +25,8 @@ from typing import Literal
 import attrs
 
 from chat_history.errors import ContextOverflow, InvalidParams
-from chat_history.model import Message, Summary, ToolSpec, Trimmed
+from chat_history.model import Message, StoredMessage, Summary, ToolSpec, Trimmed
+from chat_history.policy import steps as grid
 from chat_history.policy.budget import Route, effective_budget
 from chat_history.policy.calibration import UNCALIBRATED, Calibration
 from chat_history.policy.compaction import (
@@ -44,6 +44,7 @@ from chat_history.policy.compaction import (
     propose,
     summary_text,
 )
+from chat_history.policy.steps import Steps, steps_of
 from chat_history.policy.sweep import sweep_orphans
 from chat_history.policy.tokens import row_tokens, tool_schema_tokens
 from chat_history.policy.turns import (
@@ -337,9 +338,14 @@ class _Window:
         fixed: int,
         omitted: list[TurnFigures],
         calibration: Calibration,
+        numbers: list[int] | None = None,
     ) -> None:
         self.system_block = list(leading)
         self.units = units
+        #: the units' stored turn numbers and grid positions (``policy.steps``), with trimLowWater
+        #: below 1 only: the positions of the omitted groups' first turns, then of the units
+        self.numbers = numbers or []
+        self.positions: list[int] = []
         #: omitted turns, oldest group first: each group is dropped whole, before any unit
         self.omitted = [group for group in omitted if group.turns]
         self.note_tokens, dropped_note_tokens = note_tokens
@@ -366,6 +372,8 @@ class _Window:
     def drop_oldest(self) -> None:
         if self.omitted:
             group = self.omitted.pop(0)
+            if self.positions:
+                self.positions.pop(0)
             self.estimate -= group.sent_tokens
             if self.dropped_turns == 0:
                 self.estimate += self.crumb_tokens
@@ -373,6 +381,10 @@ class _Window:
             self.dropped_messages += group.spoken_rows
             return
         unit = self.units.pop(0)
+        if self.numbers:
+            self.numbers.pop(0)
+        if self.positions:
+            self.positions.pop(0)
         self.system_block.extend(unit.system_rows)
         self.estimate -= unit.tokens - unit.system_tokens
         if self.dropped_turns == 0:
@@ -465,6 +477,8 @@ class _Request:
     left_out: list[TurnFigures]
     omitted_turns: int
     pre_covered: TurnFigures
+    #: the stable prefix's grids (trimLowWater below 1), else None
+    steps: Steps | None
 
 
 def prepare_rows(rows: Sequence[Message], options: RequestOptions) -> Prepared:
@@ -479,7 +493,8 @@ def prepare_rows(rows: Sequence[Message], options: RequestOptions) -> Prepared:
     turns = segmented.turns
     covered = _covered_turns(turns, request)
     compacted_turns = request.pre_covered.turns + covered.turns
-    all_units = _sent_units(turns, covered.turns, request)
+    numbers = [_turn_number(turn) for turn in turns] if request.steps is not None else []
+    all_units = _sent_units(turns, covered.turns, request, numbers)
     stands_in = compacted_turns > 0 or precedes(
         request.covers_through_id, _oldest_spoken(rows, options.omitted, request)
     )
@@ -500,14 +515,17 @@ def prepare_rows(rows: Sequence[Message], options: RequestOptions) -> Prepared:
         request.fixed,
         request.left_out,
         options.calibration,
+        numbers[covered.turns :],
     )
+    if request.steps is not None:
+        window.positions = _positions(request.left_out, turns[covered.turns :], request)
     tokens_before = window.calibrated()
     due = options.propose_compaction and compaction_due(
         tokens_before, request.budget, options.settings, request.omitted_turns + len(all_units)
     )
     if due and request.omitted_turns and options.head is None:
         raise OmittedTurnsKept("a compaction proposal needs the rows of the oldest turns")
-    _trim(window, options, request.budget)
+    _trim(window, options, request)
     swept = sweep_orphans(_assemble(window, dropped_note if window.dropped_turns else note))
     raw, estimated = _capacity_check(swept, window, request.fixed, options)
     proposal = None
@@ -550,16 +568,24 @@ def _request(options: RequestOptions) -> _Request:
             raise OmittedTurnsKept("the turns were left out for another summary coverage")
         if pre_covered.turns and covers_through_id is None:
             raise OmittedTurnsKept("no summary stands in for the covered turns left out")
+    budget = effective_budget(options.settings, options.route)
+    steps = steps_of(
+        options.settings.trim_low_water,
+        max_turns=options.settings.max_history_turns,
+        keep_tools=keep,
+        budget=budget,
+    )
     return _Request(
         keep=keep,
         tool_names=None if tools is None else frozenset(tool.name for tool in tools),
         fixed=options.extra_tokens + sum(tool_schema_tokens(tool) for tool in tools or ()),
-        budget=effective_budget(options.settings, options.route),
+        budget=budget,
         text=text,
         covers_through_id=covers_through_id,
         left_out=left_out,
         omitted_turns=omitted_turns,
         pre_covered=pre_covered,
+        steps=steps,
     )
 
 
@@ -585,15 +611,30 @@ def _oldest_spoken(
     return omitted.oldest_spoken_id
 
 
-def _sent_units(turns: Sequence[Turn[Message]], first: int, request: _Request) -> tuple[_Unit, ...]:
+def _turn_number(turn: Turn[Message]) -> int:
+    """A turn's stored number (its rows' own order when they are not stored rows)."""
+    first = turn.rows[0]
+    return first.turn if isinstance(first, StoredMessage) else turn.number
+
+
+def _sent_units(
+    turns: Sequence[Turn[Message]], first: int, request: _Request, numbers: Sequence[int]
+) -> tuple[_Unit, ...]:
     """Step 3: the turns from ``first`` on as sent, completed turns older than the newest
-    ``keep`` collapsed."""
+    ``keep`` collapsed (with the stable prefix's grid: those numbered below its line)."""
     collapse_before = max(0, len(turns) - 1 - request.keep)
+    steps = request.steps
+    line = None
+    if steps is not None and turns:
+        line = grid.collapse_line(steps, numbers[-1], request.keep)
     units: list[_Unit] = []
     for index in range(first, len(turns)):
         turn = turns[index]
         sent, removed = turn.rows, 0
-        if index < collapse_before:
+        collapsed = index < collapse_before
+        if line is not None:
+            collapsed = numbers[index] < line and index < len(turns) - 1
+        if collapsed:
             sent, removed = _collapsed(turn.rows, request.tool_names)
         synthetic = len(sent) - (len(turn.rows) - removed)
         units.append(
@@ -602,18 +643,74 @@ def _sent_units(turns: Sequence[Turn[Message]], first: int, request: _Request) -
     return tuple(units)
 
 
-def _trim(window: _Window, options: RequestOptions, budget: int) -> None:
+@functools.lru_cache(maxsize=_TURN_CACHE)
+def _position_tokens(rows: tuple[Message, ...], tools: frozenset[str] | None) -> int:
+    """What a completed turn adds to the positions of the turns after it: its non-system
+    estimate collapsed (``TurnFigures.sent_tokens``)."""
+    sent, _ = _collapsed(rows, tools)
+    return sum(row_tokens(row) for row in sent if row.role != "system")
+
+
+def _positions(
+    left_out: Sequence[TurnFigures], turns: Sequence[Turn[Message]], request: _Request
+) -> list[int]:
+    """The budget grid's positions (``policy.steps``) of the window's first turns: each omitted
+    group's, then each sent turn's."""
+    positions: list[int] = []
+    position = 0
+    for group in left_out:
+        if group.turns:
+            positions.append(position)
+            position += group.sent_tokens
+    for turn in turns:
+        positions.append(position)
+        position += _position_tokens(turn.rows, request.tool_names)
+    return positions
+
+
+def _trim_stepped(window: _Window, steps: Steps, settings: ContextSettings, budget: int) -> None:
+    """Steps 4 and 5 on the stable prefix's grids (``policy.steps``)."""
+    if window.numbers:
+        first = grid.first_kept_turn(steps, window.numbers[-1], settings.max_history_turns)
+
+        def beyond_limit() -> bool:
+            # Omitted turns precede the first unit: all of them are below the line when it is.
+            if window.omitted:
+                return window.numbers[0] <= first
+            return window.numbers[0] < first
+
+        window.trim("turnLimit", None, beyond_limit)
+    if not (budget > 0 and steps.token_step and window.calibrated() > budget):
+        return
+    line: int | None = None
+
+    def over_budget() -> bool:
+        nonlocal line
+        position = window.positions[0]
+        if line is not None and position < line:
+            return True  # a move goes on to the next line of the grid
+        if window.calibrated() <= budget:
+            return False
+        line = grid.next_line(position, steps.token_step)
+        return True
+
+    window.trim("tokenBudget", budget, over_budget)
+
+
+def _trim(window: _Window, options: RequestOptions, request: _Request) -> None:
     """Steps 4-6: turn limit, token budget, overflow recovery."""
     settings = options.settings
-    # Step 4: turn limit (0 keeps the newest turn).
-    keep_turns = max(1, settings.max_history_turns)
-    window.trim("turnLimit", None, lambda: window.turns() > keep_turns)
+    budget = request.budget
+    if request.steps is not None:
+        _trim_stepped(window, request.steps, settings, budget)
+    else:
+        # Step 4: turn limit (0 keeps the newest turn).
+        keep_turns = max(1, settings.max_history_turns)
+        window.trim("turnLimit", None, lambda: window.turns() > keep_turns)
 
-    # Step 5: token budget, down to budget x trimLowWater once the budget forces a trim.
-    if budget > 0 and window.calibrated() > budget:
-        low_water = settings.trim_low_water
-        target = math.floor(budget * low_water) if low_water < 1 else budget
-        window.trim("tokenBudget", budget, lambda: window.calibrated() > target)
+        # Step 5: token budget (trimLowWater 1: to the budget itself).
+        if budget > 0 and window.calibrated() > budget:
+            window.trim("tokenBudget", budget, lambda: window.calibrated() > budget)
     if window.omitted:
         raise OmittedTurnsKept("the request keeps turns that were left out of its rows")
 
