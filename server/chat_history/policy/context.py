@@ -346,6 +346,9 @@ class _Window:
         #: below 1 only: the positions of the omitted groups' first turns, then of the units
         self.numbers = numbers or []
         self.positions: list[int] = []
+        #: each unit's tokens beyond what it adds to the positions (its kept tool context; all
+        #: of the running turn): the estimate less their sum is the settled part of the request
+        self.excess: list[int] = []
         #: omitted turns, oldest group first: each group is dropped whole, before any unit
         self.omitted = [group for group in omitted if group.turns]
         self.note_tokens, dropped_note_tokens = note_tokens
@@ -385,6 +388,8 @@ class _Window:
             self.numbers.pop(0)
         if self.positions:
             self.positions.pop(0)
+        if self.excess:
+            self.excess.pop(0)
         self.system_block.extend(unit.system_rows)
         self.estimate -= unit.tokens - unit.system_tokens
         if self.dropped_turns == 0:
@@ -518,7 +523,9 @@ def prepare_rows(rows: Sequence[Message], options: RequestOptions) -> Prepared:
         numbers[covered.turns :],
     )
     if request.steps is not None:
-        window.positions = _positions(request.left_out, turns[covered.turns :], request)
+        sent_turns = turns[covered.turns :]
+        window.positions = _positions(request.left_out, sent_turns, request)
+        window.excess = _excess(all_units, sent_turns, request)
     tokens_before = window.calibrated()
     due = options.propose_compaction and compaction_due(
         tokens_before, request.budget, options.settings, request.omitted_turns + len(all_units)
@@ -617,16 +624,21 @@ def _turn_number(turn: Turn[Message]) -> int:
     return first.turn if isinstance(first, StoredMessage) else turn.number
 
 
+def _collapse_line(numbers: Sequence[int], request: _Request) -> int | None:
+    """The stable prefix's tool-context line (turns numbered below it are collapsed), or None
+    (trimLowWater 1, or no turns)."""
+    if request.steps is None or not numbers:
+        return None
+    return grid.collapse_line(request.steps, numbers[-1], request.keep)
+
+
 def _sent_units(
     turns: Sequence[Turn[Message]], first: int, request: _Request, numbers: Sequence[int]
 ) -> tuple[_Unit, ...]:
     """Step 3: the turns from ``first`` on as sent, completed turns older than the newest
     ``keep`` collapsed (with the stable prefix's grid: those numbered below its line)."""
     collapse_before = max(0, len(turns) - 1 - request.keep)
-    steps = request.steps
-    line = None
-    if steps is not None and turns:
-        line = grid.collapse_line(steps, numbers[-1], request.keep)
+    line = _collapse_line(numbers, request)
     units: list[_Unit] = []
     for index in range(first, len(turns)):
         turn = turns[index]
@@ -668,20 +680,43 @@ def _positions(
     return positions
 
 
-def _trim_stepped(window: _Window, steps: Steps, settings: ContextSettings, budget: int) -> None:
+def _excess(units: Sequence[_Unit], turns: Sequence[Turn[Message]], request: _Request) -> list[int]:
+    """``_Window.excess`` of each unit: none for a turn below the tool-context line, all of it
+    for the turns above it (the running one too). So the settled part of a request changes only
+    when the tool-context line moves, and the budget moves with it, not on another request."""
+    numbers = [_turn_number(turn) for turn in turns]
+    line = _collapse_line(numbers, request)
+    last = len(units) - 1
+    return [
+        0 if line is not None and i < last and numbers[i] < line else u.tokens - u.system_tokens
+        for i, u in enumerate(units)
+    ]
+
+
+def _trim_stepped(
+    window: _Window, steps: Steps, settings: ContextSettings, budget: int, keep_tools: int
+) -> None:
     """Steps 4 and 5 on the stable prefix's grids (``policy.steps``)."""
     if window.numbers:
-        first = grid.first_kept_turn(steps, window.numbers[-1], settings.max_history_turns)
+        collapse = grid.collapse_line(steps, window.numbers[-1], keep_tools)
+        first = grid.first_kept_turn(steps, collapse, keep_tools, settings.max_history_turns)
 
         def beyond_limit() -> bool:
-            # Omitted turns precede the first unit: all of them are below the line when it is.
-            if window.omitted:
-                return window.numbers[0] <= first
-            return window.numbers[0] < first
+            if not window.omitted:
+                return window.numbers[0] < first
+            # The omitted turns are numbered consecutively up to the first unit's (their figures
+            # are recorded only so): a group is dropped whole, so it must lie on one side.
+            newest = window.numbers[0] - 1 - sum(group.turns for group in window.omitted[1:])
+            oldest = newest - window.omitted[0].turns + 1
+            if oldest < first <= newest:
+                raise OmittedTurnsKept("the turn limit's line falls inside omitted turns")
+            return newest < first
 
         window.trim("turnLimit", None, beyond_limit)
-    if not (budget > 0 and steps.token_step and window.calibrated() > budget):
+    if not (budget > 0 and steps.token_step):
         return
+    low_water = budget - steps.token_step
+    calibration = window.calibration
     line: int | None = None
 
     def over_budget() -> bool:
@@ -689,7 +724,8 @@ def _trim_stepped(window: _Window, steps: Steps, settings: ContextSettings, budg
         position = window.positions[0]
         if line is not None and position < line:
             return True  # a move goes on to the next line of the grid
-        if window.calibrated() <= budget:
+        settled = calibration.apply(window.estimate - sum(window.excess))
+        if settled <= low_water and window.calibrated() <= budget:
             return False
         line = grid.next_line(position, steps.token_step)
         return True
@@ -702,7 +738,7 @@ def _trim(window: _Window, options: RequestOptions, request: _Request) -> None:
     settings = options.settings
     budget = request.budget
     if request.steps is not None:
-        _trim_stepped(window, request.steps, settings, budget)
+        _trim_stepped(window, request.steps, settings, budget, request.keep)
     else:
         # Step 4: turn limit (0 keeps the newest turn).
         keep_turns = max(1, settings.max_history_turns)

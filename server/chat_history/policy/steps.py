@@ -10,15 +10,21 @@ process, and the same one after a restart, picks the same boundaries from the sa
   their tool rows, and a move collapses all of them at once. (A move rewrites everything after
   the first newly collapsed turn; moving by one turn would rewrite the kept whole turns on every
   turn, so the step is the whole allowance.)
-- **Turn limit** (step 4): the first sent turn number is the first multiple of
-  ``ceil((1 - trimLowWater) * maxHistoryTurns)`` at or above ``newest - maxHistoryTurns + 1``:
-  never more than ``maxHistoryTurns`` turns, and a move takes away at least that step.
+- **Turn limit** (step 4): the first sent turn number is a multiple of
+  ``ceil((1 - trimLowWater) * maxHistoryTurns)`` (rounded up to a multiple of the tool-context
+  step), the first one at or above ``line + keepToolContextTurns - maxHistoryTurns + 1`` for the
+  tool-context line: never more than ``maxHistoryTurns`` turns, a move takes away at least that
+  step, and it comes on a request where the tool-context line moves anyway.
 - **Token budget** (step 5): every turn has a *position*, the sum of the collapsed estimates
   (``TurnFigures.sent_tokens``) of the uncovered turns before it, counted from the oldest stored
   uncovered turn. Over the budget, the oldest turns are dropped up to the next line of the grid
-  ``budget - floor(budget * trimLowWater)``, again while the request is over the budget: a move
-  takes away a grid step (less the one turn that straddles a line), and the same position
-  answers the same line however the request was read.
+  ``budget - floor(budget * trimLowWater)`` while the *settled* part of the request (all but
+  the turns above the tool-context line and the running turn, so it changes only when that line
+  moves) is over ``budget * trimLowWater``, or the whole request over the budget. A move takes
+  away a grid step (less the one turn that straddles a line), leaving that much headroom; the
+  first sent turn never moves back as the conversation grows (the settled part only grows),
+  but for a request that the kept tool context alone pushes over the budget; and the same
+  position answers the same line however the request was read.
 
 Turn numbers are the stored ones (never renumbered; rows that are not stored rows are numbered
 by their order), so deleting old turns does not move the first two grids."""
@@ -62,9 +68,13 @@ def collapse_line(steps: Steps, newest: int, keep_tools: int) -> int:
     return line_at_or_above(newest - keep_tools, steps.tool_step)
 
 
-def first_kept_turn(steps: Steps, newest: int, max_turns: int) -> int:
-    """Turns numbered below this are dropped by the turn limit."""
-    return line_at_or_above(newest - max(1, max_turns) + 1, steps.turn_step)
+def first_kept_turn(steps: Steps, collapse: int, keep_tools: int, max_turns: int) -> int:
+    """Turns numbered below this are dropped by the turn limit. It is worked out from the
+    tool-context line ``collapse`` (the running turn's number is at most ``collapse +
+    keep_tools``) on a grid whose step is a multiple of that line's, so the turn limit moves
+    only on a request where the tool-context line moves too (one break of the prefix, not two)."""
+    step = line_at_or_above(steps.turn_step, steps.tool_step)
+    return line_at_or_above(collapse + keep_tools - max(1, max_turns) + 1, step)
 
 
 def next_line(position: int, step: int) -> int:
