@@ -53,8 +53,11 @@ from chat_history.store import (
 
 if TYPE_CHECKING:
     from chat_history.policy.budget import Route
+    from chat_history.policy.compaction import Proposal
     from chat_history.policy.context import OmittedTurns, Prepared, RequestOptions
 
+#: Conversations whose last compaction proposal is remembered (``ChatHistoryManager.prepare``).
+_PROPOSALS = 64
 #: Receives one request's ``chatHistory/trimmed`` events together (never an empty batch).
 Notify = Callable[[Key, Sequence[Trimmed]], None]
 T = TypeVar("T")
@@ -194,6 +197,10 @@ class ChatHistoryManager:
         self._clock = clock
         self._lock = threading.RLock()
         self._retention = StorageRetention(store, lambda: self.settings, self._notify)
+        #: per conversation, the last compaction proposal and what it was worked out from (the
+        #: database's revision, the route, the options and the settings): a prepare that finds
+        #: them all unchanged reuses it instead of reading and building it again
+        self._proposals: dict[Key, tuple[tuple[object, ...], CompactionProposal | None]] = {}
 
     @classmethod
     def open(cls, path: Path, settings: Settings | None = None) -> ChatHistoryManager:
@@ -289,12 +296,12 @@ class ChatHistoryManager:
             options.provider or self.settings.active_provider, options.model, self.settings
         )
         with self._lock:
-            prepared = self._retained_read(
+            prepared, compaction = self._retained_read(
                 key, lambda tx, _: self._prepare_in(tx, key, route, options)
             )
         if prepared.events:
             self._notify(key, prepared.events)
-        return _prepared_request(route, prepared)
+        return _prepared_request(route, prepared, compaction)
 
     def report_usage(
         self, provider: str | None, model: str | None, estimated_tokens: int, prompt_tokens: int
@@ -602,7 +609,28 @@ class ChatHistoryManager:
             return tx.all_rows(key), None, summary
         return window[0], window[1], summary
 
-    def _prepare_in(self, tx: Reading, key: Key, route: Route, options: PrepareOptions) -> Prepared:
+    def _prepare_in(
+        self, tx: Reading, key: Key, route: Route, options: PrepareOptions
+    ) -> tuple[Prepared, CompactionProposal | None]:
+        """The request (``_prepared_in``) and its compaction proposal: the one remembered for
+        this conversation when nothing it was worked out from has changed since (the database's
+        revision first: every write, here or by another connection, changes it), else the new
+        one, remembered."""
+        fingerprint = (tx.revision(), route, options, self.settings.context)
+        memo = self._proposals.get(key)
+        if memo is not None and memo[0] == fingerprint:
+            return self._prepared_in(tx, key, route, options, propose=False), memo[1]
+        prepared = self._prepared_in(tx, key, route, options, propose=True)
+        compaction = _compaction(route, prepared.compaction)
+        self._proposals.pop(key, None)
+        self._proposals[key] = (fingerprint, compaction)
+        while len(self._proposals) > _PROPOSALS:
+            del self._proposals[next(iter(self._proposals))]
+        return prepared, compaction
+
+    def _prepared_in(
+        self, tx: Reading, key: Key, route: Route, options: PrepareOptions, *, propose: bool
+    ) -> Prepared:
         """``prepare_rows`` on what the read plan reads, in one snapshot: the window; with the
         oldest uncovered turns too when a due proposal needs them; else every row."""
         from chat_history.policy.calibration import calibration_of, key_of
@@ -621,7 +649,7 @@ class ChatHistoryManager:
             calibration=calibration_of(
                 tx.calibration_ratios(calibration_key.kind, calibration_key.model)
             ),
-            propose_compaction=True,
+            propose_compaction=propose,
         )
         if omitted is None:
             return prepare_rows(rows, request)
@@ -788,11 +816,10 @@ class ChatHistoryManager:
         return inserted
 
 
-def _prepared_request(route: Route, prepared: Prepared) -> PreparedRequest:
-    """``prepare``'s result: the rows and the proposal's rows formatted for the route."""
+def _compaction(route: Route, proposal: Proposal | None) -> CompactionProposal | None:
+    """A compaction proposal with its request formatted for the route."""
     from chat_history.providers import format_body
 
-    proposal = prepared.compaction
     compaction = None
     if proposal is not None:
         compaction = CompactionProposal(
@@ -806,6 +833,15 @@ def _prepared_request(route: Route, prepared: Prepared) -> PreparedRequest:
                 body=format_body(route.kind, proposal.rows, route.model, swept=True),
             ),
         )
+    return compaction
+
+
+def _prepared_request(
+    route: Route, prepared: Prepared, compaction: CompactionProposal | None
+) -> PreparedRequest:
+    """``prepare``'s result: the rows formatted for the route, with the proposal."""
+    from chat_history.providers import format_body
+
     return PreparedRequest(
         provider=route.name,
         model=route.model,

@@ -116,6 +116,7 @@ class Store:
             except sqlite3.Error as exc:
                 raise self._failure(exc) from exc
             self._tails.transactions += 1
+            self._tails.writes += 1
             try:
                 sync_cache(self.cache, connection)
                 yield Transaction(connection, self.cache, self._tails, self._ratios)
