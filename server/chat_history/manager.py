@@ -693,7 +693,15 @@ class ChatHistoryManager:
         groups = readplan.omitted_figures(
             [
                 readplan.covered_range(oldest, first_uncovered),
-                *readplan.omitted_ranges(first, start.turn, back.turns, limits.keep_turns),
+                *readplan.omitted_ranges(
+                    first,
+                    start.turn,
+                    back.turns,
+                    limits.keep_turns,
+                    first_kept=readplan.stepped_first_turn(
+                        self.settings.context, limits, back.rows[-1].turn
+                    ),
+                ),
             ],
             lambda first, last: tx.figures_between(key, first, last),
         )

@@ -136,7 +136,7 @@ def test_a_growing_conversation_keeps_its_prefix_but_for_moves_the_headroom_boun
                 # a line of the budget's or the turns' grid, on a request where the tool-context
                 # line moves too, unless the kept tool context alone forced it
                 front_moves += 1
-                assert position // step > before_position // step or first % turn_grid == 0
+                assert position // step > before_position // step or (first + 1) % turn_grid == 0
                 assert line != before_line or excess > step
             back_moves += first < before_first
         previous = (out, first, position, len(turns[-1].rows))

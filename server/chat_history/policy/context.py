@@ -349,6 +349,7 @@ class _Window:
         #: each unit's tokens beyond what it adds to the positions (its kept tool context; all
         #: of the running turn): the estimate less their sum is the settled part of the request
         self.excess: list[int] = []
+        self.excess_total = 0
         #: omitted turns, oldest group first: each group is dropped whole, before any unit
         self.omitted = [group for group in omitted if group.turns]
         self.note_tokens, dropped_note_tokens = note_tokens
@@ -389,7 +390,7 @@ class _Window:
         if self.positions:
             self.positions.pop(0)
         if self.excess:
-            self.excess.pop(0)
+            self.excess_total -= self.excess.pop(0)
         self.system_block.extend(unit.system_rows)
         self.estimate -= unit.tokens - unit.system_tokens
         if self.dropped_turns == 0:
@@ -526,6 +527,7 @@ def prepare_rows(rows: Sequence[Message], options: RequestOptions) -> Prepared:
         sent_turns = turns[covered.turns :]
         window.positions = _positions(request.left_out, sent_turns, request)
         window.excess = _excess(all_units, sent_turns, request)
+        window.excess_total = sum(window.excess)
     tokens_before = window.calibrated()
     due = options.propose_compaction and compaction_due(
         tokens_before, request.budget, options.settings, request.omitted_turns + len(all_units)
@@ -724,7 +726,7 @@ def _trim_stepped(
         position = window.positions[0]
         if line is not None and position < line:
             return True  # a move goes on to the next line of the grid
-        settled = calibration.apply(window.estimate - sum(window.excess))
+        settled = calibration.apply(window.estimate - window.excess_total)
         if settled <= low_water and window.calibrated() <= budget:
             return False
         line = grid.next_line(position, steps.token_step)
