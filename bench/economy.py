@@ -11,6 +11,7 @@ the systems differ only in which rows they send:
   storage retention that keeps the session, the budget; the body's cache breakpoints as the spec
   places them (system, context note, the newest user message before the final one, the final
   message).
+- **ours, trimLowWater 1**: the same with version 2's sliding limits.
 - **ours, defaults**: the default settings (retention keeps 50 messages, turn limit 50,
   ``trimLowWater`` 1) with the budget.
 - **LangChain** ``trim_messages(strategy="last", max_tokens=budget, start_on="human",
@@ -334,6 +335,12 @@ def ours_recommended(budget: int) -> dict[str, Any]:
     }
 
 
+def ours_sliding(budget: int) -> dict[str, Any]:
+    settings = ours_recommended(budget)
+    settings["context"] = {"maxContextTokens": budget}
+    return settings
+
+
 def ours_defaults(budget: int) -> dict[str, Any]:
     return {"context": {"maxContextTokens": budget}}
 
@@ -556,6 +563,7 @@ def systems(budget: int, folder: Path) -> list[tuple[str, Callable[[], System]]]
 
     return [
         ("ours", ours("ours, recommended (trimLowWater 0.75)", ours_recommended(budget))),
+        ("ours-v2", ours("ours, trimLowWater 1 (version 2's sliding)", ours_sliding(budget))),
         ("ours-defaults", ours("ours, defaults", ours_defaults(budget))),
         ("langchain", lambda: LangChain(budget)),
         ("agents", lambda: OpenAIAgents(budget)),
