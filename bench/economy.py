@@ -319,7 +319,7 @@ class Ours(System):
         self.manager.append(self.key, rows)
 
     def body(self) -> dict[str, Any]:
-        from chat_history.manager import PrepareOptions
+        from chat_history.preparation import PrepareOptions
 
         prepared = self.manager.prepare(self.key, PrepareOptions(provider="anthropic"))
         return spec_markers(json.loads(json.dumps(prepared.body)))

@@ -13,7 +13,8 @@ import pytest
 from rows import A, T, U
 
 from chat_history.conversations import MessageEdit
-from chat_history.manager import ChatHistoryManager, PreparedRequest, PrepareOptions
+from chat_history.manager import ChatHistoryManager
+from chat_history.preparation import PreparedRequest, PrepareOptions
 from chat_history.store import Key
 
 KEY = Key("ws", "memo")

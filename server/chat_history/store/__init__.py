@@ -3,6 +3,9 @@
 - ``connection.py``  ``Store``: the connection, read/snapshot/write sections, failure mapping
 - ``transaction.py`` ``Reading``/``Transaction``: every query and change an operation makes
 - ``queries.py``     stateless SQL on one conversation, and the records it returns
+- ``records.py``     stateless SQL of conversation records: title, metadata, the paged listing
+- ``edits.py``       stateless SQL of the edits: truncate, delete turns, edit a row, copy
+- ``search_index.py`` stateless SQL of the full-text search index
 - ``overview.py``    stateless SQL on the whole database: listings and stats
 - ``rows.py``        a row's columns and its conversion to and from ``StoredMessage``
 - ``tail.py``        what the connection remembers of a conversation's end
@@ -11,6 +14,7 @@
 - ``failures.py``    the busy timeout and readable reasons of SQLite's failures
 - ``files.py``       the folder and files on disk, owner-only
 - ``schema.py``      the schema and its migrations
+- ``engine.py``      the SQLite engine (sqlean.py, for FTS5 secure-delete) every connection uses
 - ``calibration.py`` the usage ratios of ``reportUsage`` per (provider kind, model), remembered
 """
 
@@ -18,9 +22,11 @@ from chat_history.model import Key, Summary
 from chat_history.store.connection import Store
 from chat_history.store.overview import ConversationRecord, DatabaseStats
 from chat_history.store.queries import ConversationTotals, RowMetaRecord
+from chat_history.store.schema import DATABASE_FILE
 from chat_history.store.transaction import Reading, Transaction
 
 __all__ = [
+    "DATABASE_FILE",
     "ConversationRecord",
     "ConversationTotals",
     "DatabaseStats",

@@ -16,19 +16,10 @@ from typing import Any
 
 import attrs
 
-from chat_history import __version__, protocol
-from chat_history.errors import InvalidParams, StorageError
-from chat_history.manager import ChatHistoryManager
-from chat_history.model import ROLES
-from chat_history.paths import STORAGE_ENV, default_storage_folder
-from chat_history.progress import Progress
-from chat_history.render import conversations_table, history_text, prune_text, search_text, when
-from chat_history.settings import SECTION, Settings, default_settings, load_settings
-from chat_history.settings_file import SettingsFileError, read_settings_file
-from chat_history.storage_retention import PruneRun, tally
-from chat_history.store import ConversationRecord, Key
-from chat_history.store.schema import DATABASE_FILE
-from chat_history.transfer import (
+from chat_history import __version__
+from chat_history.cli.progress import Progress
+from chat_history.cli.render import conversations_table, history_text, prune_text, search_text, when
+from chat_history.cli.transfer import (
     ConversationImport,
     ImportFileError,
     conversation_lines,
@@ -36,6 +27,15 @@ from chat_history.transfer import (
     header_line,
     read_import,
 )
+from chat_history.errors import InvalidParams, StorageError
+from chat_history.manager import ChatHistoryManager
+from chat_history.model import ROLES
+from chat_history.paths import STORAGE_ENV, default_storage_folder
+from chat_history.settings import SECTION, Settings, default_settings, load_settings
+from chat_history.settings_file import SettingsFileError, read_settings_file
+from chat_history.storage_retention import PruneRun, tally
+from chat_history.store import DATABASE_FILE, ConversationRecord, Key
+from chat_history.wire import protocol
 
 EXIT_FAILURE = 1  # missing database or conversation, a bad import file, a bad settings file
 EXIT_USAGE = 2  # bad arguments (argparse's own status)
@@ -212,12 +212,23 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def edited(run: Callable[[], Any], flag: Callable[[str], str]) -> Any:
+#: The one table from the field id of an edit's refusal (InvalidParams) to the command-line
+#: name that gave the value.
+EDIT_FLAGS = {
+    "title": "TITLE",
+    "from_id": "--from",
+    "through_id": "--through",
+    "new_conversation_id": "NEW",
+    "conversation_id": "CONVERSATION",
+}
+
+
+def edited(run: Callable[[], Any]) -> Any:
     """Run an edit; a refusal (InvalidParams) is reported by its command-line name."""
     try:
         return run()
     except InvalidParams as exc:
-        raise CliError(f"{flag(exc.field)}: {exc.why}") from None
+        raise CliError(f"{EDIT_FLAGS.get(exc.field, exc.field)}: {exc.why}") from None
 
 
 def cmd_rename(args: argparse.Namespace) -> int:
@@ -230,7 +241,7 @@ def cmd_rename(args: argparse.Namespace) -> int:
     if (args.title is None) == (not args.automatic):
         raise CliError("give a TITLE, or --automatic (not both)", EXIT_USAGE)
     change = ConversationUpdate(set_title=True, title=args.title)
-    info = edited(lambda: manager.update_conversation(key, change), lambda f: f.upper())
+    info = edited(lambda: manager.update_conversation(key, change))
     print(f"{key.conversation}: {info.title!r} ({info.title_source or 'no'} title)")
     return 0
 
@@ -239,7 +250,7 @@ def cmd_truncate(args: argparse.Namespace) -> int:
     """Delete message #ID and every later one (chatHistory/truncate)."""
     manager = open_manager(args)
     key = find_key(manager, args.conversation, args.workspace)
-    result = edited(lambda: manager.truncate(key, args.from_id), lambda f: "--from")
+    result = edited(lambda: manager.truncate(key, args.from_id))
     gone = " and its summary" if result.summary_deleted else ""
     print(f"{key.conversation}: deleted {result.deleted_messages} message(s){gone}.")
     return 0
@@ -250,8 +261,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
     manager = open_manager(args)
     key = find_key(manager, args.conversation, args.workspace)
     target = Key(args.to_workspace or key.workspace, args.new)
-    flags = {"throughId": "--through", "newConversationId": "NEW", "conversationId": "CONVERSATION"}
-    info = edited(lambda: manager.fork(key, target, args.through), lambda f: flags.get(f, f))
+    info = edited(lambda: manager.fork(key, target, args.through))
     print(
         f"{info.conversation_id}: {info.message_count} message(s) copied from "
         f"{key.conversation}" + (f" into workspace {info.workspace!r}" if args.to_workspace else "")
@@ -288,7 +298,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     settings = attrs.evolve(loaded.settings, enable_auto_pruning=True)
     run = prune(open_manager(args, settings), args.workspace, dry_run=args.dry_run)
     if args.json:
-        print_json(prune_json(run))
+        print_json(protocol.wire_prune_run(run))
     else:
         print(prune_text(run, settings))
     return 0
@@ -303,33 +313,6 @@ def prune(manager: ChatHistoryManager, workspace: str | None, *, dry_run: bool) 
             plans.append((key, manager.retain(key, dry_run=dry_run)))
             progress.advance()
     return tally(dry_run, plans)
-
-
-def prune_json(run: PruneRun) -> dict[str, Any]:
-    """``prune --json``."""
-    return {
-        "dryRun": run.dry_run,
-        "conversationsChecked": run.checked,
-        "droppedMessages": run.dropped_messages,
-        "deletedSummaries": run.deleted_summaries,
-        "reasons": {
-            rule: {"messages": m, "turns": t, "conversations": c}
-            for rule, (m, t, c) in run.per_rule.items()
-        },
-        "conversations": [
-            {
-                "workspace": item.key.workspace,
-                "conversationId": item.key.conversation,
-                "droppedMessages": item.dropped_messages,
-                "retainedTurns": item.retained_turns,
-                "reasons": {
-                    rule: {"messages": m, "turns": t} for rule, (m, t) in item.reasons.items()
-                },
-                "summaryDeleted": item.summary_deleted,
-            }
-            for item in run.conversations
-        ],
-    }
 
 
 def _write_lines(lines: Iterator[dict[str, Any]], sink: Any, progress: Progress) -> None:
@@ -384,7 +367,8 @@ def cmd_import(args: argparse.Namespace) -> int:
                 result = manager.import_conversation(entry.key, entry.messages, entry.summary)
             except InvalidParams as exc:
                 failures.append(
-                    f"{args.file}:{entry.line_of(exc.field)}: {exc.field}: {exc.why} "
+                    f"{args.file}:{entry.line_of(exc.field)}: {protocol.wire_field(exc.field)}: "
+                    f"{exc.why} "
                     f"(conversation {entry.key.conversation!r} of workspace "
                     f"{entry.key.workspace!r} not imported)"
                 )
