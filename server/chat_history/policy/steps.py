@@ -27,7 +27,9 @@ process, and the same one after a restart, picks the same boundaries from the sa
   position answers the same line however the request was read.
 
 Turn numbers are the stored ones (never renumbered; rows that are not stored rows are numbered
-by their order), so deleting old turns does not move the first two grids."""
+by their order), so deleting old turns does not move the first two grids. Positions count from
+the oldest stored uncovered turn: storage retention that deletes turns the request no longer
+sends shifts the budget's grid, which may cost one extra move."""
 
 from __future__ import annotations
 
