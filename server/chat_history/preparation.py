@@ -133,7 +133,7 @@ def request_rows(
 
 
 #: Conversations whose last compaction proposal a ``ProposalMemo`` keeps.
-_PROPOSALS = 64
+_PROPOSALS = 8
 
 
 class ProposalMemo:

@@ -173,6 +173,7 @@ class Store:
         self.cache.clear()
         self.cache.version = None
         self._tails.clear()
+        self._tails.writes += 1  # a new connection counts data_version afresh
         self._ratios.clear()
         return connection
 
