@@ -215,9 +215,21 @@ class ChatHistoryManager:
 
         route = resolve_route(provider or self.settings.active_provider, model, self.settings)
         rows, _ = self.history(key)
+        breakpoints = self.settings.context.prompt_cache == "auto"
         return ProviderRequest(
-            provider=route.name, model=route.model, body=format_body(route.kind, rows, route.model)
+            provider=route.name,
+            model=route.model,
+            body=format_body(route.kind, rows, route.model, breakpoints=breakpoints),
+            cache_key=self.cache_key(key),
         )
+
+    def cache_key(self, key: Key) -> str:
+        """The ``cacheKey`` of every request of ``key``'s conversation (providers.cache).
+        Raises StorageError."""
+        from chat_history.providers.cache import cache_key
+        from chat_history.store.keys import CACHE
+
+        return cache_key(self.store.secret(CACHE), key)
 
     def prepare(self, key: Key, options: PrepareOptions) -> PreparedRequest:
         """The request to send now: the history after retention, the summary standing in for
@@ -240,15 +252,22 @@ class ChatHistoryManager:
             if self._proposals is None:
                 self._proposals = preparation.ProposalMemo()
             memo = self._proposals
+            cache_key = self.cache_key(key)
             prepared, compaction = self._retained_read(
                 key,
                 lambda tx, _: preparation.prepare_in(
-                    tx, self.settings, key, route, options, memo=memo
+                    tx, self.settings, key, route, options, cache_key=cache_key, memo=memo
                 ),
             )
         if prepared.events:
             self._notify(key, prepared.events)
-        return preparation.prepared_request(route, prepared, compaction)
+        return preparation.prepared_request(
+            route,
+            prepared,
+            compaction,
+            cache_key=cache_key,
+            breakpoints=self.settings.context.prompt_cache == "auto",
+        )
 
     def report_usage(
         self, provider: str | None, model: str | None, estimated_tokens: int, prompt_tokens: int

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 
 import attrs
 
-from chat_history.model import Key, StoredMessage, Summary, ToolSpec
+from chat_history.model import Key, Message, StoredMessage, Summary, ToolSpec
 from chat_history.policy import readplan
 from chat_history.policy.budget import Route, effective_budget
 from chat_history.policy.calibration import UNCALIBRATED, Calibration, calibration_of, key_of
-from chat_history.policy.compaction import Proposal, honoured_coverage
+from chat_history.policy.compaction import Proposal, honoured_coverage, note_of
 from chat_history.policy.context import (
     OmittedTurns,
     OmittedTurnsKept,
@@ -38,11 +38,13 @@ RequestRows = tuple[list[StoredMessage], OmittedTurns | None, Summary | None]
 
 @attrs.frozen(kw_only=True)
 class ProviderRequest:
-    """``format``: the whole history as the provider's body."""
+    """``format``: the whole history as the provider's body; ``cache_key`` is the same for every
+    request of the conversation (providers.cache)."""
 
     provider: str
     model: str | None
     body: dict[str, object]
+    cache_key: str
 
 
 @attrs.frozen(kw_only=True)
@@ -68,6 +70,7 @@ class PreparedRequest:
     provider: str
     model: str | None
     body: dict[str, object]
+    cache_key: str
     estimated_tokens: int
     budget: int | None
     context_window: int | None
@@ -170,17 +173,23 @@ def prepare_in(
     route: Route,
     options: PrepareOptions,
     *,
+    cache_key: str,
     memo: ProposalMemo | None = None,
 ) -> tuple[Prepared, CompactionProposal | None]:
-    """The request and its compaction proposal, in one snapshot: the proposal ``memo``
-    remembers for this conversation when nothing it was made of changed, else the new one
-    (then remembered)."""
-    made_of = (tx.revision(), route, options, settings.context)
+    """The request and its compaction proposal (formatted with ``cache_key`` and the settings'
+    breakpoints), in one snapshot: the proposal ``memo`` remembers for this conversation when
+    nothing it was made of changed, else the new one (then remembered)."""
+    made_of = (tx.revision(), route, options, settings.context, cache_key)
     known = memo.get(key, made_of) if memo is not None else None
     prepared = _prepared_in(tx, settings, key, route, options, propose=known is None)
     if known is not None:
         return prepared, known[0]
-    compaction = _compaction(route, prepared.compaction)
+    compaction = _compaction(
+        route,
+        prepared.compaction,
+        cache_key=cache_key,
+        breakpoints=settings.context.prompt_cache == "auto",
+    )
     if memo is not None:
         memo.put(key, made_of, compaction)
     return prepared, compaction
@@ -324,8 +333,24 @@ def _head(
     return [*tx.system_rows(key, turns[0].id), *turns]
 
 
-def _compaction(route: Route, proposal: Proposal | None) -> CompactionProposal | None:
-    """A compaction proposal with its request formatted for the route."""
+def _body(route: Route, rows: Sequence[Message], *, breakpoints: bool) -> dict[str, object]:
+    """Rows formatted for the route, with the prompt-cache breakpoints when ``breakpoints``
+    (protocol.md "Version 3")."""
+    return format_body(
+        route.kind,
+        rows,
+        route.model,
+        swept=True,
+        breakpoints=breakpoints,
+        note=note_of(rows) if breakpoints else None,
+    )
+
+
+def _compaction(
+    route: Route, proposal: Proposal | None, *, cache_key: str, breakpoints: bool
+) -> CompactionProposal | None:
+    """A compaction proposal with its request formatted for the route (breakpoints and the
+    conversation's ``cache_key`` as on every request)."""
     compaction = None
     if proposal is not None:
         compaction = CompactionProposal(
@@ -336,21 +361,29 @@ def _compaction(route: Route, proposal: Proposal | None) -> CompactionProposal |
             request=ProviderRequest(
                 provider=route.name,
                 model=route.model,
-                body=format_body(route.kind, proposal.rows, route.model, swept=True),
+                body=_body(route, proposal.rows, breakpoints=breakpoints),
+                cache_key=cache_key,
             ),
         )
     return compaction
 
 
 def prepared_request(
-    route: Route, prepared: Prepared, compaction: CompactionProposal | None
+    route: Route,
+    prepared: Prepared,
+    compaction: CompactionProposal | None,
+    *,
+    cache_key: str,
+    breakpoints: bool,
 ) -> PreparedRequest:
-    """``prepare``'s result: the rows formatted for the route, with the proposal (``prepare_in``
-    formatted it, or found it remembered)."""
+    """``prepare``'s result: the rows formatted for the route, with the prompt-cache
+    breakpoints when ``breakpoints``, the conversation's ``cache_key``, and the proposal
+    (``prepare_in`` formatted it, or found it remembered)."""
     return PreparedRequest(
         provider=route.name,
         model=route.model,
-        body=format_body(route.kind, prepared.rows, route.model, swept=True),
+        body=_body(route, prepared.rows, breakpoints=breakpoints),
+        cache_key=cache_key,
         estimated_tokens=prepared.estimated_tokens,
         budget=prepared.budget,
         context_window=prepared.context_window,

@@ -18,6 +18,7 @@ SECTION = "chatHistory"
 PRESET_TOOL_CONTEXT_TURNS = {"default": 2, "localModel": 1, "unbounded": 8}
 
 Preset = Literal["default", "localModel", "unbounded"]
+PromptCache = Literal["auto", "off"]
 
 
 def empty_object(value: Any) -> Any:
@@ -83,6 +84,8 @@ class ContextSettings:
     trim_low_water: float
     #: ``default``, ``localModel`` or ``unbounded``: keepToolContextTurns 2, 1 or 8 when null
     preset: Preset
+    #: prompt-cache breakpoints in Anthropic and Bedrock bodies (protocol.md "Version 3")
+    prompt_cache: PromptCache
     #: compaction proposals (settings.md "Compaction"; semantics.md "When compaction is proposed")
     compaction_enabled: bool
     compaction_trigger_ratio: float
@@ -318,6 +321,7 @@ def _build(v: Mapping[str, Any]) -> Settings:
             keep_tool_context_turns=v[c + "keepToolContextTurns"],
             trim_low_water=float(v[c + "trimLowWater"]),
             preset=v[c + "preset"],
+            prompt_cache=v[c + "promptCache"],
             compaction_enabled=v[c + "compaction.enabled"],
             compaction_trigger_ratio=float(v[c + "compaction.triggerRatio"]),
             compaction_keep_recent_turns=v[c + "compaction.keepRecentTurns"],

@@ -119,8 +119,10 @@ def test_a_growing_conversation_keeps_its_prefix_but_for_moves_the_headroom_boun
         # the position of the first sent turn: the collapsed estimates of the turns before it
         position = sum(turn_figures(t.rows).sent_tokens for t in turns[:first])
         # what the running turn and the turns that keep their tool context add
+        # (counted from the previous request's first sent turn: a forced move starts there)
+        start = first if previous is None else min(first, previous[1])
         excess = sum(
-            sum(m.tokens for m in t.rows) for t in turns if t.number >= line and t.number > first
+            sum(m.tokens for m in t.rows) for t in turns if t.number >= line and t.number > start
         )
         crowded += excess > step
         if previous is not None:

@@ -14,8 +14,8 @@ Rules applied:
   (Converse takes no web URLs).
 - An assistant row is ``[text?, toolUse…]`` with ``toolUse {toolUseId, name, input}`` and
   ``input`` an object. ``name`` fits Converse's ``[a-zA-Z0-9_-]{1,64}`` (``ToolName`` in the
-  service model, checked server-side): any other character becomes ``_``
-  (``common.function_name``).
+  service model, checked server-side): a name that does not fit becomes its cleaned head, ``_``
+  and a hash of the name (``common.function_name``), so names never merge.
 - All results of a call turn are ``toolResult {toolUseId, content}`` blocks in the next user
   message, first, in call order. ``content`` is the result text (``(no output)`` when empty, since
   Converse takes no empty text) followed by the result's images.

@@ -257,14 +257,25 @@ def arguments_json(call: ToolCall) -> str:
 
 _FUNCTION_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _NOT_IN_FUNCTION_NAME = re.compile(r"[^a-zA-Z0-9_-]")
+#: Hex digits of the hash that ends a function name that had to change.
+NAME_HASH_LENGTH = 12
+_NAME_HEAD = 64 - NAME_HASH_LENGTH - 1
 
 
 def function_name(name: str) -> str:
-    """A call's name where only ``[a-zA-Z0-9_-]{1,64}`` is taken (Mistral, Bedrock): kept when it
-    fits, else each other character replaced by ``_`` and cut to 64 (``tool`` when empty)."""
+    """A call's name where only ``[a-zA-Z0-9_-]{1,64}`` is taken (Mistral, Bedrock).
+
+    A stored name that fits is sent as it is. Any other becomes ``<head>_<hash>``: ``head`` is
+    the name with each other character replaced by ``_``, cut to 51 characters (``tool`` when
+    nothing is left), and ``hash`` the first 12 hex digits of the SHA-256 of the name's UTF-8
+    bytes. So two names never merge (``a.b`` and ``a_b``, or two long names sharing their first
+    64 characters, stay apart: only a 48-bit hash collision, or a tool deliberately named like
+    another's mapping, could join them), and the mapping is a function of the name alone: the
+    same in every request and every process, for a call and for its result."""
     if _FUNCTION_NAME.fullmatch(name):
         return name
-    return _NOT_IN_FUNCTION_NAME.sub("_", name)[:64] or "tool"
+    head = _NOT_IN_FUNCTION_NAME.sub("_", name)[:_NAME_HEAD] or "tool"
+    return f"{head}_{hex_digest(name, length=NAME_HASH_LENGTH)}"
 
 
 @attrs.frozen

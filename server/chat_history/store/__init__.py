@@ -17,6 +17,7 @@
 - ``engine.py``      the SQLite engine (sqlean.py, for FTS5 secure-delete) every connection uses
 - ``keys.py``        the database's own secrets: the key of listConversations' cursors
 - ``calibration.py`` the usage ratios of ``reportUsage`` per (provider kind, model), remembered
+- ``keys.py``        the database's own secrets (the key of every request's ``cacheKey``)
 """
 
 from chat_history.model import Key, Summary

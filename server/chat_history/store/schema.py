@@ -154,9 +154,10 @@ MIGRATIONS[5] = calibration.SCHEMA
 # Version 7 (issue 22): folds that no writer can leave missing or stale (store.search_index).
 MIGRATIONS[6] = search_index.SCHEMA_V7
 
-# Version 8 (issue 22): the database's own secrets (store/keys.py), the key of the cursors
-# first; the key itself is drawn in Python and written by ``keys.ensure`` in the same
-# transaction. Idempotent, like version 6.
+# Version 8 (issues 22 and 23): the database's own secrets (store/keys.py): the key of the
+# cursors and the key of every request's cacheKey; the keys themselves are drawn in Python and
+# written by ``keys.ensure`` in the same transaction. Idempotent, like version 6.
+MIGRATIONS[7] = keys.SCHEMA
 MIGRATIONS[7] = keys.SCHEMA
 
 
