@@ -8,9 +8,10 @@ request is an Anthropic Messages body built by our formatter from the rows each 
 the systems differ only in which rows they send:
 
 - **ours, recommended**: ``trimLowWater`` 0.75 (the stable prefix of protocol.md "Version 3"),
-  storage retention that keeps the session, the budget; the body's cache breakpoints as the spec
-  places them (system, context note, the newest user message before the final one, the final
-  message).
+  storage retention that keeps the session, the budget; the body's cache breakpoints as the
+  server places them (``promptCache`` "auto": system, context note, the newest user message
+  before the final one, the final message; ``spec_markers`` adds the same for a server
+  without them).
 - **ours, trimLowWater 1**: the same with version 2's sliding limits.
 - **ours, defaults**: the default settings (retention keeps 50 messages, turn limit 50,
   ``trimLowWater`` 1) with the budget.
