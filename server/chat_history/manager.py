@@ -39,7 +39,6 @@ from chat_history.policy.turns import is_real_user
 from chat_history.settings import Settings, default_settings
 from chat_history.storage_retention import StorageRetention
 from chat_history.store import (
-    ConversationRecord,
     ConversationTotals,
     DatabaseStats,
     Reading,
@@ -328,12 +327,6 @@ class ChatHistoryManager:
             self.store.reset_wal()
             return deleted
 
-    def list_conversations(self, workspace: str) -> list[ConversationRecord]:
-        """The workspace's conversations with rows or a summary, most recently active first
-        (no retention). Raises StorageError."""
-        with self._lock, self.store.read() as tx:
-            return tx.conversations(workspace)
-
     # -- version 2: conversations and edits (chat_history.conversations) ---------------------
     # One transaction each, no retention and no chatHistory/trimmed (the client asked for this
     # change); the WAL is reset after the ones that delete or replace text.
@@ -413,13 +406,9 @@ class ChatHistoryManager:
                 self.store.reset_wal()
             return deleted
 
-    def list_workspaces(self) -> list[str]:
-        """Every workspace holding rows or a summary, sorted. Raises StorageError."""
-        with self._lock, self.store.read() as tx:
-            return tx.workspaces()
-
     def stats(self) -> DatabaseStats:
-        """Counts and the oldest/newest timestamps of the whole database. Raises StorageError."""
+        """Counts (a conversation counts as the listing shows it) and the oldest/newest
+        timestamps of the whole database. Raises StorageError."""
         with self._lock, self.store.read() as tx:
             return tx.stats()
 

@@ -39,6 +39,7 @@ def schema() -> dict[str, Any]:
 
 
 def properties() -> dict[str, dict[str, Any]]:
+    """The settings schema's properties, by full key (``chatHistory.maxMessages``)."""
     props: dict[str, dict[str, Any]] = schema()["properties"]
     return props
 
@@ -139,6 +140,8 @@ class SettingProblem:
     why: str
 
     def message(self) -> str:
+        """The warning shown for the bad value: the key, the value, why, and the default used
+        instead."""
         return (
             f"Invalid setting {self.key} = {shown_setting(self.key, self.value)}: {self.why}; "
             f"using the default {shown_setting(self.key, self.default)}."
@@ -334,4 +337,5 @@ def _build(v: Mapping[str, Any]) -> Settings:
 
 
 def default_settings() -> Settings:
+    """Every setting at its schema default."""
     return load_settings({}).settings

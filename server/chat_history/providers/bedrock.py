@@ -55,6 +55,8 @@ _VALID_ID, _MAKE_ID = id_rules(64, "a-zA-Z0-9_.:-")
 
 
 def image_block(image: Image) -> dict[str, Any]:
+    """An image as Bedrock Converse's content block: inline bytes by format, else a text note (it
+    takes no URLs)."""
     if image.inline_of(COMMON_IMAGE_TYPES) and image.mime_type:
         image_format = image.mime_type.removeprefix("image/")
         return {"image": {"format": image_format, "source": {"bytes": image.data}}}

@@ -60,6 +60,7 @@ class Image:
     invalid: bool = False
 
     def data_url(self) -> str:
+        """The inline image as a ``data:`` URL (for providers that take images as URLs)."""
         return f"data:{self.mime_type};base64,{self.data}"
 
     @property
@@ -78,6 +79,8 @@ class Image:
 
     @property
     def is_web_url(self) -> bool:
+        """An image given by an http(s) URL only (no inline data), which some providers fetch
+        themselves."""
         return self.data is None and self.uri is not None and _is_web_url(self.uri)
 
 
@@ -287,6 +290,7 @@ class Call:
 
     @property
     def name(self) -> str:
+        """The tool's name."""
         return self.source.name
 
 
@@ -299,9 +303,11 @@ class Result:
 
     @property
     def text(self) -> str:
+        """The tool's result text."""
         return self.row.content
 
     def images(self) -> list[Image]:
+        """The images the tool row carries."""
         return attachment_images(self.row)
 
     def text_with_notes(self) -> str:
@@ -338,10 +344,12 @@ class AssistantTurn:
 
     @property
     def text(self) -> str:
+        """The assistant's text."""
         return self.row.content
 
     @property
     def has_text(self) -> bool:
+        """Whether the text is more than blank (a row that only calls has none to send)."""
         return bool(self.row.content.strip())
 
 
@@ -360,15 +368,18 @@ IdCheck = Callable[[str], bool]
 
 
 def digest(text: str, salt: int = 0) -> bytes:
+    """A stable SHA-256 of ``text`` (``salt`` > 0 gives another, for the n-th clash of made ids)."""
     seed = text if salt == 0 else f"{text}\x00{salt}"
     return hashlib.sha256(seed.encode("utf-8", "surrogatepass")).digest()
 
 
 def hex_digest(text: str, salt: int = 0, length: int = 12) -> str:
+    """The first ``length`` hex digits of ``digest``: the short hash made ids end with."""
     return digest(text, salt).hex()[:length]
 
 
 def any_nonempty(call_id: str) -> bool:
+    """The id check of a provider that takes any non-empty call id."""
     return bool(call_id)
 
 
@@ -518,6 +529,7 @@ def trailing_instruction(items: list[Item]) -> list[Item]:
 
 
 def system_texts(items: Iterable[Item]) -> list[str]:
+    """The texts of the system items, in order."""
     return [item.text for item in items if isinstance(item, SystemText)]
 
 

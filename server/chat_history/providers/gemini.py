@@ -93,6 +93,7 @@ IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", 
 
 
 def image_part(image: Image) -> dict[str, Any]:
+    """An image as Gemini's part: inline data, else a text note."""
     if image.inline_of(IMAGE_TYPES):
         return {"inlineData": {"mimeType": image.mime_type, "data": image.data}}
     return {"text": image_note(image)}

@@ -45,8 +45,8 @@ def _enable_wal(connection: sqlite3.Connection) -> None:
         try:
             connection.execute("PRAGMA journal_mode = WAL")
             return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > give_up:
+        except sqlite3.Error as exc:
+            if not sqlite3.is_locked(exc) or time.monotonic() > give_up:
                 raise
             time.sleep(0.005)
 

@@ -175,6 +175,9 @@ def statements(script: str) -> list[str]:
 
 
 class NewerSchema(Exception):
+    """The database was written by a newer server: it is left as it is, and this server refuses to
+    open it."""
+
     def __init__(self, found: int) -> None:
         super().__init__(
             f"the database has schema version {found}, newer than this server's {SCHEMA_VERSION}; "
