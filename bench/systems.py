@@ -33,6 +33,9 @@ OUR_SETTINGS: dict[str, Any] = {
     "maxAgeHours": 0,
     "context": {"maxContextTokens": BUDGET},
 }
+# BENCH_TRIM_LOW_WATER: the stable prefix on (issue 23: prepare's cost with trimLowWater < 1).
+if os.environ.get("BENCH_TRIM_LOW_WATER"):
+    OUR_SETTINGS["context"]["trimLowWater"] = float(os.environ["BENCH_TRIM_LOW_WATER"])
 
 
 def _chunks(rows: list[Any], size: int = CHUNK) -> Iterable[list[Any]]:

@@ -47,7 +47,12 @@ from chat_history.store import (
 )
 
 if TYPE_CHECKING:  # preparation loads every provider: imported when a request needs it
-    from chat_history.preparation import PreparedRequest, PrepareOptions, ProviderRequest
+    from chat_history.preparation import (
+        PreparedRequest,
+        PrepareOptions,
+        ProposalMemo,
+        ProviderRequest,
+    )
 
 #: Receives one request's ``chatHistory/trimmed`` events together (never an empty batch).
 Notify = Callable[[Key, Sequence[Trimmed]], None]
@@ -128,6 +133,8 @@ class ChatHistoryManager:
         self._clock = clock
         self._lock = threading.RLock()
         self._retention = StorageRetention(store, lambda: self.settings, self._notify)
+        #: each conversation's last compaction proposal (made with the first ``prepare``)
+        self._proposals: ProposalMemo | None = None
 
     @classmethod
     def open(cls, path: Path, settings: Settings | None = None) -> ChatHistoryManager:
@@ -241,15 +248,23 @@ class ChatHistoryManager:
             options.provider or self.settings.active_provider, options.model, self.settings
         )
         with self._lock:
-            prepared = self._retained_read(
-                key, lambda tx, _: preparation.prepare_in(tx, self.settings, key, route, options)
+            if self._proposals is None:
+                self._proposals = preparation.ProposalMemo()
+            memo = self._proposals
+            cache_key = self.cache_key(key)
+            prepared, compaction = self._retained_read(
+                key,
+                lambda tx, _: preparation.prepare_in(
+                    tx, self.settings, key, route, options, cache_key=cache_key, memo=memo
+                ),
             )
         if prepared.events:
             self._notify(key, prepared.events)
         return preparation.prepared_request(
             route,
             prepared,
-            cache_key=self.cache_key(key),
+            compaction,
+            cache_key=cache_key,
             breakpoints=self.settings.context.prompt_cache == "auto",
         )
 

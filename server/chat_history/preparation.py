@@ -19,7 +19,7 @@ from chat_history.model import Key, Message, StoredMessage, Summary, ToolSpec
 from chat_history.policy import readplan
 from chat_history.policy.budget import Route, effective_budget
 from chat_history.policy.calibration import UNCALIBRATED, Calibration, calibration_of, key_of
-from chat_history.policy.compaction import honoured_coverage, note_of
+from chat_history.policy.compaction import Proposal, honoured_coverage, note_of
 from chat_history.policy.context import (
     OmittedTurns,
     OmittedTurnsKept,
@@ -104,10 +104,11 @@ def request_options(
     *,
     summary: str | Summary | None,
     calibration: Calibration = UNCALIBRATED,
+    propose: bool = True,
 ) -> RequestOptions:
     """The ``RequestOptions`` one ``prepare`` hands ``prepare_rows`` (with the compaction
-    proposal the settings call for), from the caller's options, the stored summary and the
-    route's calibration."""
+    proposal the settings call for, unless not ``propose``), from the caller's options, the
+    stored summary and the route's calibration."""
     return RequestOptions(
         settings=settings.context,
         route=route,
@@ -117,7 +118,7 @@ def request_options(
         overflow_recovery=options.overflow_recovery,
         keep_tool_context_turns=options.keep_tool_context_turns,
         calibration=calibration,
-        propose_compaction=True,
+        propose_compaction=propose,
     )
 
 
@@ -134,8 +135,74 @@ def request_rows(
     return window[0], window[1], summary
 
 
+#: Conversations whose last compaction proposal a ``ProposalMemo`` keeps.
+_PROPOSALS = 8
+
+
+class ProposalMemo:
+    """Each conversation's last compaction proposal, with what it was worked out from: the
+    database's revision (``Reading.revision``: every write of this connection and every commit
+    of another changes it), the route, the options and the settings. A ``prepare`` that finds
+    them all unchanged reuses the proposal instead of reading and building it again (issue 23:
+    once per change of the conversation, not on every request)."""
+
+    def __init__(self, size: int = _PROPOSALS) -> None:
+        self._size = size
+        self._entries: dict[Key, tuple[tuple[object, ...], CompactionProposal | None]] = {}
+
+    def get(self, key: Key, made_of: tuple[object, ...]) -> tuple[CompactionProposal | None] | None:
+        """The remembered proposal (in a 1-tuple: it may be None) when ``made_of`` matches."""
+        entry = self._entries.get(key)
+        if entry is None or entry[0] != made_of:
+            return None
+        return (entry[1],)
+
+    def put(
+        self, key: Key, made_of: tuple[object, ...], proposal: CompactionProposal | None
+    ) -> None:
+        self._entries.pop(key, None)
+        self._entries[key] = (made_of, proposal)
+        while len(self._entries) > self._size:
+            del self._entries[next(iter(self._entries))]
+
+
 def prepare_in(
-    tx: Reading, settings: Settings, key: Key, route: Route, options: PrepareOptions
+    tx: Reading,
+    settings: Settings,
+    key: Key,
+    route: Route,
+    options: PrepareOptions,
+    *,
+    cache_key: str,
+    memo: ProposalMemo | None = None,
+) -> tuple[Prepared, CompactionProposal | None]:
+    """The request and its compaction proposal (formatted with ``cache_key`` and the settings'
+    breakpoints), in one snapshot: the proposal ``memo`` remembers for this conversation when
+    nothing it was made of changed, else the new one (then remembered)."""
+    made_of = (tx.revision(), route, options, settings.context, cache_key)
+    known = memo.get(key, made_of) if memo is not None else None
+    prepared = _prepared_in(tx, settings, key, route, options, propose=known is None)
+    if known is not None:
+        return prepared, known[0]
+    compaction = _compaction(
+        route,
+        prepared.compaction,
+        cache_key=cache_key,
+        breakpoints=settings.context.prompt_cache == "auto",
+    )
+    if memo is not None:
+        memo.put(key, made_of, compaction)
+    return prepared, compaction
+
+
+def _prepared_in(
+    tx: Reading,
+    settings: Settings,
+    key: Key,
+    route: Route,
+    options: PrepareOptions,
+    *,
+    propose: bool,
 ) -> Prepared:
     """``prepare_rows`` on what the read plan reads, in one snapshot: the window; with the
     oldest uncovered turns too when a due proposal needs them; else every row."""
@@ -149,6 +216,7 @@ def prepare_in(
         calibration=calibration_of(
             tx.calibration_ratios(calibration_key.kind, calibration_key.model)
         ),
+        propose=propose,
     )
     if omitted is None:
         return prepare_rows(rows, request)
@@ -190,7 +258,15 @@ def _window(
     groups = readplan.omitted_figures(
         [
             readplan.covered_range(oldest, first_uncovered),
-            *readplan.omitted_ranges(first, start.turn, back.turns, limits.keep_turns),
+            *readplan.omitted_ranges(
+                first,
+                start.turn,
+                back.turns,
+                limits.keep_turns,
+                first_kept=readplan.stepped_first_turn(
+                    settings.context, limits, back.rows[-1].turn
+                ),
+            ),
         ],
         lambda first, last: tx.figures_between(key, first, last),
     )
@@ -257,24 +333,24 @@ def _head(
     return [*tx.system_rows(key, turns[0].id), *turns]
 
 
-def prepared_request(
-    route: Route, prepared: Prepared, *, cache_key: str, breakpoints: bool
-) -> PreparedRequest:
-    """``prepare``'s result: the rows and the proposal's rows formatted for the route, with
-    the prompt-cache breakpoints when ``breakpoints`` (protocol.md "Version 3"), and the
-    conversation's ``cache_key`` on both."""
+def _body(route: Route, rows: Sequence[Message], *, breakpoints: bool) -> dict[str, object]:
+    """Rows formatted for the route, with the prompt-cache breakpoints when ``breakpoints``
+    (protocol.md "Version 3")."""
+    return format_body(
+        route.kind,
+        rows,
+        route.model,
+        swept=True,
+        breakpoints=breakpoints,
+        note=note_of(rows) if breakpoints else None,
+    )
 
-    def body(rows: Sequence[Message]) -> dict[str, object]:
-        return format_body(
-            route.kind,
-            rows,
-            route.model,
-            swept=True,
-            breakpoints=breakpoints,
-            note=note_of(rows) if breakpoints else None,
-        )
 
-    proposal = prepared.compaction
+def _compaction(
+    route: Route, proposal: Proposal | None, *, cache_key: str, breakpoints: bool
+) -> CompactionProposal | None:
+    """A compaction proposal with its request formatted for the route (breakpoints and the
+    conversation's ``cache_key`` as on every request)."""
     compaction = None
     if proposal is not None:
         compaction = CompactionProposal(
@@ -285,14 +361,28 @@ def prepared_request(
             request=ProviderRequest(
                 provider=route.name,
                 model=route.model,
-                body=body(proposal.rows),
+                body=_body(route, proposal.rows, breakpoints=breakpoints),
                 cache_key=cache_key,
             ),
         )
+    return compaction
+
+
+def prepared_request(
+    route: Route,
+    prepared: Prepared,
+    compaction: CompactionProposal | None,
+    *,
+    cache_key: str,
+    breakpoints: bool,
+) -> PreparedRequest:
+    """``prepare``'s result: the rows formatted for the route, with the prompt-cache
+    breakpoints when ``breakpoints``, the conversation's ``cache_key``, and the proposal
+    (``prepare_in`` formatted it, or found it remembered)."""
     return PreparedRequest(
         provider=route.name,
         model=route.model,
-        body=body(prepared.rows),
+        body=_body(route, prepared.rows, breakpoints=breakpoints),
         cache_key=cache_key,
         estimated_tokens=prepared.estimated_tokens,
         budget=prepared.budget,

@@ -60,10 +60,27 @@ def last_id(turn: Turn[StoredMessage]) -> int:
     return max(row.id for row in turn.rows)
 
 
-def as_sent(turns: Sequence[Turn[StoredMessage]], index: int, keep: int) -> list[Message]:
+def number(turn: Turn[Any]) -> int:
+    first = turn.rows[0]
+    return first.turn if isinstance(first, StoredMessage) else turn.number
+
+
+def collapsed(turns: Sequence[Turn[Any]], index: int, keep: int, low_water: float) -> bool:
+    """Whether step 3 collapses turn ``index``: one of the completed turns older than the newest
+    ``keep``; below trimLowWater 1, those numbered below the stable prefix's grid line (a
+    multiple of keep + 1)."""
+    if low_water < 1:
+        line = -(-(number(turns[-1]) - keep) // (keep + 1)) * (keep + 1)
+        return index < len(turns) - 1 and number(turns[index]) < line
+    return index < len(turns) - 1 - keep
+
+
+def as_sent(
+    turns: Sequence[Turn[StoredMessage]], index: int, keep: int, low_water: float = 1.0
+) -> list[Message]:
     """Turn ``index`` as steps 3 and 8 send it (the orphan sweep repairs within a turn)."""
     rows: Sequence[Message] = turns[index].rows
-    if index < len(turns) - 1 - keep:
+    if collapsed(turns, index, keep, low_water):
         rows, _ = collapse_turn(rows)
     return sweep_orphans(rows)
 
@@ -89,7 +106,9 @@ def check_request(
     dropped = out.trimmed.dropped_turns if out.trimmed is not None else 0
     keep = ctx.tool_context_turns()
     sent_turns = range(covered + dropped, len(turns))
-    expected_tail = [r for index in sent_turns for r in as_sent(turns, index, keep)]
+    expected_tail = [
+        r for index in sent_turns for r in as_sent(turns, index, keep, ctx.trim_low_water)
+    ]
     assert list(out.rows[len(out.rows) - len(expected_tail) :]) == expected_tail
     head = out.rows[: len(out.rows) - len(expected_tail)]
     system_rows = [r for r in head if r.role == "system"]
@@ -189,7 +208,9 @@ def test_trim_counts_are_exact(
     keep = ctx.tool_context_turns() if keep is None else keep
     names = None if kw["tools"] is None else [t.name for t in kw["tools"]]
     removed = [
-        collapse_turn(turns[i].rows, names)[1] if i < len(turns) - 1 - keep else 0
+        collapse_turn(turns[i].rows, names)[1]
+        if collapsed(turns, i, keep, ctx.trim_low_water)
+        else 0
         for i in range(dropped, len(turns))
     ]
     assert out.collapsed_tool_rows == sum(removed)

@@ -402,15 +402,22 @@ def test_the_breadcrumb_counts_toward_the_budget() -> None:
     assert out.estimated_tokens <= total - 1
 
 
-def test_trim_low_water_trims_below_the_budget_once_it_forces_a_trim() -> None:
+def test_trim_low_water_trims_a_grid_step_once_the_budget_forces_a_trim() -> None:
+    # Version 3's stable prefix: the first sent turn moves to a line of the grid of positions
+    # (collapsed estimates of the turns before it) whose step is budget x (1 - trimLowWater),
+    # until the settled turns (those below the tool-context line: turns 1-8 of 10 with the
+    # default keepToolContextTurns 2) fit budget x trimLowWater.
     rows = [r for n in range(10) for r in (U(f"{n}" + "u" * 99), A("a" * 100))]
     per_turn = row_tokens(rows[0]) + row_tokens(rows[1])
     budget = per_turn * 8
     plain = run(rows, settings=ctx(max_context_tokens=budget))
     low = run(rows, settings=ctx(max_context_tokens=budget, trim_low_water=0.5))
     assert plain.estimated_tokens <= budget
-    assert low.estimated_tokens <= budget // 2
-    assert plain.estimated_tokens > budget // 2
+    assert plain.trimmed is not None and plain.trimmed.dropped_turns == 3
+    # lines every 4 turns: at 4 turns the settled turns 5-8 and the note pass half the budget
+    assert low.trimmed is not None and low.trimmed.dropped_turns == 8
+    assert low.rows[1:] == tuple(rows[16:])
+    assert low.estimated_tokens <= budget
     assert low.events[0].budget == budget
 
 

@@ -17,6 +17,12 @@ import {
   type ToolDefinition,
 } from "./providers";
 
+/** A request's `cacheKey` (protocol 3: the same for every request of one conversation). */
+function cacheKeyOf(request: object): string | undefined {
+  const key = (request as { cacheKey?: unknown }).cacheKey;
+  return typeof key === "string" && key !== "" ? key : undefined;
+}
+
 export type TurnEvent =
   | { type: "prepared"; request: PreparedRequest }
   | { type: "streamStart" }
@@ -26,7 +32,7 @@ export type TurnEvent =
   /** The reply stopped before it was complete: its partial text is shown, nothing of it stored. */
   | { type: "interrupted"; partial: string }
   | { type: "stored"; rows: StoredMessage[] }
-  | { type: "usage"; promptTokens: number }
+  | { type: "usage"; promptTokens: number; cachedTokens: number | null }
   | { type: "calibrated"; calibration: { factor: number; samples: number } }
   | { type: "retry"; reason: string };
 
@@ -129,7 +135,7 @@ interface Answer {
 }
 
 async function ask(options: TurnOptions, request: PreparedRequest): Promise<Answer> {
-  const http = buildRequest(options.model, request.body as Record<string, unknown>, options.tools);
+  const http = buildRequest(options.model, request.body as Record<string, unknown>, options.tools, cacheKeyOf(request));
   let response: Response;
   try {
     response = await options.fetch(http.url, {
@@ -168,7 +174,7 @@ async function ask(options: TurnOptions, request: PreparedRequest): Promise<Answ
         options.on({ type: "delta", text: event.text });
       } else if (event.type === "usage") {
         promptTokens = event.promptTokens;
-        options.on({ type: "usage", promptTokens: event.promptTokens });
+        options.on({ type: "usage", promptTokens: event.promptTokens, cachedTokens: event.cachedTokens });
       } else {
         toolCalls = event.toolCalls;
         finishReason = event.finishReason;
@@ -223,7 +229,7 @@ export async function summarize(
   options: Pick<TurnOptions, "model" | "fetch" | "signal">,
   proposal: CompactionProposal,
 ): Promise<string> {
-  const http = buildRequest(options.model, proposal.request.body as Record<string, unknown>, []);
+  const http = buildRequest(options.model, proposal.request.body as Record<string, unknown>, [], cacheKeyOf(proposal.request));
   const response = await options.fetch(http.url, { method: "POST", headers: http.headers, body: http.body, signal: options.signal });
   if (!response.ok || response.body === null) {
     const text = await response.text().catch(() => "");

@@ -405,7 +405,7 @@ class ChatPanel {
           this.list.refresh();
           return this.update(S.rowsStored(this.state, event.rows));
         case "usage":
-          return this.update(S.usageReported(this.state, event.promptTokens));
+          return this.update(S.usageReported(this.state, event.promptTokens, event.cachedTokens));
         case "retry":
           return this.update(S.addNotice(this.state, "info", "The model said the request was too long; trying once more with a shorter history."));
       }

@@ -38,8 +38,29 @@ export interface HttpRequest {
   body: string;
 }
 
-/** The HTTP request that sends `body` (the `body` of a `prepare` result for this kind). */
-export function buildRequest(settings: ModelSettings, body: Record<string, unknown>, tools: ToolDefinition[]): HttpRequest {
+/**
+ * Whether an OpenAI-compatible server at `baseUrl` takes `prompt_cache_key` (OpenAI's own API and
+ * Azure OpenAI route requests by it to a warm prompt cache; other servers may refuse the field).
+ */
+export function acceptsPromptCacheKey(baseUrl: string): boolean {
+  try {
+    const host = new URL(baseUrl).hostname;
+    return host === "api.openai.com" || host.endsWith(".openai.azure.com");
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The HTTP request that sends `body` (the `body` of a `prepare` result for this kind). `cacheKey`
+ * (the prepared request's, protocol 3) goes as `prompt_cache_key` to servers that take it.
+ */
+export function buildRequest(
+  settings: ModelSettings,
+  body: Record<string, unknown>,
+  tools: ToolDefinition[],
+  cacheKey?: string,
+): HttpRequest {
   const base = (settings.baseUrl.trim() || DEFAULT_BASE_URLS[settings.kind]).replace(/\/+$/, "");
   const headers: Record<string, string> = { "content-type": "application/json" };
   switch (settings.kind) {
@@ -52,6 +73,7 @@ export function buildRequest(settings: ModelSettings, body: Record<string, unkno
         stream_options: { include_usage: true },
       };
       if (tools.length > 0) payload.tools = tools.map((t) => ({ type: "function", function: t }));
+      if (cacheKey && acceptsPromptCacheKey(base)) payload.prompt_cache_key = cacheKey;
       return { url: `${base}/chat/completions`, headers, body: JSON.stringify(payload) };
     }
     case "anthropic": {
@@ -77,10 +99,15 @@ export function buildRequest(settings: ModelSettings, body: Record<string, unkno
   }
 }
 
-/** A `done` event's tool call has `id` "" when the provider gave it none (Ollama's native API). */
+/**
+ * A `done` event's tool call has `id` "" when the provider gave it none (Ollama's native API).
+ * `cachedTokens`: the prompt tokens the provider's prompt cache served (OpenAI
+ * `prompt_tokens_details.cached_tokens`, Anthropic `cache_read_input_tokens`), null when it
+ * does not say.
+ */
 export type ModelEvent =
   | { type: "text"; text: string }
-  | { type: "usage"; promptTokens: number; completionTokens: number | null }
+  | { type: "usage"; promptTokens: number; completionTokens: number | null; cachedTokens: number | null }
   | { type: "done"; toolCalls: ToolCall[]; finishReason: string | null };
 
 /** Splits a text stream into lines, across chunk boundaries. */
@@ -152,7 +179,13 @@ async function* openaiEvents(chunks: AsyncIterable<string>): AsyncGenerator<Mode
       if (choice.finish_reason) finishReason = choice.finish_reason;
     }
     if (chunk.usage && typeof chunk.usage.prompt_tokens === "number") {
-      yield { type: "usage", promptTokens: chunk.usage.prompt_tokens, completionTokens: chunk.usage.completion_tokens ?? null };
+      const cached = chunk.usage.prompt_tokens_details?.cached_tokens;
+      yield {
+        type: "usage",
+        promptTokens: chunk.usage.prompt_tokens,
+        completionTokens: chunk.usage.completion_tokens ?? null,
+        cachedTokens: typeof cached === "number" ? cached : null,
+      };
     }
   }
   const toolCalls = calls
@@ -164,6 +197,7 @@ async function* openaiEvents(chunks: AsyncIterable<string>): AsyncGenerator<Mode
 async function* anthropicEvents(chunks: AsyncIterable<string>): AsyncGenerator<ModelEvent> {
   const blocks: { id: string; name: string; args: string }[] = [];
   let promptTokens: number | null = null;
+  let cachedTokens: number | null = null;
   let finishReason: string | null = null;
   for await (const { event, data } of sse(chunks)) {
     const payload = JSON.parse(data);
@@ -172,6 +206,7 @@ async function* anthropicEvents(chunks: AsyncIterable<string>): AsyncGenerator<M
         const usage = payload.message?.usage ?? {};
         promptTokens =
           (usage.input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0) + (usage.cache_creation_input_tokens ?? 0);
+        cachedTokens = typeof usage.cache_read_input_tokens === "number" ? usage.cache_read_input_tokens : null;
         break;
       }
       case "content_block_start":
@@ -188,7 +223,7 @@ async function* anthropicEvents(chunks: AsyncIterable<string>): AsyncGenerator<M
       case "message_delta":
         if (payload.delta?.stop_reason) finishReason = payload.delta.stop_reason;
         if (promptTokens !== null) {
-          yield { type: "usage", promptTokens, completionTokens: payload.usage?.output_tokens ?? null };
+          yield { type: "usage", promptTokens, completionTokens: payload.usage?.output_tokens ?? null, cachedTokens };
         }
         break;
       case "error":
@@ -220,7 +255,7 @@ async function* ollamaEvents(chunks: AsyncIterable<string>): AsyncGenerator<Mode
     if (chunk.done) {
       finishReason = chunk.done_reason ?? "stop";
       if (typeof chunk.prompt_eval_count === "number") {
-        yield { type: "usage", promptTokens: chunk.prompt_eval_count, completionTokens: chunk.eval_count ?? null };
+        yield { type: "usage", promptTokens: chunk.prompt_eval_count, completionTokens: chunk.eval_count ?? null, cachedTokens: null };
       }
     }
   }

@@ -32,6 +32,8 @@ export interface ContextMeter {
   contextWindow: number | null;
   /** Prompt tokens the provider reported for the last request. */
   providerPromptTokens: number | null;
+  /** Of those, the ones its prompt cache served (null: it did not say). */
+  providerCachedTokens?: number | null;
   /** The server's calibration of this provider and model (`estimatedTokens` is calibrated by it). */
   calibration: { factor: number; samples: number } | null;
 }
@@ -511,9 +513,9 @@ function fence(text: string): string {
   return `${ticks}\n${text}\n${ticks}`;
 }
 
-export function usageReported(state: PanelState, promptTokens: number): PanelState {
+export function usageReported(state: PanelState, promptTokens: number, cachedTokens: number | null = null): PanelState {
   if (state.meter === null) return state;
-  return { ...state, meter: { ...state.meter, providerPromptTokens: promptTokens } };
+  return { ...state, meter: { ...state.meter, providerPromptTokens: promptTokens, providerCachedTokens: cachedTokens } };
 }
 
 export function addNotice(state: PanelState, kind: NoticeKind, text: string, key?: string, actions?: NoticeAction[]): PanelState {
@@ -668,7 +670,12 @@ export function meterView(meter: ContextMeter | null): MeterView | null {
   const limit = meter.budget ?? meter.contextWindow;
   const parts: string[] = [];
   if (meter.contextWindow !== null) parts.push(`window ${n(meter.contextWindow)}`);
-  if (meter.providerPromptTokens !== null) parts.push(`provider counted ${n(meter.providerPromptTokens)}`);
+  if (meter.providerPromptTokens !== null) {
+    const cached = meter.providerCachedTokens;
+    parts.push(
+      `provider counted ${n(meter.providerPromptTokens)}` + (typeof cached === "number" ? ` (${n(cached)} cached)` : ""),
+    );
+  }
   if (meter.calibration !== null && meter.calibration.samples > 0) {
     parts.push(`calibrated ×${meter.calibration.factor.toFixed(2)} (${plural(meter.calibration.samples, "sample")})`);
   }

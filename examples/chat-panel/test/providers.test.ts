@@ -39,9 +39,27 @@ test("OpenAI SSE: text deltas, a tool call in pieces, usage, [DONE]", async () =
   const es = await events("openai", wire);
   assert.equal(text(es), "Let me look.");
   assert.deepEqual(es.filter((e) => e.type !== "text"), [
-    { type: "usage", promptTokens: 120, completionTokens: 9 },
+    { type: "usage", promptTokens: 120, completionTokens: 9, cachedTokens: null },
     { type: "done", toolCalls: [{ id: "call_a", name: "read_file", arguments: { path: "a.txt" } }], finishReason: "tool_calls" },
   ]);
+});
+
+test("OpenAI SSE: the cached prompt tokens of the usage chunk", async () => {
+  const usage = { prompt_tokens: 2006, completion_tokens: 300, prompt_tokens_details: { cached_tokens: 1920 } };
+  const es = await events("openai", `data: ${JSON.stringify({ choices: [], usage })}\n\ndata: [DONE]\n\n`);
+  assert.deepEqual(es[0], { type: "usage", promptTokens: 2006, completionTokens: 300, cachedTokens: 1920 });
+});
+
+test("prompt_cache_key: the prepared request's cacheKey goes to OpenAI's API and Azure OpenAI only", () => {
+  const body = { messages: [{ role: "user", content: "hi" }] };
+  const sent = (baseUrl: string, key?: string) =>
+    JSON.parse(buildRequest({ kind: "openai", baseUrl, model: "m", maxOutputTokens: 1 }, body, [], key).body).prompt_cache_key;
+  assert.equal(sent("https://api.openai.com/v1", "ck_1"), "ck_1");
+  assert.equal(sent("https://me.openai.azure.com/openai/v1", "ck_1"), "ck_1");
+  assert.equal(sent("http://localhost:11434/v1", "ck_1"), undefined, "a local server may refuse the field");
+  assert.equal(sent("https://api.openai.com/v1"), undefined, "no key (protocol 2 server)");
+  const anthropic = buildRequest({ kind: "anthropic", baseUrl: "", model: "c", maxOutputTokens: 1 }, body, [], "ck_1");
+  assert.equal(JSON.parse(anthropic.body).prompt_cache_key, undefined);
 });
 
 test("OpenAI SSE: CRLF line ends and an error chunk", async () => {
@@ -68,7 +86,7 @@ test("Anthropic SSE: text and tool_use blocks, usage with cache reads", async ()
   const es = await events("anthropic", wire);
   assert.equal(text(es), "Reading it.");
   assert.deepEqual(es.filter((e) => e.type !== "text"), [
-    { type: "usage", promptTokens: 60, completionTokens: 22 },
+    { type: "usage", promptTokens: 60, completionTokens: 22, cachedTokens: 10 },
     { type: "done", toolCalls: [{ id: "toolu_1", name: "read_file", arguments: { path: "b.md" } }], finishReason: "tool_use" },
   ]);
   await assert.rejects(events("anthropic", ev("error", { error: { type: "overloaded_error", message: "Overloaded" } })), /Overloaded/);
@@ -83,7 +101,7 @@ test("Ollama NDJSON: content, tool calls without ids, final counts", async () =>
   const es = await events("ollama", wire);
   assert.equal(text(es), "Sure");
   assert.deepEqual(es.filter((e) => e.type !== "text"), [
-    { type: "usage", promptTokens: 33, completionTokens: 4 },
+    { type: "usage", promptTokens: 33, completionTokens: 4, cachedTokens: null },
     { type: "done", toolCalls: [{ id: "", name: "read_file", arguments: { path: "c.py" } }], finishReason: "stop" },
   ]);
 });

@@ -162,6 +162,8 @@ test("the meter: estimate against the budget, else the window, else alone", () =
   assert.deepEqual(S.viewOf(s).meter, { label: "1,830 / 32,000 tokens", fraction: 1830 / 32000, detail: "window 200,000" });
   s = S.usageReported(s, 1900);
   assert.equal(S.viewOf(s).meter!.detail, "window 200,000 · provider counted 1,900");
+  s = S.usageReported(s, 1900, 1536);
+  assert.equal(S.viewOf(s).meter!.detail, "window 200,000 · provider counted 1,900 (1,536 cached)");
   s = S.prepared(s, { estimatedTokens: 50, budget: null, contextWindow: 100 });
   assert.equal(S.viewOf(s).meter!.fraction, 0.5);
   s = S.prepared(s, { estimatedTokens: 50, budget: null, contextWindow: null });

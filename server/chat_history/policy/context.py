@@ -17,7 +17,6 @@ is stored; the result is the same as with every row.
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Callable, Collection, Sequence
 from typing import Literal
@@ -25,7 +24,8 @@ from typing import Literal
 import attrs
 
 from chat_history.errors import ContextOverflow, InvalidParams
-from chat_history.model import Message, Summary, ToolSpec, Trimmed
+from chat_history.model import Message, StoredMessage, Summary, ToolSpec, Trimmed
+from chat_history.policy import steps as grid
 from chat_history.policy.budget import Route, effective_budget
 from chat_history.policy.calibration import UNCALIBRATED, Calibration
 from chat_history.policy.compaction import (
@@ -44,6 +44,7 @@ from chat_history.policy.compaction import (
     summary_text,
 )
 from chat_history.policy.memo import TurnMemo
+from chat_history.policy.steps import Steps, steps_of
 from chat_history.policy.sweep import sweep_orphans
 from chat_history.policy.tokens import row_tokens, tool_schema_tokens
 from chat_history.policy.turns import (
@@ -344,9 +345,18 @@ class _Window:
         fixed: int,
         omitted: list[TurnFigures],
         calibration: Calibration,
+        numbers: list[int] | None = None,
     ) -> None:
         self.system_block = list(leading)
         self.units = units
+        #: the units' stored turn numbers and grid positions (``policy.steps``), with trimLowWater
+        #: below 1 only: the positions of the omitted groups' first turns, then of the units
+        self.numbers = numbers or []
+        self.positions: list[int] = []
+        #: each unit's tokens beyond what it adds to the positions (its kept tool context; all
+        #: of the running turn): the estimate less their sum is the settled part of the request
+        self.excess: list[int] = []
+        self.excess_total = 0
         #: omitted turns, oldest group first: each group is dropped whole, before any unit
         self.omitted = [group for group in omitted if group.turns]
         self.note_tokens, dropped_note_tokens = note_tokens
@@ -373,6 +383,8 @@ class _Window:
     def drop_oldest(self) -> None:
         if self.omitted:
             group = self.omitted.pop(0)
+            if self.positions:
+                self.positions.pop(0)
             self.estimate -= group.sent_tokens
             if self.dropped_turns == 0:
                 self.estimate += self.crumb_tokens
@@ -380,6 +392,12 @@ class _Window:
             self.dropped_messages += group.spoken_rows
             return
         unit = self.units.pop(0)
+        if self.numbers:
+            self.numbers.pop(0)
+        if self.positions:
+            self.positions.pop(0)
+        if self.excess:
+            self.excess_total -= self.excess.pop(0)
         self.system_block.extend(unit.system_rows)
         self.estimate -= unit.tokens - unit.system_tokens
         if self.dropped_turns == 0:
@@ -472,6 +490,8 @@ class _Request:
     left_out: list[TurnFigures]
     omitted_turns: int
     pre_covered: TurnFigures
+    #: the stable prefix's grids (trimLowWater below 1), else None
+    steps: Steps | None
 
 
 def prepare_rows(rows: Sequence[Message], options: RequestOptions) -> Prepared:
@@ -486,7 +506,8 @@ def prepare_rows(rows: Sequence[Message], options: RequestOptions) -> Prepared:
     turns = segmented.turns
     covered = _covered_turns(turns, request)
     compacted_turns = request.pre_covered.turns + covered.turns
-    all_units = _sent_units(turns, covered.turns, request)
+    numbers = [_turn_number(turn) for turn in turns] if request.steps is not None else []
+    all_units = _sent_units(turns, covered.turns, request, numbers)
     note, dropped_note = _notes(rows, options, request, compacted_turns)
     system_block = [*segmented.leading_system, *covered.moved_system]
     window = _Window(
@@ -496,14 +517,20 @@ def prepare_rows(rows: Sequence[Message], options: RequestOptions) -> Prepared:
         request.fixed,
         request.left_out,
         options.calibration,
+        numbers[covered.turns :],
     )
+    if request.steps is not None:
+        sent_turns = turns[covered.turns :]
+        window.positions = _positions(request.left_out, sent_turns, request)
+        window.excess = _excess(all_units, sent_turns, request)
+        window.excess_total = sum(window.excess)
     tokens_before = window.calibrated()
     due = options.propose_compaction and compaction_due(
         tokens_before, request.budget, options.settings, request.omitted_turns + len(all_units)
     )
     if due and request.omitted_turns and options.head is None:
         raise OmittedTurnsKept("a compaction proposal needs the rows of the oldest turns")
-    _trim(window, options, request.budget)
+    _trim(window, options, request)
     swept = sweep_orphans(_assemble(window, dropped_note if window.dropped_turns else note))
     raw, estimated = _capacity_check(swept, window, request.fixed, options)
     proposal = None
@@ -565,16 +592,24 @@ def _request(options: RequestOptions) -> _Request:
             raise OmittedTurnsKept("the turns were left out for another summary coverage")
         if pre_covered.turns and covers_through_id is None:
             raise OmittedTurnsKept("no summary stands in for the covered turns left out")
+    budget = effective_budget(options.settings, options.route)
+    steps = steps_of(
+        options.settings.trim_low_water,
+        max_turns=options.settings.max_history_turns,
+        keep_tools=keep,
+        budget=budget,
+    )
     return _Request(
         keep=keep,
         tool_names=None if tools is None else frozenset(tool.name for tool in tools),
         fixed=options.extra_tokens + sum(tool_schema_tokens(tool) for tool in tools or ()),
-        budget=effective_budget(options.settings, options.route),
+        budget=budget,
         text=text,
         covers_through_id=covers_through_id,
         left_out=left_out,
         omitted_turns=omitted_turns,
         pre_covered=pre_covered,
+        steps=steps,
     )
 
 
@@ -600,15 +635,35 @@ def _oldest_spoken(
     return omitted.oldest_spoken_id
 
 
-def _sent_units(turns: Sequence[Turn[Message]], first: int, request: _Request) -> tuple[_Unit, ...]:
+def _turn_number(turn: Turn[Message]) -> int:
+    """A turn's stored number (its rows' own order when they are not stored rows)."""
+    first = turn.rows[0]
+    return first.turn if isinstance(first, StoredMessage) else turn.number
+
+
+def _collapse_line(numbers: Sequence[int], request: _Request) -> int | None:
+    """The stable prefix's tool-context line (turns numbered below it are collapsed), or None
+    (trimLowWater 1, or no turns)."""
+    if request.steps is None or not numbers:
+        return None
+    return grid.collapse_line(request.steps, numbers[-1], request.keep)
+
+
+def _sent_units(
+    turns: Sequence[Turn[Message]], first: int, request: _Request, numbers: Sequence[int]
+) -> tuple[_Unit, ...]:
     """Step 3: the turns from ``first`` on as sent, completed turns older than the newest
-    ``keep`` collapsed."""
+    ``keep`` collapsed (with the stable prefix's grid: those numbered below its line)."""
     collapse_before = max(0, len(turns) - 1 - request.keep)
+    line = _collapse_line(numbers, request)
     units: list[_Unit] = []
     for index in range(first, len(turns)):
         turn = turns[index]
         sent, removed = turn.rows, 0
-        if index < collapse_before:
+        collapsed = index < collapse_before
+        if line is not None:
+            collapsed = numbers[index] < line and index < len(turns) - 1
+        if collapsed:
             sent, removed = _collapsed(turn.rows, request.tool_names)
         synthetic = len(sent) - (len(turn.rows) - removed)
         units.append(
@@ -617,18 +672,104 @@ def _sent_units(turns: Sequence[Turn[Message]], first: int, request: _Request) -
     return tuple(units)
 
 
-def _trim(window: _Window, options: RequestOptions, budget: int) -> None:
+_position_memo: TurnMemo[int] = TurnMemo(_TURN_CACHE, _TURN_CACHE_BYTES)
+
+
+def _position_tokens(rows: tuple[Message, ...], tools: frozenset[str] | None) -> int:
+    """What a completed turn adds to the positions of the turns after it: its non-system
+    estimate collapsed (``TurnFigures.sent_tokens``), remembered like the collapse."""
+
+    def compute() -> int:
+        sent, _ = _collapsed(rows, tools)
+        return sum(row_tokens(row) for row in sent if row.role != "system")
+
+    return _position_memo.get(rows, tools, compute)
+
+
+def _positions(
+    left_out: Sequence[TurnFigures], turns: Sequence[Turn[Message]], request: _Request
+) -> list[int]:
+    """The budget grid's positions (``policy.steps``) of the window's first turns: each omitted
+    group's, then each sent turn's."""
+    positions: list[int] = []
+    position = 0
+    for group in left_out:
+        if group.turns:
+            positions.append(position)
+            position += group.sent_tokens
+    for turn in turns:
+        positions.append(position)
+        position += _position_tokens(turn.rows, request.tool_names)
+    return positions
+
+
+def _excess(units: Sequence[_Unit], turns: Sequence[Turn[Message]], request: _Request) -> list[int]:
+    """``_Window.excess`` of each unit: none for a turn below the tool-context line, all of it
+    for the turns above it (the running one too). So the settled part of a request changes only
+    when the tool-context line moves, and the budget moves with it, not on another request."""
+    numbers = [_turn_number(turn) for turn in turns]
+    line = _collapse_line(numbers, request)
+    last = len(units) - 1
+    return [
+        0 if line is not None and i < last and numbers[i] < line else u.tokens - u.system_tokens
+        for i, u in enumerate(units)
+    ]
+
+
+def _trim_stepped(
+    window: _Window, steps: Steps, settings: ContextSettings, budget: int, keep_tools: int
+) -> None:
+    """Steps 4 and 5 on the stable prefix's grids (``policy.steps``)."""
+    if window.numbers:
+        collapse = grid.collapse_line(steps, window.numbers[-1], keep_tools)
+        first = grid.first_kept_turn(steps, collapse, keep_tools, settings.max_history_turns)
+
+        def beyond_limit() -> bool:
+            if not window.omitted:
+                return window.numbers[0] < first
+            # The omitted turns are numbered consecutively up to the first unit's (their figures
+            # are recorded only so): a group is dropped whole, so it must lie on one side.
+            newest = window.numbers[0] - 1 - sum(group.turns for group in window.omitted[1:])
+            oldest = newest - window.omitted[0].turns + 1
+            if oldest < first <= newest:
+                raise OmittedTurnsKept("the turn limit's line falls inside omitted turns")
+            return newest < first
+
+        window.trim("turnLimit", None, beyond_limit)
+    if not (budget > 0 and steps.token_step):
+        return
+    low_water = budget - steps.token_step
+    calibration = window.calibration
+    line: int | None = None
+
+    def over_budget() -> bool:
+        nonlocal line
+        position = window.positions[0]
+        if line is not None and position < line:
+            return True  # a move goes on to the next line of the grid
+        settled = calibration.apply(window.estimate - window.excess_total)
+        if settled <= low_water and window.calibrated() <= budget:
+            return False
+        line = grid.next_line(position, steps.token_step)
+        return True
+
+    window.trim("tokenBudget", budget, over_budget)
+
+
+def _trim(window: _Window, options: RequestOptions, request: _Request) -> None:
     """Steps 4-6: turn limit, token budget, overflow recovery."""
     settings = options.settings
-    # Step 4: turn limit (0 keeps the newest turn).
-    keep_turns = max(1, settings.max_history_turns)
-    window.trim("turnLimit", None, lambda: window.turns() > keep_turns)
+    budget = request.budget
+    if request.steps is not None:
+        _trim_stepped(window, request.steps, settings, budget, request.keep)
+    else:
+        # Step 4: turn limit (0 keeps the newest turn).
+        keep_turns = max(1, settings.max_history_turns)
+        window.trim("turnLimit", None, lambda: window.turns() > keep_turns)
 
-    # Step 5: token budget, down to budget x trimLowWater once the budget forces a trim.
-    if budget > 0 and window.calibrated() > budget:
-        low_water = settings.trim_low_water
-        target = math.floor(budget * low_water) if low_water < 1 else budget
-        window.trim("tokenBudget", budget, lambda: window.calibrated() > target)
+        # Step 5: token budget (trimLowWater 1: to the budget itself).
+        if budget > 0 and window.calibrated() > budget:
+            window.trim("tokenBudget", budget, lambda: window.calibrated() > budget)
     if window.omitted:
         raise OmittedTurnsKept("the request keeps turns that were left out of its rows")
 

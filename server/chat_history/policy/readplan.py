@@ -23,6 +23,7 @@ from chat_history.model import StoredMessage
 from chat_history.policy.budget import Route, effective_budget
 from chat_history.policy.calibration import Calibration
 from chat_history.policy.context import OmittedTurns, TurnFigures, turn_floor
+from chat_history.policy.steps import collapse_line, first_kept_turn, steps_of
 from chat_history.policy.turns import is_real_user
 from chat_history.settings import ContextSettings
 
@@ -83,13 +84,38 @@ def read_back(newest_first: Iterable[StoredMessage], limits: ReadLimits) -> Read
 
 
 def omitted_ranges(
-    oldest_turn: int, first_read_turn: int, turns_read: int, keep_turns: int
+    oldest_turn: int,
+    first_read_turn: int,
+    turns_read: int,
+    keep_turns: int,
+    *,
+    first_kept: int | None = None,
 ) -> tuple[tuple[int, int], tuple[int, int]]:
     """The unread turns ``oldest_turn``..``first_read_turn - 1`` as (first, last) ranges: those
     beyond the turn limit, then those within it (which the budget drops). Turn numbers of the
-    stored turns are consecutive; an empty range has first > last."""
+    stored turns are consecutive; an empty range has first > last. ``first_kept``: the turn
+    limit's line of the stable prefix (``stepped_first_turn``), which replaces the count."""
     split = max(oldest_turn, first_read_turn - max(0, keep_turns - turns_read))
+    if first_kept is not None:
+        split = max(oldest_turn, min(first_kept, first_read_turn))
     return (oldest_turn, split - 1), (split, first_read_turn - 1)
+
+
+def stepped_first_turn(
+    context: ContextSettings, limits: ReadLimits, newest_turn: int
+) -> int | None:
+    """With trimLowWater below 1, the first turn number the turn limit keeps (``policy.steps``)
+    when ``newest_turn`` is running; else None."""
+    steps = steps_of(
+        context.trim_low_water,
+        max_turns=context.max_history_turns,
+        keep_tools=limits.keep_tools,
+        budget=limits.budget,
+    )
+    if steps is None:
+        return None
+    line = collapse_line(steps, newest_turn, limits.keep_tools)
+    return first_kept_turn(steps, line, limits.keep_tools, context.max_history_turns)
 
 
 def omitted_figures(

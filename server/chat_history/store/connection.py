@@ -144,6 +144,7 @@ class Store:
             except sqlite3.Error as exc:
                 raise self._failure(exc) from exc
             self._tails.transactions += 1
+            self._tails.writes += 1
             try:
                 sync_cache(self.cache, connection)
                 transaction = Transaction(connection, self.cache, self._tails, self._ratios)
@@ -205,6 +206,7 @@ class Store:
         self.cache.clear()
         self.cache.version = None
         self._tails.clear()
+        self._tails.writes += 1  # a new connection counts data_version afresh
         self._ratios.clear()
         self._secrets.clear()
         return connection

@@ -69,6 +69,10 @@ class Tails:
         self._tails: dict[Key, Tail] = {}
         self._recent_keys: dict[Key, None] = {}  # insertion order: least recently used first
         self.transactions = 0
+        #: write transactions this store began (committed or not) and connections it opened:
+        #: with SQLite's data_version (other connections' commits), what ``Reading.revision``
+        #: answers
+        self.writes = 0
 
     def __getitem__(self, key: Key) -> Tail:
         return self._tails[key]

@@ -65,6 +65,11 @@ class Reading:
         self._tails = tails
         self._ratios = ratios if ratios is not None else calibration.RatioMemo()
 
+    def revision(self) -> tuple[int, int]:
+        """Changes whenever the database may have changed: this connection began a write, or
+        another one committed (``data_version``). Equal revisions read equal data."""
+        return self._tails.writes, queries.data_version(self.connection)
+
     # -- one conversation's rows ------------------------------------------------------------
 
     def totals(self, key: Key) -> ConversationTotals | None:
