@@ -28,6 +28,7 @@ import {
   type SearchResult,
   type Summary,
   type TrimmedNotification,
+  type ChangedNotification,
   // Version 2: conversations and edits
   type DeleteSummaryParams,
   type DeleteSummaryResult,
@@ -70,6 +71,8 @@ export const ErrorCodes = {
   ContextOverflow: 1001,
   /** The database cannot be opened or written. */
   StorageError: 1002,
+  /** Version 3: a rewind's `expectedLastId` is not the conversation's newest row; nothing changed. */
+  ConversationChanged: 1003,
   /** vscode-jsonrpc: the message could not be written (e.g. the server's stdin is closed). */
   MessageWriteError: -32099,
   /** vscode-jsonrpc: the server's output could not be read. */
@@ -154,6 +157,23 @@ export class StorageError extends ChatHistoryError {
   }
 }
 
+/**
+ * 1003 (version 3): another window or process wrote to the conversation since the client read it
+ * (its `expectedLastId` is stale). Nothing was changed: reload the conversation and let the
+ * user decide again.
+ */
+export class ConversationChangedError extends ChatHistoryError {
+  static readonly code = ErrorCodes.ConversationChanged;
+  /** The conversation's newest row id now (null: it has none; undefined if the server did not say). */
+  readonly lastId: number | null | undefined;
+
+  constructor(message: string, data?: unknown, options?: ChatHistoryErrorOptions) {
+    super(message, ErrorCodes.ConversationChanged, data, options);
+    const lastId = dataField(data, "lastId");
+    this.lastId = typeof lastId === "number" || lastId === null ? lastId : undefined;
+  }
+}
+
 export interface ConnectionClosedDetails {
   /** The server process's exit code, when it is known to have exited. */
   exitCode?: number | null;
@@ -204,6 +224,8 @@ export function toChatHistoryError(error: unknown, method?: string): unknown {
       return new ContextOverflowError(text, data, options);
     case ErrorCodes.StorageError:
       return new StorageError(text, data, options);
+    case ErrorCodes.ConversationChanged:
+      return new ConversationChangedError(text, data, options);
     case ErrorCodes.MessageWriteError:
     case ErrorCodes.MessageReadError:
     case ErrorCodes.PendingResponseRejected:
@@ -226,13 +248,55 @@ function numberOrNaN(value: unknown): number {
 // Client
 
 export type TrimmedListener = (event: TrimmedNotification) => void;
+export type ChangedListener = (event: ChangedNotification) => void;
 
-/** Typed access to the chat history server's methods and its `chatHistory/trimmed` notification. */
+/** One notification's listeners: a vscode-jsonrpc connection keeps one handler per method, so
+ * the first listener registers it and every listener hears each notification. */
+class Fanout<E> {
+  private readonly listeners = new Set<(event: E) => void>();
+  private registration: Disposable | undefined;
+
+  constructor(
+    private readonly connection: RpcConnection,
+    private readonly method: string,
+  ) {}
+
+  add(listener: (event: E) => void): Disposable {
+    this.listeners.add(listener);
+    this.registration ??= this.connection.onNotification(this.method, (params) => {
+      for (const each of [...this.listeners]) {
+        try {
+          each(params as E);
+        } catch {
+          // One listener's failure must not starve the others.
+        }
+      }
+    });
+    return {
+      dispose: () => {
+        this.listeners.delete(listener);
+        if (this.listeners.size === 0) this.clear();
+      },
+    };
+  }
+
+  clear(): void {
+    this.listeners.clear();
+    const registration = this.registration;
+    this.registration = undefined;
+    registration?.dispose();
+  }
+}
+
+/** Typed access to the chat history server's methods and its notifications. */
 export class ChatHistoryClient implements Disposable {
-  private readonly trimmedListeners = new Set<TrimmedListener>();
-  private trimmedRegistration: Disposable | undefined;
+  private readonly trimmed: Fanout<TrimmedNotification>;
+  private readonly changed: Fanout<ChangedNotification>;
 
-  constructor(readonly connection: RpcConnection) {}
+  constructor(readonly connection: RpcConnection) {
+    this.trimmed = new Fanout(connection, Notifications.trimmed);
+    this.changed = new Fanout(connection, Notifications.changed);
+  }
 
   /** Appends 1 to 1,000 messages atomically; answers one stored row per message, in order. */
   append(params: AppendParams): Promise<AppendResult> {
@@ -285,17 +349,18 @@ export class ChatHistoryClient implements Disposable {
     return this.request(Methods.updateConversation, params);
   }
 
-  /** Deletes row `fromId` and every later row (edit and resend, regenerate, rewind). */
+  /** Deletes row `fromId` and every later row (edit and resend, regenerate, rewind); with
+   * `expectedLastId`, only while that is still the newest row (else `ConversationChangedError`). */
   truncate(params: TruncateParams): Promise<TruncateResult> {
     return this.request(Methods.truncate, params);
   }
 
-  /** Deletes every row of the named turns; turn numbers never change. */
+  /** Deletes every row of the named turns; turn numbers never change (`expectedLastId` as `truncate`). */
   deleteTurns(params: DeleteTurnsParams): Promise<DeleteTurnsResult> {
     return this.request(Methods.deleteTurns, params);
   }
 
-  /** Replaces a row's content, attachments and/or metadata in place. */
+  /** Replaces a row's content, attachments and/or metadata in place (`expectedLastId` as `truncate`). */
   editMessage(params: EditMessageParams): Promise<EditMessageResult> {
     return this.request(Methods.editMessage, params);
   }
@@ -320,35 +385,22 @@ export class ChatHistoryClient implements Disposable {
 
   /** Subscribes to `chatHistory/trimmed` (storage retention deleted rows, or `prepare` dropped turns). */
   onTrimmed(listener: TrimmedListener): Disposable {
-    this.trimmedListeners.add(listener);
-    // A vscode-jsonrpc connection keeps one handler per method: register once and fan out.
-    this.trimmedRegistration ??= this.connection.onNotification(Notifications.trimmed, (params) => {
-      for (const each of [...this.trimmedListeners]) {
-        try {
-          each(params as TrimmedNotification);
-        } catch {
-          // One listener's failure must not starve the others.
-        }
-      }
-    });
-    return {
-      dispose: () => {
-        this.trimmedListeners.delete(listener);
-        if (this.trimmedListeners.size === 0) this.unregisterTrimmed();
-      },
-    };
+    return this.trimmed.add(listener);
+  }
+
+  /**
+   * Subscribes to `chatHistory/changed` (version 3): another window or process changed a
+   * conversation of this workspace (within 2 s while the server is idle). Refresh what shows it;
+   * `reason` "append" means rows were added after what you had, anything else calls for a reload.
+   */
+  onChanged(listener: ChangedListener): Disposable {
+    return this.changed.add(listener);
   }
 
   /** Drops every listener; the connection itself is left as it is. */
   dispose(): void {
-    this.trimmedListeners.clear();
-    this.unregisterTrimmed();
-  }
-
-  private unregisterTrimmed(): void {
-    const registration = this.trimmedRegistration;
-    this.trimmedRegistration = undefined;
-    registration?.dispose();
+    this.trimmed.clear();
+    this.changed.clear();
   }
 
   private async request<R>(method: string, params: object): Promise<R> {

@@ -48,6 +48,8 @@ export const CONFIGURATION_SECTION = "chatHistory";
 
 export const Notifications = {
   trimmed: "chatHistory/trimmed",
+  /** Version 3: another process (window, CLI) changed a conversation of this workspace. */
+  changed: "chatHistory/changed",
 } as const;
 
 /** The protocol version this package speaks (`capabilities.experimental.chatHistory.protocolVersion`). */
@@ -511,7 +513,16 @@ export interface UpdateConversationParams extends ConversationKey {
 }
 export type UpdateConversationResult = ConversationInfo;
 
-export interface TruncateParams extends ConversationKey {
+/**
+ * Version 3: the newest row id the client has seen (null: it saw an empty conversation). When the
+ * conversation's newest row is another one, the rewind changes nothing and rejects with
+ * `ConversationChangedError` (1003). Omit it to rewind whatever the conversation now holds.
+ */
+export interface ExpectedLastId {
+  expectedLastId?: number | null;
+}
+
+export interface TruncateParams extends ConversationKey, ExpectedLastId {
   /** This row and every later row of the conversation are deleted. */
   fromId: number;
 }
@@ -521,7 +532,7 @@ export interface TruncateResult {
   summaryDeleted: boolean;
 }
 
-export interface DeleteTurnsParams extends ConversationKey {
+export interface DeleteTurnsParams extends ConversationKey, ExpectedLastId {
   /** 1 to 1,000 turn numbers, none negative (0: rows before the first real prompt). */
   turns: number[];
 }
@@ -530,7 +541,7 @@ export interface DeleteTurnsResult {
   deletedTurns: number;
 }
 
-export interface EditMessageParams extends ConversationKey {
+export interface EditMessageParams extends ConversationKey, ExpectedLastId {
   id: number;
   content?: string;
   attachments?: Attachment[];
@@ -542,7 +553,8 @@ export type EditMessageResult = StoredMessage;
 export interface ForkParams extends ConversationKey {
   /** Must not exist yet (in `newWorkspace`). */
   newConversationId: string;
-  /** Copy the rows with ids up to this one (a row of the source); default: all. */
+  /** Copy the rows with ids up to this one (a row of the source); default: all. A row inside a
+   * tool exchange copies through the exchange's last answer (version 3). */
   throughId?: number;
   /** Default: the source's workspace. */
   newWorkspace?: string;
@@ -601,6 +613,21 @@ export interface RequestTrimmedNotification extends TrimmedCommon {
 }
 /** `chatHistory/trimmed` params. */
 export type TrimmedNotification = StorageTrimmedNotification | RequestTrimmedNotification;
+
+/** Why a conversation changed (one notification may stand for several changes: the most telling). */
+export type ChangeReason = "append" | "edit" | "delete" | "summary" | "retention" | "title" | "clear";
+
+/**
+ * `chatHistory/changed` params (version 3): another process changed a conversation of this
+ * session's workspace; never sent for this client's own requests.
+ */
+export interface ChangedNotification {
+  workspace: string;
+  conversationId: string;
+  /** The conversation's newest row id now (null: it has none). */
+  lastId: number | null;
+  reason: ChangeReason;
+}
 
 // ---------------------------------------------------------------------------------------------
 // initialize

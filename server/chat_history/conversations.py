@@ -15,9 +15,10 @@ from typing import Any, Literal
 
 import attrs
 
-from chat_history.errors import InvalidParams
+from chat_history.errors import ConversationChanged, InvalidParams
 from chat_history.model import (
     Attachment,
+    Expected,
     JsonText,
     Key,
     Message,
@@ -221,8 +222,21 @@ def update(tx: Transaction, key: Key, change: ConversationUpdate, now: int) -> C
     return info(tx, key)
 
 
-def truncate(tx: Transaction, key: Key, from_id: int, now: int) -> TruncateResult:
+def check_expected(tx: Transaction, key: Key, expected: Expected) -> None:
+    """A rewind from a stale view changes nothing: ConversationChanged when the conversation's
+    newest row is not the one the client saw."""
+    if expected is None:
+        return
+    last = tx.last_id(key)
+    if last != expected.last_id:
+        raise ConversationChanged(last)
+
+
+def truncate(
+    tx: Transaction, key: Key, from_id: int, now: int, expected: Expected = None
+) -> TruncateResult:
     """Delete row ``from_id`` and every later row, and a summary covering any of them."""
+    check_expected(tx, key, expected)
     if tx.row(key, from_id) is None:
         raise InvalidParams("from_id", f"{from_id} is not a message of this conversation")
     summary = tx.summary(key)
@@ -236,8 +250,11 @@ def truncate(tx: Transaction, key: Key, from_id: int, now: int) -> TruncateResul
     return TruncateResult(len(plan.deleted), plan.summary_deleted)
 
 
-def delete_turns(tx: Transaction, key: Key, turns: Sequence[int], now: int) -> DeleteTurnsResult:
+def delete_turns(
+    tx: Transaction, key: Key, turns: Sequence[int], now: int, expected: Expected = None
+) -> DeleteTurnsResult:
     """Delete every row of the named turns (numbers naming no turn are ignored)."""
+    check_expected(tx, key, expected)
     plan = plan_delete_turns(tx.rows_of_turns(key, turns), turns)
     if plan.deleted:
         tx.delete_messages(key, plan.deleted)
@@ -253,9 +270,11 @@ def edit_message(
     *,
     max_tool_result_chars: int,
     now: int,
+    expected: Expected = None,
 ) -> StoredMessage:
     """Replace a row's content, attachments and/or metadata in place; its tokens, its turn's
     figures and the conversation's totals follow."""
+    check_expected(tx, key, expected)
     row = tx.row(key, row_id)
     if row is None:
         raise InvalidParams("id", f"{row_id} is not a message of this conversation")
@@ -294,8 +313,9 @@ def fork(
     through_id: int | None,
     now: int,
 ) -> ConversationInfo:
-    """Copy the source's rows through ``through_id`` (default: all) into ``target``, with the
-    summary when its coverage lies within the copy, the metadata and the user title."""
+    """Copy the source's rows through ``through_id`` (default: all; inside a tool exchange,
+    through its last answer: ``fork_end``) into ``target``, with the summary when its coverage
+    lies within the copy, the metadata and the user title."""
     if tx.record(target) is not None:
         raise InvalidParams("new_conversation_id", "names a conversation that already exists")
     named = None if through_id is None else tx.row(source, through_id)

@@ -89,3 +89,15 @@ class StorageError(ChatHistoryError):
     def __init__(self, reason: str) -> None:
         super().__init__(f"storage error: {reason}")
         self.reason = reason
+
+
+class ConversationChanged(ChatHistoryError):
+    """A rewind named the newest row the client saw, and the conversation's newest row is
+    another (1003): nothing changed."""
+
+    def __init__(self, last_id: int | None) -> None:
+        super().__init__(
+            "conversation changed: another window or process wrote to it since the client "
+            f"read it (its newest row is now {last_id}); nothing was changed"
+        )
+        self.last_id = last_id

@@ -27,7 +27,7 @@ from chat_history.conversations import (
     TruncateResult,
 )
 from chat_history.errors import InvalidParams
-from chat_history.model import Key, Message, PruneReport, StoredMessage, Summary, Trimmed
+from chat_history.model import Expected, Key, Message, PruneReport, StoredMessage, Summary, Trimmed
 from chat_history.policy.calibration import Calibration
 from chat_history.policy.imports import covered_id, match_stored
 from chat_history.policy.recording import plan_append
@@ -354,30 +354,37 @@ class ChatHistoryManager:
             self.store.reset_wal()  # a replaced title or metadata is text that goes
             return info
 
-    def truncate(self, key: Key, from_id: int) -> TruncateResult:
-        """Delete row ``from_id`` and every later row (and a summary covering them).
-        Raises InvalidParams ``from_id``, StorageError."""
+    def truncate(self, key: Key, from_id: int, expected: Expected = None) -> TruncateResult:
+        """Delete row ``from_id`` and every later row (and a summary covering them), only while
+        the newest row is the ``expected`` one (when given).
+        Raises InvalidParams ``from_id``, ConversationChanged, StorageError."""
         with self._lock:
             with self.store.write() as tx:
-                result = conversations.truncate(tx, key, from_id, self._clock())
+                result = conversations.truncate(tx, key, from_id, self._clock(), expected)
             self.store.reset_wal()
             return result
 
-    def delete_turns(self, key: Key, turns: Sequence[int]) -> DeleteTurnsResult:
-        """Delete every row of the named turns. Raises InvalidParams ``turns``/``turns[i]``."""
+    def delete_turns(
+        self, key: Key, turns: Sequence[int], expected: Expected = None
+    ) -> DeleteTurnsResult:
+        """Delete every row of the named turns, only while the newest row is the ``expected``
+        one (when given). Raises InvalidParams ``turns``/``turns[i]``, ConversationChanged."""
         from chat_history.policy.rewind import check_turns
 
         check_turns(turns)
         with self._lock:
             with self.store.write() as tx:
-                result = conversations.delete_turns(tx, key, turns, self._clock())
+                result = conversations.delete_turns(tx, key, turns, self._clock(), expected)
             if result.deleted_messages:
                 self.store.reset_wal()
             return result
 
-    def edit_message(self, key: Key, row_id: int, edit: MessageEdit) -> StoredMessage:
-        """Replace a row's content, attachments and/or metadata in place; returns the row as
-        now stored. Raises InvalidParams ``id``/``content``, StorageError."""
+    def edit_message(
+        self, key: Key, row_id: int, edit: MessageEdit, expected: Expected = None
+    ) -> StoredMessage:
+        """Replace a row's content, attachments and/or metadata in place, only while the newest
+        row is the ``expected`` one (when given); returns the row as now stored.
+        Raises InvalidParams ``id``/``content``, ConversationChanged, StorageError."""
         with self._lock:
             with self.store.write() as tx:
                 edited = conversations.edit_message(
@@ -387,6 +394,7 @@ class ChatHistoryManager:
                     edit,
                     max_tool_result_chars=self.settings.max_tool_result_chars,
                     now=self._clock(),
+                    expected=expected,
                 )
             self.store.reset_wal()  # the old text goes
             return edited

@@ -306,3 +306,15 @@ class ToolSpec:
     name: str
     description: str | None = None
     parameters: Mapping[str, Any] | None = None
+
+
+@attrs.frozen
+class ExpectedLast:
+    """A rewind's ``expectedLastId``: the newest row id the client saw (None: it saw no rows).
+    The rewind runs only while that is still the conversation's newest row."""
+
+    last_id: int | None
+
+
+#: A rewind's expectation; None: the client named none (no check).
+Expected = ExpectedLast | None

@@ -33,6 +33,7 @@ from chat_history.policy.recording import truncate_tool_result
 from chat_history.policy.retention import plan_retention
 from chat_history.policy.rewind import (
     edited_content,
+    fork_end,
     plan_delete_turns,
     plan_truncate,
 )
@@ -248,7 +249,8 @@ class ConversationsMachine(RuleBasedStateMachine):
             assert caught.value.field == field
             return
         info = self.manager.fork(source, target, through)
-        copied = [r for r in src.rows if through is None or r.id <= through]
+        end = None if through is None else fork_end(src.rows, through)
+        copied = [r for r in src.rows if end is None or r.id <= end]
         rows = list(self.manager.get(target).messages)
         assert len(rows) == len(copied)
         for old, new in zip(copied, rows, strict=True):

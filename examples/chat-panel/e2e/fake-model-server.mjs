@@ -10,6 +10,13 @@
  *                       result, a reply quoting the result's first line;
  *   "[overflow]"      → the first request for that prompt answers 400 context_length_exceeded;
  *   "[echo]"          → the reply repeats the prompt verbatim (Markdown and all);
+ *   "[500]" / "[502]" → the first request for that prompt answers 500 (a JSON error) or 502 (a
+ *                       proxy's HTML page); the next one answers normally;
+ *   "[cut-tool]"      → the first request streams a tool call and the connection drops inside
+ *                       its arguments (OpenAI format); the next one answers normally;
+ *   "[cut-text]"      → the first request streams a few words and ends the body cleanly without
+ *                       a finish reason or [DONE] (OpenAI format); the next one answers normally;
+ *   "[slow]"          → a long reply streamed slowly (for Stop);
  *   "Summarize the conversation above" (the server's compaction prompt, the last message of a
  *                       compaction request) → "SUMMARY (fake): <the user prompts it saw>", without
  *                       counting as a reply; counted in `compactions`;
@@ -79,6 +86,15 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
       overflowed.add(prompt);
       return { type: "overflow" };
     }
+    for (const marker of ["500", "502", "cut-tool", "cut-text"]) {
+      if (toolResult === null && prompt.includes(`[${marker}]`) && !overflowed.has(`${marker}:${prompt}`)) {
+        overflowed.add(`${marker}:${prompt}`);
+        return { type: marker };
+      }
+    }
+    if (prompt.includes("[slow]")) {
+      return { type: "text", slow: true, text: `A slow reply to: ${prompt}\n\n${"word ".repeat(200)}` };
+    }
     if (toolResult === null && prompt.includes("read hello.txt")) return { type: "tool", name: "read_file", args: { path: "hello.txt" } };
     if (toolResult !== null) return { type: "text", text: `The file says: **${toolResult.split("\n")[0]}**` };
     if (prompt.includes("[echo]")) return { type: "text", text: prompt };
@@ -111,6 +127,12 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
   const words = (t) => t.split(/(?<=\s)/);
 
   async function openaiAnswer(res, body, plan, promptTokens, n) {
+    if (plan.type === "500") return json(res, 500, { error: { message: "The server had an error while processing your request.", type: "server_error" } });
+    if (plan.type === "502") {
+      res.writeHead(502, { "content-type": "text/html" });
+      res.end("<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n");
+      return;
+    }
     if (plan.type === "overflow") {
       return json(res, 400, {
         error: {
@@ -127,6 +149,24 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
     const send = (delta, finish = null) => res.write(`data: ${JSON.stringify({ ...base(), choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
     const usage = (completion) =>
       res.write(`data: ${JSON.stringify({ ...base(), choices: [], usage: { prompt_tokens: promptTokens, completion_tokens: completion, total_tokens: promptTokens + completion } })}\n\n`);
+    if (plan.type === "cut-tool") {
+      send({ role: "assistant", content: "Let me look. " });
+      send({ tool_calls: [{ index: 0, id: "call_cut_1", type: "function", function: { name: "read_file", arguments: "" } }] });
+      await sleep(chunkDelayMs);
+      send({ tool_calls: [{ index: 0, function: { arguments: '{"path": "hel' } }] });
+      await sleep(chunkDelayMs);
+      res.destroy(); // the connection drops inside the call's arguments
+      return;
+    }
+    if (plan.type === "cut-text") {
+      send({ role: "assistant", content: "" });
+      for (const word of words("This reply stops in the middle of")) {
+        await sleep(chunkDelayMs);
+        send({ content: word });
+      }
+      res.end(); // no finish_reason, no [DONE]
+      return;
+    }
     if (plan.type === "tool") {
       send({ role: "assistant", content: null });
       const args = JSON.stringify(plan.args);
@@ -141,7 +181,8 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
       send({ role: "assistant", content: "" });
       const parts = words(plan.text);
       for (const word of parts) {
-        await sleep(chunkDelayMs);
+        if (res.destroyed) return; // the client stopped reading (Stop)
+        await sleep(plan.slow ? Math.max(chunkDelayMs, 60) : chunkDelayMs);
         send({ content: word });
       }
       send({}, "stop");

@@ -264,6 +264,20 @@ async function answerInputBox(value) {
   await page.locator(".quick-input-widget").waitFor({ state: "hidden" });
 }
 
+/**
+ * The input of setting `key` in the Settings UI after searching for it: the top result, once its
+ * label is the key's (the search may also list fuzzy matches, such as a terminal setting).
+ */
+async function settingInput(key) {
+  const last = key.split(".").pop().replace(/([a-z])([A-Z])/g, "$1 $2");
+  const label = last[0].toUpperCase() + last.slice(1);
+  const top = page.locator(".settings-editor .setting-item-contents").first();
+  await top.locator(".setting-item-label", { hasText: label }).waitFor({ state: "visible" });
+  const input = top.locator("input").first();
+  await input.waitFor({ state: "visible" });
+  return input;
+}
+
 /** Sets a number setting in the Settings UI (as a person does) and waits until settings.json has it. */
 async function setInSettingsUI(key, value) {
   await runCommand("Preferences: Open User Settings");
@@ -271,9 +285,7 @@ async function setInSettingsUI(key, value) {
   await sleep(500);
   await page.keyboard.press("Control+A");
   await page.keyboard.type(key);
-  const input = page.locator('.settings-editor .setting-item-number input, .settings-editor .setting-item-contents input[type="number"]').first();
-  await input.waitFor({ state: "visible" });
-  await page.locator(".settings-editor .settings-count-widget", { hasText: "1 Setting Found" }).waitFor();
+  const input = await settingInput(key);
   await input.fill(String(value));
   await input.press("Tab");
   const pattern = new RegExp(`"${key.replace(/\./g, "\\.")}": ${String(value).replace(/\./g, "\\.")}\\b`);
@@ -688,6 +700,181 @@ try {
     const notices = await noticeTexts(frame);
     assert.ok(notices.some((t) => /Summary removed/.test(t)), notices.join(" | "));
     await shot("21-compaction-undone", { editorOnly: true });
+  });
+
+  // --- Version 3 (issue 25): interrupted streams, fork from a call, redaction, two windows -------
+  const noticeShown = (f, pattern) =>
+    f.waitForFunction((source) => [...document.querySelectorAll(".notice-text")].some((n) => new RegExp(source).test(n.textContent)), pattern.source);
+  const clickNoticeAction = (f, label) => f.locator(".notice button.notice-action", { hasText: label }).first().click();
+
+  const cutPrompt = "Please read hello.txt [cut-tool]";
+  await step("New Chat focuses the prompt box; a stream cut inside a tool call is an interrupted reply in words; Retry answers without a second prompt", async () => {
+    await runCommand("Chat Panel: New Chat");
+    frame = await chatFrame();
+    await frame.waitForFunction(() => document.activeElement?.id === "prompt", null, { timeout: 10_000 });
+    // Keyboard only: the prompt box has the focus.
+    await page.keyboard.type(cutPrompt);
+    await page.keyboard.press("Enter");
+    await noticeShown(frame, /connection to the model closed in the middle of the reply/);
+    await frame.waitForFunction(() => !document.body.classList.contains("busy"));
+    const text = await frame.locator("#messages").innerText();
+    assert.ok(!/running…/.test(text), `no call is shown as running: ${text}`);
+    assert.ok(!/terminated/.test(await frame.locator("#notices").innerText()), "the notice is in words");
+    assert.equal(await frame.locator("article.msg.interrupted").count(), 1, "the partial reply is shown, marked");
+    assert.equal(await frame.locator("article.msg.role-user.failed").count(), 1, "the prompt is marked failed");
+    await shot("22-stream-cut", { editorOnly: true });
+    await clickNoticeAction(frame, "Retry");
+    // The interrupted bubble goes as the retry starts (until then the old view looks finished).
+    await frame.waitForFunction(() => document.querySelectorAll("article.msg.interrupted").length === 0);
+    await waitTurn(frame, cutPrompt);
+    assert.deepEqual(await userTexts(frame), [cutPrompt], "the prompt is stored once");
+    assert.equal(await frame.locator("article.msg.interrupted").count(), 0);
+    assert.equal(await frame.locator("article.msg.failed").count(), 0);
+    assert.ok(!(await noticeTexts(frame)).some((t) => /connection to the model closed/.test(t)), "the notice cleared once the retry answered");
+    assert.match(await lastAssistantText(frame), /The file says: Hello from the e2e workspace file\./);
+    await shot("23-stream-cut-retried", { editorOnly: true });
+  });
+
+  await step("a proxy's 502 is told in words (no HTML) with Retry; the notice clears when the retry answers", async () => {
+    await frame.fill("#prompt", "Hello again [502]");
+    await frame.press("#prompt", "Enter");
+    await noticeShown(frame, /answered 502 Bad Gateway: a proxy or gateway between you and the model could not reach it/);
+    assert.ok(!/<html|nginx/i.test(await frame.locator("#notices").innerText()));
+    await shot("24-bad-gateway", { editorOnly: true });
+    await clickNoticeAction(frame, "Retry");
+    await waitTurn(frame, "Hello again [502]");
+    assert.deepEqual(await userTexts(frame), [cutPrompt, "Hello again [502]"]);
+    assert.ok(!(await noticeTexts(frame)).some((t) => /502/.test(t)));
+  });
+
+  await step("Fork from a tool-call row copies the call's result: nothing shows as running", async () => {
+    const carrier = frame.locator("article.role-assistant", { has: frame.locator("details.tool-call") }).first();
+    await carrier.hover();
+    await carrier.locator("button.action", { hasText: "Fork" }).click();
+    await frame.waitForFunction(() => document.querySelectorAll("article.msg").length === 2 && !document.body.innerText.includes("Hello again"));
+    const call = frame.locator("details.tool-call").first();
+    assert.match(await call.locator("summary").innerText(), /read_file ✓/);
+    assert.ok(!/running…/.test(await frame.locator("#messages").innerText()));
+    await call.locator("summary").click();
+    assert.match(await call.locator(".tool-result").innerText(), /Hello from the e2e workspace file\./);
+    await shot("25-fork-from-call", { editorOnly: true });
+  });
+
+  const secretPrompt = "My token is hunter2-secret, help me rotate it";
+  await step("Redact of the first prompt: the header, the editor tab and the list no longer show the secret", async () => {
+    await runCommand("Chat Panel: New Chat");
+    frame = await chatFrame();
+    await send(frame, secretPrompt);
+    await frame.waitForFunction(() => document.getElementById("title").textContent.includes("hunter2"));
+    await listRow("hunter2-secret").waitFor({ state: "visible" });
+    await messageAction(frame, "user", "hunter2-secret", "Redact");
+    const box = page.locator('.quick-input-widget input[type="password"]');
+    await box.waitFor({ state: "visible" });
+    await box.fill("hunter2-secret");
+    await page.keyboard.press("Enter");
+    await frame.waitForFunction(() => document.querySelector("article.role-user .plain")?.textContent === "My token is [redacted], help me rotate it");
+    await frame.waitForFunction(() => !document.getElementById("title").textContent.includes("hunter2"));
+    await waitFor("the tab to lose the secret", async () => (await page.locator(".tabs-container .tab", { hasText: "hunter2" }).count()) === 0);
+    await waitFor("the list to lose the secret", async () => (await page.locator("#workbench\\.parts\\.sidebar .monaco-list-row", { hasText: "hunter2" }).count()) === 0);
+    await listRow("[redacted]").waitFor({ state: "visible" });
+    assert.match(await frame.locator("#title").innerText(), /My token is \[redacted\]/);
+    await shot("26-redacted-title");
+  });
+
+  await step("two windows on one conversation: the other's turn appears within 2 s; a stale Regenerate says it changed in another window and deletes nothing", async () => {
+    const one = page;
+    const frameOne = frame;
+    const context2 = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+    const two = await context2.newPage();
+    two.setDefaultTimeout(STEP_TIMEOUT);
+    await two.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(dirs.workspace)}`);
+    await two.waitForSelector(".monaco-workbench", { timeout: 90_000 });
+    page = two;
+    let frameTwo;
+    try {
+      await page.locator('.activitybar [aria-label^="Chat History"]').first().click();
+      await listRow("[redacted]").click();
+      frameTwo = await chatFrame();
+      await frameTwo.waitForFunction(() => document.querySelectorAll("article.msg").length === 2);
+      await waitFor("the second window's history server", async () => historyServers().length === 2, 60_000);
+    } finally {
+      page = one;
+    }
+    // Window one sends a turn; window two shows it without being touched.
+    await send(frameOne, "A turn from window one");
+    const sent = Date.now();
+    await frameTwo.waitForFunction(() => document.body.innerText.includes("to: A turn from window one"), null, { timeout: 10_000 });
+    const appeared = Date.now() - sent;
+    log(`the other window's turn appeared after ${appeared} ms`);
+    assert.ok(appeared <= 2000, `appeared after ${appeared} ms`);
+    page = two;
+    await shot("27-second-window-sees-turn");
+    page = one;
+
+    // Window two's view goes stale: its server is paused while window one sends another turn,
+    // and window two clicks Regenerate on the last reply it shows.
+    const servers = historyServers();
+    const started = (pid) => Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")[19]);
+    const second = servers.sort((a, b) => started(a) - started(b)).at(-1);
+    process.kill(second, "SIGSTOP");
+    let resumed = false;
+    try {
+      await send(frameOne, "Another turn from window one");
+      const requests = fake.requests.length;
+      await messageAction(frameTwo, "assistant", "A turn from window one", "Regenerate");
+      await sleep(300);
+      process.kill(second, "SIGCONT");
+      resumed = true;
+      await noticeShown(frameTwo, /This chat changed in another window, so nothing was changed here/);
+      await frameTwo.waitForFunction(() => document.body.innerText.includes("Another turn from window one"));
+      assert.equal(fake.requests.length, requests, "no turn was run again");
+      assert.deepEqual(await userTexts(frameTwo), ["My token is [redacted], help me rotate it", "A turn from window one", "Another turn from window one"]);
+      assert.deepEqual(await userTexts(frameOne), ["My token is [redacted], help me rotate it", "A turn from window one", "Another turn from window one"]);
+      assert.match(await frameTwo.locator("article.role-assistant").last().locator(".body").innerText(), /Reply #\d+ to: Another turn from window one/);
+    } finally {
+      if (!resumed) process.kill(second, "SIGCONT");
+    }
+    page = two;
+    await shot("28-stale-regenerate-refused");
+    page = one;
+    await shot("29-first-window-kept-its-turn");
+    await context2.close();
+  });
+
+  await step("a 20,000-character prompt shows collapsed with Show more; Stop cancels the running reply and stores nothing of it", async () => {
+    await runCommand("Chat Panel: New Chat");
+    frame = await chatFrame();
+    const long = `[slow] ${"x".repeat(20_000)}`;
+    await frame.fill("#prompt", long);
+    await frame.press("#prompt", "Enter");
+    const user = frame.locator("article.role-user").last();
+    await user.locator("button.show-more").waitFor();
+    assert.ok((await user.locator(".plain").innerText()).length < 1_500, "collapsed");
+    await frame.locator("#stop").waitFor({ state: "visible" });
+    await frame.waitForFunction(() => (document.querySelector("article.msg.streaming .body")?.textContent ?? "").includes("word word"));
+    await shot("31-long-prompt-streaming", { editorOnly: true });
+    await frame.locator("#stop").click();
+    await noticeShown(frame, /You stopped the reply\. Nothing of it was stored\./);
+    await frame.waitForFunction(() => !document.body.classList.contains("busy"));
+    assert.equal(await frame.locator("#stop").isVisible(), false);
+    assert.equal(await frame.locator("article.msg.interrupted").count(), 1);
+    // Only the prompt is stored: the list says so, in the singular.
+    await waitFor("the list to show the stopped chat", async () => /1 message ·/.test(await listRow("[slow]").innerText().catch(() => "")));
+    await user.locator("button.show-more").click();
+    assert.equal((await frame.locator("article.role-user").last().locator(".plain").innerText()).length, long.length, "expanded");
+    await shot("32-stopped", { editorOnly: true });
+  });
+
+  await step("the panel's own retention defaults (maxTokens 4,000,000) show in the Settings UI", async () => {
+    await runCommand("Preferences: Open User Settings");
+    await page.locator(".settings-editor .suggest-input-container").first().waitFor({ state: "visible" });
+    await sleep(500);
+    await page.keyboard.press("Control+A");
+    await page.keyboard.type("chatHistory.maxTokens");
+    const input = await settingInput("chatHistory.maxTokens");
+    assert.match(await page.locator(".settings-editor .setting-item-contents").first().innerText(), /Token cap for a stored conversation/);
+    assert.equal(await input.inputValue(), "4000000");
+    await shot("30-panel-defaults");
   });
   exitCode = 0;
 } catch {

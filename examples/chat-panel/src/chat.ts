@@ -11,6 +11,7 @@ import {
   buildRequest,
   errorMessage,
   isContextLengthError,
+  ModelStreamError,
   parseStream,
   type ModelSettings,
   type ToolDefinition,
@@ -28,6 +29,8 @@ export type TurnEvent =
   | { type: "delta"; text: string }
   | { type: "streamEnd"; toolCalls: ToolCall[] }
   | { type: "streamDiscarded" }
+  /** The reply stopped before it was complete: its partial text is shown, nothing of it stored. */
+  | { type: "interrupted"; partial: string }
   | { type: "stored"; rows: StoredMessage[] }
   | { type: "usage"; promptTokens: number; cachedTokens: number | null }
   | { type: "calibrated"; calibration: { factor: number; samples: number } }
@@ -46,6 +49,54 @@ export interface TurnOptions {
   signal?: AbortSignal;
   /** Tool rounds before the turn stops asking the model again (default 5). */
   maxToolRounds?: number;
+}
+
+/**
+ * A reply that did not complete: the connection closed in the middle (`cut`), the body ended
+ * without the provider saying the reply was complete (`unfinished`: no finish reason / [DONE]),
+ * or the person pressed Stop (`stopped`). Nothing of it was stored; `partial` is the text that
+ * had arrived (the caller may let the person keep it).
+ */
+export class InterruptedReply extends Error {
+  constructor(
+    readonly why: "cut" | "unfinished" | "stopped",
+    readonly partial: string,
+    /** The reply was inside a tool call when it stopped. */
+    readonly inToolCall: boolean,
+  ) {
+    super(interruptedWords(why, inToolCall));
+    this.name = "InterruptedReply";
+  }
+}
+
+function interruptedWords(why: InterruptedReply["why"], inToolCall: boolean): string {
+  const where = inToolCall ? " while it was writing a tool call" : "";
+  switch (why) {
+    case "cut":
+      return `The connection to the model closed in the middle of the reply${where}. Nothing of this reply was stored.`;
+    case "unfinished":
+      return `The model's reply ended without saying it was complete${where}; it may be cut off. Nothing of this reply was stored.`;
+    case "stopped":
+      return "You stopped the reply. Nothing of it was stored.";
+  }
+}
+
+/** The words for a failed HTTP answer: the provider's message, never a proxy's HTML page. */
+export function failureWords(url: string, status: number, statusText: string, bodyText: string): string {
+  const answered = `The model server at ${url} answered ${status}${statusText ? ` ${statusText}` : ""}`;
+  if (/^\s*<(!doctype|html|head|body)/i.test(bodyText) || /<\/(html|body|h1|center)>/i.test(bodyText)) {
+    const gateway = status === 502 || status === 503 || status === 504;
+    return `${answered}${gateway ? ": a proxy or gateway between you and the model could not reach it" : " with a web page instead of an answer"}. Try again in a moment.`;
+  }
+  const message = errorMessage(bodyText).trim();
+  return message === "" ? `${answered}.` : `${answered}: ${message}`;
+}
+
+/** The words for a request that never got an answer (connection refused, DNS, TLS…). */
+function unreachableWords(url: string, error: unknown): string {
+  const cause = (error as { cause?: { code?: string; message?: string } })?.cause;
+  const detail = cause?.code ?? cause?.message ?? (error as Error)?.message ?? String(error);
+  return `Could not reach the model server at ${url} (${detail}). Is it running, and is chatPanel.baseUrl right?`;
 }
 
 /** A failed model request, with the provider's words. */
@@ -85,16 +136,22 @@ interface Answer {
 
 async function ask(options: TurnOptions, request: PreparedRequest): Promise<Answer> {
   const http = buildRequest(options.model, request.body as Record<string, unknown>, options.tools, cacheKeyOf(request));
-  const response = await options.fetch(http.url, {
-    method: "POST",
-    headers: http.headers,
-    body: http.body,
-    signal: options.signal,
-  });
+  let response: Response;
+  try {
+    response = await options.fetch(http.url, {
+      method: "POST",
+      headers: http.headers,
+      body: http.body,
+      signal: options.signal,
+    });
+  } catch (error) {
+    if (options.signal?.aborted) throw new InterruptedReply("stopped", "", false);
+    throw new ModelRequestError(unreachableWords(http.url, error), 0, false);
+  }
   if (!response.ok || response.body === null) {
     const text = await response.text().catch(() => "");
     throw new ModelRequestError(
-      `${options.model.kind} model at ${http.url} answered ${response.status}: ${errorMessage(text)}`,
+      failureWords(http.url, response.status, response.statusText, text),
       response.status,
       isContextLengthError(response.status, text),
     );
@@ -103,6 +160,13 @@ async function ask(options: TurnOptions, request: PreparedRequest): Promise<Answ
   let text = "";
   let toolCalls: ToolCall[] = [];
   let promptTokens: number | null = null;
+  let finishReason: string | null = null;
+  // Known only when the stream ended (a cut stream's half-written calls are never parsed).
+  let inToolCall = false;
+  const interrupted = (why: InterruptedReply["why"]) => {
+    options.on({ type: "interrupted", partial: text });
+    return new InterruptedReply(why, text, inToolCall);
+  };
   try {
     for await (const event of parseStream(options.model.kind, decode(response.body))) {
       if (event.type === "text") {
@@ -113,11 +177,22 @@ async function ask(options: TurnOptions, request: PreparedRequest): Promise<Answ
         options.on({ type: "usage", promptTokens: event.promptTokens, cachedTokens: event.cachedTokens });
       } else {
         toolCalls = event.toolCalls;
+        finishReason = event.finishReason;
       }
     }
   } catch (error) {
-    options.on({ type: "streamDiscarded" });
-    throw error;
+    if (options.signal?.aborted) throw interrupted("stopped");
+    if (error instanceof ModelStreamError) {
+      // The provider said why, in the stream: its words.
+      options.on({ type: "streamDiscarded" });
+      throw error;
+    }
+    // The body could not be read to its end ("terminated", a reset): the reply is cut.
+    throw interrupted("cut");
+  }
+  if (finishReason === null) {
+    inToolCall ||= toolCalls.length > 0;
+    throw interrupted("unfinished");
   }
   // The history pairs each result with its call by id, and ids must not repeat within a turn:
   // a call the provider sent without one gets a fresh id.
@@ -183,6 +258,7 @@ export async function runTurn(options: TurnOptions, prompt: string, { promptStor
   let retried = false;
   let overflowRecovery = false;
   for (let round = 0; ; round++) {
+    if (options.signal?.aborted) throw new InterruptedReply("stopped", "", false);
     const request = await client.prepare({
       conversationId,
       provider: options.historyProvider,
@@ -206,6 +282,7 @@ export async function runTurn(options: TurnOptions, prompt: string, { promptStor
       throw error;
     }
     await reportUsage(options, request, answer.promptTokens);
+    if (options.signal?.aborted) throw new InterruptedReply("stopped", answer.text, false);
     if (answer.toolCalls.length === 0 || round >= maxRounds) {
       const stored = await client.append({
         conversationId,
@@ -218,6 +295,9 @@ export async function runTurn(options: TurnOptions, prompt: string, { promptStor
     for (const call of answer.toolCalls) {
       rows.push({ role: "tool", toolCallId: call.id, name: call.name, content: await options.runTool(call) });
     }
+    // Stopped while the tools ran: the round is not stored (a call is stored with its results
+    // or not at all).
+    if (options.signal?.aborted) throw new InterruptedReply("stopped", "", false);
     const stored = await client.append({ conversationId, messages: rows });
     options.on({ type: "stored", rows: stored.messages });
   }

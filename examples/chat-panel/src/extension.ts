@@ -6,9 +6,10 @@
 
 import { randomBytes } from "node:crypto";
 import * as vscode from "vscode";
-import type { ChatHistoryClient, CompactionProposal, ConversationInfo, ToolCall, TrimmedNotification } from "chat-history-client";
+import { ConversationChangedError, InvalidParamsError } from "chat-history-client";
+import type { ChangedNotification, ChatHistoryClient, CompactionProposal, ConversationInfo, ToolCall, TrimmedNotification } from "chat-history-client";
 import type { ChatHistoryServer } from "chat-history-client/vscode";
-import { runTurn, summarize, type TurnEvent } from "./chat";
+import { InterruptedReply, runTurn, summarize, type TurnEvent } from "./chat";
 import { ServerLauncher } from "./launcher";
 import { MODEL_KINDS, type ModelKind, type ModelSettings } from "./providers";
 import * as S from "./state";
@@ -55,8 +56,8 @@ class ConversationItem extends vscode.TreeItem {
     const title = S.titleOf(info);
     super(title, vscode.TreeItemCollapsibleState.None);
     this.id = info.conversationId;
-    this.description = `${info.messageCount} messages · ${new Date(info.lastActivity ?? info.createdAt ?? 0).toLocaleString()}`;
-    this.tooltip = `${title}\n${info.conversationId}\n${info.messageCount} messages, ~${info.tokens} tokens`;
+    this.description = `${S.plural(info.messageCount, "message")} · ${new Date(info.lastActivity ?? info.createdAt ?? 0).toLocaleString()}`;
+    this.tooltip = `${title}\n${info.conversationId}\n${S.plural(info.messageCount, "message")}, ~${S.plural(info.tokens, "token")}`;
     this.contextValue = "conversation";
     this.iconPath = new vscode.ThemeIcon("comment-discussion");
     this.command = { command: "chatPanel.openConversation", title: "Open", arguments: [info.conversationId] };
@@ -113,6 +114,8 @@ class ConversationsView implements vscode.TreeDataProvider<ConversationItem> {
 type FromWebview =
   | { type: "ready" }
   | { type: "send"; text: string }
+  | { type: "stop" }
+  | { type: "noticeAction"; action: string }
   | { type: "loadOlder" }
   | { type: "dismiss"; id: number }
   | { type: "action"; action: string; key: string }
@@ -128,6 +131,8 @@ class ChatPanel {
   private state: S.PanelState = S.emptyState(newConversationId());
   private postTimer: NodeJS.Timeout | undefined;
   private reloadAfterTurn = false;
+  /** Stops the running turn (Stop). */
+  private running: AbortController | undefined;
   private readonly compactions = new Set<string>();
 
   constructor(
@@ -200,7 +205,7 @@ class ChatPanel {
 <main id="messages" aria-live="polite"></main>
 <form id="composer">
   <textarea id="prompt" rows="3" placeholder="Ask about your workspace… (Enter to send, Shift+Enter for a new line)" aria-label="Prompt"></textarea>
-  <div id="composer-bar"><span id="status"></span><button id="send" type="submit">Send</button></div>
+  <div id="composer-bar"><span id="status"></span><button id="stop" type="button" hidden>Stop</button><button id="send" type="submit">Send</button></div>
 </form>
 <script nonce="${n}" src="${script}"></script>
 </body>
@@ -220,6 +225,45 @@ class ChatPanel {
   private fail(error: unknown): void {
     const message = error instanceof Error ? error.message : String(error);
     this.update(S.addNotice(S.turnFinished(S.streamDiscarded(this.state)), "error", message));
+  }
+
+  /**
+   * The open conversation as stored now (after another window changed it, or a stale rewind was
+   * refused): the rows from the oldest one shown on, replacing them in place, with its title and
+   * summary.
+   */
+  private async reload(): Promise<void> {
+    const id = this.state.conversationId;
+    const shown = this.state.messages.filter((m) => m.id !== null).length;
+    // Enough to reach back to the oldest row shown, with room for what was added since.
+    const page = await (await this.client()).get({ conversationId: id, limit: Math.min(10_000, shown + this.pageSize()) });
+    if (id !== this.state.conversationId) return;
+    this.update(S.reloaded(this.state, page));
+    await this.refreshTitle().catch(() => undefined);
+    await this.loadSummary().catch(() => undefined);
+  }
+
+  /** A rewind from a stale view was refused (1003): nothing was deleted; show what is stored. */
+  private async changedElsewhere(): Promise<void> {
+    await this.reload();
+    this.update(
+      S.addNotice(
+        this.state,
+        "info",
+        "This chat changed in another window, so nothing was changed here. It now shows the latest messages: try again if you still want to.",
+        S.CHANGED_NOTICE,
+      ),
+    );
+  }
+
+  /** Another window or the CLI changed a conversation of this workspace (chatHistory/changed). */
+  onChanged(event: ChangedNotification): void {
+    if (event.conversationId !== this.state.conversationId) {
+      void this.list.load().then(() => this.list.refresh(), () => undefined);
+      return;
+    }
+    if (this.state.busy) this.reloadAfterTurn = true;
+    else void this.reload().catch((e) => this.fail(e));
   }
 
   /** Shows the panel with the conversation it had (a new chat the first time). */
@@ -290,6 +334,31 @@ class ChatPanel {
     if (id === this.state.conversationId) this.update(S.pageLoaded(this.state, page, true));
   }
 
+  /** The server takes `expectedLastId` (version 3); one from before refuses the field. */
+  private expectedLastIdKnown = true;
+
+  /**
+   * A rewind (truncate, deleteTurns, editMessage) made only while the newest stored row is the
+   * one this panel shows (`expectedLastId`). Undefined when the view was stale: the server
+   * changed nothing (1003), and the panel reloads and says so. A server from before version 3
+   * gets the request without the field.
+   */
+  private async guarded<T>(run: (expected: { expectedLastId?: number | null }) => Promise<T>): Promise<T | undefined> {
+    try {
+      return await run(this.expectedLastIdKnown ? { expectedLastId: S.newestId(this.state) } : {});
+    } catch (error) {
+      if (error instanceof ConversationChangedError) {
+        await this.changedElsewhere();
+        return undefined;
+      }
+      if (this.expectedLastIdKnown && error instanceof InvalidParamsError && error.message.includes("expectedLastId")) {
+        this.expectedLastIdKnown = false;
+        return run({});
+      }
+      throw error;
+    }
+  }
+
   onTrimmed(event: TrimmedNotification): void {
     if (event.scope === "storage") this.list.refresh();
     if (event.conversationId !== this.state.conversationId) return;
@@ -303,8 +372,13 @@ class ChatPanel {
 
   private async send(text: string, promptStored = false): Promise<void> {
     if (this.state.busy || text.trim() === "") return;
+    // The prompt of a failed turn typed again is a Retry: it is stored once, not twice in a row.
+    if (!promptStored && S.isRetryOf(this.state, text)) promptStored = true;
     const conversationId = this.state.conversationId;
-    this.update(promptStored ? { ...this.state, busy: true } : S.promptSent(this.state, text));
+    const started = S.retryStarted(this.state);
+    this.update(promptStored ? started : S.promptSent(started, text));
+    const running = new AbortController();
+    this.running = running;
     const c = config();
     let proposal: CompactionProposal | null = null;
     const model = await modelSettings(this.context);
@@ -325,6 +399,8 @@ class ChatPanel {
           return this.update(S.streamEnded(this.state, event.toolCalls));
         case "streamDiscarded":
           return this.update(S.streamDiscarded(this.state));
+        case "interrupted":
+          return this.update(S.streamInterrupted(this.state, event.partial));
         case "stored":
           this.list.refresh();
           return this.update(S.rowsStored(this.state, event.rows));
@@ -348,23 +424,41 @@ class ChatPanel {
               : Promise.resolve(`Error: unknown tool ${call.name}.`),
           fetch,
           on,
+          signal: running.signal,
         },
         text,
         { promptStored },
       );
       // The proposal is carried out after the reply, in the background (the panel is free).
       if (proposal !== null) void this.compact(conversationId, proposal);
-      if (conversationId === this.state.conversationId) this.update(S.turnFinished(this.state));
+      if (conversationId === this.state.conversationId) this.update(S.turnSucceeded(this.state));
     } catch (error) {
-      if (conversationId === this.state.conversationId) this.fail(error);
+      if (conversationId === this.state.conversationId) {
+        const partial = error instanceof InterruptedReply ? error.partial : "";
+        const shown = error instanceof InterruptedReply ? S.streamInterrupted(this.state, partial) : S.streamDiscarded(this.state);
+        this.update(S.turnFailed(shown, text, turnFailureWords(error)));
+      }
+    } finally {
+      if (this.running === running) this.running = undefined;
     }
     if (this.reloadAfterTurn) {
       this.reloadAfterTurn = false;
-      await this.loadNewest();
+      await this.reload().catch((e) => this.fail(e));
     }
     // The automatic title is the first stored prompt's: it appears with the first prompt and
     // changes when retention deletes that turn. The list and the panel follow the server.
     await this.refreshTitle().catch(() => undefined);
+  }
+
+  /** Keep: the interrupted reply's text is stored as the turn's reply, as it is. */
+  private async keepPartial(): Promise<void> {
+    const offer = this.state.retry;
+    if (offer === null || offer.partial === "" || this.state.busy) return;
+    const conversationId = this.state.conversationId;
+    const stored = await (await this.client()).append({ conversationId, messages: [{ role: "assistant", content: offer.partial }] });
+    if (conversationId !== this.state.conversationId) return;
+    this.update(S.partialKept(this.state, stored.messages));
+    this.list.refresh();
   }
 
   /**
@@ -462,7 +556,9 @@ class ChatPanel {
     const rewind = S.rewindFor(this.state, key, kind, text);
     if (rewind === null) return;
     const conversationId = this.state.conversationId;
-    await (await this.client()).truncate({ conversationId, fromId: rewind.fromId });
+    const client = await this.client();
+    const done = await this.guarded((expected) => client.truncate({ conversationId, fromId: rewind.fromId, ...expected }));
+    if (done === undefined) return;
     this.update(S.truncated(this.state, rewind.fromId));
     await this.send(rewind.prompt, rewind.promptStored);
   }
@@ -480,9 +576,12 @@ class ChatPanel {
         return this.rewind(key, action);
       case "deleteExchange": {
         if (target.turn === null || this.state.busy) return;
-        await client.deleteTurns({ conversationId, turns: [target.turn] });
+        const turn = target.turn;
+        const done = await this.guarded((expected) => client.deleteTurns({ conversationId, turns: [turn], ...expected }));
+        if (done === undefined) return;
         this.update(S.turnsDeleted(this.state, [target.turn]));
-        this.list.refresh();
+        // The first turn's prompt is the automatic title: the panel's tab and the list follow.
+        await this.refreshTitle();
         return;
       }
       case "redact": {
@@ -498,8 +597,12 @@ class ChatPanel {
           void vscode.window.showInformationMessage("That text is not in this message; nothing changed.");
           return;
         }
-        const row = await client.editMessage({ conversationId, id: target.id, content });
+        const id = target.id;
+        const row = await this.guarded((expected) => client.editMessage({ conversationId, id, content, ...expected }));
+        if (row === undefined) return;
         this.update(S.rowEdited(this.state, row));
+        // A redacted first prompt is the automatic title: header, tab and list show it redacted.
+        await this.refreshTitle();
         return;
       }
       case "fork": {
@@ -520,12 +623,21 @@ class ChatPanel {
         return this.update(this.state);
       case "send":
         return this.send(String(message.text));
+      case "stop":
+        this.running?.abort();
+        return;
+      case "noticeAction": {
+        const offer = this.state.retry;
+        if (message.action === "keep") return this.keepPartial();
+        if (message.action === "retry" && offer !== null) return this.send(offer.prompt, offer.promptId !== null);
+        return;
+      }
       case "loadOlder":
         return this.loadOlder();
       case "dismiss":
         return this.update(S.dismissNotice(this.state, message.id));
       case "newChat":
-        return this.open();
+        return this.newChat();
       case "openLink": {
         // The webview only sends links that passed safeHref; check again here, where it counts.
         const uri = vscode.Uri.parse(String(message.href), true);
@@ -539,16 +651,33 @@ class ChatPanel {
       case "closeSearch":
         return this.update(S.searchClosed(this.state));
       case "openHit":
-        return this.open(String(message.conversationId), Number(message.id));
+        // Jumping to a hit closes the results: the conversation is what the person wants now.
+        await this.open(String(message.conversationId), Number(message.id));
+        return this.update(S.searchClosed(this.state));
       case "undoSummary":
         return this.undoSummary();
     }
+  }
+
+  /** New Chat: an empty conversation, with the prompt box focused to type at once. */
+  async newChat(): Promise<void> {
+    await this.open();
+    void this.panel?.webview.postMessage({ type: "focusPrompt" });
   }
 
   /** The conversation was deleted: the panel starts a new chat if it showed it. */
   async deleted(conversationId: string): Promise<void> {
     if (this.panel && this.state.conversationId === conversationId) await this.open();
   }
+}
+
+/** A failed turn in words a person can act on (never a library's bare word like "terminated"). */
+function turnFailureWords(error: unknown): string {
+  if (error instanceof InterruptedReply) return error.message;
+  const message = error instanceof Error ? error.message : String(error);
+  if (error instanceof Error && error.name === "ModelRequestError") return message;
+  if (typeof (error as { code?: unknown })?.code === "number") return `The chat history server refused the turn: ${message}`;
+  return `The turn failed: ${message}`;
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
@@ -559,6 +688,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       (s) => {
         server = s;
         s.client.onTrimmed((event) => panel.onTrimmed(event));
+        s.client.onChanged((event) => panel.onChanged(event));
         return s;
       },
       (error) => {
@@ -585,7 +715,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(
     vscode.window.registerTreeDataProvider("chatPanel.conversations", list),
     vscode.commands.registerCommand("chatPanel.show", () => panel.reveal()),
-    vscode.commands.registerCommand("chatPanel.newChat", () => panel.open()),
+    vscode.commands.registerCommand("chatPanel.newChat", () => panel.newChat()),
     vscode.commands.registerCommand("chatPanel.openConversation", (id: string) => panel.open(id)),
     vscode.commands.registerCommand("chatPanel.refresh", () => list.refresh()),
     vscode.commands.registerCommand("chatPanel.deleteConversation", async (item?: ConversationItem) => {

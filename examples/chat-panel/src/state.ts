@@ -22,6 +22,8 @@ export interface PanelMessage {
   name: string | null;
   /** The reply is still arriving. */
   streaming: boolean;
+  /** A reply that stopped before it was complete: shown, never stored (unless the person keeps it). */
+  interrupted?: boolean;
 }
 
 export interface ContextMeter {
@@ -59,13 +61,31 @@ export interface SearchView {
 }
 
 export type NoticeKind = "request" | "storage" | "error" | "info";
+/** Buttons a notice offers: run the failed turn again, keep an interrupted reply's text. */
+export type NoticeAction = "retry" | "keep";
 export interface Notice {
   id: number;
   kind: NoticeKind;
   text: string;
   /** Notices with the same key describe the same standing condition: the newest replaces the older. */
   key?: string;
+  actions?: NoticeAction[];
 }
+
+/** A turn that failed or was interrupted, and what Retry and Keep need. */
+export interface RetryOffer {
+  /** The prompt to run again. */
+  prompt: string;
+  /** Its stored row (Retry runs the turn again without appending it), or null if it was not stored. */
+  promptId: number | null;
+  /** The text of the interrupted reply ("" when none arrived). */
+  partial: string;
+}
+
+/** The key of the notice of a failed or interrupted turn (cleared by the next turn that completes). */
+export const TURN_NOTICE = "turn";
+/** The key of the notice that the conversation changed in another window. */
+export const CHANGED_NOTICE = "changed";
 
 export interface PanelState {
   conversationId: string;
@@ -87,6 +107,8 @@ export interface PanelState {
   search: SearchView | null;
   /** Scroll to this row (a search hit opened); cleared by the next view change of the list. */
   focusId: number | null;
+  /** The last turn failed or was interrupted: Retry (and Keep) are offered. */
+  retry: RetryOffer | null;
 }
 
 export const MAX_NOTICES = 5;
@@ -107,6 +129,7 @@ export function emptyState(conversationId: string, title = "New chat"): PanelSta
     compacting: false,
     search: null,
     focusId: null,
+    retry: null,
   };
 }
 
@@ -122,6 +145,30 @@ function fromStored(row: StoredMessage): PanelMessage {
     name: row.name,
     streaming: false,
   };
+}
+
+/** The newest stored row the panel shows: a rewind's `expectedLastId` (null: none). */
+export function newestId(state: PanelState): number | null {
+  let newest: number | null = null;
+  for (const m of state.messages) if (m.id !== null && (newest === null || m.id > newest)) newest = m.id;
+  return newest;
+}
+
+/**
+ * The conversation again after another window changed it (or a stale rewind was refused): the
+ * stored rows of `page` replace the shown ones; a reply not stored (interrupted, offered to keep)
+ * stays at the end. Rows that did not change keep their keys, so the view redraws nothing else.
+ */
+export function reloaded(state: PanelState, page: { messages: StoredMessage[]; hasMore: boolean }): PanelState {
+  const local = state.messages.filter((m) => m.id === null);
+  // The rows from the oldest one shown on: the list starts where it started (the scroll position
+  // holds), and older rows stay a scroll away.
+  const oldest = oldestId(state);
+  const kept = oldest === null ? page.messages : page.messages.filter((row) => row.id >= oldest);
+  const hasMore = page.hasMore || kept.length < page.messages.length;
+  const stored = kept.map(fromStored);
+  const retry = state.retry !== null && state.retry.promptId !== null && !stored.some((m) => m.id === state.retry!.promptId) ? null : state.retry;
+  return { ...state, messages: [...stored, ...local], hasMore, loadingOlder: false, retry };
 }
 
 /** The id to pass as `beforeId` for the next older page, or null when nothing is loaded. */
@@ -179,8 +226,9 @@ export function rowsStored(state: PanelState, rows: StoredMessage[]): PanelState
   let messages = [...state.messages];
   for (const row of rows) {
     if (messages.some((m) => m.id === row.id)) continue;
+    // An interrupted reply is never the stored one: it stays what it was (or goes with Retry).
     const local = messages.findIndex(
-      (m) => m.id === null && m.role === row.role && (m.role !== "user" || m.content === row.content),
+      (m) => m.id === null && !m.interrupted && m.role === row.role && (m.role !== "user" || m.content === row.content),
     );
     if (local >= 0) messages[local] = fromStored(row);
     else messages = [...messages, fromStored(row)];
@@ -224,6 +272,64 @@ export function streamEnded(state: PanelState, toolCalls: ToolCall[] = []): Pane
 /** A stream that failed or was retried: its partial text goes away. */
 export function streamDiscarded(state: PanelState): PanelState {
   return { ...state, messages: state.messages.filter((m) => !m.streaming) };
+}
+
+/**
+ * The reply stopped before it was complete: the bubble keeps the text that arrived, marked
+ * interrupted, with no tool calls (a half-written call is never shown as running); without text
+ * it goes. A finished reply not stored yet (stopped before it was) is treated the same.
+ */
+export function streamInterrupted(state: PanelState, partial: string): PanelState {
+  const index = state.messages.findLastIndex((m) => m.id === null && m.role === "assistant" && !m.interrupted);
+  if (index < 0) return state;
+  if (partial === "") return { ...state, messages: state.messages.filter((_, i) => i !== index) };
+  const messages = [...state.messages];
+  messages[index] = { ...messages[index], content: partial, streaming: false, toolCalls: [], interrupted: true };
+  return { ...state, messages };
+}
+
+/**
+ * The turn for `prompt` failed (`words`: what happened, in words) or was interrupted: the panel is
+ * free, rows not stored go (but an interrupted reply's text stays, to keep), the prompt is marked
+ * failed, and one notice offers Retry (and Keep when text arrived). It replaces the notice of an
+ * earlier failure: notices do not pile up.
+ */
+export function turnFailed(state: PanelState, prompt: string, words: string): PanelState {
+  // Rows not stored go (a prompt never stored is not shown as if it were; Retry sends it),
+  // except the interrupted reply's text.
+  const messages = state.messages.filter((m) => m.id !== null || m.interrupted);
+  const stored = messages.findLast((m) => m.role === "user" && m.id !== null && m.content === prompt);
+  const partial = messages.findLast((m) => m.interrupted)?.content ?? "";
+  const retry: RetryOffer = { prompt, promptId: stored?.id ?? null, partial };
+  const actions: NoticeAction[] = partial === "" ? ["retry"] : ["retry", "keep"];
+  const next = { ...state, messages, busy: false, retry };
+  return addNotice(next, "error", words, TURN_NOTICE, actions);
+}
+
+/** Retry: the interrupted reply and the failure notice go; the turn runs again. */
+export function retryStarted(state: PanelState): PanelState {
+  return {
+    ...dropNotice(state, TURN_NOTICE),
+    messages: state.messages.filter((m) => !m.interrupted),
+    retry: null,
+    busy: true,
+  };
+}
+
+/** Keep: the interrupted reply was stored as it was (`rows`); the offer and its notice go. */
+export function partialKept(state: PanelState, rows: StoredMessage[]): PanelState {
+  const kept = { ...state, messages: state.messages.filter((m) => !m.interrupted), retry: null };
+  return rowsStored(dropNotice(kept, TURN_NOTICE), rows);
+}
+
+/** A turn completed: what an earlier failure left (its notice, its offer) is resolved. */
+export function turnSucceeded(state: PanelState): PanelState {
+  return { ...dropNotice(turnFinished(state), TURN_NOTICE), retry: null };
+}
+
+/** Whether sending `text` now is a retry of the failed turn (the same prompt, stored, unanswered). */
+export function isRetryOf(state: PanelState, text: string): boolean {
+  return state.retry !== null && state.retry.promptId !== null && state.retry.prompt === text;
 }
 
 export function turnFinished(state: PanelState): PanelState {
@@ -412,18 +518,24 @@ export function usageReported(state: PanelState, promptTokens: number, cachedTok
   return { ...state, meter: { ...state.meter, providerPromptTokens: promptTokens, providerCachedTokens: cachedTokens } };
 }
 
-export function addNotice(state: PanelState, kind: NoticeKind, text: string, key?: string): PanelState {
-  const kept = key === undefined ? state.notices : state.notices.filter((n) => n.key !== key);
-  const notice: Notice = key === undefined ? { id: state.nextNotice, kind, text } : { id: state.nextNotice, kind, text, key };
+export function addNotice(state: PanelState, kind: NoticeKind, text: string, key?: string, actions?: NoticeAction[]): PanelState {
+  // The same words again (an error repeated) replace the older notice: they never pile up.
+  const kept = state.notices.filter((n) => (key === undefined ? n.text !== text : n.key !== key));
+  const notice: Notice = { id: state.nextNotice, kind, text, ...(key === undefined ? {} : { key }), ...(actions ? { actions } : {}) };
   const notices = [...kept, notice].slice(-MAX_NOTICES);
   return { ...state, notices, nextNotice: state.nextNotice + 1 };
+}
+
+/** The notice of a standing condition, gone once it is resolved. */
+export function dropNotice(state: PanelState, key: string): PanelState {
+  return { ...state, notices: state.notices.filter((n) => n.key !== key) };
 }
 
 export function dismissNotice(state: PanelState, id: number): PanelState {
   return { ...state, notices: state.notices.filter((n) => n.id !== id) };
 }
 
-function plural(n: number, word: string): string {
+export function plural(n: number, word: string): string {
   return `${n.toLocaleString("en-US")} ${word}${n === 1 ? "" : "s"}`;
 }
 
@@ -508,6 +620,10 @@ export interface MessageView {
   role: PanelMessage["role"];
   content: string;
   streaming: boolean;
+  /** Stopped before it was complete; not stored. */
+  interrupted: boolean;
+  /** A prompt whose turn failed (Retry is offered in the notice). */
+  failed: boolean;
   toolCalls: ToolCallView[];
   actions: string[];
 }
@@ -561,7 +677,7 @@ export function meterView(meter: ContextMeter | null): MeterView | null {
     );
   }
   if (meter.calibration !== null && meter.calibration.samples > 0) {
-    parts.push(`calibrated ×${meter.calibration.factor.toFixed(2)} (${meter.calibration.samples} samples)`);
+    parts.push(`calibrated ×${meter.calibration.factor.toFixed(2)} (${plural(meter.calibration.samples, "sample")})`);
   }
   return {
     label: limit === null ? `${n(meter.estimatedTokens)} tokens` : `${n(meter.estimatedTokens)} / ${n(limit)} tokens`,
@@ -590,6 +706,8 @@ export function viewOf(state: PanelState, protocolVersion = 1): PanelView {
       role: m.role,
       content: m.role === "tool" ? `${m.name ?? "tool"} result:\n${m.content}` : m.content,
       streaming: m.streaming,
+      interrupted: m.interrupted === true,
+      failed: m.id !== null && state.retry !== null && m.id === state.retry.promptId,
       toolCalls: m.toolCalls.map((call) => ({
         id: call.id,
         name: call.name,

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { test, type TestContext } from "node:test";
 import { startStdioServer, type ChatHistorySettings, type TrimmedNotification } from "chat-history-client";
-import { runTurn, summarize, type TurnEvent } from "../src/chat";
+import { InterruptedReply, ModelRequestError, runTurn, summarize, type TurnEvent } from "../src/chat";
 import { READ_FILE_TOOL, readWorkspaceFile } from "../src/tools";
 import { startFakeModelServer } from "../e2e/fake-model-server.mjs";
 
@@ -120,7 +120,7 @@ test("a model error that is not about context length is not retried, and the pro
     },
     "hello?",
   );
-  await assert.rejects(broken, /answered 404: no route POST \/nowhere\/chat\/completions/);
+  await assert.rejects(broken, /answered 404 Not Found: no route POST \/nowhere\/chat\/completions/);
   assert.equal(fake.requests.length, 0);
   const { messages } = await server.client.get({ conversationId: "c3" });
   assert.deepEqual(messages.map((m) => m.role), ["user"]);
@@ -176,4 +176,81 @@ test("a compaction proposal carried out: the model's summary saved through throu
   const undone = await server.client.prepare({ conversationId: "k1", provider: "openai", model: "fake-model" });
   assert.equal(undone.compactedTurns, 0);
   assert.match(JSON.stringify(undone.body), /Reply #1 to: about apples/);
+});
+
+// --- issue 25: dropped, unfinished, failed and stopped replies ----------------------------------
+
+test("a stream cut inside a tool call: an interrupted reply in words, nothing of it stored; the retry stores the prompt once", async (t) => {
+  const { server, events, turn } = await setup(t);
+  await assert.rejects(turn("cut", "Please read hello.txt [cut-tool]"), (error: unknown) => {
+    assert.ok(error instanceof InterruptedReply);
+    assert.equal(error.why, "cut");
+    assert.equal(error.partial, "Let me look. ");
+    assert.match(error.message, /connection to the model closed in the middle of the reply/);
+    assert.doesNotMatch(error.message, /terminated/);
+    return true;
+  });
+  assert.ok(events.some((e) => e.type === "interrupted"));
+  assert.ok(!events.some((e) => e.type === "streamEnd"), "no half-written call reached the panel");
+  assert.deepEqual((await server.client.get({ conversationId: "cut" })).messages.map((m) => m.role), ["user"]);
+  await turn("cut", "Please read hello.txt [cut-tool]", true);
+  const { messages } = await server.client.get({ conversationId: "cut" });
+  assert.deepEqual(messages.map((m) => m.role), ["user", "assistant", "tool", "assistant"], "the prompt once, then the whole exchange");
+});
+
+test("a text reply that ends without a finish reason is interrupted, not stored as complete", async (t) => {
+  const { server, turn } = await setup(t);
+  await assert.rejects(turn("short", "Tell me [cut-text]"), (error: unknown) => {
+    assert.ok(error instanceof InterruptedReply);
+    assert.equal(error.why, "unfinished");
+    assert.equal(error.partial, "This reply stops in the middle of");
+    assert.match(error.message, /ended without saying it was complete/);
+    return true;
+  });
+  assert.deepEqual((await server.client.get({ conversationId: "short" })).messages.map((m) => m.role), ["user"]);
+});
+
+test("a 500 and a proxy's 502 are told in words (never HTML); the retry then answers", async (t) => {
+  const { server, turn } = await setup(t);
+  await assert.rejects(turn("e", "Hello [500]"), (error: unknown) => {
+    assert.ok(error instanceof ModelRequestError);
+    assert.equal(error.status, 500);
+    assert.match(error.message, /answered 500 Internal Server Error: The server had an error while processing your request\./);
+    return true;
+  });
+  await assert.rejects(turn("e", "Hello [502]"), (error: unknown) => {
+    assert.ok(error instanceof ModelRequestError);
+    assert.match(error.message, /answered 502 Bad Gateway: a proxy or gateway between you and the model could not reach it/);
+    assert.doesNotMatch(error.message, /<|nginx/);
+    return true;
+  });
+  await turn("e", "Hello [502]", true);
+  const { messages } = await server.client.get({ conversationId: "e" });
+  assert.deepEqual(messages.map((m) => m.role), ["user", "user", "assistant"]);
+});
+
+test("Stop aborts a running reply: nothing of it is stored", async (t) => {
+  const { server, fake, model } = await setup(t);
+  const stop = new AbortController();
+  const events: TurnEvent[] = [];
+  const running = runTurn(
+    {
+      client: server.client,
+      conversationId: "s",
+      model,
+      historyProvider: "openai",
+      tools: [],
+      runTool: async () => "",
+      fetch,
+      on: (e) => {
+        events.push(e);
+        if (e.type === "delta" && events.filter((x) => x.type === "delta").length === 3) stop.abort();
+      },
+      signal: stop.signal,
+    },
+    "Tell me a long story [slow]",
+  );
+  await assert.rejects(running, (error: unknown) => error instanceof InterruptedReply && error.why === "stopped" && /You stopped the reply/.test(error.message));
+  assert.equal(fake.requests.length, 1);
+  assert.deepEqual((await server.client.get({ conversationId: "s" })).messages.map((m) => m.role), ["user"]);
 });

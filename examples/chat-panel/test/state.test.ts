@@ -323,3 +323,83 @@ test("export as Markdown: roles as headings, tool calls and results fenced (a fe
     ].join("\n"),
   );
 });
+
+// --- issue 25: interrupted replies, failed turns, other windows --------------------------------
+
+test("an interrupted reply keeps its text, marked, with no call shown as running; it is never the stored reply", () => {
+  let state = S.promptSent(S.emptyState("c1"), "read it");
+  const prompt = row("user", "read it");
+  state = S.rowsStored(state, [prompt]);
+  state = S.streamStarted(state);
+  state = S.streamDelta(state, "Let me look. ");
+  state = S.streamInterrupted(state, "Let me look. ");
+  const [, bubble] = S.viewOf(state, 2).messages;
+  assert.equal(bubble.interrupted, true);
+  assert.deepEqual(bubble.toolCalls, []);
+  assert.deepEqual(bubble.actions, [], "no actions on a row that is not stored");
+  state = S.turnFailed(state, "read it", "The connection to the model closed in the middle of the reply.");
+  assert.equal(state.busy, false);
+  assert.deepEqual(state.retry, { prompt: "read it", promptId: prompt.id, partial: "Let me look. " });
+  assert.deepEqual(state.notices.map((n) => [n.key, n.actions]), [["turn", ["retry", "keep"]]]);
+  assert.equal(S.viewOf(state).messages[0].failed, true, "the prompt is marked failed");
+  // The next stored assistant row is added at the end; the interrupted bubble is not reused.
+  const reply = row("assistant", "Reply");
+  state = S.rowsStored(S.retryStarted(state), [reply]);
+  assert.deepEqual(state.messages.map((m) => [m.id, m.content]), [[prompt.id, "read it"], [reply.id, "Reply"]]);
+  state = S.turnSucceeded(state);
+  assert.deepEqual(state.notices, [], "the failure's notice clears once the retry succeeded");
+  assert.equal(state.retry, null);
+});
+
+test("a failed turn with nothing streamed offers Retry only; the same prompt typed again is a retry", () => {
+  let state = S.rowsStored(S.promptSent(S.emptyState("c1"), "hello"), [row("user", "hello")]);
+  state = S.turnFailed(S.streamDiscarded(state), "hello", "The model server answered 500.");
+  assert.deepEqual(state.notices[0].actions, ["retry"]);
+  assert.ok(S.isRetryOf(state, "hello"));
+  assert.ok(!S.isRetryOf(state, "something else"));
+  // Failing again replaces the notice: errors do not pile up.
+  state = S.turnFailed(S.retryStarted(state), "hello", "The model server answered 500.");
+  assert.equal(state.notices.length, 1);
+});
+
+test("Keep stores the partial reply in the bubble's place and clears the offer", () => {
+  let state = S.rowsStored(S.promptSent(S.emptyState("c1"), "q"), [row("user", "q")]);
+  state = S.streamInterrupted(S.streamDelta(S.streamStarted(state), "half"), "half");
+  state = S.turnFailed(state, "q", "cut");
+  const kept = row("assistant", "half");
+  state = S.partialKept(state, [kept]);
+  assert.deepEqual(state.messages.map((m) => [m.id, m.interrupted ?? false]), [[state.messages[0].id, false], [kept.id, false]]);
+  assert.deepEqual(state.notices, []);
+});
+
+test("a prompt never stored (the append failed) is not left looking sent", () => {
+  let state = S.promptSent(S.emptyState("c1"), "lost");
+  state = S.turnFailed(state, "lost", "The chat history server refused the turn");
+  assert.equal(state.retry?.promptId, null);
+  assert.deepEqual(state.messages, []);
+});
+
+test("newestId is the expectedLastId of a rewind; reloaded replaces rows in place and keeps an unsaved reply", () => {
+  let state = S.pageLoaded(S.emptyState("c1"), { messages: [row("user", "a", { id: 5 }), row("assistant", "b", { id: 6 })], hasMore: false }, false);
+  assert.equal(S.newestId(state), 6);
+  assert.equal(S.newestId(S.emptyState("c2")), null);
+  state = S.streamInterrupted(S.streamDelta(S.streamStarted(state), "x"), "x");
+  state = S.reloaded(state, { messages: [row("user", "a", { id: 5 }), row("assistant", "b", { id: 6 }), row("user", "c", { id: 9 })], hasMore: true });
+  assert.deepEqual(state.messages.map((m) => m.key), ["id:5", "id:6", "id:9", state.messages[3].key]);
+  assert.equal(state.messages[3].interrupted, true);
+  assert.equal(S.newestId(state), 9);
+  assert.equal(state.hasMore, true);
+});
+
+test("one sample is not samples", () => {
+  const state = S.prepared(S.emptyState("c1"), { estimatedTokens: 10, budget: 100, contextWindow: null, calibration: { factor: 1, samples: 1 } });
+  assert.match(S.viewOf(state).meter!.detail, /\(1 sample\)/);
+});
+
+test("a reload keeps the list starting at the oldest row shown (the scroll position holds)", () => {
+  let state = S.pageLoaded(S.emptyState("c1"), { messages: [row("user", "a", { id: 5 }), row("assistant", "b", { id: 6 })], hasMore: true }, false);
+  const page = [row("user", "old", { id: 3 }), row("assistant", "old", { id: 4 }), row("user", "a", { id: 5 }), row("assistant", "b", { id: 6 }), row("user", "c", { id: 9 })];
+  state = S.reloaded(state, { messages: page, hasMore: false });
+  assert.deepEqual(state.messages.map((m) => m.id), [5, 6, 9]);
+  assert.equal(state.hasMore, true, "the older rows are a scroll away");
+});

@@ -126,11 +126,32 @@ def edited_content(row: Message, content: str, max_tool_result_chars: int) -> st
 # --- fork ----------------------------------------------------------------------------------------
 
 
+def fork_end(rows: Sequence[StoredMessage], through_id: int) -> int:
+    """The id ``fork`` copies through when asked for ``through_id`` (protocol.md "Version 3"):
+    a row inside a tool exchange (a call at or before it answered after it) takes the copy
+    through the last of those answers, so the copy never holds a call without its result.
+    ``rows``: the rows around ``through_id`` (its turn is enough: answers join their call's
+    turn), in order."""
+    calls = {
+        call.id
+        for row in rows
+        if row.id <= through_id and row.role == "assistant"
+        for call in row.tool_calls
+    }
+    answers = [
+        row.id
+        for row in rows
+        if row.id > through_id and row.role == "tool" and row.tool_call_id in calls
+    ]
+    return max(answers, default=through_id)
+
+
 def fork_through(
     last_id: int | None, through_id: int | None, around: Sequence[StoredMessage]
 ) -> int:
     """The id ``fork`` copies through: the source's newest row (``last_id``) by default, else
-    ``through_id``. ``around``: the rows of ``through_id``'s turn, oldest first (empty when it is
+    ``through_id`` carried through the answers of a tool exchange it falls inside
+    (``fork_end``). ``around``: the rows of ``through_id``'s turn, oldest first (empty when it is
     no row of the source). A source without rows is InvalidParams ``conversation_id``; a
     ``through_id`` that is not a row of the source is InvalidParams ``through_id``."""
     if last_id is None:
@@ -138,7 +159,7 @@ def fork_through(
     if through_id is None:
         return last_id
     row_by_id(around, through_id, "through_id")
-    return through_id
+    return fork_end(around, through_id)
 
 
 def fork_summary_cover(

@@ -15,6 +15,7 @@
 - ``files.py``       the folder and files on disk, owner-only
 - ``schema.py``      the schema and its migrations
 - ``engine.py``      the SQLite engine (APSW, for FTS5 secure-delete) every connection uses
+- ``changes.py``     the change watch's fingerprints of conversations (stateless SQL)
 - ``keys.py``        the database's own secrets: the key of listConversations' cursors
 - ``calibration.py`` the usage ratios of ``reportUsage`` per (provider kind, model), remembered
 - ``keys.py``        the database's own secrets (the key of every request's ``cacheKey``)

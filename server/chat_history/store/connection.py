@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 from chat_history.errors import StorageError
 from chat_history.store import calibration, failures, files, keys
@@ -51,6 +52,15 @@ def _enable_wal(connection: sqlite3.Connection) -> None:
             time.sleep(0.005)
 
 
+class WriteObserver(Protocol):
+    """Told of each write transaction: at its start, when the others' commits are settled (it
+    holds the write lock), and before its commit, when it has made its changes."""
+
+    def before_write(self, transaction: Transaction) -> None: ...
+
+    def after_write(self, transaction: Transaction) -> None: ...
+
+
 class Store:
     """The database of one user, one connection to it, and what that connection remembers (the
     cache of whole conversations, the tails of recent ones)."""
@@ -77,6 +87,9 @@ class Store:
         #: the same for its -wal and -shm (None: not there at the time)
         self._sidecars: dict[str, tuple[int, int] | None] = {}
         self._wal = WalReset(self.path, self._lock, self._idle_connection)
+        #: told of every write transaction at its start and before its commit (the change
+        #: watch, chat_history.watch); None: nobody watches (the CLI)
+        self.observer: WriteObserver | None = None
         #: the database's keys (store.keys) read through the open connection
         self._secrets: dict[str, bytes] = {}
 
@@ -134,7 +147,12 @@ class Store:
             self._tails.writes += 1
             try:
                 sync_cache(self.cache, connection)
-                yield Transaction(connection, self.cache, self._tails, self._ratios)
+                transaction = Transaction(connection, self.cache, self._tails, self._ratios)
+                if self.observer is not None:
+                    self.observer.before_write(transaction)
+                yield transaction
+                if self.observer is not None:
+                    self.observer.after_write(transaction)
                 connection.execute("COMMIT")
             except BaseException as exc:
                 with contextlib.suppress(sqlite3.Error):

@@ -13,10 +13,12 @@ from collections.abc import Generator, Iterable, Sequence
 import attrs
 
 from chat_history.model import Key, Message, StoredMessage, Summary
+from chat_history.policy.changes import Fingerprint, Growth
 from chat_history.policy.search import SearchQuery
 from chat_history.policy.search_rank import SearchRow, SearchScope
 from chat_history.store import (
     calibration,
+    changes,
     edits,
     keys,
     overview,
@@ -205,6 +207,24 @@ class Reading:
         """How many of the conversation's rows have ids ≤ ``row_id``."""
         return edits.rows_through(self.connection, key, row_id)
 
+    # -- the change watch (chat_history.watch) ---------------------------------------------
+
+    def change_token(self) -> tuple[int, int]:
+        """Moves whenever another connection commits (SQLite's ``data_version`` on this
+        connection; a new connection's is not comparable, so its identity is part of it)."""
+        return (id(self.connection), queries.data_version(self.connection))
+
+    def fingerprints(self, workspace: str) -> dict[str, Fingerprint]:
+        """Every existing conversation of ``workspace``'s fingerprint, by id."""
+        return changes.fingerprints(self.connection, workspace)
+
+    def fingerprint(self, key: Key) -> Fingerprint | None:
+        return changes.fingerprint(self.connection, key)
+
+    def growth(self, key: Key, after_id: int | None) -> Growth:
+        """The rows newer than ``after_id``: how many, and their tokens."""
+        return changes.growth(self.connection, key, after_id)
+
     # -- calibration ------------------------------------------------------------------------
 
     def calibration_ratios(self, kind: str, model: str | None) -> tuple[float, ...]:
@@ -233,7 +253,17 @@ class Reading:
 class Transaction(Reading):
     """A ``Reading`` that may also change the database: handed out by ``Store.write()`` only,
     inside one write transaction that commits when the block ends and rolls back whole when it
-    raises."""
+    raises. ``touched`` names every conversation it changed (what the change watch re-reads)."""
+
+    def __init__(
+        self,
+        connection: sqlite3.Connection,
+        cache: ConversationCache,
+        tails: Tails,
+        ratios: calibration.RatioMemo | None = None,
+    ) -> None:
+        super().__init__(connection, cache, tails, ratios)
+        self.touched: set[Key] = set()
 
     def insert(
         self,
@@ -245,6 +275,7 @@ class Transaction(Reading):
         """Insert (message, turn, tokens) rows in order (a row without a timestamp gets
         ``now_ms``) and update the conversation's ``totals``; returns the rows and the new
         totals."""
+        self.touched.add(key)
         stored: list[StoredMessage] = []
         # The conversation starts existing now (again, after retention emptied it).
         created = totals is None or (
@@ -279,6 +310,7 @@ class Transaction(Reading):
 
     def delete_rows(self, key: Key, ids: Iterable[int]) -> None:
         """Delete rows by id and recompute the conversation's totals from what is left."""
+        self.touched.add(key)
         id_list = sorted(ids)
         queries.delete_rows(self.connection, key, id_list)
         self._cache.remove_ids(key, set(id_list))
@@ -286,6 +318,7 @@ class Transaction(Reading):
 
     def clear(self, key: Key) -> int:
         """Delete the whole conversation and its summary; returns the rows deleted."""
+        self.touched.add(key)
         deleted = queries.clear(self.connection, key)
         self._cache.drop(key)
         self._tails.drop(key)
@@ -298,6 +331,7 @@ class Transaction(Reading):
     def save_summary(self, key: Key, summary: Summary) -> bool:
         """Save the conversation's summary; returns whether it replaced one. A conversation
         that did not exist is created (its record made) when the summary is saved."""
+        self.touched.add(key)
         if not records.exists(self.connection, key):
             records.ensure(self.connection, key, summary.updated_at)
             records.set_created(self.connection, key, summary.updated_at)
@@ -306,6 +340,7 @@ class Transaction(Reading):
 
     def delete_summary(self, key: Key) -> bool:
         """Delete the summary; returns whether there was one."""
+        self.touched.add(key)
         return edits.delete_summary(self.connection, key)
 
     # -- version 2: records and edits (store.records, store.edits) --------------------------
@@ -313,6 +348,7 @@ class Transaction(Reading):
     def touch(self, key: Key, now: int) -> None:
         """A client wrote to the conversation at ``now`` (its lastActivity); a conversation that
         did not exist is created by it."""
+        self.touched.add(key)
         created = not records.exists(self.connection, key)
         records.touch(self.connection, key, now, created=created)
         # Its totals changed (last_activity; a record made when there was none).
@@ -320,16 +356,19 @@ class Transaction(Reading):
 
     def set_title(self, key: Key, title: str | None) -> None:
         """The client's title (None: none; the automatic one shows). The record must exist."""
+        self.touched.add(key)
         records.set_title(self.connection, key, title)
 
     def set_metadata(self, key: Key, text: str | None) -> None:
         """The conversation's metadata as compact JSON text (None: empty). The record must
         exist."""
+        self.touched.add(key)
         records.set_metadata(self.connection, key, text)
 
     def delete_messages(self, key: Key, rows: Sequence[StoredMessage]) -> ConversationTotals | None:
         """Delete ``rows`` (read in this transaction) by id; totals, turn figures, the cache and
         the tail follow. Returns the new totals."""
+        self.touched.add(key)
         totals = self.totals(key)
         if totals is None or not rows:
             return totals
@@ -342,6 +381,7 @@ class Transaction(Reading):
     def update_message(self, key: Key, old: StoredMessage, new: StoredMessage) -> None:
         """Store ``new`` (an edit of ``old``: content, attachments, metadata, tokens) in place;
         the conversation's token total follows."""
+        self.touched.add(key)
         edits.update_row(self.connection, key, new)
         totals = self.totals(key)
         if totals is not None and new.tokens != old.tokens:
@@ -359,6 +399,7 @@ class Transaction(Reading):
         """Copy the source's rows through ``through_id`` into ``target`` (which must not exist),
         created and active ``now``. Returns the id before the first copy (the n-th source row's
         copy has id base + n)."""
+        self.touched.add(target)
         existed = queries.totals(self.connection, target) is not None
         totals, base = edits.copy(self.connection, source, target, through_id, now)
         queries.write_totals(self.connection, target, totals, existed=existed)

@@ -24,6 +24,7 @@ from chat_history.conversations import ConversationUpdate, MessageEdit
 from chat_history.errors import (
     ChatHistoryError,
     ContextOverflow,
+    ConversationChanged,
     InvalidParams,
     StorageError,
     quoted,
@@ -32,6 +33,8 @@ from chat_history.model import (
     MAX_JSON_DEPTH,
     ROLES,
     Attachment,
+    Expected,
+    ExpectedLast,
     JsonText,
     Message,
     PruneReport,
@@ -42,6 +45,7 @@ from chat_history.model import (
     Trimmed,
     nesting_exceeds,
 )
+from chat_history.policy.changes import Change
 from chat_history.policy.rewind import check_turns
 from chat_history.policy.search import check_query
 from chat_history.policy.search_rank import SearchScope
@@ -234,6 +238,8 @@ class TruncateParams(KeyParams):
     """``truncate``: the first row to delete."""
 
     from_id: int = attrs.field(kw_only=True)
+    #: the newest row id the client saw (null: an empty conversation); ABSENT: no check
+    expected_last_id: Any = ABSENT
 
 
 @attrs.define
@@ -241,6 +247,7 @@ class DeleteTurnsParams(KeyParams):
     """``deleteTurns``: the turn numbers whose rows go."""
 
     turns: list[int] = attrs.field(kw_only=True)
+    expected_last_id: Any = ABSENT
 
 
 @attrs.define
@@ -248,6 +255,7 @@ class EditMessageParams(KeyParams):
     """``editMessage``: the row and what replaces its content, attachments and/or metadata."""
 
     id: int = attrs.field(kw_only=True)
+    expected_last_id: Any = ABSENT
     content: str | None = None
     attachments: list[AttachmentIn] | None = None
     metadata: dict[str, Any] | None = None
@@ -679,6 +687,16 @@ def wire_trimmed(workspace: str, conversation: str, event: Trimmed) -> dict[str,
     return {"workspace": workspace, "conversationId": conversation, **wire(event)}
 
 
+def wire_changed(workspace: str, change: Change) -> dict[str, Any]:
+    """A ``chatHistory/changed`` notification's params."""
+    return {
+        "workspace": workspace,
+        "conversationId": change.conversation,
+        "lastId": change.last_id,
+        "reason": change.reason,
+    }
+
+
 # -- per-method translators: wire params -> manager arguments, manager results -> wire -----------
 
 
@@ -885,6 +903,20 @@ def row_id(value: int, field: str) -> int:
     return checked
 
 
+def expected_last(params: TruncateParams | DeleteTurnsParams | EditMessageParams) -> Expected:
+    """``expectedLastId``: absent (no check), null (the client saw no rows) or a row id."""
+    value = params.expected_last_id
+    if value is ABSENT:
+        return None
+    if value is None:
+        return ExpectedLast(None)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidParams(
+            "expected_last_id", f"expected a row id or null, got {_json_type(value)}"
+        )
+    return ExpectedLast(check_int(value, "expected_last_id", 0))
+
+
 def turns_arg(params: DeleteTurnsParams) -> list[int]:
     """``deleteTurns``'s turn numbers: 1-1,000 of them, none negative (``turns[i]``)."""
     check_turns(params.turns)
@@ -980,7 +1012,7 @@ def list_workspace(params: ListParams, default_workspace: str) -> str:
 #: Error codes that answer bad input or a known condition, not a server defect. (The classes
 #: that carry them are in server.py: pygls's exceptions import lsprotocol, ~0.5 s the CLI, which
 #: uses this module too, must not pay.)
-EXPECTED_CODES = frozenset({-32600, -32602, -32002, 1001, 1002})
+EXPECTED_CODES = frozenset({-32600, -32602, -32002, 1001, 1002, 1003})
 
 
 def wire_error(exc: ChatHistoryError) -> tuple[str, dict[str, Any]]:
@@ -994,4 +1026,6 @@ def wire_error(exc: ChatHistoryError) -> tuple[str, dict[str, Any]]:
         return str(exc), data
     if isinstance(exc, StorageError):
         return str(exc), {"reason": exc.reason}
+    if isinstance(exc, ConversationChanged):
+        return str(exc), {"lastId": exc.last_id}
     return str(exc), {}

@@ -25,8 +25,14 @@ from pygls.protocol import (
     lsp_method,
 )
 
-from chat_history import __version__
-from chat_history.errors import ContextOverflow, InvalidParams, StorageError, quoted
+from chat_history import __version__, watch
+from chat_history.errors import (
+    ContextOverflow,
+    ConversationChanged,
+    InvalidParams,
+    StorageError,
+    quoted,
+)
 from chat_history.manager import ChatHistoryManager
 from chat_history.model import Key, Trimmed
 from chat_history.paths import default_storage_folder
@@ -43,6 +49,7 @@ from chat_history.wire.barrier import BOUND_SECONDS, SettingsBarrier
 log = logging.getLogger("chat_history")
 PROTOCOL_VERSION = 2
 TRIMMED = "chatHistory/trimmed"
+CHANGED = "chatHistory/changed"
 EXPECTED_CODES = protocol.EXPECTED_CODES
 
 
@@ -60,15 +67,22 @@ class StorageFailure(JsonRpcException):
     MESSAGE = "Storage error"
 
 
+class ConversationChangedError(JsonRpcException):
+    CODE = 1003
+    MESSAGE = "Conversation changed"
+
+
 def to_jsonrpc(exc: Exception) -> JsonRpcException:
     """The one mapping of domain errors to JSON-RPC error codes (protocol.md, Errors)."""
-    if not isinstance(exc, InvalidParams | ContextOverflow | StorageError):
+    if not isinstance(exc, InvalidParams | ContextOverflow | StorageError | ConversationChanged):
         raise exc
     message, data = protocol.wire_error(exc)
     if isinstance(exc, InvalidParams):
         return JsonRpcInvalidParams(message=message, data=data)
     if isinstance(exc, ContextOverflow):
         return ContextOverflowError(message=message, data=data)
+    if isinstance(exc, ConversationChanged):
+        return ConversationChangedError(message=message, data=data)
     return StorageFailure(message=message, data=data)
 
 
@@ -196,6 +210,9 @@ class ChatHistoryServer(LanguageServer):
         self._pulls: set[asyncio.Task[None]] = set()
         #: the stdout writer ``start_io`` gave pygls (None until then)
         self._stdout: frames.FrameWriter | None = None
+        #: what other processes change (None until ``initialize``)
+        self.watch: watch.ChangeWatch | None = None
+        self._watching: asyncio.Task[None] | None = None
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         # Error responses already reach the client; expected ones need no log line at all.
@@ -329,6 +346,35 @@ class ChatHistoryServer(LanguageServer):
         params = [protocol.wire_trimmed(key.workspace, key.conversation, e) for e in events]
         lsp_adapter.notify_all(self.protocol, self._stdout, TRIMMED, params)
 
+    # -- chatHistory/changed ------------------------------------------------------------------
+
+    def send_changes(self, *, poll: bool) -> None:
+        """Tell the client what other processes changed in its workspace (request thread only):
+        with ``poll`` after looking at the store, else what the last writes found. A store that
+        cannot be read now is looked at again later (nothing is lost)."""
+        watcher = self.watch
+        if watcher is None:
+            return
+        try:
+            found = watcher.poll() if poll else watcher.take()
+        except StorageError as exc:
+            log.debug("change watch: %s", exc)
+            return
+        if found:
+            params = [protocol.wire_changed(self.workspace_identity, change) for change in found]
+            lsp_adapter.notify_all(self.protocol, self._stdout, CHANGED, params)
+
+    async def watch_idle(self) -> None:
+        """Look for others' changes every ``watch.IDLE_SECONDS`` on the request thread (queued
+        behind requests, so never beside one), until ``shutdown``."""
+        loop = asyncio.get_running_loop()
+        while not self.closing.is_set():
+            await asyncio.sleep(watch.IDLE_SECONDS)
+            try:
+                await loop.run_in_executor(self.requests, lambda: self.send_changes(poll=True))
+            except RuntimeError:  # the request thread is gone: exiting
+                return
+
     def key(self, params: protocol.KeyParams) -> Key:
         """The request's conversation key, checked; the session's workspace when it names none."""
         workspace, conversation = protocol.check_key(params, self.workspace_identity)
@@ -381,6 +427,7 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
     ls.workspace_identity = _workspace_identity(params, options)
     folder = _storage_folder(ls, options)
     ls.manager = ChatHistoryManager.in_folder(folder, notify=ls.send_trimmed)
+    ls.watch = watch.ChangeWatch(ls.manager.store, lambda: ls.workspace_identity)
     raw = options.get("settings")
     ls.barrier = ls._new_barrier(ls.checked_settings(raw))
     if raw is None and ls.pulls_configuration:
@@ -394,6 +441,10 @@ def initialized(ls: ChatHistoryServer, params: types.InitializedParams) -> None:
     """Pull the settings when the client can answer ``workspace/configuration``."""
     if ls.pulls_configuration:
         ls.start_pull()
+    if ls.watch is not None and ls._watching is None:
+        # The first look is the baseline: changes from then on are told.
+        ls.requests.submit(ls.send_changes, poll=True)
+        ls._watching = asyncio.get_running_loop().create_task(ls.watch_idle())
 
 
 def did_change_configuration(
@@ -458,10 +509,13 @@ def request(ls: ChatHistoryServer, method: str, params_cls: type, body: Handler)
                 message=f"{method}: the server is not initialized (send initialize first)"
             )
         manager.settings = settings
+        ls.send_changes(poll=True)  # what others changed goes before this answer
         try:
             return body(manager, ls, protocol.structure(raw, params_cls))
-        except (InvalidParams, ContextOverflow, StorageError) as exc:
+        except (InvalidParams, ContextOverflow, StorageError, ConversationChanged) as exc:
             raise to_jsonrpc(exc) from None
+        finally:
+            ls.send_changes(poll=False)  # what this request's writes found others did
 
 
 # -- the custom methods: wire params -> one manager call -> wire result (protocol.py translates)
@@ -524,21 +578,24 @@ def update_conversation(
 
 def truncate(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.TruncateParams) -> Any:
     """``chatHistory/truncate``: delete row ``fromId`` and every later row."""
-    return protocol.wire(m.truncate(ls.key(p), protocol.row_id(p.from_id, "fromId")))
+    from_id = protocol.row_id(p.from_id, "fromId")
+    return protocol.wire(m.truncate(ls.key(p), from_id, protocol.expected_last(p)))
 
 
 def delete_turns(
     m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.DeleteTurnsParams
 ) -> Any:
     """``chatHistory/deleteTurns``: delete every row of the named turns."""
-    return protocol.wire(m.delete_turns(ls.key(p), protocol.turns_arg(p)))
+    turns = protocol.turns_arg(p)
+    return protocol.wire(m.delete_turns(ls.key(p), turns, protocol.expected_last(p)))
 
 
 def edit_message(
     m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.EditMessageParams
 ) -> Any:
     """``chatHistory/editMessage``: replace a row's content, attachments or metadata in place."""
-    return protocol.wire_message(m.edit_message(ls.key(p), *protocol.edit_args(p)))
+    row, edit = protocol.edit_args(p)
+    return protocol.wire_message(m.edit_message(ls.key(p), row, edit, protocol.expected_last(p)))
 
 
 def fork(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ForkParams) -> Any:

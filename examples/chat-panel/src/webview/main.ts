@@ -18,6 +18,7 @@ const messagesEl = $<HTMLElement>("messages");
 const noticesEl = $<HTMLElement>("notices");
 const promptEl = $<HTMLTextAreaElement>("prompt");
 const sendEl = $<HTMLButtonElement>("send");
+const stopEl = $<HTMLButtonElement>("stop");
 const statusEl = $<HTMLElement>("status");
 
 function el<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
@@ -101,14 +102,44 @@ const ACTION_LABELS: Record<string, string> = {
 
 const ROLE_NAMES: Record<string, string> = { user: "You", assistant: "Assistant", system: "System", tool: "Tool" };
 
+/** A prompt longer than this shows collapsed, with "Show more". */
+const LONG_CHARS = 1_200;
+const LONG_LINES = 16;
+/** Keys of long prompts the person expanded (kept across redraws). */
+const expanded = new Set<string>();
+
+function plural(n: number, word: string): string {
+  return `${n.toLocaleString("en-US")} ${word}${n === 1 ? "" : "s"}`;
+}
+
+function renderPlain(message: MessageView, body: HTMLElement): void {
+  const text = message.content;
+  const lines = text.split("\n").length;
+  const long = message.role === "user" && (text.length > LONG_CHARS || lines > LONG_LINES);
+  if (!long) {
+    body.append(el("div", "plain", text));
+    return;
+  }
+  const open = expanded.has(message.key);
+  const cut = text.split("\n").slice(0, LONG_LINES).join("\n").slice(0, LONG_CHARS);
+  const plain = body.appendChild(el("div", "plain collapsible", open ? text : `${cut}…`));
+  plain.dataset.full = String(open);
+  const toggle = body.appendChild(el("button", "show-more", open ? "Show less" : `Show more (${plural(text.length, "character")})`));
+  toggle.type = "button";
+  toggle.dataset.toggle = message.key;
+}
+
 function renderMessage(message: MessageView): HTMLElement {
-  const article = el("article", `msg role-${message.role}${message.streaming ? " streaming" : ""}`);
+  const classes = `msg role-${message.role}${message.streaming ? " streaming" : ""}${message.interrupted ? " interrupted" : ""}${message.failed ? " failed" : ""}`;
+  const article = el("article", classes);
   article.dataset.key = message.key;
   if (message.id !== null) article.dataset.id = String(message.id);
   article.append(el("div", "role", ROLE_NAMES[message.role] ?? message.role));
   const body = article.appendChild(el("div", "body"));
   if (message.role === "assistant") renderBlocks(parseMarkdown(message.content), body);
-  else body.append(el("div", "plain", message.content));
+  else renderPlain(message, body);
+  if (message.interrupted) article.append(el("div", "mark", "Interrupted: not stored (Keep or Retry in the notice above)"));
+  if (message.failed) article.append(el("div", "mark", "No reply stored for this prompt (Retry in the notice above)"));
   for (const call of message.toolCalls) {
     const details = article.appendChild(el("details", "tool-call"));
     const summary = details.appendChild(el("summary"));
@@ -138,7 +169,8 @@ function drawSearch(search: SearchView | null): void {
   const box = $("search-results");
   box.hidden = search === null;
   if (search === null) return box.replaceChildren();
-  const head = el("div", "search-head", search.hits.length === 0 ? `No messages match “${search.query}”.` : `${search.hits.length}${search.hasMore ? "+" : ""} messages match “${search.query}”`);
+  const count = `${search.hits.length}${search.hasMore ? "+" : ""} ${search.hits.length === 1 && !search.hasMore ? "message matches" : "messages match"}`;
+  const head = el("div", "search-head", search.hits.length === 0 ? `No messages match “${search.query}”.` : `${count} “${search.query}”`);
   const close = head.appendChild(el("button", "dismiss", "×"));
   close.type = "button";
   close.title = "Close search";
@@ -188,6 +220,11 @@ function draw(view: PanelView): void {
     ...view.notices.map((notice) => {
       const div = el("div", `notice notice-${notice.kind}`);
       div.append(el("span", "notice-text", notice.text));
+      for (const action of notice.actions ?? []) {
+        const button = div.appendChild(el("button", "notice-action", action === "retry" ? "Retry" : "Keep partial reply"));
+        button.type = "button";
+        button.dataset.noticeAction = action;
+      }
       const close = div.appendChild(el("button", "dismiss", "×"));
       close.type = "button";
       close.title = "Dismiss";
@@ -230,6 +267,7 @@ function draw(view: PanelView): void {
   olderPending = view.loadingOlder;
 
   sendEl.disabled = view.busy;
+  stopEl.hidden = !view.busy;
   statusEl.textContent = view.busy ? "Thinking…" : "";
   document.body.classList.toggle("busy", view.busy);
 }
@@ -237,7 +275,9 @@ function draw(view: PanelView): void {
 window.addEventListener("message", (event: MessageEvent) => {
   const data = event.data as { type?: string; view?: PanelView };
   if (data?.type === "view" && data.view) draw(data.view);
+  if (data?.type === "focusPrompt") promptEl.focus();
 });
+stopEl.addEventListener("click", () => vscode.postMessage({ type: "stop" }));
 
 function send(): void {
   const text = promptEl.value;
@@ -285,8 +325,23 @@ document.addEventListener("click", (event) => {
     if (key) vscode.postMessage({ type: "action", action: action.dataset.action, key });
     return;
   }
+  const toggle = target.closest<HTMLElement>("button[data-toggle]");
+  if (toggle) {
+    const key = toggle.dataset.toggle!;
+    if (expanded.has(key)) expanded.delete(key);
+    else expanded.add(key);
+    rendered.delete(key);
+    if (current) draw(current);
+    return;
+  }
+  const noticeAction = target.closest<HTMLElement>("button[data-notice-action]");
+  if (noticeAction) {
+    vscode.postMessage({ type: "noticeAction", action: noticeAction.dataset.noticeAction });
+    return;
+  }
   const hit = target.closest<HTMLElement>("button.hit");
   if (hit) {
+    $<HTMLInputElement>("search").value = "";
     vscode.postMessage({ type: "openHit", conversationId: hit.dataset.conversation, id: Number(hit.dataset.id) });
     return;
   }

@@ -1,0 +1,92 @@
+"""The change watch (protocol.md "Version 3" → Several windows on one conversation): which
+conversations of the session's workspace another process changed, for ``chatHistory/changed``.
+
+It remembers a fingerprint of each conversation (policy.changes) and re-reads them when the
+store's change token moved (SQLite: ``data_version``, which only another connection's commit
+moves). The store tells it of each own write (``store.Store.observer``): at the start, while it
+holds the write lock, the others' commits are caught up (so a write never hides them), and
+before the commit the conversations it touched are re-read (so its own changes are never
+reported). ``poll`` runs while idle and before each request; ``take`` hands out what a write
+found. Another engine needs only ``change_token``, ``fingerprints``, ``fingerprint`` and
+``growth`` on its readings, and to call the two hooks from its own write section."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from chat_history.model import Key
+from chat_history.policy.changes import Change, Fingerprint, Growth, changes, merge
+from chat_history.store import Reading, Store, Transaction
+
+#: How often an idle server looks (the protocol's bound is 2 s from the commit).
+IDLE_SECONDS = 0.5
+
+
+class ChangeWatch:
+    """The fingerprints of one workspace's conversations as this process last saw them."""
+
+    def __init__(self, store: Store, workspace: Callable[[], str]) -> None:
+        self._store = store
+        self._workspace = workspace
+        self._lock = threading.Lock()
+        #: (workspace, conversation fingerprints) last seen; None before the first look
+        self._seen: tuple[str, dict[str, Fingerprint]] | None = None
+        self._token: object = None
+        self._pending: list[Change] = []
+        store.observer = self
+
+    def poll(self) -> list[Change]:
+        """Catch up with the store now; every change not handed out yet, one per conversation.
+        Raises StorageError (then nothing is lost: the next look catches up)."""
+        with self._store.snapshot() as reading:
+            self._catch_up(reading)
+        return self.take()
+
+    def take(self) -> list[Change]:
+        """The changes found and not handed out yet (each conversation once)."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        return merge(pending)
+
+    # -- the store's observer -------------------------------------------------------------
+
+    def before_write(self, transaction: Transaction) -> None:
+        self._catch_up(transaction)
+
+    def after_write(self, transaction: Transaction) -> None:
+        seen = self._seen
+        if seen is None:
+            return
+        workspace, fingerprints = seen
+        for key in transaction.touched:
+            if key.workspace != workspace:
+                continue
+            found = transaction.fingerprint(key)
+            if found is None:
+                fingerprints.pop(key.conversation, None)
+            else:
+                fingerprints[key.conversation] = found
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def _catch_up(self, reading: Reading) -> None:
+        workspace = self._workspace()
+        token = reading.change_token()  # before the fingerprints: they see at least as much
+        seen = self._seen
+        if seen is not None and seen[0] == workspace and token == self._token:
+            return
+        now = reading.fingerprints(workspace)
+        if seen is not None and seen[0] == workspace:
+            before = seen[1]
+            growth: dict[str, Growth] = {
+                conversation: reading.growth(Key(workspace, conversation), old.last_id)
+                for conversation, old in before.items()
+                if conversation in now and now[conversation] != old
+            }
+            found = changes(before, now, growth)
+            if found:
+                with self._lock:
+                    self._pending += found
+        self._seen = (workspace, now)
+        self._token = token

@@ -1,0 +1,217 @@
+"""What another process changed, told from fingerprints (policy.changes), and the change watch
+over two real stores on one SQLite file (chat_history.watch): others' writes found with their
+reason, a process's own writes never, and a write never hiding what another did before it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import pytest
+
+from chat_history.errors import ConversationChanged
+from chat_history.manager import ChatHistoryManager
+from chat_history.model import ExpectedLast, Key, Message, ToolCall
+from chat_history.policy.changes import Change, Fingerprint, Growth, changes, merge, reason
+from chat_history.policy.rewind import fork_end, fork_through
+from chat_history.settings import default_settings
+from chat_history.store import Store
+from chat_history.watch import ChangeWatch
+
+BASE = Fingerprint(
+    last_id=10,
+    first_id=1,
+    count=10,
+    tokens=100,
+    last_activity=5,
+    title=None,
+    metadata=None,
+    summary_at=None,
+)
+NONE = Growth(0, 0)
+
+
+@pytest.mark.parametrize(
+    ("after", "growth", "why"),
+    [
+        (
+            attrs.evolve(BASE, last_id=12, count=12, tokens=120, last_activity=6),
+            Growth(2, 20),
+            "append",
+        ),
+        (attrs.evolve(BASE, last_id=8, count=8, tokens=80, last_activity=6), NONE, "delete"),
+        (attrs.evolve(BASE, count=9, tokens=90, last_activity=6), NONE, "delete"),
+        # the newest row went in the same millisecond as the last write: still a rewind
+        (attrs.evolve(BASE, last_id=9, count=9, tokens=90), NONE, "delete"),
+        (attrs.evolve(BASE, first_id=3, count=8, tokens=80), NONE, "retention"),
+        (
+            attrs.evolve(BASE, last_id=11, first_id=3, count=9, tokens=100, last_activity=6),
+            Growth(1, 20),
+            "retention",
+        ),
+        (
+            attrs.evolve(BASE, last_id=11, count=9, tokens=100, last_activity=6),
+            Growth(1, 20),
+            "delete",
+        ),
+        (attrs.evolve(BASE, tokens=104, last_activity=6), NONE, "edit"),
+        (attrs.evolve(BASE, last_activity=6), NONE, "edit"),
+        (attrs.evolve(BASE, summary_at=6, last_activity=6), NONE, "summary"),
+        (attrs.evolve(BASE, title="Named", last_activity=6), NONE, "title"),
+        (attrs.evolve(BASE, metadata='{"pinned":true}', last_activity=6), NONE, "title"),
+        (None, NONE, "clear"),
+        (BASE, NONE, None),
+    ],
+)
+def test_the_reason_of_a_change(after: Fingerprint | None, growth: Growth, why: str) -> None:
+    assert reason(BASE, after, growth) == why
+
+
+def test_a_new_conversation_is_an_append_or_its_summary_or_title() -> None:
+    assert reason(None, BASE, NONE) == "append"
+    empty = attrs.evolve(BASE, last_id=None, first_id=None, count=0, tokens=0)
+    assert reason(None, attrs.evolve(empty, summary_at=3), NONE) == "summary"
+    assert reason(None, attrs.evolve(empty, title="t"), NONE) == "title"
+    assert reason(None, None, NONE) is None
+
+
+def test_changes_and_their_merge_name_each_conversation_once() -> None:
+    after = {"a": attrs.evolve(BASE, last_id=11, count=11, tokens=110), "b": BASE}
+    found = changes({"a": BASE, "b": BASE, "c": BASE}, after, {"a": Growth(1, 10)})
+    assert found == [Change("a", 11, "append"), Change("c", None, "clear")]
+    merged = merge([Change("a", 11, "append"), Change("b", 3, "title"), Change("a", 9, "delete")])
+    assert merged == [Change("a", 9, "delete"), Change("b", 3, "title")]
+
+
+CALL = ToolCall(id="a", name="read_file")
+
+
+def test_fork_end_carries_a_cut_inside_a_tool_exchange_through_its_answers() -> None:
+    from chat_history.model import StoredMessage
+
+    def row(i: int, **fields: object) -> StoredMessage:
+        return StoredMessage.of(Message(**fields), id=i, turn=1, tokens=1, timestamp=0)  # type: ignore[arg-type]
+
+    rows = [
+        row(1, role="user", content="go"),
+        row(2, role="assistant", tool_calls=(CALL, ToolCall(id="b", name="x"))),
+        row(3, role="tool", tool_call_id="a", content="A"),
+        row(4, role="tool", tool_call_id="b", content="B"),
+        row(5, role="assistant", content="done"),
+    ]
+    assert [fork_end(rows, i) for i in (1, 2, 3, 4, 5)] == [1, 4, 4, 4, 5]
+    assert fork_through(5, 2, rows) == 4, "fork's rule carries a call row through its answers"
+
+
+# -- the watch over two stores on one file ------------------------------------------------------
+
+W = "file:///w"
+
+
+def managers(tmp_path: Path) -> tuple[ChatHistoryManager, ChatHistoryManager, ChangeWatch]:
+    settings = attrs.evolve(default_settings(), enable_auto_pruning=False)
+    mine = ChatHistoryManager(Store(tmp_path), settings)
+    other = ChatHistoryManager(Store(tmp_path), settings)
+    return mine, other, ChangeWatch(mine.store, lambda: W)
+
+
+def say(manager: ChatHistoryManager, conversation: str, text: str) -> int:
+    stored = manager.append(
+        Key(W, conversation),
+        [Message(role="user", content=text), Message(role="assistant", content="ok " + text)],
+    )
+    return stored.messages[-1].id
+
+
+def test_the_watch_tells_others_changes_with_their_reason(tmp_path: Path) -> None:
+    _, other, watch = managers(tmp_path)
+    say(other, "c", "one")
+    assert watch.poll() == []  # the first look is the baseline
+    last = say(other, "c", "two")
+    assert watch.poll() == [Change("c", last, "append")]
+    assert watch.poll() == []
+    other.truncate(Key(W, "c"), last)
+    assert watch.poll() == [Change("c", last - 1, "delete")]
+    other.clear(Key(W, "c"))
+    assert watch.poll() == [Change("c", None, "clear")]
+    newest = say(other, "elsewhere", "x")
+    other.append(Key("file:///another", "c"), [Message(role="user", content="not ours")])
+    assert watch.poll() == [Change("elsewhere", newest, "append")]
+
+
+def test_own_writes_are_not_told_and_do_not_hide_anothers(tmp_path: Path) -> None:
+    mine, other, watch = managers(tmp_path)
+    say(mine, "c", "one")
+    watch.poll()
+    say(mine, "c", "two")
+    assert watch.poll() == []
+    theirs = say(other, "c", "theirs")
+    mine_after = say(mine, "c", "mine")  # a write right after another's: theirs still told
+    assert watch.take() == [Change("c", theirs, "append")]
+    assert watch.poll() == []
+    assert mine_after > theirs
+
+
+def test_a_stale_rewind_changes_nothing(tmp_path: Path) -> None:
+    mine, other, _ = managers(tmp_path)
+    seen = say(mine, "c", "one")
+    newest = say(other, "c", "two")
+    with pytest.raises(ConversationChanged) as caught:
+        mine.truncate(Key(W, "c"), seen, ExpectedLast(seen))
+    assert caught.value.last_id == newest
+    assert len(mine.get(Key(W, "c")).messages) == 4
+    with pytest.raises(ConversationChanged):
+        mine.delete_turns(Key(W, "c"), [1], ExpectedLast(None))
+    mine.truncate(Key(W, "c"), newest, ExpectedLast(newest))
+    assert len(mine.get(Key(W, "c")).messages) == 3
+
+
+def test_each_kind_of_change_by_another_process_is_told_with_its_reason(tmp_path: Path) -> None:
+    """Every write a client or retention makes, one at a time, through a second store on the
+    same file, is found by the watch with the reason of the wire."""
+    from chat_history.conversations import ConversationUpdate, MessageEdit
+
+    _, other, watch = managers(tmp_path)
+    key = Key(W, "c")
+    clock = iter(range(1_000_000, 2_000_000, 1_000))
+    other._clock = lambda: next(clock)  # each write at its own millisecond
+    first = say(other, "c", "one")
+    last = say(other, "c", "two")
+    watch.poll()
+    steps: list[tuple[str, object]] = [
+        ("append", lambda: say(other, "c", "three")),
+        ("edit", lambda: other.edit_message(key, first, MessageEdit(content="edited text"))),
+        ("edit", lambda: other.edit_message(key, first, MessageEdit(metadata={"k": 1}))),
+        ("summary", lambda: other.save_summary(key, "a summary", first)),
+        ("summary", lambda: other.delete_summary(key)),
+        (
+            "title",
+            lambda: other.update_conversation(
+                key, ConversationUpdate(set_title=True, title="Named")
+            ),
+        ),
+        ("title", lambda: other.update_conversation(key, ConversationUpdate(metadata={"m": 2}))),
+        ("delete", lambda: other.truncate(key, last + 1)),
+        ("delete", lambda: other.delete_turns(key, [1])),
+        ("clear", lambda: other.clear(key)),
+    ]
+    for reason_, change in steps:
+        change()  # type: ignore[operator]
+        found = watch.poll()
+        assert [c.reason for c in found] == [reason_], (reason_, found)
+        rows = other.get(key).messages
+        assert found[0].last_id == (rows[-1].id if rows else None)
+
+
+def test_retention_by_another_process_is_told_as_retention(tmp_path: Path) -> None:
+    settings = attrs.evolve(default_settings(), max_messages=2)
+    _, other, watch = managers(tmp_path)
+    for n in range(3):
+        say(other, "c", str(n))
+    watch.poll()
+    pruning = ChatHistoryManager(Store(tmp_path), settings)
+    pruning.retain(Key(W, "c"))
+    assert [c.reason for c in watch.poll()] == ["retention"]
+    # An append that retention trimmed in the same write took the oldest rows: retention too.
+    pruning.append(Key(W, "c"), [Message(role="user", content="more")])
+    assert [c.reason for c in watch.poll()] == ["retention"]
