@@ -9,7 +9,7 @@ NODE := client-shim/node_modules/.installed
 PANEL := examples/chat-panel
 PANEL_NODE := $(PANEL)/node_modules/.installed
 
-.PHONY: demo test lint pytest shim-test panel-test e2e shim-build bench clean
+.PHONY: demo test lint pytest shim-test panel-test e2e shim-build bench clean postgresql
 
 demo: $(BASE)
 	$(PY) -m chat_history.demo
@@ -21,8 +21,17 @@ lint: $(DEV)
 	$(VENV)/bin/ruff format --check server tests bench
 	$(VENV)/bin/mypy
 
-pytest: $(DEV)
+pytest: $(DEV) postgresql
 	$(PY) -m pytest -q
+
+# The storage suites run on SQLite and on a throwaway PostgreSQL cluster (tests/pgcluster.py):
+# Debian's server and pg_trgm, installed with apt on first use.
+postgresql:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && \
+	    ls /usr/share/postgresql/*/extension/pg_trgm.control >/dev/null 2>&1; then :; else \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q postgresql postgresql-contrib; fi
 
 shim-test: $(DEV) $(NODE)
 	cd client-shim && CHAT_HISTORY_PYTHON="$(CURDIR)/$(PY)" npm test

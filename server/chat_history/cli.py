@@ -26,7 +26,7 @@ from chat_history.render import conversations_table, history_text, prune_text, s
 from chat_history.settings import SECTION, Settings, default_settings, load_settings
 from chat_history.settings_file import SettingsFileError, read_settings_file
 from chat_history.storage_retention import PruneRun, tally
-from chat_history.store import ConversationRecord, Key
+from chat_history.store import ConversationRecord, Key, choice
 from chat_history.store.schema import DATABASE_FILE
 from chat_history.transfer import (
     ConversationImport,
@@ -81,9 +81,26 @@ def database_location(db: Path | None) -> tuple[Path, str]:
     return db, DATABASE_FILE
 
 
+def cli_database(args: argparse.Namespace) -> str | None:
+    """The PostgreSQL database of ``--database`` (else ``$CHAT_HISTORY_DATABASE_URL`` unless
+    ``--db`` names a SQLite store); None: SQLite."""
+    given = getattr(args, "database", None)
+    try:
+        if given is not None:
+            return choice.database_url({"database": given}, {})
+        if getattr(args, "db", None) is not None:
+            return None
+        return choice.database_url({})
+    except InvalidParams as exc:
+        raise CliError(f"--database {exc}", EXIT_USAGE) from None
+
+
 def open_manager(
     args: argparse.Namespace, settings: Settings | None = None, *, create: bool = False
 ) -> ChatHistoryManager:
+    url = cli_database(args)
+    if url is not None:
+        return ChatHistoryManager(choice.open_store(Path(), url), settings)
     folder, name = database_location(args.db)
     path = folder / name
     if not create and not path.is_file():
@@ -415,16 +432,17 @@ def cmd_stats(args: argparse.Namespace) -> int:
     loaded = load_cli_settings(args)
     manager = open_manager(args, reading(loaded.settings))
     stats = manager.stats()
-    path = manager.database_path
+    where = manager.database_path
+    path = where if isinstance(where, Path) else Path("/nonexistent")  # PostgreSQL: no file
     wal = _size(Path(f"{path}-wal"))
     shown = {
         f"{SECTION}.{key}": getattr(loaded.settings, attribute) for key, attribute in SHOWN_SETTINGS
     }
     if args.json:
         sources = {k: loaded.sources.get(k, "default") for k in shown}
-        print_json(protocol.wire_stats(str(path), _size(path), wal, stats, shown, sources))
+        print_json(protocol.wire_stats(str(where), _size(path), wal, stats, shown, sources))
         return 0
-    print(f"database       {path}")
+    print(f"database       {where}")
     print(f"size           {_size(path):,} bytes (+ {wal:,} bytes of WAL)")
     print(f"messages       {stats.messages:,}")
     print(f"conversations  {stats.conversations:,} in {stats.workspaces:,} workspace(s)")
@@ -542,11 +560,17 @@ def build_parser() -> argparse.ArgumentParser:
         f"${STORAGE_ENV}, else the per-user data folder)"
     )
     parser.add_argument("--db", type=Path, metavar="PATH", help=db_help)
+    database_help = (
+        "a PostgreSQL database (libpq connection string or postgresql:// URI, no password: "
+        "PGPASSWORD, ~/.pgpass or a service file give it); default $CHAT_HISTORY_DATABASE_URL"
+    )
+    parser.add_argument("--database", metavar="URL", help=database_help)
     parser.add_argument("--version", action="version", version=f"chat-history {__version__}")
     # Given to every subcommand too, so --db may follow it; SUPPRESS keeps a --db given before
     # the subcommand from being reset.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", type=Path, metavar="PATH", default=argparse.SUPPRESS, help=db_help)
+    common.add_argument("--database", metavar="URL", default=argparse.SUPPRESS, help=database_help)
     settings = _settings_parent()
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

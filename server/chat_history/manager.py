@@ -46,6 +46,7 @@ from chat_history.store import (
     ConversationRecord,
     ConversationTotals,
     DatabaseStats,
+    HistoryStore,
     Reading,
     Store,
     Transaction,
@@ -179,7 +180,7 @@ class ChatHistoryManager:
 
     def __init__(
         self,
-        store: Store,
+        store: HistoryStore,
         settings: Settings | None = None,
         *,
         notify: Notify | None = None,
@@ -202,8 +203,9 @@ class ChatHistoryManager:
         return cls(Store(path.parent, file_name=path.name), settings)
 
     @property
-    def database_path(self) -> Path:
-        """The database file this manager reads and writes."""
+    def database_path(self) -> Path | str:
+        """The database this manager reads and writes: the SQLite file, or the PostgreSQL
+        URL."""
         return self.store.path
 
     def close(self) -> None:

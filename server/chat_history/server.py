@@ -38,7 +38,7 @@ from chat_history.settings import (
     default_settings,
     load_settings,
 )
-from chat_history.store import Key, Store
+from chat_history.store import Key, choice
 
 log = logging.getLogger("chat_history")
 PROTOCOL_VERSION = 2
@@ -349,14 +349,20 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
         options = {}
     ls.workspace_identity = _workspace_identity(params, options)
     folder = _storage_folder(ls, options)
-    ls.manager = ChatHistoryManager(Store(folder), notify=ls.send_trimmed)
+    try:
+        url = choice.database_url(options)
+        purge = choice.purge_seconds(options)
+    except InvalidParams as exc:
+        raise to_jsonrpc(exc) from None
+    ls.manager = ChatHistoryManager(choice.open_store(folder, url, purge), notify=ls.send_trimmed)
     raw = options.get("settings")
     ls.barrier = ls._new_barrier(ls.checked_settings(raw))
     if raw is None and ls.pulls_configuration:
         # Nothing known yet: requests wait for the pull that follows `initialized`.
         ls.barrier.raise_()
         asyncio.get_running_loop().call_later(ls.barrier.bound, ls._check_late)
-    ls.tell(types.MessageType.Info, f"storage folder {folder}, workspace {ls.workspace_identity}")
+    where = f"storage folder {folder}" if url is None else "a PostgreSQL database"
+    ls.tell(types.MessageType.Info, f"{where}, workspace {ls.workspace_identity}")
 
 
 def initialized(ls: ChatHistoryServer, params: types.InitializedParams) -> None:

@@ -1,4 +1,7 @@
-"""SQLite storage, one file per job:
+"""Storage: the seam (``seam.HistoryStore``), the SQLite engine (one file per job below) and the
+PostgreSQL engine (``postgres/``, reusing the shared SQL through its dialect):
+
+- ``seam.py``        ``HistoryStore``: what the manager needs of an engine
 
 - ``connection.py``  ``Store``: the connection, read/snapshot/write sections, failure mapping
 - ``transaction.py`` ``Reading``/``Transaction``: every query and change an operation makes
@@ -18,12 +21,14 @@ from chat_history.model import Key, Summary
 from chat_history.store.connection import Store
 from chat_history.store.overview import ConversationRecord, DatabaseStats
 from chat_history.store.queries import ConversationTotals, RowMetaRecord
+from chat_history.store.seam import HistoryStore
 from chat_history.store.transaction import Reading, Transaction
 
 __all__ = [
     "ConversationRecord",
     "ConversationTotals",
     "DatabaseStats",
+    "HistoryStore",
     "Key",
     "Reading",
     "RowMetaRecord",
