@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
-from chat_history import conversations
+from chat_history import conversations, workspaces
 from chat_history.conversations import (
     ConversationInfo,
     ConversationPage,
@@ -445,6 +445,25 @@ class ChatHistoryManager:
         """Every workspace holding rows or a summary, sorted. Raises StorageError."""
         with self._lock, self.store.read() as tx:
             return tx.workspaces()
+
+    # -- version 3: workspace identity (chat_history.workspaces) ----------------------------
+
+    def open_identity(self, identity: workspaces.Identity, machine: str) -> list[str]:
+        """Before a session's first request under ``identity``: re-key other spellings and a
+        moved folder's history, record the fingerprint (one transaction). Returns what moved."""
+        with self._lock, self.store.write() as tx:
+            return workspaces.open_identity(tx, identity, machine, self._clock())
+
+    def move_workspace(self, source: str, target: str) -> int:
+        """Re-key every conversation of ``source`` to ``target`` (one transaction); returns how
+        many. Raises InvalidParams ``to`` when a conversation id is in both, StorageError."""
+        with self._lock, self.store.write() as tx:
+            return workspaces.move_workspace(tx, source, target)
+
+    def workspace_infos(self, machine: str) -> list[workspaces.WorkspaceInfo]:
+        """``listWorkspaces``: every workspace with conversations, newest activity first."""
+        with self._lock, self.store.snapshot() as tx:
+            return workspaces.list_workspaces(tx, machine)
 
     def stats(self) -> DatabaseStats:
         """Counts and the oldest/newest timestamps of the whole database. Raises StorageError."""

@@ -25,12 +25,13 @@ from pygls.protocol import (
     lsp_method,
 )
 
-from chat_history import __version__, frames, framing, lsp_adapter, protocol
+from chat_history import __version__, frames, framing, lsp_adapter, protocol, workspaces
 from chat_history.barrier import BOUND_SECONDS, SettingsBarrier
 from chat_history.errors import ContextOverflow, InvalidParams, StorageError
 from chat_history.manager import ChatHistoryManager
 from chat_history.model import Trimmed
 from chat_history.paths import default_storage_folder
+from chat_history.policy.identity import normalize_uri
 from chat_history.settings import (
     PROVIDER_KINDS,
     SECTION,
@@ -175,6 +176,13 @@ class ChatHistoryServer(LanguageServer):
         self.in_flight: set[asyncio.Task[Any]] = set()
         self.barrier = self._new_barrier(default_settings())
         self.workspace_identity = "default"
+        #: the workspace as the client named it, and the identity mode initializationOptions
+        #: fixed (None: the settings' ``workspaceIdentity``); the mode opened so far
+        self.raw_workspace = "default"
+        self.identity_option: str | None = None
+        self._identity_mode: str | None = None
+        self._identity_lock = threading.Lock()
+        self.machine = ""
         self.exit_code = 0
         self._reported: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -301,6 +309,24 @@ class ChatHistoryServer(LanguageServer):
         params = [protocol.wire_trimmed(key.workspace, key.conversation, e) for e in events]
         lsp_adapter.notify_all(self.protocol, self._stdout, TRIMMED, params)
 
+    def open_identity(self, manager: ChatHistoryManager, settings: Settings) -> None:
+        """Before the first request under an identity mode (``workspaceIdentity`` from
+        initializationOptions, else the settings in force): the session's identity, and the
+        steps that bring its history along (workspaces.open_identity). A failure (1002) fails
+        this request and is tried again by the next."""
+        mode = self.identity_option or settings.workspace_identity
+        if mode == self._identity_mode:
+            return
+        with self._identity_lock:
+            if mode == self._identity_mode:
+                return
+            identity = workspaces.resolve(self.raw_workspace, mode)
+            self.workspace_identity = identity.workspace
+            if identity.workspace.startswith(("file:", "repo:")):
+                for line in manager.open_identity(identity, self.machine):
+                    self.tell(types.MessageType.Info, line)
+            self._identity_mode = mode
+
     def key(self, params: protocol.KeyParams) -> Key:
         workspace, conversation = protocol.check_key(params, self.workspace_identity)
         return Key(workspace, conversation)
@@ -347,8 +373,18 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
     options = params.initialization_options
     if not isinstance(options, dict):
         options = {}
-    ls.workspace_identity = _workspace_identity(params, options)
+    ls.raw_workspace = _workspace_identity(params, options)
+    ls.workspace_identity = normalize_uri(ls.raw_workspace)
+    mode = options.get("workspaceIdentity")
+    if mode is not None and mode not in ("folder", "repository"):
+        ls.tell(
+            types.MessageType.Warning,
+            'initializationOptions.workspaceIdentity must be "folder" or "repository"; ignored',
+        )
+        mode = None
+    ls.identity_option = mode
     folder = _storage_folder(ls, options)
+    ls.machine = workspaces.machine_id(folder)
     try:
         url = choice.database_url(options)
         purge = choice.purge_seconds(options)
@@ -430,6 +466,7 @@ def request(ls: ChatHistoryServer, method: str, params_cls: type, body: Handler)
             )
         manager.settings = settings
         try:
+            ls.open_identity(manager, settings)
             return body(manager, ls, protocol.structure(raw, params_cls))
         except (InvalidParams, ContextOverflow, StorageError) as exc:
             raise to_jsonrpc(exc) from None
@@ -519,6 +556,16 @@ def report_usage(
     return protocol.wire(m.report_usage(*protocol.usage_args(p)))
 
 
+def move_workspace(
+    m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.MoveWorkspaceParams
+) -> Any:
+    return {"conversations": m.move_workspace(*protocol.move_args(p))}
+
+
+def list_workspaces(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.NoParams) -> Any:
+    return {"workspaces": protocol.wire(m.workspace_infos(ls.machine))}
+
+
 #: Every custom method: its params type and its handler.
 REQUESTS: dict[str, tuple[type, Handler]] = {
     "chatHistory/append": (protocol.AppendParams, append),
@@ -537,6 +584,8 @@ REQUESTS: dict[str, tuple[type, Handler]] = {
     "chatHistory/fork": (protocol.ForkParams, fork),
     "chatHistory/deleteSummary": (protocol.KeyParams, delete_summary),
     "chatHistory/reportUsage": (protocol.ReportUsageParams, report_usage),
+    "chatHistory/moveWorkspace": (protocol.MoveWorkspaceParams, move_workspace),
+    "chatHistory/listWorkspaces": (protocol.NoParams, list_workspaces),
 }
 
 

@@ -89,6 +89,8 @@ class Settings:
     context: ContextSettings
     active_provider: str
     providers: Mapping[str, ProviderAlias]
+    #: "folder" or "repository" (protocol.md "Version 3" → Workspace identity)
+    workspace_identity: str = "folder"
 
 
 def shown_setting(key: str, value: Any) -> str:
@@ -293,6 +295,7 @@ def _build(v: Mapping[str, Any]) -> Settings:
         ),
         active_provider=v[f"{SECTION}.activeProvider"],
         providers=aliases,
+        workspace_identity=v[f"{SECTION}.workspaceIdentity"],
     )
 
 

@@ -13,6 +13,8 @@ import pytest
 from pygls.exceptions import JsonRpcException
 from tests.e2e.conftest import Session, StartSession
 
+pytestmark = pytest.mark.engines
+
 INFO_FIELDS = {
     "conversationId",
     "workspace",

@@ -16,6 +16,8 @@ from chat_history.model import Key, Message
 from chat_history.policy.cursor import decode_cursor
 from chat_history.store.schema import DATABASE_FILE, MIGRATIONS, SCHEMA_VERSION
 
+pytestmark = pytest.mark.engines
+
 KEY = Key("ws", "conv")
 
 
@@ -131,6 +133,7 @@ def test_listing_order_ties_and_paging(make_manager, clock) -> None:
     assert names(manager.list_conversations_page("w1", 1, None)) == ["z"]
 
 
+@pytest.mark.sqlite_only
 def test_a_version_3_database_gets_records_titles_and_created_times(
     db_folder: Path, make_manager, clock
 ) -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from chat_history.store import calibration, search_index
+from chat_history.store import calibration, search_index, workspaces
 from chat_history.store.engine import sqlite3
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -151,6 +151,9 @@ MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5}
 MIGRATIONS.setdefault(3, "")
 MIGRATIONS.setdefault(4, "")
 MIGRATIONS[5] = calibration.SCHEMA
+
+# Version 7 (issue 24): the folder fingerprints of workspace identities (store/workspaces.py).
+MIGRATIONS[6] = workspaces.SCHEMA
 
 
 def statements(script: str) -> list[str]:

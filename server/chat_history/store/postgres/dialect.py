@@ -49,7 +49,7 @@ _EXACT: dict[str, str] = {
 _COPY_ROWS = "SELECT ? + ROW_NUMBER() OVER (ORDER BY id)"
 
 _REWRITES: tuple[tuple[str, str], ...] = (
-    ("ON CONFLICT (workspace, conversation)", "ON CONFLICT (owner, workspace, conversation)"),
+    ("ON CONFLICT (workspace,", "ON CONFLICT (owner, workspace,"),
     (" NOT INDEXED", ""),
     # overview.conversations: a summary-only conversation's has_summary, as the other branch's
     # boolean (SQLite has no boolean type; PostgreSQL will not unite boolean with integer).

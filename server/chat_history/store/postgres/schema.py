@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: pg_advisory_xact_lock key of migrations ('chmi').
 MIGRATION_LOCK = 0x63686D69
 
@@ -41,6 +41,17 @@ _FIGURES = (
 
 #: Tables of history (row-level security on each).
 OWNED = ("messages", "conversations", "summaries", "turn_figures", "calibration_samples")
+
+
+def _owned(table: str) -> str:
+    """Row-level security on ``table``: each role sees, changes and deletes only its rows."""
+    return f"""
+ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {table} FORCE ROW LEVEL SECURITY;
+CREATE POLICY own_rows ON {table} USING (owner = current_user) WITH CHECK (owner = current_user);
+GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO PUBLIC;
+"""
+
 
 _V1 = f"""
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
@@ -116,18 +127,24 @@ CREATE VIEW search_state AS SELECT 0 AS id, 0::BIGINT AS indexed_through;
 GRANT SELECT, UPDATE ON store_version TO PUBLIC;
 GRANT SELECT ON search_state TO PUBLIC;
 GRANT USAGE, SELECT, UPDATE ON SEQUENCE message_ids, calibration_samples_id_seq TO PUBLIC;
-""" + "".join(
-    f"""
-ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;
-ALTER TABLE {table} FORCE ROW LEVEL SECURITY;
-CREATE POLICY own_rows ON {table} USING (owner = current_user) WITH CHECK (owner = current_user);
-GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO PUBLIC;
-"""
-    for table in OWNED
-)
+""" + "".join(_owned(table) for table in OWNED)
+
+# Version 2: the folder fingerprints of workspace identities (store/workspaces.py).
+_V2 = """
+CREATE TABLE workspace_folders (
+    workspace TEXT NOT NULL,
+    machine TEXT NOT NULL,
+    folder TEXT NOT NULL,
+    remote TEXT,
+    inner_path TEXT NOT NULL,
+    recorded_at BIGINT NOT NULL,
+    owner TEXT NOT NULL DEFAULT current_user,
+    PRIMARY KEY (owner, workspace, machine)
+);
+""" + _owned("workspace_folders")
 
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
-MIGRATIONS: dict[int, str] = {0: _V1}
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2}
 
 
 class NewerSchema(Exception):
@@ -156,9 +173,19 @@ def migrate(raw: Any) -> None:
         raise NewerSchema(found)
     if found == SCHEMA_VERSION:
         return
+    # A session lock taken before the transaction begins: the transaction then sees the catalog
+    # as another server's migration left it (a lock taken inside would leave this backend's
+    # catalog cache as it was when the transaction began).
+    raw.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+    try:
+        _migrate_locked(raw)
+    finally:
+        raw.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+
+
+def _migrate_locked(raw: Any) -> None:
     raw.execute("BEGIN")
     try:
-        raw.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         found = _version(raw)  # another server may have migrated meanwhile
         if found is None:
             raw.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")

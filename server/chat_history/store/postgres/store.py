@@ -38,7 +38,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from chat_history.errors import StorageError
@@ -135,7 +135,7 @@ class PostgresStore:
     @contextlib.contextmanager
     def read(self) -> Iterator[Reading]:
         with self._lock:
-            connection = self._open()
+            connection = self._start(self._check_version)
             try:
                 sync_cache(self.cache, cast("sqlite3.Connection", connection))
                 yield self._reading(PostgresReading, connection)
@@ -148,11 +148,7 @@ class PostgresStore:
     def snapshot(self) -> Iterator[Reading]:
         """A read section in one REPEATABLE READ transaction: every query sees one commit."""
         with self._lock:
-            connection = self._open()
-            try:
-                connection.raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            except Exception as exc:
-                raise self._failure(exc) from exc
+            connection = self._start(self._begin_snapshot)
             self._tails.transactions += 1
             try:
                 sync_cache(self.cache, cast("sqlite3.Connection", connection))
@@ -172,13 +168,7 @@ class PostgresStore:
         all back: the operation changes nothing, and what this connection remembers is
         dropped."""
         with self._lock:
-            connection = self._open()
-            try:
-                connection.raw.execute("BEGIN")
-                connection.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-            except Exception as exc:
-                self._rollback(connection)
-                raise self._failure(exc) from exc
+            connection = self._start(self._begin_write)
             self._tails.transactions += 1
             try:
                 sync_cache(self.cache, cast("sqlite3.Connection", connection))
@@ -193,6 +183,44 @@ class PostgresStore:
                 raise
             finally:
                 self._tails.transactions += 1
+
+    def _start(self, first: Callable[[Connection], object]) -> Connection:
+        """The connection, after the section's first statement ran on it. A connection the
+        database server dropped since the last request (a restart, a network cut) is noticed
+        here, before anything of the operation ran: it is opened again and the statement
+        retried once. Any other failure is 1002."""
+        import psycopg
+
+        connection = self._open()
+        try:
+            first(connection)
+            return connection
+        except psycopg.OperationalError as exc:
+            if not (connection.raw.broken or connection.raw.closed):
+                self._rollback(connection)
+                raise self._failure(exc) from exc
+            log.warning("the database connection was lost (%s); connecting again", _reason(exc))
+            self._close_connection()
+        except psycopg.Error as exc:
+            self._rollback(connection)
+            raise self._failure(exc) from exc
+        connection = self._open()
+        try:
+            first(connection)
+        except psycopg.Error as exc:
+            self._rollback(connection)
+            raise self._failure(exc) from exc
+        return connection
+
+    def _check_version(self, connection: Connection) -> None:
+        self.data_version()
+
+    def _begin_snapshot(self, connection: Connection) -> None:
+        connection.raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+
+    def _begin_write(self, connection: Connection) -> None:
+        connection.raw.execute("BEGIN")
+        connection.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
 
     def _reading(self, kind: type[Reading], connection: Connection) -> Reading:
         return kind(cast("sqlite3.Connection", connection), self.cache, self._tails, self._ratios)
