@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from chat_history import __version__, protocol
+from chat_history import __version__, cli_workspaces, protocol
 from chat_history.errors import InvalidParams, StorageError
 from chat_history.manager import ChatHistoryManager
 from chat_history.model import ROLES
@@ -584,6 +584,7 @@ def build_parser() -> argparse.ArgumentParser:
     _inspect_commands(command, settings)
     _change_commands(command, settings)
     _archive_commands(command, settings)
+    cli_workspaces.add_commands(command)
     sub.add_parser("demo", help="run the live demo (python -m chat_history.demo)", add_help=False)
     return parser
 
