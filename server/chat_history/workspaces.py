@@ -166,8 +166,10 @@ def open_identity(tx: Transaction, identity: Identity, machine: str, now: int) -
 
 def move_workspace(tx: Transaction, source: str, target: str) -> int:
     """Re-key every conversation of ``source`` to ``target`` in this transaction; returns how
-    many. A conversation id present under both is InvalidParams ``to`` and nothing moves."""
-    source, target = normalize_uri(source), normalize_uri(target)
+    many. A conversation id present under both is InvalidParams ``to`` and nothing moves.
+    ``source`` is taken as stored (it may be an old spelling); ``target`` is normalized, as a
+    session's identity is."""
+    target = normalize_uri(target)
     if source == target:
         return 0
     count = len(tx.conversation_ids(source))
