@@ -52,6 +52,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/run.py
 	$(PY) bench/compaction.py
 	$(PY) bench/search.py
+	$(PY) bench/engines.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

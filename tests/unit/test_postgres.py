@@ -22,6 +22,7 @@ from chat_history.policy.search_rank import SearchScope
 from chat_history.store import Key
 from chat_history.store.choice import database_url
 from chat_history.store.postgres import PostgresStore
+from chat_history.store.postgres.schema import SCHEMA_VERSION
 from chat_history.store.postgres.url import check_database
 
 KEY = Key("ws", "conv")
@@ -294,7 +295,8 @@ def test_servers_starting_at_once_on_an_empty_database_migrate_it_once(pg_cluste
     try:
         assert errors == []
         with psycopg.connect(url) as sql:
-            assert sql.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+            found = sql.execute("SELECT version FROM schema_version").fetchall()
+            assert found == [(SCHEMA_VERSION,)]
     finally:
         pg_cluster.execute('DROP DATABASE IF EXISTS "p_empty" WITH (FORCE)')
 

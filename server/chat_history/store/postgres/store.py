@@ -119,6 +119,11 @@ class PostgresStore:
         #: (what ``PRAGMA data_version`` answers): it moves when the counter moved by others
         self._seen: int | None = None
         self._local_version = 0
+        #: inside a write (under the write lock) or a snapshot the counter read when it began
+        #: cannot change: ``data_version`` answers without a statement; a read section's first
+        #: check uses the value read as it began (one round trip fewer)
+        self._pinned = False
+        self._peeked = False
         self._purge_lock = threading.Lock()
         self._purge_timer: threading.Timer | None = None
         self._purge_refused = False
@@ -160,6 +165,7 @@ class PostgresStore:
                     raise self._failure(exc) from exc
                 raise
             finally:
+                self._pinned = False
                 self._tails.transactions += 1
 
     @contextlib.contextmanager
@@ -173,8 +179,7 @@ class PostgresStore:
             try:
                 sync_cache(self.cache, cast("sqlite3.Connection", connection))
                 yield cast(Transaction, self._reading(PostgresTransaction, connection))
-                self._bump(connection)
-                connection.raw.execute("COMMIT")
+                self._commit(connection)
             except BaseException as exc:
                 self._rollback(connection)
                 self._forget()
@@ -182,6 +187,7 @@ class PostgresStore:
                     raise self._failure(exc) from exc
                 raise
             finally:
+                self._pinned = False
                 self._tails.transactions += 1
 
     def _start(self, first: Callable[[Connection], object]) -> Connection:
@@ -213,14 +219,26 @@ class PostgresStore:
         return connection
 
     def _check_version(self, connection: Connection) -> None:
-        self.data_version()
+        self._pinned = False
+        self._observe(_last_value(connection.raw.execute(_VERSION)))
+        self._peeked = True
 
     def _begin_snapshot(self, connection: Connection) -> None:
-        connection.raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        # REPEATABLE READ: the version read with the first query is the snapshot's.
+        cursor = connection.raw.execute(
+            f"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; {_VERSION}"
+        )
+        self._observe(_last_value(cursor))
+        self._pinned = True
 
     def _begin_write(self, connection: Connection) -> None:
-        connection.raw.execute("BEGIN")
-        connection.raw.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+        # One round trip: begin, the write lock, the version (which no other writer can move
+        # while this transaction holds the lock).
+        cursor = connection.raw.execute(
+            f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK}); {_VERSION}"
+        )
+        self._observe(_last_value(cursor))
+        self._pinned = True
 
     def _reading(self, kind: type[Reading], connection: Connection) -> Reading:
         return kind(cast("sqlite3.Connection", connection), self.cache, self._tails, self._ratios)
@@ -229,18 +247,26 @@ class PostgresStore:
 
     def data_version(self) -> int:
         """Moves when another connection committed since this one last looked."""
+        if self._pinned:
+            return self._local_version
+        if self._peeked:
+            self._peeked = False
+            return self._local_version
         assert self._raw is not None
-        row = self._raw.execute("SELECT version FROM store_version").fetchone()
-        version = int(row[0]) if row else 0
+        self._observe(_last_value(self._raw.execute(_VERSION)))
+        return self._local_version
+
+    def _observe(self, version: int) -> None:
         if version != self._seen:
             self._seen = version
             self._local_version += 1
-        return self._local_version
 
-    def _bump(self, connection: Connection) -> None:
-        row = connection.raw.execute(
-            "UPDATE store_version SET version = version + 1 RETURNING version"
-        ).fetchone()
+    def _commit(self, connection: Connection) -> None:
+        """Bump the counter and commit, in one round trip."""
+        cursor = connection.raw.execute(
+            "UPDATE store_version SET version = version + 1 RETURNING version; COMMIT"
+        )
+        row = cursor.fetchone()
         version = int(row[0]) if row else 0
         if self._seen is None or version - 1 != self._seen:
             self._local_version += 1  # another commit came between: what is remembered goes
@@ -392,6 +418,17 @@ class PostgresStore:
         self._raw = None
         self._connection = None
         self._forget()
+
+
+_VERSION = "SELECT version FROM store_version"
+
+
+def _last_value(cursor: Any) -> int:
+    """The first column of the last result of a multi-statement execute."""
+    while cursor.nextset():
+        pass
+    row = cursor.fetchone()
+    return int(row[0]) if row else 0
 
 
 def _is_database_error(exc: BaseException) -> bool:
