@@ -329,3 +329,14 @@ def test_the_database_comes_from_the_option_else_the_environment():
     with pytest.raises(InvalidParams) as caught:
         database_url({}, {"CHAT_HISTORY_DATABASE_URL": "postgresql://me:pw@db/h"})
     assert caught.value.field == "CHAT_HISTORY_DATABASE_URL"
+
+
+def test_text_with_nul_and_the_escape_character_round_trips(database: Any, managers: Any):
+    _, url = database
+    manager = managers(url)
+    key = Key("w\x00s", "c\ufffe0")
+    texts = ["a\x00b", "x\ufffe0y", "\ufffe", "\x00", "plain", "\ufffe\ufffe\x00"]
+    manager.append(key, [U(text) for text in texts])
+    assert [row.content for row in manager.get(key).messages] == texts
+    assert found(manager, "a\x00b") == ["a\x00b"]
+    assert [c.conversation for c in manager.list_conversations("w\x00s")] == ["c\ufffe0"]

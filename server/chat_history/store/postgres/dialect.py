@@ -156,9 +156,50 @@ class _Constant(Cursor):
         pass
 
 
+#: PostgreSQL's text cannot hold NUL, which a message may (SQLite keeps it). Text is stored with
+#: NUL as ESCAPE + "0" and ESCAPE itself (U+FFFE, a noncharacter) doubled, and read back exactly.
+ESCAPE = "\ufffe"
+
+
+def escape_text(text: str) -> str:
+    if "\x00" not in text and ESCAPE not in text:
+        return text
+    return text.replace(ESCAPE, ESCAPE + ESCAPE).replace("\x00", ESCAPE + "0")
+
+
+def unescape_text(text: str) -> str:
+    if ESCAPE not in text:
+        return text
+    out: list[str] = []
+    index = 0
+    while True:
+        found = text.find(ESCAPE, index)
+        if found < 0 or found + 1 >= len(text):
+            out.append(text[index:])
+            return "".join(out)
+        out.append(text[index:found])
+        out.append("\x00" if text[found + 1] == "0" else ESCAPE)
+        index = found + 2
+
+
 def register_types(raw: psycopg.Connection[Any]) -> None:
-    """``numeric`` (what ``SUM`` of ``bigint`` gives) as ``int`` when whole, like SQLite's."""
+    """``numeric`` (what ``SUM`` of ``bigint`` gives) as ``int`` when whole, like SQLite's;
+    text with NUL escaped both ways (``escape_text``)."""
     from psycopg.types.numeric import NumericLoader
+    from psycopg.types.string import StrDumperUnknown, TextLoader
+
+    class EscapingDumper(StrDumperUnknown):
+        def dump(self, obj: str) -> Any:
+            return super().dump(escape_text(obj))
+
+    class UnescapingLoader(TextLoader):
+        def load(self, data: Any) -> Any:
+            text = super().load(data)
+            return unescape_text(text) if isinstance(text, str) else text
+
+    raw.adapters.register_dumper(str, EscapingDumper)
+    for name in ("text", "varchar", "name", "bpchar"):
+        raw.adapters.register_loader(name, UnescapingLoader)
 
     class WholeNumeric(NumericLoader):
         def load(self, data: Any) -> Any:
