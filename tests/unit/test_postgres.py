@@ -175,6 +175,8 @@ def test_an_edit_purges_the_old_text_within_the_interval(
 
 _WORKER = """
 import sys
+from chat_history.conversations import MessageEdit
+from chat_history.errors import InvalidParams
 from chat_history.manager import ChatHistoryManager
 from chat_history.model import Message
 from chat_history.settings import load_settings
@@ -186,7 +188,13 @@ manager = ChatHistoryManager(PostgresStore(url), load_settings({"maxMessages": 4
 key = Key("ws", "shared")
 for n in range(rounds):
     question = Message(role="user", content=f"{worker}-{n}")
-    manager.append(key, [question, Message(role="assistant", content=f"answer {worker}-{n}")])
+    answer = Message(role="assistant", content=f"answer {worker}-{n}")
+    stored = manager.append(key, [question, answer]).messages
+    if n % 3 == 2:  # an edit (the same text again) while the others append and prune
+        try:
+            manager.edit_message(key, stored[0].id, MessageEdit(content=f"{worker}-{n}"))
+        except InvalidParams:
+            pass  # another process's retention deleted the row first
     if n % 5 == 4:
         manager.get(key)
         manager.save_summary(key, f"summary by {worker} at {n}")
