@@ -26,7 +26,7 @@ from chat_history.render import conversations_table, history_text, prune_text, s
 from chat_history.settings import SECTION, Settings, default_settings, load_settings
 from chat_history.settings_file import SettingsFileError, read_settings_file
 from chat_history.storage_retention import PruneRun, tally
-from chat_history.store import ConversationRecord, Key, choice
+from chat_history.store import ConversationRecord, Key, database_option, open_store
 from chat_history.store.schema import DATABASE_FILE
 from chat_history.transfer import (
     ConversationImport,
@@ -87,10 +87,10 @@ def cli_database(args: argparse.Namespace) -> str | None:
     given = getattr(args, "database", None)
     try:
         if given is not None:
-            return choice.database_url({"database": given}, {})
+            return database_option({"database": given}, {})
         if getattr(args, "db", None) is not None:
             return None
-        return choice.database_url({})
+        return database_option({})
     except InvalidParams as exc:
         raise CliError(f"--database {exc}", EXIT_USAGE) from None
 
@@ -100,7 +100,7 @@ def open_manager(
 ) -> ChatHistoryManager:
     url = cli_database(args)
     if url is not None:
-        return ChatHistoryManager(choice.open_store(Path(), url), settings)
+        return ChatHistoryManager(open_store(Path(), url), settings)
     folder, name = database_location(args.db)
     path = folder / name
     if not create and not path.is_file():

@@ -57,12 +57,9 @@ def cmd_move_workspace(args: argparse.Namespace) -> int:
 
 def cmd_purge(args: argparse.Namespace) -> int:
     from chat_history.cli import CliError, open_manager
-    from chat_history.store.postgres import PostgresStore
 
     manager = open_manager(args)
-    store = manager.store
-    done = store.purge_now() if isinstance(store, PostgresStore) else store.purge_deleted()
-    if not done:
+    if not manager.purge():
         raise CliError("the purge did not finish (see the log above); nothing was lost")
     print(f"purged deleted text from {manager.database_path}.")
     return 0

@@ -460,6 +460,10 @@ class ChatHistoryManager:
         with self._lock, self.store.write() as tx:
             return workspaces.move_workspace(tx, source, target)
 
+    def purge(self) -> bool:
+        """The engine's purge of deleted text, now (the CLI's ``purge``)."""
+        return self.store.purge_now()
+
     def workspace_infos(self, machine: str) -> list[workspaces.WorkspaceInfo]:
         """``listWorkspaces``: every workspace with conversations, newest activity first."""
         with self._lock, self.store.snapshot() as tx:

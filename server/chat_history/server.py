@@ -39,7 +39,7 @@ from chat_history.settings import (
     default_settings,
     load_settings,
 )
-from chat_history.store import Key, choice
+from chat_history.store import Key, database_option, open_store, purge_option
 
 log = logging.getLogger("chat_history")
 PROTOCOL_VERSION = 2
@@ -386,11 +386,11 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
     folder = _storage_folder(ls, options)
     ls.machine = workspaces.machine_id(folder)
     try:
-        url = choice.database_url(options)
-        purge = choice.purge_seconds(options)
+        url = database_option(options)
+        purge = purge_option(options)
     except InvalidParams as exc:
         raise to_jsonrpc(exc) from None
-    ls.manager = ChatHistoryManager(choice.open_store(folder, url, purge), notify=ls.send_trimmed)
+    ls.manager = ChatHistoryManager(open_store(folder, url, purge), notify=ls.send_trimmed)
     raw = options.get("settings")
     ls.barrier = ls._new_barrier(ls.checked_settings(raw))
     if raw is None and ls.pulls_configuration:

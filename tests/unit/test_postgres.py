@@ -19,8 +19,7 @@ from chat_history.errors import InvalidParams, StorageError
 from chat_history.manager import ChatHistoryManager
 from chat_history.model import Message
 from chat_history.policy.search_rank import SearchScope
-from chat_history.store import Key
-from chat_history.store.choice import database_url
+from chat_history.store import Key, database_option
 from chat_history.store.postgres import PostgresStore
 from chat_history.store.postgres.schema import SCHEMA_VERSION
 from chat_history.store.postgres.url import check_database
@@ -331,11 +330,11 @@ def test_a_database_option_with_a_password_or_unusable_is_refused_naming_the_fie
 
 def test_the_database_comes_from_the_option_else_the_environment():
     env = {"CHAT_HISTORY_DATABASE_URL": "postgresql://me@db/h"}
-    assert database_url({}, env) == "postgresql://me@db/h"
-    assert database_url({"database": "dbname=x"}, env) == "dbname=x"
-    assert database_url({}, {}) is None
+    assert database_option({}, env) == "postgresql://me@db/h"
+    assert database_option({"database": "dbname=x"}, env) == "dbname=x"
+    assert database_option({}, {}) is None
     with pytest.raises(InvalidParams) as caught:
-        database_url({}, {"CHAT_HISTORY_DATABASE_URL": "postgresql://me:pw@db/h"})
+        database_option({}, {"CHAT_HISTORY_DATABASE_URL": "postgresql://me:pw@db/h"})
     assert caught.value.field == "CHAT_HISTORY_DATABASE_URL"
 
 

@@ -18,6 +18,7 @@ PostgreSQL engine (``postgres/``, reusing the shared SQL through its dialect):
 """
 
 from chat_history.model import Key, Summary
+from chat_history.store.choice import database_option, open_store, purge_option
 from chat_history.store.connection import Store
 from chat_history.store.overview import ConversationRecord, DatabaseStats
 from chat_history.store.queries import ConversationTotals, RowMetaRecord
@@ -35,4 +36,7 @@ __all__ = [
     "Store",
     "Summary",
     "Transaction",
+    "database_option",
+    "open_store",
+    "purge_option",
 ]

@@ -20,7 +20,7 @@ from chat_history.store.postgres.url import (
 from chat_history.store.seam import HistoryStore
 
 
-def database_url(options: Mapping[str, Any], env: Mapping[str, str] = os.environ) -> str | None:
+def database_option(options: Mapping[str, Any], env: Mapping[str, str] = os.environ) -> str | None:
     """The checked database URL of ``options`` (field ``database``) or the environment; None for
     SQLite. InvalidParams naming the field (``database``, or the variable) when it is unusable."""
     if options.get("database") is not None:
@@ -31,7 +31,7 @@ def database_url(options: Mapping[str, Any], env: Mapping[str, str] = os.environ
     return None
 
 
-def purge_seconds(options: Mapping[str, Any], env: Mapping[str, str] = os.environ) -> float | None:
+def purge_option(options: Mapping[str, Any], env: Mapping[str, str] = os.environ) -> float | None:
     """The purge interval of ``options`` (``purgeSeconds``) or the environment; None: default."""
     if options.get("purgeSeconds") is not None:
         return check_purge_seconds(options["purgeSeconds"], "purgeSeconds")

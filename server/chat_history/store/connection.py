@@ -152,6 +152,9 @@ class Store:
         """The engine's purge of deleted text (``seam.HistoryStore``): the WAL reset."""
         return self.reset_wal()
 
+    #: SQLite's purge is the WAL reset, at once either way.
+    purge_now = purge_deleted
+
     def close(self) -> None:
         """Close the connection, after a last try of a pending WAL reset."""
         with self._lock:
