@@ -466,8 +466,9 @@ def request(ls: ChatHistoryServer, method: str, params_cls: type, body: Handler)
             )
         manager.settings = settings
         try:
+            params = protocol.structure(raw, params_cls)
             ls.open_identity(manager, settings)
-            return body(manager, ls, protocol.structure(raw, params_cls))
+            return body(manager, ls, params)
         except (InvalidParams, ContextOverflow, StorageError) as exc:
             raise to_jsonrpc(exc) from None
 
