@@ -466,7 +466,7 @@ def request(ls: ChatHistoryServer, method: str, params_cls: type, body: Handler)
             )
         manager.settings = settings
         try:
-            params = protocol.structure(raw, params_cls)
+            params: Any = protocol.structure(raw, params_cls)
             ls.open_identity(manager, settings)
             return body(manager, ls, params)
         except (InvalidParams, ContextOverflow, StorageError) as exc:
