@@ -122,7 +122,8 @@ class OursInProcess(System):
     get_note = "page of 50 (`get` with `limit`)"
 
     def preload(self, target: list[Msg], others: dict[str, list[Msg]]) -> None:
-        from chat_history.manager import ChatHistoryManager, PrepareOptions
+        from chat_history.manager import ChatHistoryManager
+        from chat_history.preparation import PrepareOptions
         from chat_history.settings import load_settings
         from chat_history.store import Key, Store
 

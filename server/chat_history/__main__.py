@@ -13,7 +13,7 @@ class _QuietExpectedErrors(logging.Filter):
         if record.exc_info and record.exc_info[1] is not None:
             from pygls.exceptions import JsonRpcException
 
-            from chat_history.server import EXPECTED_CODES
+            from chat_history.wire.server import EXPECTED_CODES
 
             error = record.exc_info[1]
             if isinstance(error, JsonRpcException) and error.code in EXPECTED_CODES:
@@ -29,7 +29,7 @@ def main() -> None:
         handlers=[handler],
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from chat_history.server import server
+    from chat_history.wire.server import server
 
     try:
         server.start_io()

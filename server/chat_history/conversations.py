@@ -183,7 +183,7 @@ def update(tx: Transaction, key: Key, change: ConversationUpdate, now: int) -> C
 def truncate(tx: Transaction, key: Key, from_id: int, now: int) -> TruncateResult:
     """Delete row ``from_id`` and every later row, and a summary covering any of them."""
     if tx.row(key, from_id) is None:
-        raise InvalidParams("fromId", f"{from_id} is not a message of this conversation")
+        raise InvalidParams("from_id", f"{from_id} is not a message of this conversation")
     summary = tx.summary(key)
     plan = plan_truncate(
         tx.rows_from(key, from_id), from_id, summary.covers_through_id if summary else None
@@ -256,12 +256,12 @@ def fork(
     """Copy the source's rows through ``through_id`` (default: all) into ``target``, with the
     summary when its coverage lies within the copy, the metadata and the user title."""
     if tx.record(target) is not None:
-        raise InvalidParams("newConversationId", "names a conversation that already exists")
+        raise InvalidParams("new_conversation_id", "names a conversation that already exists")
     last = tx.last_id(source)
     if last is None:
-        raise InvalidParams("conversationId", "has no messages to fork")
+        raise InvalidParams("conversation_id", "has no messages to fork")
     if through_id is not None and tx.row(source, through_id) is None:
-        raise InvalidParams("throughId", f"{through_id} is not a message of this conversation")
+        raise InvalidParams("through_id", f"{through_id} is not a message of this conversation")
     through = last if through_id is None else through_id
     base = tx.copy_conversation(source, target, through, now)
     summary = tx.summary(source)

@@ -28,7 +28,27 @@ def _history_line(row: dict[str, Any]) -> str:
     return f"  #{row['id']:<3} turn {row['turn']}  {row['role']:<9}{answer} {text[:70]}"
 
 
+#: The demo's first turn: a user question, a tool call, its result, the reply.
+TURN_1 = [
+    {"role": "system", "content": "You are a coding assistant."},
+    {"role": "user", "content": "What does main.py print?"},
+    {
+        "role": "assistant",
+        "content": None,
+        "toolCalls": [{"id": "call_1", "name": "read_file", "arguments": {"path": "main.py"}}],
+    },
+    {"role": "tool", "toolCallId": "call_1", "name": "read_file", "content": "print('hello')"},
+    {"role": "assistant", "content": "It prints hello."},
+]
+TURN_2 = [
+    {"role": "user", "content": "And in French?"},
+    {"role": "assistant", "content": "It would print bonjour if you changed it."},
+]
+
+
 def run(storage: Path) -> int:
+    """Start the server on ``storage``, append three turns past ``maxMessages``, prepare under a
+    30-token budget, and print what happened at each step."""
     settings = {"maxMessages": 7, "context": {"maxContextTokens": 30}}
     with StdioClient(storage) as server:
         init = server.initialize(settings)
@@ -37,41 +57,9 @@ def run(storage: Path) -> int:
         kinds = init["capabilities"]["experimental"]["chatHistory"]["providers"]
         print(f"providers: {', '.join(kinds)}")
         conversation = {"conversationId": "demo"}
-        server.call(
-            "chatHistory/append",
-            {
-                **conversation,
-                "messages": [
-                    {"role": "system", "content": "You are a coding assistant."},
-                    {"role": "user", "content": "What does main.py print?"},
-                    {
-                        "role": "assistant",
-                        "content": None,
-                        "toolCalls": [
-                            {"id": "call_1", "name": "read_file", "arguments": {"path": "main.py"}}
-                        ],
-                    },
-                    {
-                        "role": "tool",
-                        "toolCallId": "call_1",
-                        "name": "read_file",
-                        "content": "print('hello')",
-                    },
-                    {"role": "assistant", "content": "It prints hello."},
-                ],
-            },
-        )
+        server.call("chatHistory/append", {**conversation, "messages": TURN_1})
         print("\nappended turn 1 (user, tool call, tool result, reply)")
-        server.call(
-            "chatHistory/append",
-            {
-                **conversation,
-                "messages": [
-                    {"role": "user", "content": "And in French?"},
-                    {"role": "assistant", "content": "It would print bonjour if you changed it."},
-                ],
-            },
-        )
+        server.call("chatHistory/append", {**conversation, "messages": TURN_2})
         print("appended turn 2")
         result = server.call(
             "chatHistory/append",
@@ -82,9 +70,7 @@ def run(storage: Path) -> int:
             "append result: pruned (whole turn 1 deleted for good, tool pair together)",
             result["pruned"],
         )
-        for note in server.notifications:
-            _show(f"notification {note['method']}", note["params"])
-        server.notifications.clear()
+        _show_notifications(server)
         prepared = server.call(
             "chatHistory/prepare",
             {**conversation, "provider": "anthropic", "model": "claude-sonnet-4-5"},
@@ -93,13 +79,18 @@ def run(storage: Path) -> int:
             "prepare for anthropic under a 30-token budget (request only, nothing deleted)",
             {k: prepared[k] for k in ("estimatedTokens", "budget", "trimmed", "body")},
         )
-        for note in server.notifications:
-            _show(f"notification {note['method']}", note["params"])
+        _show_notifications(server)
         stored = server.call("chatHistory/get", conversation)
         print("\n== stored history")
         for row in stored["messages"]:
             print(_history_line(row))
     return 0
+
+
+def _show_notifications(server: StdioClient) -> None:
+    for note in server.notifications:
+        _show(f"notification {note['method']}", note["params"])
+    server.notifications.clear()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,5 @@
-"""Domain errors raised by the core; ``server.py`` maps each to its JSON-RPC code in one place."""
+"""Domain errors raised by the core, in the domain's own names; ``wire/server.py`` maps each to
+its JSON-RPC code and ``wire/protocol.py`` to its message and data, each in one place."""
 
 from __future__ import annotations
 
@@ -57,8 +58,10 @@ class ChatHistoryError(Exception):
 
 
 class InvalidParams(ChatHistoryError):
-    """A malformed or out-of-range input (-32602); ``field`` is its wire path, such as
-    ``messages[3].role``."""
+    """A malformed or out-of-range input (-32602); ``field`` names it in the domain's words,
+    snake_case (``messages[3].tool_call_id``, ``through_id``); ``protocol.wire_field`` turns it
+    into the wire path (``messages[3].toolCallId``). The wire's own checks raise wire paths,
+    which that translation leaves as they are."""
 
     def __init__(self, field: str, why: str) -> None:
         field, why = cut(field, 300), cut(why, 1_000)  # never megabytes, whatever the caller

@@ -9,9 +9,6 @@ changed) and ``InvalidParams`` for input the recording rules refuse."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,7 +27,7 @@ from chat_history.conversations import (
     TruncateResult,
 )
 from chat_history.errors import InvalidParams
-from chat_history.model import Key, Message, PruneReport, StoredMessage, Summary, ToolSpec, Trimmed
+from chat_history.model import Key, Message, PruneReport, StoredMessage, Summary, Trimmed
 from chat_history.policy.calibration import Calibration
 from chat_history.policy.cursor import CursorPosition
 from chat_history.policy.imports import covered_id, match_stored
@@ -50,17 +47,15 @@ from chat_history.store import (
     Reading,
     Store,
     Transaction,
+    open_store,
 )
 
-if TYPE_CHECKING:
-    from chat_history.policy.budget import Route
-    from chat_history.policy.context import OmittedTurns, Prepared, RequestOptions
+if TYPE_CHECKING:  # preparation loads every provider: imported when a request needs it
+    from chat_history.preparation import PreparedRequest, PrepareOptions, ProviderRequest
 
 #: Receives one request's ``chatHistory/trimmed`` events together (never an empty batch).
 Notify = Callable[[Key, Sequence[Trimmed]], None]
 T = TypeVar("T")
-#: What ``prepare`` reads: rows, the turns left unread (None: every row was read), the summary.
-RequestRows = tuple[list[StoredMessage], "OmittedTurns | None", Summary | None]
 
 
 def now_ms() -> int:
@@ -116,64 +111,6 @@ class ImportResult:
     summary_saved: bool
 
 
-@attrs.frozen(kw_only=True)
-class ProviderRequest:
-    """``format``: the whole history as the provider's body."""
-
-    provider: str
-    model: str | None
-    body: dict[str, object]
-
-
-@attrs.frozen(kw_only=True)
-class CompactionProposal:
-    """``PreparedRequest.compaction``: send ``request`` to the model and save its reply with
-    ``save_summary(..., covers_through_id=through_id)``; it then stands in for
-    ``covered_turns`` turns. The estimates are of ``request`` (calibrated, and not)."""
-
-    through_id: int
-    covered_turns: int
-    estimated_tokens: int
-    raw_estimated_tokens: int
-    request: ProviderRequest
-
-
-@attrs.frozen(kw_only=True)
-class PreparedRequest:
-    """``prepare``: the body to send, with what was estimated, trimmed, collapsed and
-    compacted, the calibration its estimates used and a compaction proposal (or None).
-    ``estimated_tokens`` and the figures of ``trimmed`` are calibrated;
-    ``raw_estimated_tokens`` is not (what a client reports back with ``report_usage``)."""
-
-    provider: str
-    model: str | None
-    body: dict[str, object]
-    estimated_tokens: int
-    budget: int | None
-    context_window: int | None
-    trimmed: object | None  # policy.context.RequestTrim
-    collapsed_tool_rows: int
-    collapsed_turns: int
-    compaction: CompactionProposal | None
-    compacted_turns: int
-    compacted_messages: int
-    raw_estimated_tokens: int
-    calibration: Calibration
-
-
-@attrs.frozen(kw_only=True)
-class PrepareOptions:
-    """What one ``prepare`` asks: the route (None: the active provider, its default model),
-    the caller's tools, tokens it will add, overflow recovery, its own keepToolContextTurns."""
-
-    provider: str | None = None
-    model: str | None = None
-    tools: tuple[ToolSpec, ...] | None = None
-    extra_tokens: int = 0
-    overflow_recovery: bool = False
-    keep_tool_context_turns: int | None = None
-
-
 class ChatHistoryManager:
     """The service: every operation on the chat history, each one transaction (a failed one
     changes nothing) under one lock, with storage retention applied as the settings say."""
@@ -201,6 +138,28 @@ class ChatHistoryManager:
         """A manager over the database file at ``path`` (created on first use), with no
         notifications and the real clock: what the CLI and scripts use."""
         return cls(Store(path.parent, file_name=path.name), settings)
+
+    @classmethod
+    def on_database(
+        cls, url: str, settings: Settings | None = None, *, purge_seconds: float | None = None
+    ) -> ChatHistoryManager:
+        """A manager over the PostgreSQL database at ``url`` (checked: ``store.database_option``),
+        with no notifications and the real clock: what the CLI's ``--database`` opens."""
+        return cls(open_store(Path(), url, purge_seconds), settings)
+
+    @classmethod
+    def in_folder(
+        cls,
+        folder: Path,
+        *,
+        notify: Notify | None = None,
+        database: str | None = None,
+        purge_seconds: float | None = None,
+    ) -> ChatHistoryManager:
+        """A manager over the database in ``folder`` (created on first use), or the PostgreSQL
+        ``database`` when one is named (checked: ``store.database_option``), sending each
+        request's ``chatHistory/trimmed`` events to ``notify``: what the server opens."""
+        return cls(open_store(folder, database, purge_seconds), notify=notify)
 
     @property
     def database_path(self) -> Path | str:
@@ -259,15 +218,14 @@ class ChatHistoryManager:
         key: Key,
         provider: str | None = None,
         model: str | None = None,
-        tools: Sequence[ToolSpec] | None = None,
     ) -> ProviderRequest:
         """The whole history after retention as the body of ``provider`` (the active one when
-        None) for ``model``; ``tools`` is accepted for symmetry with ``prepare``.
+        None) for ``model``.
         Raises InvalidParams (an unknown provider), StorageError."""
         from chat_history.policy.budget import resolve_route
+        from chat_history.preparation import ProviderRequest
         from chat_history.providers import format_body
 
-        del tools  # accepted for symmetry with prepare; format sends the whole history
         route = resolve_route(provider or self.settings.active_provider, model, self.settings)
         rows, _ = self.history(key)
         return ProviderRequest(
@@ -285,6 +243,7 @@ class ChatHistoryManager:
         Returns the body with its estimates, budget, window, what was trimmed, collapsed or
         compacted, and the proposal. Raises InvalidParams (an unknown provider),
         ContextOverflow, StorageError."""
+        from chat_history import preparation
         from chat_history.policy.budget import resolve_route
 
         route = resolve_route(
@@ -292,11 +251,11 @@ class ChatHistoryManager:
         )
         with self._lock:
             prepared = self._retained_read(
-                key, lambda tx, _: self._prepare_in(tx, key, route, options)
+                key, lambda tx, _: preparation.prepare_in(tx, self.settings, key, route, options)
             )
         if prepared.events:
             self._notify(key, prepared.events)
-        return _prepared_request(route, prepared)
+        return preparation.prepared_request(route, prepared)
 
     def report_usage(
         self, provider: str | None, model: str | None, estimated_tokens: int, prompt_tokens: int
@@ -324,7 +283,7 @@ class ChatHistoryManager:
     def save_summary(self, key: Key, summary: str, covers_through_id: int | None = None) -> Summary:
         """Save (or replace) the conversation's summary, stamped now; ``covers_through_id`` is
         the newest row it covers and must be a row of the conversation. Returns the saved
-        summary. Raises InvalidParams ``coversThroughId`` (then nothing changed), StorageError."""
+        summary. Raises InvalidParams ``covers_through_id`` (then nothing changed), StorageError."""
         with self._lock:
             saved = Summary(
                 summary=summary, updated_at=self._clock(), covers_through_id=covers_through_id
@@ -332,7 +291,7 @@ class ChatHistoryManager:
             with self.store.write() as tx:
                 if covers_through_id is not None and not tx.has_row(key, covers_through_id):
                     raise InvalidParams(
-                        "coversThroughId",
+                        "covers_through_id",
                         f"{covers_through_id} is not a row of this conversation",
                     )
                 replaced = conversations.save_summary(tx, key, saved)
@@ -391,7 +350,7 @@ class ChatHistoryManager:
 
     def truncate(self, key: Key, from_id: int) -> TruncateResult:
         """Delete row ``from_id`` and every later row (and a summary covering them).
-        Raises InvalidParams ``fromId``, StorageError."""
+        Raises InvalidParams ``from_id``, StorageError."""
         with self._lock:
             with self.store.write() as tx:
                 result = conversations.truncate(tx, key, from_id, self._clock())
@@ -428,7 +387,7 @@ class ChatHistoryManager:
 
     def fork(self, key: Key, target: Key, through_id: int | None = None) -> ConversationInfo:
         """Copy the conversation through ``through_id`` (default: all) into ``target``.
-        Raises InvalidParams ``newConversationId``/``conversationId``/``throughId``."""
+        Raises InvalidParams ``new_conversation_id``/``conversation_id``/``through_id``."""
         with self._lock, self.store.write() as tx:
             return conversations.fork(tx, key, target, through_id, self._clock())
 
@@ -570,6 +529,7 @@ class ChatHistoryManager:
         *,
         max_tool_result_chars: int,
         now: int,
+        first_index: int = 0,
     ) -> tuple[list[StoredMessage], ConversationTotals]:
         """The recording rules (turns, tool rows answering calls) and the insert; returns the
         stored rows and the conversation's new totals. Rows without a timestamp get ``now``."""
@@ -583,6 +543,7 @@ class ChatHistoryManager:
             current_turn_rows=current,
             messages=messages,
             max_tool_result_chars=max_tool_result_chars,
+            first_index=first_index,
         )
         stored, after = tx.insert(
             key, [(p.message, p.turn, stored_tokens(p.message)) for p in planned], totals, now
@@ -608,156 +569,6 @@ class ChatHistoryManager:
                     completed.append((rows[start].turn, figures.as_tuple()))
                 start = index
         tx.add_turn_figures(key, completed)
-
-    def _request_rows(self, key: Key, route: Route, options: PrepareOptions) -> RequestRows:
-        """What ``prepare`` reads: the newest turns it can send, all older system rows and the
-        figures of the older turns (so the cost follows the request, not the history), or every
-        row when those figures are missing or do not add up to the store's totals."""
-        with self._lock:
-            return self._retained_read(
-                key, lambda tx, _: self._read_request_rows(tx, key, route, options)
-            )
-
-    def _read_request_rows(
-        self, tx: Reading, key: Key, route: Route, options: PrepareOptions
-    ) -> RequestRows:
-        summary = tx.summary(key)
-        window = self._window(tx, key, route, options, summary)
-        if window is None:
-            return tx.all_rows(key), None, summary
-        return window[0], window[1], summary
-
-    def _prepare_in(self, tx: Reading, key: Key, route: Route, options: PrepareOptions) -> Prepared:
-        """``prepare_rows`` on what the read plan reads, in one snapshot: the window; with the
-        oldest uncovered turns too when a due proposal needs them; else every row."""
-        from chat_history.policy.calibration import calibration_of, key_of
-        from chat_history.policy.context import OmittedTurnsKept, RequestOptions, prepare_rows
-
-        rows, omitted, summary = self._read_request_rows(tx, key, route, options)
-        calibration_key = key_of(route)
-        request = RequestOptions(
-            settings=self.settings.context,
-            route=route,
-            summary=summary,
-            tools=options.tools,
-            extra_tokens=options.extra_tokens,
-            overflow_recovery=options.overflow_recovery,
-            keep_tool_context_turns=options.keep_tool_context_turns,
-            calibration=calibration_of(
-                tx.calibration_ratios(calibration_key.kind, calibration_key.model)
-            ),
-            propose_compaction=True,
-        )
-        if omitted is None:
-            return prepare_rows(rows, request)
-        # The oldest uncovered turns are read only when a due proposal needs them.
-        head = functools.partial(self._head, tx, key, route, rows, request)
-        with contextlib.suppress(OmittedTurnsKept):  # a window that was too small: still correct
-            return prepare_rows(rows, attrs.evolve(request, omitted=omitted, head=head))
-        return prepare_rows(tx.all_rows(key), request)
-
-    def _window(
-        self,
-        tx: Reading,
-        key: Key,
-        route: Route,
-        options: PrepareOptions,
-        summary: Summary | None,
-    ) -> tuple[list[StoredMessage], OmittedTurns | None] | None:
-        """The read plan (``policy.readplan``) carried out in ``tx``: the rows to send and the
-        turns left unread (those the summary covers among them), or None when every row must
-        be read."""
-        from chat_history.policy import readplan
-        from chat_history.policy.compaction import honoured_coverage
-
-        limits = readplan.read_limits(self.settings.context, route, options.keep_tool_context_turns)
-        cover = honoured_coverage(summary)
-        first_uncovered = None if cover is None else self._first_uncovered_turn(tx, key, cover)
-        with contextlib.closing(tx.newest_first(key)) as newest:
-            if first_uncovered is None:
-                back = readplan.read_back(newest, limits)
-            else:
-                back = readplan.read_back(readplan.until_turn(newest, first_uncovered), limits)
-        if not back.rows or (back.whole and first_uncovered is None):
-            return back.rows, None
-        start = back.rows[0]
-        read = [*tx.system_rows(key, start.id), *back.rows]
-        oldest_spoken = tx.oldest_spoken(key)
-        if oldest_spoken is None or oldest_spoken[1] >= start.turn:
-            return read, None  # only system rows are older
-        oldest_id, oldest = oldest_spoken
-        first = oldest if first_uncovered is None else max(oldest, first_uncovered)
-        groups = readplan.omitted_figures(
-            [
-                readplan.covered_range(oldest, first_uncovered),
-                *readplan.omitted_ranges(first, start.turn, back.turns, limits.keep_turns),
-            ],
-            lambda first, last: tx.figures_between(key, first, last),
-        )
-        if groups is None:
-            return None  # turns written before schema 2
-        totals = tx.totals(key)
-        assert totals is not None
-        covered, beyond, within = groups
-        omitted = readplan.checked_omission(
-            beyond,
-            within,
-            left_out=readplan.left_out(totals.message_count, totals.tokens, read),
-            tools_given=options.tools is not None,
-            covered=covered,
-            covers_through_id=cover,
-            oldest_spoken_id=oldest_id,
-        )
-        return None if omitted is None else (read, omitted)
-
-    def _first_uncovered_turn(self, tx: Reading, key: Key, cover: int) -> int | None:
-        """The oldest turn a summary covering through ``cover`` leaves uncovered: the turn of
-        the first row after it, else the newest turn (never covered)."""
-        turn = tx.turn_after(key, cover)
-        if turn is None:
-            totals = tx.totals(key)
-            return totals.last_turn if totals is not None else None
-        return turn
-
-    def _head(
-        self,
-        tx: Reading,
-        key: Key,
-        route: Route,
-        rows: Sequence[StoredMessage],
-        request: RequestOptions,
-    ) -> list[StoredMessage]:
-        """A due proposal's ``head`` (``RequestOptions.head``): the system rows before the
-        oldest uncovered turn, then that turn and the next ones, oldest first, up to the
-        window's first turn or as far as a proposal can hold (``readplan.read_head``)."""
-        from chat_history.policy import readplan
-        from chat_history.policy.budget import effective_budget
-        from chat_history.policy.compaction import honoured_coverage
-
-        stop = next((row for row in rows if row.role != "system"), None)
-        if stop is None:
-            return []
-        context = self.settings.context
-        limit = effective_budget(context, route) - context.compaction_max_summary_tokens
-        summary = request.summary
-        cover = honoured_coverage(summary if isinstance(summary, Summary) else None)
-        prefix: list[StoredMessage] = []
-        after = 0
-        if cover is not None:
-            turn = tx.turn_after(key, cover)
-            if turn is None:
-                return []
-            prefix, after = tx.turn_rows_before(key, cover + 1, turn), cover
-        with contextlib.closing(tx.oldest_first(key, after)) as newer:
-            turns = readplan.read_head(
-                itertools.chain(prefix, newer),
-                stop_id=stop.id,
-                limit=limit,
-                calibration=request.calibration,
-            )
-        if not turns or cover is None:
-            return turns
-        return [*tx.system_rows(key, turns[0].id), *turns]
 
     def _import_in(
         self, key: Key, messages: Sequence[Message], summary: ImportedSummary | None
@@ -798,52 +609,13 @@ class ChatHistoryManager:
         """Record the ``new`` messages of an import (those after the ``skipped`` ones)."""
         # An import is not activity: the conversation was last active at its newest row.
         newest = max(m.timestamp or 0 for m in new)
-        try:
-            inserted, _ = self._record_in(
-                tx,
-                key,
-                totals,
-                new,
-                max_tool_result_chars=0,
-                now=max(newest, totals.last_activity if totals else 0),
-            )
-        except InvalidParams as exc:  # name the row among ``messages``, not ``new``
-            index, _, rest = exc.field.removeprefix("messages[").partition("]")
-            raise InvalidParams(f"messages[{int(index) + skipped}]{rest}", exc.why) from None
-        return inserted
-
-
-def _prepared_request(route: Route, prepared: Prepared) -> PreparedRequest:
-    """``prepare``'s result: the rows and the proposal's rows formatted for the route."""
-    from chat_history.providers import format_body
-
-    proposal = prepared.compaction
-    compaction = None
-    if proposal is not None:
-        compaction = CompactionProposal(
-            through_id=proposal.through_id,
-            covered_turns=proposal.covered_turns,
-            estimated_tokens=proposal.estimated_tokens,
-            raw_estimated_tokens=proposal.raw_estimated_tokens,
-            request=ProviderRequest(
-                provider=route.name,
-                model=route.model,
-                body=format_body(route.kind, proposal.rows, route.model, swept=True),
-            ),
+        inserted, _ = self._record_in(
+            tx,
+            key,
+            totals,
+            new,
+            max_tool_result_chars=0,
+            now=max(newest, totals.last_activity if totals else 0),
+            first_index=skipped,
         )
-    return PreparedRequest(
-        provider=route.name,
-        model=route.model,
-        body=format_body(route.kind, prepared.rows, route.model, swept=True),
-        estimated_tokens=prepared.estimated_tokens,
-        budget=prepared.budget,
-        context_window=prepared.context_window,
-        trimmed=prepared.trimmed,
-        collapsed_tool_rows=prepared.collapsed_tool_rows,
-        collapsed_turns=prepared.collapsed_turns,
-        compaction=compaction,
-        compacted_turns=prepared.compacted_turns,
-        compacted_messages=prepared.compacted_messages,
-        raw_estimated_tokens=prepared.raw_estimated_tokens,
-        calibration=prepared.calibration,
-    )
+        return inserted

@@ -6,6 +6,7 @@ Everything here is snake_case and wire-agnostic; ``protocol.py`` owns the camelC
 from __future__ import annotations
 
 import json
+import typing
 from collections.abc import Mapping
 from itertools import compress, repeat
 from typing import Any, Literal
@@ -211,10 +212,14 @@ class PruneReport:
     dropped_messages: int
     dropped_turns: int
     retained_turns: int
-    reasons: tuple[Literal["age", "count", "tokens"], ...]
+    reasons: tuple[StorageReason, ...]
 
 
-TrimReason = Literal["age", "count", "tokens", "tokenBudget", "turnLimit", "overflowRecovery"]
+#: Why storage retention deleted rows, in the order its rules run (semantics.md, retention).
+StorageReason = Literal["age", "count", "tokens"]
+STORAGE_REASONS: tuple[StorageReason, ...] = typing.get_args(StorageReason)
+#: Why a row left a request or the store (``chatHistory/trimmed``'s ``reason``).
+TrimReason = Literal[StorageReason, "tokenBudget", "turnLimit", "overflowRecovery"]
 
 
 @attrs.frozen(kw_only=True)

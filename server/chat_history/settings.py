@@ -13,22 +13,17 @@ from typing import Any, Literal
 import attrs
 
 from chat_history.errors import REDACTED, is_secret_key, shown
-from chat_history.protocol import empty_object
 
 SECTION = "chatHistory"
-PROVIDER_KINDS: tuple[str, ...] = (
-    "openai",
-    "openai-responses",
-    "anthropic",
-    "gemini",
-    "ollama",
-    "mistral",
-    "bedrock",
-    "cohere",
-)
 PRESET_TOOL_CONTEXT_TURNS = {"default": 2, "localModel": 1, "unbounded": 8}
 
 Preset = Literal["default", "localModel", "unbounded"]
+
+
+def empty_object(value: Any) -> Any:
+    """``[]`` where an object is expected means ``{}``: Lua clients (Neovim) encode an empty
+    table as ``[]``. A non-empty array is left as is, to be refused by name."""
+    return {} if isinstance(value, list) and not value else value
 
 
 @cache
@@ -47,22 +42,46 @@ def properties() -> dict[str, dict[str, Any]]:
     return props
 
 
+def _provider_kinds() -> tuple[str, ...]:
+    alias = properties()[f"{SECTION}.providers"]["additionalProperties"]
+    return tuple(alias["properties"]["provider"]["enum"])
+
+
+#: The provider kinds, in the schema's order: the ``provider`` enum of an alias in
+#: settings.schema.json, the one list (``providers.registry`` has one formatter per kind).
+PROVIDER_KINDS: tuple[str, ...] = _provider_kinds()
+
+
 @attrs.frozen(kw_only=True)
 class ProviderAlias:
+    """``chatHistory.providers.<name>``: a name for a provider kind with its model and window."""
+
+    #: the provider kind whose request shape the alias uses (one of PROVIDER_KINDS)
     provider: str
+    #: the model requests go to when they name none
     model: str | None = None
+    #: the model's context window in tokens (None: unknown)
     context_window: int | None = None
 
 
 @attrs.frozen(kw_only=True)
 class ContextSettings:
+    """``chatHistory.context.*`` (settings.md "Context"): how ``prepare`` fits a request."""
+
+    #: the request budget in tokens (0: no proactive trimming; None: 32,000 or the ratio)
     max_context_tokens: int | None
+    #: budget = the model's window × this (None, or outside (0, 1]: unset)
     compact_ratio: float | None
+    #: ``historyPruning.enabled`` / ``.maxTokens``: a ceiling that pulls the budget down
     history_pruning_enabled: bool
     history_pruning_max_tokens: int
+    #: the whole-turn limit of a request (0: only the newest turn)
     max_history_turns: int
+    #: completed turns whose tool rows are still sent (None: the preset's value)
     keep_tool_context_turns: int | None
+    #: a trim the budget forces goes down to budget × this (prompt-cache headroom)
     trim_low_water: float
+    #: ``default``, ``localModel`` or ``unbounded``: keepToolContextTurns 2, 1 or 8 when null
     preset: Preset
     #: compaction proposals (settings.md "Compaction"; semantics.md "When compaction is proposed")
     compaction_enabled: bool
@@ -80,14 +99,25 @@ class ContextSettings:
 
 @attrs.frozen(kw_only=True)
 class Settings:
+    """The ``chatHistory`` section in force (settings.md; keys, defaults and bounds in
+    settings.schema.json)."""
+
+    #: storage retention runs on every read and write (else only when asked: ``prune``)
     enable_auto_pruning: bool
+    #: retention's three rules, in whole turns: older than this many hours (0: off), more than
+    #: this many messages (0: only the newest turn), more than this many tokens (0: off)
     max_age_hours: float
     max_messages: int
     max_tokens: int
+    #: system rows are never deleted by retention
     preserve_system_messages: bool
+    #: a longer tool result is cut when recorded, head ⅔ and tail ⅓ (0: no limit)
     max_tool_result_chars: int
+    #: ``chatHistory.context.*``
     context: ContextSettings
+    #: the provider kind or alias a request that names none goes to
     active_provider: str
+    #: ``chatHistory.providers``: alias name → alias
     providers: Mapping[str, ProviderAlias]
     #: "folder" or "repository" (protocol.md "Version 3" → Workspace identity)
     workspace_identity: str = "folder"
@@ -116,6 +146,9 @@ class SettingProblem:
 
 @attrs.frozen
 class LoadedSettings:
+    """Settings read from a client or a file: the settings in force, the values replaced by
+    their defaults, and the keys nobody knows."""
+
     settings: Settings
     problems: tuple[SettingProblem, ...]
     unknown_keys: tuple[str, ...]

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from chat_history.model import Key, PruneReport, Trimmed
+from chat_history.model import STORAGE_REASONS, Key, PruneReport, Trimmed
 from chat_history.policy.retention import (
     RetentionPlan,
     age_cutoff,
@@ -151,7 +151,7 @@ class PruneRun:
 def tally(dry_run: bool, plans: Sequence[tuple[Key, RetentionPlan]]) -> PruneRun:
     """The run's record from each checked conversation's plan."""
     pruned: list[ConversationPruned] = []
-    per_rule = {rule: [0, 0, 0] for rule in ("age", "count", "tokens")}
+    per_rule: dict[str, list[int]] = {rule: [0, 0, 0] for rule in STORAGE_REASONS}
     for key, plan in plans:
         if not plan.delete_ids and not plan.deleted_summary:
             continue

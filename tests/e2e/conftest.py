@@ -18,7 +18,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 from tests.conftest import Databases
 
-from chat_history.server import _converter as json_converter
+from chat_history.wire.server import _converter as json_converter
 
 SERVER = [sys.executable, "-m", "chat_history"]
 

@@ -16,12 +16,12 @@ from typing import Any
 import attrs
 import pytest
 
-from chat_history import protocol
 from chat_history.manager import ChatHistoryManager
 from chat_history.model import Attachment, Message, ToolCall
 from chat_history.settings import default_settings
 from chat_history.settings_file import section_of, strip_jsonc
 from chat_history.store import Key, Store
+from chat_history.wire import protocol
 
 SCRIPT = Path(sys.executable).with_name("chat-history")
 CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "chat_history.cli"]
@@ -517,7 +517,7 @@ def test_a_locked_database_is_a_storage_error(tmp_path: Path, env: dict[str, str
         # The real CLI with a short busy timeout (the server's 15 s would slow the suite down).
         code = (
             "import chat_history.store.failures as f; f.BUSY_TIMEOUT_MS = 200; "
-            "from chat_history.cli import main; raise SystemExit(main())"
+            "from chat_history.cli.main import main; raise SystemExit(main())"
         )
         result = subprocess.run(
             [sys.executable, "-c", code, "prune", "--db", str(tmp_path)],

@@ -24,10 +24,10 @@ from tests.e2e.reliability import (
     user,
 )
 
-from chat_history.framing import MAX_CONTAINERS
 from chat_history.model import MAX_JSON_DEPTH
-from chat_history.protocol import MAX_CONTENT_CHARS
 from chat_history.store import Key, Store
+from chat_history.wire.framing import MAX_CONTAINERS
+from chat_history.wire.protocol import MAX_CONTENT_CHARS
 
 #: A hang guard, not a timing assertion: the old code needed hours for these inputs.
 SLOW_ANSWER = 120.0
@@ -290,7 +290,7 @@ def test_an_answer_over_the_cap_is_an_error_that_says_to_page(tmp_path: Path) ->
         tmp_path / "store",
         KEEP_ALL,
         log=tmp_path / "server.log",
-        preexec=f"import chat_history.frames as f; f.MAX_ANSWER_BYTES = {cap}",
+        preexec=f"import chat_history.wire.frames as f; f.MAX_ANSWER_BYTES = {cap}",
     )
     try:
         image = base64.b64encode(os.urandom(60_000)).decode()  # 80,000 characters a row

@@ -709,7 +709,7 @@ def test_a_dangling_symlink_as_the_database_gets_an_owner_only_target(tmp_path: 
 #: The server as the unprivileged user: everything it imports is loaded before it drops root
 #: (the interpreter's own files are root's only on this machine).
 AS_NOBODY = (
-    "import decimal, chat_history.__main__, chat_history.server, chat_history.store; "
+    "import decimal, chat_history.__main__, chat_history.wire.server, chat_history.store; "
     "os.setgroups([]); os.setgid(65534); os.setuid(65534)"
 )
 

@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pygls.protocol import JsonRPCResponseMessage
 
-from chat_history import frames, protocol
 from chat_history.manager import GetResult
 from chat_history.model import Attachment, StoredMessage, ToolCall
-from chat_history.server import _converter
+from chat_history.wire import frames, protocol
+from chat_history.wire.server import _converter
 
 UNSTRUCTURE = _converter().unstructure
 

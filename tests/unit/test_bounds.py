@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pygls.protocol import JsonRPCNotification, JsonRPCResponseMessage
 
-from chat_history import frames, framing
 from chat_history.errors import InvalidParams, redact, shown
 from chat_history.model import (
     MAX_JSON_DEPTH,
@@ -25,11 +24,12 @@ from chat_history.model import (
 )
 from chat_history.policy.tokens import IMAGE_MARKER, find_image_markers, row_tokens, text_tokens
 from chat_history.policy.turns import tool_call_blocks
-from chat_history.protocol import MAX_JSON_FIELD_CHARS, check_json
-from chat_history.server import _converter
 from chat_history.settings import load_settings
 from chat_history.store import Key
 from chat_history.store.cache import ConversationCache, row_bytes
+from chat_history.wire import frames, framing
+from chat_history.wire.protocol import MAX_JSON_FIELD_CHARS, check_json
+from chat_history.wire.server import _converter
 
 #: How the server's protocol turns pygls's message objects into JSON.
 UNSTRUCTURE = _converter().unstructure

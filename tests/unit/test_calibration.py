@@ -64,12 +64,12 @@ def test_a_ratio_is_clipped_not_refused(estimated: int, prompt: int, ratio: floa
     assert usage_ratio(estimated, prompt) == ratio
 
 
-@pytest.mark.parametrize("field", ["estimatedTokens", "promptTokens"])
+@pytest.mark.parametrize("field", ["estimated_tokens", "prompt_tokens"])
 @pytest.mark.parametrize("bad", [0, -1, -(10**9), 1.5, 2.0, True, "3", None, [1]])
 def test_non_positive_or_non_integer_figures_are_invalid_params(field: str, bad: Any) -> None:
-    figures = {"estimatedTokens": 10, "promptTokens": 12, field: bad}
+    figures = {"estimated_tokens": 10, "prompt_tokens": 12, field: bad}
     with pytest.raises(InvalidParams) as raised:
-        check_usage(figures["estimatedTokens"], figures["promptTokens"])
+        check_usage(figures["estimated_tokens"], figures["prompt_tokens"])
     assert raised.value.field == field
 
 

@@ -26,16 +26,26 @@ from test_context_window import (
     options_strategy,
 )
 
+from chat_history import preparation
 from chat_history.errors import ContextOverflow
-from chat_history.manager import ChatHistoryManager, PrepareOptions
+from chat_history.manager import ChatHistoryManager
 from chat_history.model import Message, Trimmed
-from chat_history.policy.budget import resolve_route
+from chat_history.policy.budget import Route, resolve_route
 from chat_history.policy.calibration import calibration_of, key_of
-from chat_history.policy.context import RequestOptions, prepare_rows
+from chat_history.policy.context import prepare_rows
+from chat_history.preparation import PrepareOptions
 from chat_history.providers import format_body
 from chat_history.settings import ContextSettings
 from chat_history.store import queries, tail, transaction
 from chat_history.store import rows as row_codec
+
+
+def request_rows(
+    manager: ChatHistoryManager, route: Route, options: PrepareOptions
+) -> preparation.RequestRows:
+    """What ``prepare`` reads for ``KEY`` now (``preparation.request_rows`` in a snapshot)."""
+    with manager.store.snapshot() as tx:
+        return preparation.request_rows(tx, manager.settings, KEY, route, options)
 
 
 def reference(manager: ChatHistoryManager, options: PrepareOptions) -> Any:
@@ -48,16 +58,8 @@ def reference(manager: ChatHistoryManager, options: PrepareOptions) -> Any:
     try:
         out = prepare_rows(
             rows,
-            RequestOptions(
-                settings=manager.settings.context,
-                route=route,
-                summary=summary,
-                tools=options.tools,
-                extra_tokens=options.extra_tokens,
-                overflow_recovery=options.overflow_recovery,
-                keep_tool_context_turns=options.keep_tool_context_turns,
-                calibration=calibration,
-                propose_compaction=True,
+            preparation.request_options(
+                manager.settings, route, options, summary=summary, calibration=calibration
             ),
         )
     except ContextOverflow as overflow:
@@ -214,7 +216,7 @@ def test_a_long_compacted_conversation_reads_only_after_its_coverage(tmp_path: P
     manager.save_summary(KEY, "The first 594 turns.", users[-6].id - 1)
     route = resolve_route("openai", None, manager.settings)
 
-    rows, omitted, _ = manager._request_rows(KEY, route, PrepareOptions())
+    rows, omitted, _ = request_rows(manager, route, PrepareOptions())
 
     assert omitted is not None and omitted.covered.turns == 594
     assert omitted.beyond_limit.turns == omitted.within_limit.turns == 0
@@ -294,7 +296,7 @@ def test_a_summary_whose_turns_retention_deleted_is_sent_from_a_window(tmp_path:
     assert summary.covers_through_id < spoken[0].id
     route = resolve_route("openai", None, manager.settings)
 
-    rows, omitted, _ = manager._request_rows(KEY, route, PrepareOptions())
+    rows, omitted, _ = request_rows(manager, route, PrepareOptions())
 
     assert omitted is not None and omitted.covered.turns == 0
     assert omitted.within_limit.turns + omitted.beyond_limit.turns > 0

@@ -15,13 +15,13 @@ from rows import A, S, T, U
 from chat_history.errors import ContextOverflow, InvalidParams
 from chat_history.model import Attachment, Message, StoredMessage, ToolSpec
 from chat_history.policy.budget import Route
+from chat_history.policy.compaction import context_note
 from chat_history.policy.context import (
     BREADCRUMB,
     COLLAPSED_EXCHANGE,
     Prepared,
     RequestOptions,
     RequestTrim,
-    breadcrumb_row,
     collapse_turn,
     prepare_rows,
 )
@@ -618,10 +618,17 @@ def test_stored_rows_are_accepted() -> None:
 def test_negative_extra_tokens_are_invalid() -> None:
     with pytest.raises(InvalidParams) as raised:
         run([U()], extra_tokens=-1)
-    assert raised.value.field == "extraTokens"
+    assert raised.value.field == "extra_tokens"
 
 
 def test_negative_keep_tool_context_turns_is_invalid() -> None:
     with pytest.raises(InvalidParams) as raised:
         run([U()], keep_tool_context_turns=-1)
-    assert raised.value.field == "keepToolContextTurns"
+    assert raised.value.field == "keep_tool_context_turns"
+
+
+def breadcrumb_row(summary: str | None = None) -> Message:
+    """The context note of a request that dropped turns, with no summary standing in."""
+    note = context_note(summary, has_coverage=False, stands_in=False, dropped=True)
+    assert note is not None
+    return note

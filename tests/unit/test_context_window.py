@@ -17,12 +17,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_context_properties import TOOL_NAMES, context_settings, histories
 
+from chat_history import preparation
 from chat_history.errors import ContextOverflow, InvalidParams
-from chat_history.manager import ChatHistoryManager, PrepareOptions
+from chat_history.manager import ChatHistoryManager
 from chat_history.model import Message, ToolCall, ToolSpec, Trimmed
-from chat_history.policy.budget import resolve_route
-from chat_history.policy.context import RequestOptions, prepare_rows, request_floor, turn_figures
+from chat_history.policy.budget import Route, resolve_route
+from chat_history.policy.context import prepare_rows, request_floor, turn_figures
 from chat_history.policy.turns import segment
+from chat_history.preparation import PrepareOptions
 from chat_history.providers import format_body
 from chat_history.settings import ContextSettings, Settings, default_settings
 from chat_history.store import Key, Store
@@ -31,6 +33,14 @@ from chat_history.store.schema import DATABASE_FILE, MIGRATIONS, SCHEMA_VERSION
 KEY = Key("ws", "conv")
 T0 = 1_764_480_000_000
 HOUR = 3_600_000
+
+
+def request_rows(
+    manager: ChatHistoryManager, route: Route, options: PrepareOptions
+) -> preparation.RequestRows:
+    """What ``prepare`` reads for ``KEY`` now (``preparation.request_rows`` in a snapshot)."""
+    with manager.store.snapshot() as tx:
+        return preparation.request_rows(tx, manager.settings, KEY, route, options)
 
 
 def keep_everything(ctx: ContextSettings | None = None) -> Settings:
@@ -53,14 +63,8 @@ def full_result(
     try:
         out = prepare_rows(
             rows,
-            RequestOptions(
-                settings=manager.settings.context,
-                route=route,
-                summary=summary.summary if summary else None,
-                tools=options.tools,
-                extra_tokens=options.extra_tokens,
-                overflow_recovery=options.overflow_recovery,
-                keep_tool_context_turns=options.keep_tool_context_turns,
+            preparation.request_options(
+                manager.settings, route, options, summary=summary.summary if summary else None
             ),
         )
     except ContextOverflow as overflow:
@@ -223,7 +227,7 @@ def test_a_long_conversation_is_prepared_from_its_newest_turns(tmp_path: Path) -
     manager.append(KEY, long_conversation(600))
     route = resolve_route("openai", None, manager.settings)
 
-    rows, omitted, _ = manager._request_rows(KEY, route, PrepareOptions())
+    rows, omitted, _ = request_rows(manager, route, PrepareOptions())
 
     assert omitted is not None and omitted.within_limit.turns > 0
     assert len(rows) < 100  # of 1,800 stored: what the budget can hold, plus the system rows
@@ -240,7 +244,7 @@ def test_the_turn_limit_alone_bounds_what_is_read(tmp_path: Path) -> None:
     manager.append(KEY, long_conversation(200))
     route = resolve_route("openai", None, manager.settings)
 
-    _, omitted, _ = manager._request_rows(KEY, route, PrepareOptions())
+    _, omitted, _ = request_rows(manager, route, PrepareOptions())
 
     assert omitted is not None and omitted.beyond_limit.turns == 195
     assert omitted.within_limit.turns == 0
@@ -256,7 +260,7 @@ def test_turns_deleted_by_retention_leave_the_window_exact(tmp_path: Path) -> No
         manager.append(KEY, rows[start : start + 60])
     route = resolve_route("openai", None, manager.settings)
 
-    assert manager._request_rows(KEY, route, PrepareOptions())[1] is not None
+    assert request_rows(manager, route, PrepareOptions())[1] is not None
     assert_same(manager, PrepareOptions(), events)
 
 
@@ -272,7 +276,7 @@ def test_two_connections_appending_in_turn_keep_the_figures_exact(tmp_path: Path
         (first if (index // 3) % 2 else second).append(KEY, [row])
     route = resolve_route("openai", None, settings)
     for manager in (first, second):
-        assert manager._request_rows(KEY, route, PrepareOptions())[1] is not None
+        assert request_rows(manager, route, PrepareOptions())[1] is not None
         assert_same(manager, PrepareOptions(), events)
     with first.store.read() as transaction:
         recorded = transaction.connection.execute(
@@ -302,7 +306,7 @@ def test_a_turn_deleted_out_of_order_falls_back_to_every_row(tmp_path: Path) -> 
         transaction.delete_rows(KEY, ids)
     route = resolve_route("openai", None, manager.settings)
 
-    assert manager._request_rows(KEY, route, PrepareOptions())[1] is None
+    assert request_rows(manager, route, PrepareOptions())[1] is None
     assert_same(manager, PrepareOptions(), events)
 
 
@@ -315,9 +319,9 @@ def test_prompt_mode_calls_with_tool_names_fall_back_to_every_row(tmp_path: Path
     options = PrepareOptions(tools=(ToolSpec(name="read_file"),))
     route = resolve_route("openai", None, manager.settings)
 
-    assert manager._request_rows(KEY, route, options)[1] is None
+    assert request_rows(manager, route, options)[1] is None
     assert_same(manager, options, events)
-    assert manager._request_rows(KEY, route, PrepareOptions())[1] is not None
+    assert request_rows(manager, route, PrepareOptions())[1] is not None
     assert_same(manager, PrepareOptions(), events)
 
 
@@ -356,7 +360,7 @@ def test_a_version_1_database_keeps_its_rows_and_is_prepared_in_full(tmp_path: P
     with manager.store.read() as transaction:
         assert transaction.connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     route = resolve_route("openai", None, manager.settings)
-    assert manager._request_rows(KEY, route, PrepareOptions())[1] is None  # turn 1 has none
+    assert request_rows(manager, route, PrepareOptions())[1] is None  # turn 1 has none
     assert_same(manager, PrepareOptions(), events)
 
 

@@ -25,7 +25,7 @@ from tests.unit.conftest import FixedClock, settings_from
 
 from chat_history.conversations import ConversationUpdate, MessageEdit
 from chat_history.errors import InvalidParams
-from chat_history.manager import ChatHistoryManager, PrepareOptions
+from chat_history.manager import ChatHistoryManager
 from chat_history.model import Key, Message, StoredMessage, Summary, ToolCall
 from chat_history.policy.budget import resolve_route
 from chat_history.policy.context import RequestOptions, prepare_rows, turn_figures
@@ -40,6 +40,7 @@ from chat_history.policy.rewind import (
 from chat_history.policy.titles import auto_title, fork_title
 from chat_history.policy.tokens import stored_tokens
 from chat_history.policy.turns import is_real_user
+from chat_history.preparation import PrepareOptions
 from chat_history.providers import format_body
 from chat_history.store import Store
 from chat_history.store.schema import FIGURES
@@ -244,7 +245,7 @@ class ConversationsMachine(RuleBasedStateMachine):
         if self.model[target].exists or not src.rows:
             with pytest.raises(InvalidParams) as caught:
                 self.manager.fork(source, target, through)
-            field = "newConversationId" if self.model[target].exists else "conversationId"
+            field = "new_conversation_id" if self.model[target].exists else "conversation_id"
             assert caught.value.field == field
             return
         info = self.manager.fork(source, target, through)

@@ -14,7 +14,6 @@ from chat_history.policy.cursor import (
     CursorPosition,
     decode_cursor,
     encode_cursor,
-    is_after,
     order_key,
 )
 
@@ -106,3 +105,11 @@ def test_paging_by_cursor_lists_each_conversation_once_in_order(
             break
         cursor = encode_cursor(CursorPosition(*page[-1]))
     assert pages == ordered
+
+
+def is_after(
+    position: CursorPosition, last_activity: int | None, conversation_id: str, workspace: str
+) -> bool:
+    """Whether a conversation comes after ``position`` in the listing order (a later page)."""
+    here = order_key(position.last_activity, position.conversation_id, position.workspace)
+    return order_key(last_activity, conversation_id, workspace) > here

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from chat_history import frames, framing
-from chat_history.server import ChatHistoryServer
+from chat_history.wire import frames, framing
+from chat_history.wire.server import ChatHistoryServer
 
 
 def headers(data: bytes) -> list[Any]:

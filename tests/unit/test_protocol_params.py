@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from chat_history.errors import InvalidParams
 from chat_history.model import Attachment, Message, ToolCall, ToolSpec
-from chat_history.protocol import (
+from chat_history.wire.protocol import (
     MAX_MESSAGES,
     AppendParams,
     FormatParams,
@@ -455,8 +455,8 @@ def test_check_id_and_text() -> None:
 def test_a_model_name_that_is_not_valid_unicode_is_refused_naming_model() -> None:
     """The model keys the calibration table: a lone surrogate cannot be stored (found by the
     hostile fuzzing of prepare once calibration landed)."""
-    from chat_history import protocol
     from chat_history.errors import InvalidParams
+    from chat_history.wire import protocol
 
     for params_cls, translate in (
         (protocol.PrepareParams, protocol.prepare_options),
@@ -471,3 +471,26 @@ def test_a_model_name_that_is_not_valid_unicode_is_refused_naming_model() -> Non
             assert exc.field == "model"
         else:
             raise AssertionError(f"{params_cls.__name__} accepted a lone surrogate")
+
+
+@pytest.mark.parametrize(
+    ("domain", "wire_path"),
+    [
+        ("messages[3].tool_call_id", "messages[3].toolCallId"),
+        ("through_id", "throughId"),
+        ("covers_through_id", "coversThroughId"),
+        ("new_conversation_id", "newConversationId"),
+        ("keep_tool_context_turns", "keepToolContextTurns"),
+        ("turns[2]", "turns[2]"),
+        ("messages[0].toolCallId", "messages[0].toolCallId"),  # a wire path stays as it is
+        ("provider", "provider"),
+        ("", ""),
+    ],
+)
+def test_a_domain_field_id_is_named_by_its_wire_path(domain: str, wire_path: str) -> None:
+    from chat_history.wire import protocol
+
+    assert protocol.wire_field(domain) == wire_path
+    message, data = protocol.wire_error(InvalidParams(domain, "is wrong"))
+    assert data == {"field": wire_path}
+    assert message == (f"{wire_path}: is wrong" if wire_path else "is wrong")

@@ -53,27 +53,27 @@ def rejected(*messages: Message, **kw: Any) -> InvalidParams:
 
 def test_tool_row_answering_no_call_is_rejected_naming_the_row() -> None:
     error = rejected(U("u"), A("a"), T("call_9"))
-    assert error.field == "messages[2].toolCallId"
+    assert error.field == "messages[2].tool_call_id"
     assert "call_9" in error.why
 
 
 def test_tool_row_answering_an_unknown_id_is_rejected() -> None:
     error = rejected(U("u"), A("", "c1"), T("c2"))
-    assert error.field == "messages[2].toolCallId"
+    assert error.field == "messages[2].tool_call_id"
 
 
 def test_tool_row_before_any_call_is_rejected() -> None:
-    assert rejected(T("c1")).field == "messages[0].toolCallId"
+    assert rejected(T("c1")).field == "messages[0].tool_call_id"
 
 
 def test_tool_row_answering_a_call_of_an_earlier_turn_is_rejected() -> None:
     error = rejected(U("u1"), A("", "c1"), U("u2"), T("c1"))
-    assert error.field == "messages[3].toolCallId"
+    assert error.field == "messages[3].tool_call_id"
 
 
 def test_tool_row_answering_a_call_of_an_earlier_append_of_an_earlier_turn_is_rejected() -> None:
     error = rejected(U("u2"), T("c1"), last_turn=1, current=[U("u1"), A("", "c1")])
-    assert error.field == "messages[1].toolCallId"
+    assert error.field == "messages[1].tool_call_id"
 
 
 def test_tool_row_may_answer_a_call_of_an_earlier_append_in_the_same_turn() -> None:
@@ -83,12 +83,12 @@ def test_tool_row_may_answer_a_call_of_an_earlier_append_in_the_same_turn() -> N
 
 def test_a_call_answered_twice_is_rejected() -> None:
     error = rejected(U("u"), A("", "c1"), T("c1"), T("c1"))
-    assert error.field == "messages[3].toolCallId"
+    assert error.field == "messages[3].tool_call_id"
 
 
 def test_a_call_answered_in_an_earlier_append_cannot_be_answered_again() -> None:
     error = rejected(T("c1"), last_turn=1, current=[U("u"), A("", "c1"), T("c1")])
-    assert error.field == "messages[0].toolCallId"
+    assert error.field == "messages[0].tool_call_id"
 
 
 def test_unanswered_calls_are_allowed() -> None:
@@ -118,7 +118,7 @@ def test_a_rejected_append_stores_nothing(make_manager) -> None:
     manager.append(KEY, [U("u1"), A("", "c1")])
     with pytest.raises(InvalidParams) as caught:
         manager.append(KEY, [T("c1"), U("u2"), T("c1")])
-    assert caught.value.field == "messages[2].toolCallId"
+    assert caught.value.field == "messages[2].tool_call_id"
     assert [row.content for row in manager.get(KEY).messages] == ["u1", ""]
 
 
@@ -135,7 +135,7 @@ def test_manager_rejects_a_result_for_a_call_of_an_earlier_turn(make_manager) ->
     manager.append(KEY, [U("u2")])
     with pytest.raises(InvalidParams) as caught:
         manager.append(KEY, [T("c1")])
-    assert caught.value.field == "messages[0].toolCallId"
+    assert caught.value.field == "messages[0].tool_call_id"
 
 
 def test_manager_keeps_pending_calls_of_the_running_turn_after_older_turns_are_pruned(

@@ -78,7 +78,7 @@ def test_truncate_deletes_a_summary_covering_a_deleted_row(
 def test_truncate_from_an_id_that_is_not_a_row_here_is_refused(from_id: int) -> None:
     with pytest.raises(InvalidParams) as error:
         plan_truncate(HISTORY, from_id, None)
-    assert error.value.field == "fromId"
+    assert error.value.field == "from_id"
 
 
 def test_after_truncate_append_continues_from_the_highest_remaining_turn() -> None:
@@ -180,10 +180,10 @@ def test_fork_copies_through_the_named_row_in_order() -> None:
 def test_fork_of_an_empty_source_or_through_a_missing_row_is_refused() -> None:
     with pytest.raises(InvalidParams) as error:
         fork_rows([], None)
-    assert error.value.field == "conversationId"
+    assert error.value.field == "conversation_id"
     with pytest.raises(InvalidParams) as error:
         fork_rows(HISTORY, IDS[-1] + 1)
-    assert error.value.field == "throughId"
+    assert error.value.field == "through_id"
 
 
 def test_the_summary_is_copied_when_its_coverage_lies_within_the_copy() -> None:

@@ -13,7 +13,6 @@ from chat_history.model import Attachment, Message, StoredMessage, ToolCall, Too
 from chat_history.policy.tokens import (
     IMAGE_TOKENS,
     row_tokens,
-    rows_tokens,
     stored_tokens,
     text_tokens,
     tool_calls_json,
@@ -21,7 +20,6 @@ from chat_history.policy.tokens import (
 )
 from chat_history.policy.turns import (
     carrier_calls,
-    is_carrier,
     is_in_turn_user,
     is_real_user,
     next_turn_number,
@@ -158,7 +156,7 @@ def test_stored_tokens_of_a_user_row_count_its_images() -> None:
 
 def test_rows_tokens_sums_rows() -> None:
     rows = [U("abcd"), Message(role="assistant", content="abcde")]
-    assert rows_tokens(rows) == 5 + 6
+    assert sum(row_tokens(row) for row in rows) == 5 + 6
 
 
 def test_tool_schema_tokens() -> None:
@@ -223,9 +221,9 @@ def test_structured_calls_make_a_carrier() -> None:
 
 def test_prompt_mode_json_carrier_counts_only_known_tools() -> None:
     row = Message(role="assistant", content='{"tool_calls": [{"name": "read", "arguments": {}}]}')
-    assert is_carrier(row)
-    assert is_carrier(row, tools=["read"])
-    assert not is_carrier(row, tools=["write"])
+    assert bool_carrier(row)
+    assert bool_carrier(row, tools=["read"])
+    assert not bool_carrier(row, tools=["write"])
 
 
 def test_tool_call_blocks_make_a_carrier() -> None:
@@ -241,8 +239,8 @@ def test_quoted_api_trace_is_a_plain_reply() -> None:
         role="assistant",
         content='The API returned {"tool_calls": [{"name": "get_weather"}]} earlier.',
     )
-    assert not is_carrier(row, tools=["read"])
-    assert not is_carrier(Message(role="user", content='{"tool_calls": [{"name": "read"}]}'))
+    assert not bool_carrier(row, tools=["read"])
+    assert not bool_carrier(Message(role="user", content='{"tool_calls": [{"name": "read"}]}'))
 
 
 def test_a_stored_row_is_priced_by_the_estimate_it_was_stored_with() -> None:
@@ -275,3 +273,8 @@ def test_a_stored_row_keeps_every_field_of_its_message() -> None:
         assert getattr(stored, field.name) == getattr(message, field.name), field.name
     assert (stored.id, stored.turn, stored.tokens) == (3, 2, 11)
     assert StoredMessage.of(message, id=3, turn=2, tokens=11, timestamp=9).timestamp == 9
+
+
+def bool_carrier(row: Message, tools: list[str] | None = None) -> bool:
+    """Whether ``row`` carries a call (of ``tools``, when given)."""
+    return bool(carrier_calls(row, tools))

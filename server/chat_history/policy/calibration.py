@@ -62,8 +62,8 @@ def check_usage(estimated_tokens: object, prompt_tokens: object) -> tuple[int, i
     """``reportUsage``'s figures as positive integers; zero, negative or non-integer figures are
     InvalidParams naming the field. Large ones are accepted (their ratio is clipped)."""
     return (
-        _positive_int(estimated_tokens, "estimatedTokens"),
-        _positive_int(prompt_tokens, "promptTokens"),
+        _positive_int(estimated_tokens, "estimated_tokens"),
+        _positive_int(prompt_tokens, "prompt_tokens"),
     )
 
 

@@ -106,14 +106,6 @@ class Prepared:
     compaction: Proposal | None
 
 
-def breadcrumb_row(summary: str | None = None) -> Message:
-    """The context note of a request that dropped turns, with no summary standing in: the
-    breadcrumb line, then a non-blank ``summary`` (one without ``coversThroughId``)."""
-    note = context_note(summary, has_coverage=False, stands_in=False, dropped=True)
-    assert note is not None
-    return note
-
-
 def collapsed_exchange_row(calls: int) -> Message:
     return Message(role="assistant", content=COLLAPSED_EXCHANGE.format(n=calls))
 
@@ -480,18 +472,7 @@ def prepare_rows(rows: Sequence[Message], options: RequestOptions) -> Prepared:
     covered = _covered_turns(turns, request)
     compacted_turns = request.pre_covered.turns + covered.turns
     all_units = _sent_units(turns, covered.turns, request)
-    stands_in = compacted_turns > 0 or precedes(
-        request.covers_through_id, _oldest_spoken(rows, options.omitted, request)
-    )
-    note, dropped_note = (
-        context_note(
-            request.text,
-            has_coverage=request.covers_through_id is not None,
-            stands_in=stands_in,
-            dropped=dropped,
-        )
-        for dropped in (False, True)
-    )
+    note, dropped_note = _notes(rows, options, request, compacted_turns)
     system_block = [*segmented.leading_system, *covered.moved_system]
     window = _Window(
         system_block,
@@ -531,14 +512,33 @@ def prepare_rows(rows: Sequence[Message], options: RequestOptions) -> Prepared:
     )
 
 
+def _notes(
+    rows: Sequence[Message], options: RequestOptions, request: _Request, compacted_turns: int
+) -> tuple[Message | None, Message | None]:
+    """The context note the request sends when no turn is dropped, and when some are."""
+    stands_in = compacted_turns > 0 or precedes(
+        request.covers_through_id, _oldest_spoken(rows, options.omitted, request)
+    )
+    kept, dropped = (
+        context_note(
+            request.text,
+            has_coverage=request.covers_through_id is not None,
+            stands_in=stands_in,
+            dropped=dropped,
+        )
+        for dropped in (False, True)
+    )
+    return kept, dropped
+
+
 def _request(options: RequestOptions) -> _Request:
     """Check the options and work out what every step needs; the omitted turns must have been
     left out for this summary's coverage."""
-    _check_non_negative("extraTokens", options.extra_tokens)
+    _check_non_negative("extra_tokens", options.extra_tokens)
     keep = options.keep_tool_context_turns
     if keep is None:
         keep = options.settings.tool_context_turns()
-    _check_non_negative("keepToolContextTurns", keep)
+    _check_non_negative("keep_tool_context_turns", keep)
     tools = options.tools
     text, covers_through_id = _summary_parts(options.summary)
     omitted = options.omitted

@@ -41,15 +41,6 @@ def order_key(last_activity: int | None, conversation_id: str, workspace: str) -
     return (last_activity is None, -(last_activity or 0), conversation_id, workspace)
 
 
-def is_after(
-    position: CursorPosition, last_activity: int | None, conversation_id: str, workspace: str
-) -> bool:
-    """Whether a conversation comes after ``position`` in the listing order (so on a later
-    page)."""
-    here = order_key(position.last_activity, position.conversation_id, position.workspace)
-    return order_key(last_activity, conversation_id, workspace) > here
-
-
 def encode_cursor(position: CursorPosition) -> str:
     """The opaque cursor a page hands out for its last conversation."""
     payload = json.dumps(

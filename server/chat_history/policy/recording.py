@@ -57,9 +57,12 @@ def plan_append(
     current_turn_rows: Sequence[Message],
     messages: Sequence[Message],
     max_tool_result_chars: int,
+    first_index: int = 0,
 ) -> list[PlannedRow]:
     """Number the new rows' turns, check every tool row answers a pending call of its turn, and
-    cut over-long tool results. Raises InvalidParams naming the first offending row."""
+    cut over-long tool results. Raises InvalidParams naming the first offending row as
+    ``messages[i]``, counting from ``first_index`` (an import names its rows among all it was
+    given, some of which were already stored)."""
     pending = pending_call_ids(current_turn_rows)
     turn = last_turn
     planned: list[PlannedRow] = []
@@ -74,7 +77,7 @@ def plan_append(
             if call_id not in pending:
                 waiting = cut_text(", ".join(sorted(pending)), 300) or "none"
                 raise InvalidParams(
-                    f"messages[{index}].toolCallId",
+                    f"messages[{first_index + index}].tool_call_id",
                     f"{quoted(call_id)} answers no pending tool call of its turn "
                     f"(pending: {waiting})",
                 )

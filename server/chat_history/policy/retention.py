@@ -7,15 +7,14 @@ the count and token rules; system rows survive everything while ``preserveSystem
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal, Protocol
+from typing import Protocol
 
 import attrs
 
-from chat_history.model import PruneReport, Trimmed
+from chat_history.model import PruneReport, StorageReason, Trimmed
 from chat_history.settings import Settings
 
 HOUR_MS = 3_600_000
-StorageReason = Literal["age", "count", "tokens"]
 
 
 class RowMeta(Protocol):

@@ -60,7 +60,7 @@ def plan_truncate(
     """Row ``from_id`` and every later row go; a summary whose ``coversThroughId`` ≥ ``from_id``
     goes too (one without coverage stays). ``from_id`` must be a row here (InvalidParams
     ``fromId``)."""
-    row_by_id(rows, from_id, "fromId")
+    row_by_id(rows, from_id, "from_id")
     deleted = tuple(row for row in rows if row.id >= from_id)
     remaining = tuple(row for row in rows if row.id < from_id)
     summary = summary_covers_through is not None and summary_covers_through >= from_id
@@ -129,10 +129,10 @@ def fork_rows(rows: Sequence[R], through_id: int | None) -> tuple[R, ...]:
     without rows is InvalidParams ``conversationId``; a ``throughId`` that is not a row of the
     source is InvalidParams ``throughId``."""
     if not rows:
-        raise InvalidParams("conversationId", "has no messages to fork")
+        raise InvalidParams("conversation_id", "has no messages to fork")
     if through_id is None:
         return tuple(rows)
-    row_by_id(rows, through_id, "throughId")
+    row_by_id(rows, through_id, "through_id")
     return tuple(row for row in rows if row.id <= through_id)
 
 

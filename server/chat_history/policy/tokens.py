@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from chat_history.model import (
@@ -105,7 +105,3 @@ def tool_schema_tokens(tool: ToolSpec) -> int:
     if parameters is not None:
         text += compact_json(parameters)
     return text_tokens(text) + ROW_FRAMING_TOKENS
-
-
-def rows_tokens(rows: Sequence[Message]) -> int:
-    return sum(row_tokens(row) for row in rows)

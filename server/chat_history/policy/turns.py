@@ -122,10 +122,6 @@ def carrier_calls(row: Message, tools: Collection[str] | None = None) -> list[Ca
     return [CallRef(None, name) for name in names]
 
 
-def is_carrier(row: Message, tools: Collection[str] | None = None) -> bool:
-    return bool(carrier_calls(row, tools))
-
-
 @attrs.frozen
 class Turn(Generic[T]):
     """One turn's rows in order; ``number`` 0 is the rows before the first real user message."""

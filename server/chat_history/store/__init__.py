@@ -2,10 +2,15 @@
 PostgreSQL engine (``postgres/``, reusing the shared SQL through its dialect):
 
 - ``seam.py``        ``HistoryStore``: what the manager needs of an engine
-
+- ``choice.py``      which engine: the ``database`` option, else SQLite in the storage folder
+- ``workspaces.py``  stateless SQL of workspace identities: re-keying, folder fingerprints
+- ``postgres/``      the PostgreSQL engine (its own ``__init__`` lists its files)
 - ``connection.py``  ``Store``: the connection, read/snapshot/write sections, failure mapping
 - ``transaction.py`` ``Reading``/``Transaction``: every query and change an operation makes
 - ``queries.py``     stateless SQL on one conversation, and the records it returns
+- ``records.py``     stateless SQL of conversation records: title, metadata, the paged listing
+- ``edits.py``       stateless SQL of the edits: truncate, delete turns, edit a row, copy
+- ``search_index.py`` stateless SQL of the full-text search index
 - ``overview.py``    stateless SQL on the whole database: listings and stats
 - ``rows.py``        a row's columns and its conversion to and from ``StoredMessage``
 - ``tail.py``        what the connection remembers of a conversation's end
@@ -14,6 +19,7 @@ PostgreSQL engine (``postgres/``, reusing the shared SQL through its dialect):
 - ``failures.py``    the busy timeout and readable reasons of SQLite's failures
 - ``files.py``       the folder and files on disk, owner-only
 - ``schema.py``      the schema and its migrations
+- ``engine.py``      the SQLite engine (sqlean.py, for FTS5 secure-delete) every connection uses
 - ``calibration.py`` the usage ratios of ``reportUsage`` per (provider kind, model), remembered
 """
 
@@ -22,10 +28,12 @@ from chat_history.store.choice import database_option, open_store, purge_option
 from chat_history.store.connection import Store
 from chat_history.store.overview import ConversationRecord, DatabaseStats
 from chat_history.store.queries import ConversationTotals, RowMetaRecord
+from chat_history.store.schema import DATABASE_FILE
 from chat_history.store.seam import HistoryStore
 from chat_history.store.transaction import Reading, Transaction
 
 __all__ = [
+    "DATABASE_FILE",
     "ConversationRecord",
     "ConversationTotals",
     "DatabaseStats",

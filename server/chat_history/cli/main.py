@@ -16,19 +16,10 @@ from typing import Any
 
 import attrs
 
-from chat_history import __version__, cli_workspaces, protocol
-from chat_history.errors import InvalidParams, StorageError
-from chat_history.manager import ChatHistoryManager
-from chat_history.model import ROLES
-from chat_history.paths import STORAGE_ENV, default_storage_folder
-from chat_history.progress import Progress
-from chat_history.render import conversations_table, history_text, prune_text, search_text, when
-from chat_history.settings import SECTION, Settings, default_settings, load_settings
-from chat_history.settings_file import SettingsFileError, read_settings_file
-from chat_history.storage_retention import PruneRun, tally
-from chat_history.store import ConversationRecord, Key, database_option, open_store
-from chat_history.store.schema import DATABASE_FILE
-from chat_history.transfer import (
+from chat_history import __version__
+from chat_history.cli.progress import Progress
+from chat_history.cli.render import conversations_table, history_text, prune_text, search_text, when
+from chat_history.cli.transfer import (
     ConversationImport,
     ImportFileError,
     conversation_lines,
@@ -36,6 +27,16 @@ from chat_history.transfer import (
     header_line,
     read_import,
 )
+from chat_history.errors import InvalidParams, StorageError
+from chat_history.manager import ChatHistoryManager
+from chat_history.model import ROLES
+from chat_history.paths import STORAGE_ENV, default_storage_folder
+from chat_history.settings import SECTION, Settings, default_settings, load_settings
+from chat_history.settings_file import SettingsFileError, read_settings_file
+from chat_history.storage_retention import PruneRun, tally
+from chat_history.store import DATABASE_FILE, ConversationRecord, Key, database_option
+from chat_history.wire import protocol
+from chat_history.workspaces import machine_id
 
 EXIT_FAILURE = 1  # missing database or conversation, a bad import file, a bad settings file
 EXIT_USAGE = 2  # bad arguments (argparse's own status)
@@ -100,7 +101,7 @@ def open_manager(
 ) -> ChatHistoryManager:
     url = cli_database(args)
     if url is not None:
-        return ChatHistoryManager(open_store(Path(), url), settings)
+        return ChatHistoryManager.on_database(url, settings)
     folder, name = database_location(args.db)
     path = folder / name
     if not create and not path.is_file():
@@ -229,12 +230,25 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def edited(run: Callable[[], Any], flag: Callable[[str], str]) -> Any:
+#: The one table from the field id of an edit's refusal (InvalidParams) to the command-line
+#: name that gave the value.
+EDIT_FLAGS = {
+    "title": "TITLE",
+    "from_id": "--from",
+    "through_id": "--through",
+    "new_conversation_id": "NEW",
+    "conversation_id": "CONVERSATION",
+    "from": "FROM",
+    "to": "TO",
+}
+
+
+def edited(run: Callable[[], Any]) -> Any:
     """Run an edit; a refusal (InvalidParams) is reported by its command-line name."""
     try:
         return run()
     except InvalidParams as exc:
-        raise CliError(f"{flag(exc.field)}: {exc.why}") from None
+        raise CliError(f"{EDIT_FLAGS.get(exc.field, exc.field)}: {exc.why}") from None
 
 
 def cmd_rename(args: argparse.Namespace) -> int:
@@ -247,7 +261,7 @@ def cmd_rename(args: argparse.Namespace) -> int:
     if (args.title is None) == (not args.automatic):
         raise CliError("give a TITLE, or --automatic (not both)", EXIT_USAGE)
     change = ConversationUpdate(set_title=True, title=args.title)
-    info = edited(lambda: manager.update_conversation(key, change), lambda f: f.upper())
+    info = edited(lambda: manager.update_conversation(key, change))
     print(f"{key.conversation}: {info.title!r} ({info.title_source or 'no'} title)")
     return 0
 
@@ -256,7 +270,7 @@ def cmd_truncate(args: argparse.Namespace) -> int:
     """Delete message #ID and every later one (chatHistory/truncate)."""
     manager = open_manager(args)
     key = find_key(manager, args.conversation, args.workspace)
-    result = edited(lambda: manager.truncate(key, args.from_id), lambda f: "--from")
+    result = edited(lambda: manager.truncate(key, args.from_id))
     gone = " and its summary" if result.summary_deleted else ""
     print(f"{key.conversation}: deleted {result.deleted_messages} message(s){gone}.")
     return 0
@@ -267,8 +281,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
     manager = open_manager(args)
     key = find_key(manager, args.conversation, args.workspace)
     target = Key(args.to_workspace or key.workspace, args.new)
-    flags = {"throughId": "--through", "newConversationId": "NEW", "conversationId": "CONVERSATION"}
-    info = edited(lambda: manager.fork(key, target, args.through), lambda f: flags.get(f, f))
+    info = edited(lambda: manager.fork(key, target, args.through))
     print(
         f"{info.conversation_id}: {info.message_count} message(s) copied from "
         f"{key.conversation}" + (f" into workspace {info.workspace!r}" if args.to_workspace else "")
@@ -305,7 +318,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     settings = attrs.evolve(loaded.settings, enable_auto_pruning=True)
     run = prune(open_manager(args, settings), args.workspace, dry_run=args.dry_run)
     if args.json:
-        print_json(prune_json(run))
+        print_json(protocol.wire_prune_run(run))
     else:
         print(prune_text(run, settings))
     return 0
@@ -320,33 +333,6 @@ def prune(manager: ChatHistoryManager, workspace: str | None, *, dry_run: bool) 
             plans.append((key, manager.retain(key, dry_run=dry_run)))
             progress.advance()
     return tally(dry_run, plans)
-
-
-def prune_json(run: PruneRun) -> dict[str, Any]:
-    """``prune --json``."""
-    return {
-        "dryRun": run.dry_run,
-        "conversationsChecked": run.checked,
-        "droppedMessages": run.dropped_messages,
-        "deletedSummaries": run.deleted_summaries,
-        "reasons": {
-            rule: {"messages": m, "turns": t, "conversations": c}
-            for rule, (m, t, c) in run.per_rule.items()
-        },
-        "conversations": [
-            {
-                "workspace": item.key.workspace,
-                "conversationId": item.key.conversation,
-                "droppedMessages": item.dropped_messages,
-                "retainedTurns": item.retained_turns,
-                "reasons": {
-                    rule: {"messages": m, "turns": t} for rule, (m, t) in item.reasons.items()
-                },
-                "summaryDeleted": item.summary_deleted,
-            }
-            for item in run.conversations
-        ],
-    }
 
 
 def _write_lines(lines: Iterator[dict[str, Any]], sink: Any, progress: Progress) -> None:
@@ -401,7 +387,8 @@ def cmd_import(args: argparse.Namespace) -> int:
                 result = manager.import_conversation(entry.key, entry.messages, entry.summary)
             except InvalidParams as exc:
                 failures.append(
-                    f"{args.file}:{entry.line_of(exc.field)}: {exc.field}: {exc.why} "
+                    f"{args.file}:{entry.line_of(exc.field)}: {protocol.wire_field(exc.field)}: "
+                    f"{exc.why} "
                     f"(conversation {entry.key.conversation!r} of workspace "
                     f"{entry.key.workspace!r} not imported)"
                 )
@@ -549,6 +536,61 @@ def _archive_commands(command: Command, settings: argparse.ArgumentParser) -> No
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+# -- version 3: workspaces and the engine's purge ------------------------------------------
+
+
+def _machine(args: argparse.Namespace) -> str:
+    folder, _ = database_location(getattr(args, "db", None))
+    return machine_id(folder)
+
+
+def cmd_workspaces(args: argparse.Namespace) -> int:
+    manager = open_manager(args)
+    infos = manager.workspace_infos(_machine(args))
+    if args.json:
+        print_json({"workspaces": protocol.wire(infos)})
+        return 0
+    if not infos:
+        print(f"No workspaces in {manager.database_path}.")
+        return 0
+    for info in infos:
+        where = ""
+        if info.folder is not None:
+            state = {True: "", False: " (gone)", None: " (another machine)"}[info.folder_exists]
+            where = f"  {info.folder}{state}"
+        print(
+            f"{info.workspace}  {info.conversations} conversation(s), last "
+            f"{when(info.last_activity)}{where}"
+        )
+    return 0
+
+
+def cmd_move_workspace(args: argparse.Namespace) -> int:
+    manager = open_manager(args)
+    moved = edited(lambda: manager.move_workspace(args.source, args.target))
+    print(f"moved {moved} conversation(s) from {args.source} to {args.target}.")
+    return 0
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    manager = open_manager(args)
+    if not manager.purge():
+        raise CliError("the purge did not finish (see the log above); nothing was lost")
+    print(f"purged deleted text from {manager.database_path}.")
+    return 0
+
+
+def _workspace_commands(command: Command) -> None:
+    p = command("workspaces", cmd_workspaces, "list workspaces with conversations (listWorkspaces)")
+    p.add_argument("--json", action="store_true", help="the result as chatHistory/listWorkspaces's")
+    p = command(
+        "move-workspace", cmd_move_workspace, "move every conversation of FROM to TO (one change)"
+    )
+    p.add_argument("source", metavar="FROM", help="the workspace identity that holds them")
+    p.add_argument("target", metavar="TO", help="the workspace identity to hold them")
+    command("purge", cmd_purge, "take deleted text out of the database files now")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="chat-history",
@@ -584,7 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
     _inspect_commands(command, settings)
     _change_commands(command, settings)
     _archive_commands(command, settings)
-    cli_workspaces.add_commands(command)
+    _workspace_commands(command)
     sub.add_parser("demo", help="run the live demo (python -m chat_history.demo)", add_help=False)
     return parser
 

@@ -25,11 +25,10 @@ from pygls.protocol import (
     lsp_method,
 )
 
-from chat_history import __version__, frames, framing, lsp_adapter, protocol, workspaces
-from chat_history.barrier import BOUND_SECONDS, SettingsBarrier
+from chat_history import __version__, workspaces
 from chat_history.errors import ContextOverflow, InvalidParams, StorageError
 from chat_history.manager import ChatHistoryManager
-from chat_history.model import Trimmed
+from chat_history.model import Key, Trimmed
 from chat_history.paths import default_storage_folder
 from chat_history.policy.identity import normalize_uri
 from chat_history.settings import (
@@ -39,7 +38,9 @@ from chat_history.settings import (
     default_settings,
     load_settings,
 )
-from chat_history.store import Key, database_option, open_store, purge_option
+from chat_history.store import database_option, purge_option
+from chat_history.wire import frames, framing, lsp_adapter, protocol
+from chat_history.wire.barrier import BOUND_SECONDS, SettingsBarrier
 
 log = logging.getLogger("chat_history")
 PROTOCOL_VERSION = 2
@@ -59,16 +60,14 @@ class StorageFailure(JsonRpcException):
 
 def to_jsonrpc(exc: Exception) -> JsonRpcException:
     """The one mapping of domain errors to JSON-RPC error codes (protocol.md, Errors)."""
+    if not isinstance(exc, InvalidParams | ContextOverflow | StorageError):
+        raise exc
+    message, data = protocol.wire_error(exc)
     if isinstance(exc, InvalidParams):
-        return JsonRpcInvalidParams(message=str(exc), data={"field": exc.field})
+        return JsonRpcInvalidParams(message=message, data=data)
     if isinstance(exc, ContextOverflow):
-        return ContextOverflowError(
-            message=str(exc),
-            data={"estimatedTokens": exc.estimated_tokens, "contextWindow": exc.context_window},
-        )
-    if isinstance(exc, StorageError):
-        return StorageFailure(message=str(exc), data={"reason": exc.reason})
-    raise exc
+        return ContextOverflowError(message=message, data=data)
+    return StorageFailure(message=message, data=data)
 
 
 #: the converter pygls uses (tests share it)
@@ -87,12 +86,7 @@ class ChatHistoryProtocol(lsp_adapter.AdaptedProtocol):
         # Only what this server has: pygls would advertise text document sync, commands and
         # workspace folder notifications from its defaults, and editors would send that traffic.
         self.server_capabilities = result.capabilities = types.ServerCapabilities(
-            experimental={
-                "chatHistory": {
-                    "protocolVersion": PROTOCOL_VERSION,
-                    "providers": list(PROVIDER_KINDS),
-                }
-            }
+            experimental=protocol.capabilities(PROTOCOL_VERSION, PROVIDER_KINDS)
         )
         return result
 
@@ -390,7 +384,9 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
         purge = purge_option(options)
     except InvalidParams as exc:
         raise to_jsonrpc(exc) from None
-    ls.manager = ChatHistoryManager(open_store(folder, url, purge), notify=ls.send_trimmed)
+    ls.manager = ChatHistoryManager.in_folder(
+        folder, notify=ls.send_trimmed, database=url, purge_seconds=purge
+    )
     raw = options.get("settings")
     ls.barrier = ls._new_barrier(ls.checked_settings(raw))
     if raw is None and ls.pulls_configuration:
@@ -485,7 +481,7 @@ def get(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.GetParams) -> 
 
 
 def format_(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.FormatParams) -> Any:
-    return protocol.wire(m.format(ls.key(p), p.provider, p.model, protocol.to_tools(p.tools)))
+    return protocol.wire(m.format(ls.key(p), *protocol.format_args(p)))
 
 
 def prepare(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.PrepareParams) -> Any:
@@ -544,7 +540,7 @@ def fork(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ForkParams) -
 
 
 def delete_summary(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.KeyParams) -> Any:
-    return {"deleted": m.delete_summary(ls.key(p))}
+    return protocol.wire_deleted(m.delete_summary(ls.key(p)))
 
 
 def search(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.SearchParams) -> Any:

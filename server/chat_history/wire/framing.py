@@ -29,10 +29,10 @@ from typing import Any, BinaryIO
 import attrs
 from pygls.protocol import JsonRPCNotification, JsonRPCProtocol, JsonRPCRequestMessage
 
-from chat_history import lsp_adapter
 from chat_history.errors import cut, shown
 from chat_history.model import MAX_JSON_DEPTH, nesting_exceeds
-from chat_history.protocol import error_path
+from chat_history.wire import lsp_adapter
+from chat_history.wire.protocol import error_path
 
 log = logging.getLogger("chat_history")
 

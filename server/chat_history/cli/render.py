@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from chat_history.model import Key, StoredMessage, Summary
+from chat_history.model import Key, StoredMessage, Summary, ToolCall
 from chat_history.policy.compaction import covered_row_ids
 from chat_history.policy.search_rank import SearchHit
 from chat_history.settings import Settings
@@ -110,24 +110,10 @@ def _extras(row: StoredMessage) -> list[str]:
 def history_text(
     key: Key, rows: Sequence[StoredMessage], summary: Summary | None, *, full: bool = False
 ) -> str:
-    turns = len({row.turn for row in rows if row.turn > 0})
-    tokens = sum(row.tokens for row in rows)
-    out = [f"Conversation {key.conversation!r} in workspace {key.workspace!r}"]
-    span = f", {when(rows[0].timestamp)} to {when(rows[-1].timestamp)}" if rows else ""
-    out.append(f"{plural(len(rows), 'message')}, {plural(turns, 'turn')}, {tokens:,} tokens{span}")
+    """``show``: the conversation's totals, its summary, then every row by turn, each call with
+    its result under it."""
     covered = covered_row_ids(rows, summary)
-    if summary is not None:
-        through = summary.covers_through_id
-        covers = f", covers through #{through}" if through is not None else ""
-        if covered:
-            stood_in = len({row.turn for row in rows if row.id in covered})
-            covers += (
-                f": sent instead of {plural(stood_in, 'turn')} "
-                f"({plural(len(covered), 'message')} marked [summarized])"
-            )
-        out += ["", f"Summary (updated {when(summary.updated_at)}{covers}):"]
-        out += _indented(summary.summary, 1)
-
+    out = _history_head(key, rows, summary, covered)
     # Each call's result: the first tool row of the same turn answering its id.
     answers: dict[tuple[int, str], deque[StoredMessage]] = defaultdict(deque)
     for row in rows:
@@ -140,10 +126,7 @@ def history_text(
             continue
         if row.turn != turn:
             turn = row.turn
-            if turn > 0:
-                out += ["", f"--- turn {turn} ---"]
-            else:
-                out.append("")
+            out += ["", f"--- turn {turn} ---"] if turn > 0 else [""]
         mark = "  [summarized]" if row.id in covered else ""
         out.append(f"[{when(row.timestamp)}] {row.role} #{row.id}{mark}")
         if row.role == "tool":  # a result whose call is not in the history
@@ -154,22 +137,56 @@ def history_text(
         elif row.content or not row.tool_calls:
             out += _indented(row.content if row.content else "(empty)", 1)
         for call in row.tool_calls:
-            arguments = _preview(_compact(call.arguments), full)
-            out.append(f"    call {call.name} {arguments}  (id {call.id})")
-            pending = answers.get((row.turn, call.id), deque())
-            while pending and pending[0].id < row.id:  # an earlier row's answer, not this call's
-                pending.popleft()
-            result = pending.popleft() if pending else None
-            if result is None:
-                out.append("        -> no result recorded")
-                continue
-            shown.add(result.id)
-            named = f" from {result.name}" if result.name else ""
-            out.append(f"        -> result{named} #{result.id} [{when(result.timestamp)}]")
-            out += _indented(_preview(result.content, full), 3)
-            out += ["            " + note for note in _extras(result)]
+            out += _call_lines(row, call, answers, shown, full)
         out += ["    " + note for note in _extras(row)]
     return terminal_safe("\n".join(out))
+
+
+def _history_head(
+    key: Key, rows: Sequence[StoredMessage], summary: Summary | None, covered: frozenset[int]
+) -> list[str]:
+    """``show``'s first lines: the totals, then the summary and what it stands in for."""
+    turns = len({row.turn for row in rows if row.turn > 0})
+    tokens = sum(row.tokens for row in rows)
+    out = [f"Conversation {key.conversation!r} in workspace {key.workspace!r}"]
+    span = f", {when(rows[0].timestamp)} to {when(rows[-1].timestamp)}" if rows else ""
+    out.append(f"{plural(len(rows), 'message')}, {plural(turns, 'turn')}, {tokens:,} tokens{span}")
+    if summary is not None:
+        through = summary.covers_through_id
+        covers = f", covers through #{through}" if through is not None else ""
+        if covered:
+            stood_in = len({row.turn for row in rows if row.id in covered})
+            covers += (
+                f": sent instead of {plural(stood_in, 'turn')} "
+                f"({plural(len(covered), 'message')} marked [summarized])"
+            )
+        out += ["", f"Summary (updated {when(summary.updated_at)}{covers}):"]
+        out += _indented(summary.summary, 1)
+    return out
+
+
+def _call_lines(
+    row: StoredMessage,
+    call: ToolCall,
+    answers: dict[tuple[int, str], deque[StoredMessage]],
+    shown: set[int],
+    full: bool,
+) -> list[str]:
+    """One call of ``row`` and the result that answers it (marked ``shown``)."""
+    arguments = _preview(_compact(call.arguments), full)
+    out = [f"    call {call.name} {arguments}  (id {call.id})"]
+    pending = answers.get((row.turn, call.id), deque())
+    while pending and pending[0].id < row.id:  # an earlier row's answer, not this call's
+        pending.popleft()
+    result = pending.popleft() if pending else None
+    if result is None:
+        return [*out, "        -> no result recorded"]
+    shown.add(result.id)
+    named = f" from {result.name}" if result.name else ""
+    out.append(f"        -> result{named} #{result.id} [{when(result.timestamp)}]")
+    out += _indented(_preview(result.content, full), 3)
+    out += ["            " + note for note in _extras(result)]
+    return out
 
 
 def prune_text(run: PruneRun, settings: Settings) -> str:

@@ -1,6 +1,8 @@
 """The JSONL file of ``chat-history export`` / ``import`` (docs-cli.md, "Export format"): one JSON
 object a line; messages in protocol.md's wire shape without the database's ``id``, ``turn`` and
-``tokens``, so that the same validation as ``chatHistory/append`` reads them back."""
+``tokens``, so that the same validation as ``chatHistory/append`` reads them back. The export
+format's own translator: the one module besides ``wire/protocol`` that spells camelCase keys
+(docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,10 @@ from typing import Any
 
 import attrs
 
-from chat_history import protocol
 from chat_history.errors import InvalidParams
 from chat_history.manager import ImportedSummary
 from chat_history.model import Key, Message, StoredMessage, Summary
+from chat_history.wire import protocol
 
 FORMAT = "chat-history"
 VERSION = 1

@@ -26,7 +26,7 @@ from pygls.protocol import (
     default_converter,
 )
 
-from chat_history import frames
+from chat_history.wire import frames
 
 log = logging.getLogger("chat_history")
 

@@ -1,6 +1,8 @@
 """Wire types of protocol.md: attrs params structured by one cattrs converter (camelCase on the
 wire, strict primitives), the semantic checks that name the offending field, and the camelCase
-results. The only module that knows camelCase."""
+results, and ``wire_field``/``wire_error``, the one translation of a domain error's snake_case
+field id into the wire path it names. The only module that knows camelCase (besides the export
+format's translator, ``cli/transfer.py``)."""
 
 from __future__ import annotations
 
@@ -18,8 +20,14 @@ from cattrs.cols import list_structure_factory
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, override
 
-from chat_history import frames
-from chat_history.errors import InvalidParams, quoted
+from chat_history.conversations import ConversationUpdate, MessageEdit
+from chat_history.errors import (
+    ChatHistoryError,
+    ContextOverflow,
+    InvalidParams,
+    StorageError,
+    quoted,
+)
 from chat_history.model import (
     MAX_JSON_DEPTH,
     ROLES,
@@ -37,10 +45,14 @@ from chat_history.policy.cursor import CursorPosition, decode_cursor
 from chat_history.policy.rewind import check_turns
 from chat_history.policy.search import check_query
 from chat_history.policy.search_rank import SearchScope
+from chat_history.settings import empty_object
+from chat_history.wire import frames
 
 if TYPE_CHECKING:  # the manager's result types, translated below (no import at run time)
-    from chat_history.conversations import ConversationPage, ConversationUpdate, MessageEdit
-    from chat_history.manager import AppendResult, GetResult, PrepareOptions, SearchResult
+    from chat_history.conversations import ConversationPage
+    from chat_history.manager import AppendResult, GetResult, SearchResult
+    from chat_history.preparation import PrepareOptions
+    from chat_history.storage_retention import PruneRun
     from chat_history.store import ConversationRecord, DatabaseStats
 
 # Limits (README "Limits"): large enough for real chats, small enough that no request can
@@ -61,8 +73,19 @@ T = TypeVar("T")
 
 
 def camel(name: str) -> str:
+    """A snake_case name as the wire spells it (``covers_through_id`` → ``coversThroughId``)."""
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
+
+
+_SNAKE_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")
+
+
+def wire_field(field: str) -> str:
+    """The one translation of a domain error's field id into the wire path it names: each name
+    camelCased like every wire key (``messages[3].tool_call_id`` → ``messages[3].toolCallId``,
+    ``through_id`` → ``throughId``). A wire path (the checks below raise those) is unchanged."""
+    return _SNAKE_NAME.sub(lambda m: camel(m.group()), field)
 
 
 # -- params ------------------------------------------------------------------------------------
@@ -248,12 +271,6 @@ def _json_type(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
-
-
-def empty_object(value: Any) -> Any:
-    """``[]`` where an object is expected means ``{}``: Lua clients (Neovim) encode an empty
-    table as ``[]``. A non-empty array is left as is, to be refused by name."""
-    return {} if isinstance(value, list) and not value else value
 
 
 def _object(value: Any, _: Any) -> dict[str, Any]:
@@ -635,9 +652,16 @@ def model_arg(model: str | None) -> str | None:
     return None if model is None else check_text(model, "model", MAX_CONTENT_CHARS)
 
 
+def format_args(params: FormatParams) -> tuple[str | None, str | None]:
+    """``chatHistory/format``'s (provider, model). Its tools are checked as ``prepare``'s are,
+    though the whole history is sent whatever they are."""
+    to_tools(params.tools)
+    return params.provider, params.model
+
+
 def prepare_options(params: PrepareParams) -> PrepareOptions:
     """``chatHistory/prepare``'s options, range-checked."""
-    from chat_history.manager import PrepareOptions
+    from chat_history.preparation import PrepareOptions  # lazily: it loads every provider
 
     return PrepareOptions(
         provider=params.provider,
@@ -751,10 +775,6 @@ def wire_conversation(record: ConversationRecord, workspace: str | None = None) 
     return entry
 
 
-def wire_conversations(records: Sequence[ConversationRecord]) -> dict[str, Any]:
-    return {"conversations": [wire_conversation(r) for r in records]}
-
-
 def wire_history(workspace: str, conversation: str, result: GetResult) -> dict[str, Any]:
     """``chat-history show --json``: one conversation's rows and summary."""
     return {
@@ -809,8 +829,6 @@ def list_args(
 def update_args(params: UpdateConversationParams) -> ConversationUpdate:
     """``updateConversation``'s change: a title of 1-200 code points or null, an object of
     metadata."""
-    from chat_history.conversations import ConversationUpdate
-
     title = params.title
     set_title = title is not ABSENT
     if set_title and title is not None:
@@ -843,8 +861,6 @@ def turns_arg(params: DeleteTurnsParams) -> list[int]:
 
 def edit_args(params: EditMessageParams) -> tuple[int, MessageEdit]:
     """``editMessage``'s (id, what it replaces), checked as ``append`` checks a message."""
-    from chat_history.conversations import MessageEdit
-
     content = params.content
     if content is not None:
         check_text(content, "content", MAX_CONTENT_CHARS)
@@ -874,6 +890,43 @@ def wire_page(page: ConversationPage) -> dict[str, Any]:
     return {"conversations": wire(page.conversations), "nextCursor": page.next_cursor}
 
 
+def wire_prune_run(run: PruneRun) -> dict[str, Any]:
+    """``chat-history prune --json``: a storage retention run, in the wire's spelling."""
+    return {
+        "dryRun": run.dry_run,
+        "conversationsChecked": run.checked,
+        "droppedMessages": run.dropped_messages,
+        "deletedSummaries": run.deleted_summaries,
+        "reasons": {
+            rule: {"messages": m, "turns": t, "conversations": c}
+            for rule, (m, t, c) in run.per_rule.items()
+        },
+        "conversations": [
+            {
+                "workspace": item.key.workspace,
+                "conversationId": item.key.conversation,
+                "droppedMessages": item.dropped_messages,
+                "retainedTurns": item.retained_turns,
+                "reasons": {
+                    rule: {"messages": m, "turns": t} for rule, (m, t) in item.reasons.items()
+                },
+                "summaryDeleted": item.summary_deleted,
+            }
+            for item in run.conversations
+        ],
+    }
+
+
+def wire_deleted(deleted: bool) -> dict[str, Any]:
+    """``chatHistory/deleteSummary``'s result."""
+    return {"deleted": deleted}
+
+
+def capabilities(protocol_version: int, provider_kinds: Sequence[str]) -> dict[str, Any]:
+    """``initialize``'s ``capabilities.experimental``: the protocol version and the kinds."""
+    return {"chatHistory": {"protocolVersion": protocol_version, "providers": list(provider_kinds)}}
+
+
 def list_workspace(params: ListParams, default_workspace: str) -> str:
     """``chatHistory/listConversations``'s workspace: the one named, else the session's."""
     if params.workspace is None:
@@ -887,3 +940,17 @@ def list_workspace(params: ListParams, default_workspace: str) -> str:
 #: that carry them are in server.py: pygls's exceptions import lsprotocol, ~0.5 s the CLI, which
 #: uses this module too, must not pay.)
 EXPECTED_CODES = frozenset({-32600, -32602, -32002, 1001, 1002})
+
+
+def wire_error(exc: ChatHistoryError) -> tuple[str, dict[str, Any]]:
+    """A domain error's JSON-RPC ``message`` and ``data`` (protocol.md, Errors): the field a
+    bad input names as its wire path, the figures of an overflow, the reason storage failed."""
+    if isinstance(exc, InvalidParams):
+        field = wire_field(exc.field)
+        return (f"{field}: {exc.why}" if field else exc.why), {"field": field}
+    if isinstance(exc, ContextOverflow):
+        data = {"estimatedTokens": exc.estimated_tokens, "contextWindow": exc.context_window}
+        return str(exc), data
+    if isinstance(exc, StorageError):
+        return str(exc), {"reason": exc.reason}
+    return str(exc), {}

@@ -116,71 +116,81 @@ def encode_chunks(data: Any, default: Callable[[Any], Any]) -> list[bytes]:
     a 100 MB history holds the rows and ~100 MB of chunks, not also a dict per row, a 100 MB
     ``str`` and 100 MB of bytes. Raises what ``json.dumps`` raises (ValueError, TypeError,
     RecursionError, MemoryError)."""
-    default = _with_arrays(default)
-    encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=default)
-    chunks: list[bytes] = []
-    pending: list[str] = []
-    pending_chars = 0
-    #: ids of the containers (and default-converted objects) on the walked path, as the
-    #: C encoder's check_circular keeps them
-    path: set[int] = set()
+    writer = _ChunkWriter(_with_arrays(default))
+    writer.walk(data, 0)
+    writer.flush()
+    return writer.chunks
 
-    def flush() -> None:
-        nonlocal pending_chars
-        if pending:
-            chunks.append("".join(pending).encode("utf-8", "backslashreplace"))
-            pending.clear()
-            pending_chars = 0
 
-    def put(text: str) -> None:
-        nonlocal pending_chars
+class _ChunkWriter:
+    """``encode_chunks``'s state: the chunks made, the text not yet turned into one, and the ids
+    of the containers (and default-converted objects) on the walked path, as the C encoder's
+    check_circular keeps them."""
+
+    def __init__(self, default: Callable[[Any], Any]) -> None:
+        self.default = default
+        self.encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=default)
+        self.chunks: list[bytes] = []
+        self.pending: list[str] = []
+        self.pending_chars = 0
+        self.path: set[int] = set()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.chunks.append("".join(self.pending).encode("utf-8", "backslashreplace"))
+            self.pending.clear()
+            self.pending_chars = 0
+
+    def put(self, text: str) -> None:
         if len(text) >= _CHUNK_CHARS:  # a large element: no join copying it again
-            flush()
-            chunks.append(text.encode("utf-8", "backslashreplace"))
+            self.flush()
+            self.chunks.append(text.encode("utf-8", "backslashreplace"))
             return
-        pending.append(text)
-        pending_chars += len(text)
-        if pending_chars >= _CHUNK_CHARS:
-            flush()
+        self.pending.append(text)
+        self.pending_chars += len(text)
+        if self.pending_chars >= _CHUNK_CHARS:
+            self.flush()
 
-    def enter(value: Any) -> None:
-        if id(value) in path:
+    def enter(self, value: Any) -> None:
+        if id(value) in self.path:
             raise ValueError("Circular reference detected")
-        path.add(id(value))
+        self.path.add(id(value))
 
-    def walk(value: Any, depth: int) -> None:
+    def walk(self, value: Any, depth: int) -> None:
+        put = self.put
         if isinstance(value, str):
             put(_string(value))
         elif value is None or isinstance(value, int | float):
-            put(encoder.encode(value))
+            put(self.encoder.encode(value))
         elif isinstance(value, list | tuple | JsonArray):
-            enter(value)
-            put("[")
-            for i, item in enumerate(value):
-                if i:
-                    put(",")
-                put(encoder.encode(item))
-            put("]")
-            path.discard(id(value))
+            self.array(value)
         elif isinstance(value, dict):
             if depth >= _WALKED_DEPTH or not all(isinstance(k, str) for k in value):
-                put(encoder.encode(value))  # non-string keys: json's own conversion
+                put(self.encoder.encode(value))  # non-string keys: json's own conversion
                 return
-            enter(value)
+            self.enter(value)
             put("{")
             for i, (key, item) in enumerate(value.items()):
                 put(f"{',' if i else ''}{_string(key)}:")
-                walk(item, depth + 1)
+                self.walk(item, depth + 1)
             put("}")
-            path.discard(id(value))
+            self.path.discard(id(value))
         else:
-            enter(value)
-            walk(default(value), depth)
-            path.discard(id(value))
+            self.enter(value)
+            self.walk(self.default(value), depth)
+            self.path.discard(id(value))
 
-    walk(data, 0)
-    flush()
-    return chunks
+    def array(self, value: Any) -> None:
+        """Each element encoded alone (a JsonArray's made only now)."""
+        put, encode = self.put, self.encoder.encode
+        self.enter(value)
+        put("[")
+        for i, item in enumerate(value):
+            if i:
+                put(",")
+            put(encode(item))
+        put("]")
+        self.path.discard(id(value))
 
 
 def answer_body(data: Any, default: Callable[[Any], Any]) -> list[bytes] | None:

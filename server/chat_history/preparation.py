@@ -1,0 +1,288 @@
+"""``prepare``'s read orchestration, beside ``conversations`` and ``storage_retention``: the
+read plan (``policy.readplan``) carried out in one snapshot, the options handed to the pure
+``policy.context.prepare_rows``, and its result formatted for the route. No SQL and no lock
+here: the manager calls ``prepare_in`` in a snapshot taken after retention, under its lock.
+
+Public entries: ``request_options`` (the one wiring of a request's ``RequestOptions``),
+``request_rows`` (what a request reads), ``prepare_in`` and ``prepared_request``."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+from collections.abc import Sequence
+
+import attrs
+
+from chat_history.model import Key, StoredMessage, Summary, ToolSpec
+from chat_history.policy import readplan
+from chat_history.policy.budget import Route, effective_budget
+from chat_history.policy.calibration import UNCALIBRATED, Calibration, calibration_of, key_of
+from chat_history.policy.compaction import honoured_coverage
+from chat_history.policy.context import (
+    OmittedTurns,
+    OmittedTurnsKept,
+    Prepared,
+    RequestOptions,
+    prepare_rows,
+)
+from chat_history.providers import format_body
+from chat_history.settings import Settings
+from chat_history.store import Reading
+
+#: What a request reads: the rows to send, the turns left unread (None: every row was read),
+#: and the conversation's summary.
+RequestRows = tuple[list[StoredMessage], OmittedTurns | None, Summary | None]
+
+
+@attrs.frozen(kw_only=True)
+class ProviderRequest:
+    """``format``: the whole history as the provider's body."""
+
+    provider: str
+    model: str | None
+    body: dict[str, object]
+
+
+@attrs.frozen(kw_only=True)
+class CompactionProposal:
+    """``PreparedRequest.compaction``: send ``request`` to the model and save its reply with
+    ``save_summary(..., covers_through_id=through_id)``; it then stands in for
+    ``covered_turns`` turns. The estimates are of ``request`` (calibrated, and not)."""
+
+    through_id: int
+    covered_turns: int
+    estimated_tokens: int
+    raw_estimated_tokens: int
+    request: ProviderRequest
+
+
+@attrs.frozen(kw_only=True)
+class PreparedRequest:
+    """``prepare``: the body to send, with what was estimated, trimmed, collapsed and
+    compacted, the calibration its estimates used and a compaction proposal (or None).
+    ``estimated_tokens`` and the figures of ``trimmed`` are calibrated;
+    ``raw_estimated_tokens`` is not (what a client reports back with ``report_usage``)."""
+
+    provider: str
+    model: str | None
+    body: dict[str, object]
+    estimated_tokens: int
+    budget: int | None
+    context_window: int | None
+    trimmed: object | None  # policy.context.RequestTrim
+    collapsed_tool_rows: int
+    collapsed_turns: int
+    compaction: CompactionProposal | None
+    compacted_turns: int
+    compacted_messages: int
+    raw_estimated_tokens: int
+    calibration: Calibration
+
+
+@attrs.frozen(kw_only=True)
+class PrepareOptions:
+    """What one ``prepare`` asks: the route (None: the active provider, its default model),
+    the caller's tools, tokens it will add, overflow recovery, its own keepToolContextTurns."""
+
+    provider: str | None = None
+    model: str | None = None
+    tools: tuple[ToolSpec, ...] | None = None
+    extra_tokens: int = 0
+    overflow_recovery: bool = False
+    keep_tool_context_turns: int | None = None
+
+
+def request_options(
+    settings: Settings,
+    route: Route,
+    options: PrepareOptions,
+    *,
+    summary: str | Summary | None,
+    calibration: Calibration = UNCALIBRATED,
+) -> RequestOptions:
+    """The ``RequestOptions`` one ``prepare`` hands ``prepare_rows`` (with the compaction
+    proposal the settings call for), from the caller's options, the stored summary and the
+    route's calibration."""
+    return RequestOptions(
+        settings=settings.context,
+        route=route,
+        summary=summary,
+        tools=options.tools,
+        extra_tokens=options.extra_tokens,
+        overflow_recovery=options.overflow_recovery,
+        keep_tool_context_turns=options.keep_tool_context_turns,
+        calibration=calibration,
+        propose_compaction=True,
+    )
+
+
+def request_rows(
+    tx: Reading, settings: Settings, key: Key, route: Route, options: PrepareOptions
+) -> RequestRows:
+    """What ``prepare`` reads in ``tx``: the newest turns it can send, all older system rows
+    and the figures of the older turns (so the cost follows the request, not the history), or
+    every row when those figures are missing or do not add up to the store's totals."""
+    summary = tx.summary(key)
+    window = _window(tx, settings, key, route, options, summary)
+    if window is None:
+        return tx.all_rows(key), None, summary
+    return window[0], window[1], summary
+
+
+def prepare_in(
+    tx: Reading, settings: Settings, key: Key, route: Route, options: PrepareOptions
+) -> Prepared:
+    """``prepare_rows`` on what the read plan reads, in one snapshot: the window; with the
+    oldest uncovered turns too when a due proposal needs them; else every row."""
+    rows, omitted, summary = request_rows(tx, settings, key, route, options)
+    calibration_key = key_of(route)
+    request = request_options(
+        settings,
+        route,
+        options,
+        summary=summary,
+        calibration=calibration_of(
+            tx.calibration_ratios(calibration_key.kind, calibration_key.model)
+        ),
+    )
+    if omitted is None:
+        return prepare_rows(rows, request)
+    # The oldest uncovered turns are read only when a due proposal needs them.
+    head = functools.partial(_head, tx, settings, key, rows, request)
+    with contextlib.suppress(OmittedTurnsKept):  # a window that was too small: still correct
+        return prepare_rows(rows, attrs.evolve(request, omitted=omitted, head=head))
+    return prepare_rows(tx.all_rows(key), request)
+
+
+def _window(
+    tx: Reading,
+    settings: Settings,
+    key: Key,
+    route: Route,
+    options: PrepareOptions,
+    summary: Summary | None,
+) -> tuple[list[StoredMessage], OmittedTurns | None] | None:
+    """The read plan (``policy.readplan``) carried out in ``tx``: the rows to send and the
+    turns left unread (those the summary covers among them), or None when every row must
+    be read."""
+    limits = readplan.read_limits(settings.context, route, options.keep_tool_context_turns)
+    cover = honoured_coverage(summary)
+    first_uncovered = None if cover is None else _first_uncovered_turn(tx, key, cover)
+    with contextlib.closing(tx.newest_first(key)) as newest:
+        if first_uncovered is None:
+            back = readplan.read_back(newest, limits)
+        else:
+            back = readplan.read_back(readplan.until_turn(newest, first_uncovered), limits)
+    if not back.rows or (back.whole and first_uncovered is None):
+        return back.rows, None
+    start = back.rows[0]
+    read = [*tx.system_rows(key, start.id), *back.rows]
+    oldest_spoken = tx.oldest_spoken(key)
+    if oldest_spoken is None or oldest_spoken[1] >= start.turn:
+        return read, None  # only system rows are older
+    oldest_id, oldest = oldest_spoken
+    first = oldest if first_uncovered is None else max(oldest, first_uncovered)
+    groups = readplan.omitted_figures(
+        [
+            readplan.covered_range(oldest, first_uncovered),
+            *readplan.omitted_ranges(first, start.turn, back.turns, limits.keep_turns),
+        ],
+        lambda first, last: tx.figures_between(key, first, last),
+    )
+    if groups is None:
+        return None  # turns written before schema 2
+    totals = tx.totals(key)
+    assert totals is not None
+    covered, beyond, within = groups
+    omitted = readplan.checked_omission(
+        beyond,
+        within,
+        left_out=readplan.left_out(totals.message_count, totals.tokens, read),
+        tools_given=options.tools is not None,
+        covered=covered,
+        covers_through_id=cover,
+        oldest_spoken_id=oldest_id,
+    )
+    return None if omitted is None else (read, omitted)
+
+
+def _first_uncovered_turn(tx: Reading, key: Key, cover: int) -> int | None:
+    """The oldest turn a summary covering through ``cover`` leaves uncovered: the turn of
+    the first row after it, else the newest turn (never covered)."""
+    turn = tx.turn_after(key, cover)
+    if turn is None:
+        totals = tx.totals(key)
+        return totals.last_turn if totals is not None else None
+    return turn
+
+
+def _head(
+    tx: Reading,
+    settings: Settings,
+    key: Key,
+    rows: Sequence[StoredMessage],
+    request: RequestOptions,
+) -> list[StoredMessage]:
+    """A due proposal's ``head`` (``RequestOptions.head``): the system rows before the
+    oldest uncovered turn, then that turn and the next ones, oldest first, up to the
+    window's first turn or as far as a proposal can hold (``readplan.read_head``)."""
+    stop = next((row for row in rows if row.role != "system"), None)
+    if stop is None:
+        return []
+    context = settings.context
+    limit = effective_budget(context, request.route) - context.compaction_max_summary_tokens
+    summary = request.summary
+    cover = honoured_coverage(summary if isinstance(summary, Summary) else None)
+    prefix: list[StoredMessage] = []
+    after = 0
+    if cover is not None:
+        turn = tx.turn_after(key, cover)
+        if turn is None:
+            return []
+        prefix, after = tx.turn_rows_before(key, cover + 1, turn), cover
+    with contextlib.closing(tx.oldest_first(key, after)) as newer:
+        turns = readplan.read_head(
+            itertools.chain(prefix, newer),
+            stop_id=stop.id,
+            limit=limit,
+            calibration=request.calibration,
+        )
+    if not turns or cover is None:
+        return turns
+    return [*tx.system_rows(key, turns[0].id), *turns]
+
+
+def prepared_request(route: Route, prepared: Prepared) -> PreparedRequest:
+    """``prepare``'s result: the rows and the proposal's rows formatted for the route."""
+    proposal = prepared.compaction
+    compaction = None
+    if proposal is not None:
+        compaction = CompactionProposal(
+            through_id=proposal.through_id,
+            covered_turns=proposal.covered_turns,
+            estimated_tokens=proposal.estimated_tokens,
+            raw_estimated_tokens=proposal.raw_estimated_tokens,
+            request=ProviderRequest(
+                provider=route.name,
+                model=route.model,
+                body=format_body(route.kind, proposal.rows, route.model, swept=True),
+            ),
+        )
+    return PreparedRequest(
+        provider=route.name,
+        model=route.model,
+        body=format_body(route.kind, prepared.rows, route.model, swept=True),
+        estimated_tokens=prepared.estimated_tokens,
+        budget=prepared.budget,
+        context_window=prepared.context_window,
+        trimmed=prepared.trimmed,
+        collapsed_tool_rows=prepared.collapsed_tool_rows,
+        collapsed_turns=prepared.collapsed_turns,
+        compaction=compaction,
+        compacted_turns=prepared.compacted_turns,
+        compacted_messages=prepared.compacted_messages,
+        raw_estimated_tokens=prepared.raw_estimated_tokens,
+        calibration=prepared.calibration,
+    )

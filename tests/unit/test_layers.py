@@ -1,0 +1,238 @@
+"""The layer contract (docs/architecture.md, "Import contract"), checked over the import graph
+of ``server/chat_history`` read with ``ast``: every import counts, those inside functions and
+under ``TYPE_CHECKING`` too. No circle; each layer imports only the layers below it; the pure
+core loads with the standard library and attrs alone; only the wire speaks camelCase."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "server" / "chat_history"
+
+#: Each room and the rooms it may import (besides itself). Lower rooms first.
+LAYERS: dict[str, set[str]] = {
+    "errors": set(),
+    "model": set(),
+    "paths": set(),
+    "settings": {"errors"},
+    "policy": {"errors", "model", "settings"},
+    "providers": {"errors", "model", "settings", "policy"},
+    "store": {"errors", "model", "policy"},
+    "service": {"errors", "model", "settings", "policy", "providers", "store"},
+    "wire": {"errors", "model", "paths", "settings", "policy", "store", "service", "version"},
+    "cli": {
+        "errors",
+        "model",
+        "paths",
+        "settings",
+        "policy",
+        "store",
+        "service",
+        "wire",
+        "version",
+        "demo",
+    },
+    "client": set(),
+    "demo": {"client"},
+    "entry": {"wire"},
+    "version": set(),
+}
+#: The service layer: the manager and the modules it composes.
+SERVICE = {
+    "manager",
+    "conversations",
+    "preparation",
+    "storage_retention",
+    "workspaces",
+    "gitfolder",
+}
+#: Modules that may spell wire names: the wire's translator, the export format's translator,
+#: the settings document's reader, the provider bodies (each provider's own wire), the stdio
+#: client and the demo (a client of the wire), and ``frames``, below ``protocol``, which builds
+#: the JSON-RPC error of an answer too large to send.
+CAMEL_ALLOWED = {
+    "wire/protocol.py",
+    "wire/frames.py",
+    "cli/transfer.py",
+    "settings.py",
+    "client.py",
+    "demo.py",
+}
+CAMEL = re.compile(r"^[a-z]+[A-Z][A-Za-z]*$")
+
+
+def room_of(module: str) -> str:
+    """The room of a dotted module name under ``chat_history``."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "version"  # chat_history/__init__.py holds only __version__
+    head = parts[0]
+    if head in SERVICE:
+        return "service"
+    if head in {"policy", "providers", "store", "wire", "cli"}:
+        return head
+    if head == "__main__":
+        return "entry"
+    if head == "settings_file":
+        return "cli"
+    return head
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def imports_of(module: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
+    """Every ``chat_history`` module that ``module`` imports, anywhere in its body."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module.split(".")
+                if path.name != "__init__.py":
+                    package.pop()
+                package = package[: len(package) - node.level + 1]
+                base = ".".join([*package, base] if base else package)
+            names = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                for alias in node.names
+            ]
+        for name in names:
+            while name and name not in known and "." in name:
+                name = name.rsplit(".", 1)[0]
+            if name in known and name != module:
+                yield name
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {m: set(imports_of(m, p, known)) for m, p in known.items()}
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in edges[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in edges:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_circle_even_through_imports_inside_functions() -> None:
+    assert circles(graph()) == []
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_each_room_imports_only_the_rooms_below_it() -> None:
+    wrong = []
+    for module, targets in graph().items():
+        room = room_of(module)
+        allowed = LAYERS[room] | {room}
+        wrong += [f"{module} -> {t}" for t in sorted(targets) if room_of(t) not in allowed]
+    assert wrong == []
+
+
+def test_every_module_has_a_room() -> None:
+    assert {m for m in modules() if room_of(m) not in LAYERS} == set()
+
+
+PURE_CORE = sorted(m for m in modules() if room_of(m) in {"policy", "model", "errors", "settings"})
+
+
+@pytest.mark.parametrize("module", PURE_CORE)
+def test_the_pure_core_loads_with_the_standard_library_and_attrs_alone(module: str) -> None:
+    """Any third-party import but attrs fails, as it would where only attrs is installed."""
+    blocker = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        top = name.partition('.')[0]\n"
+        "        if top in sys.stdlib_module_names or top in ('attrs', 'attr', 'chat_history'):\n"
+        "            return None\n"
+        "        raise ImportError(f'{name} is not the standard library or attrs')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        f"import {module}\n"
+    )
+    done = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2_000:]
+
+
+def camel_keys(path: Path) -> Iterator[str]:
+    """camelCase string keys of dict literals and subscript assignments in ``path``."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        keys: list[ast.expr | None] = []
+        if isinstance(node, ast.Dict):
+            keys = list(node.keys)
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            keys = [node.slice]
+        for key in keys:
+            text = key.value if isinstance(key, ast.Constant) else None
+            if isinstance(text, str) and CAMEL.match(text):
+                yield f"{path.relative_to(PACKAGE)}:{key.lineno}: {text}"
+
+
+def test_only_the_wire_builds_camel_case_dicts() -> None:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative in CAMEL_ALLOWED or relative.startswith("providers/"):
+            continue
+        found += camel_keys(path)
+    assert found == []
+
+
+def test_the_wire_and_the_cli_reach_the_store_only_through_the_manager() -> None:
+    """No layer skip: they import no store module but the package's face (types), and neither
+    builds a ``Store`` (the manager opens it)."""
+    wrong = []
+    known = modules()
+    for module, targets in graph().items():
+        if room_of(module) not in {"wire", "cli"}:
+            continue
+        wrong += [f"{module} -> {t}" for t in targets if t.startswith("chat_history.store.")]
+        for node in ast.walk(ast.parse(known[module].read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Store":
+                wrong.append(f"{module}:{node.lineno} builds a Store")
+    assert wrong == []
