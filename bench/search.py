@@ -40,8 +40,19 @@ QUERIES = {
     "accented, folded": "cafe",
     "phrase": '"def __init__(self"',
     "two letters (scanned)": "os",
+    # 500 distinct one-character words (ASCII first, then CJK that no row holds): issue 22 found
+    # 32 s at 100,000 rows, the scan checking every word of every row.
+    "500 one-character words": " ".join(
+        [chr(c) for c in range(0x21, 0x7F) if chr(c) != '"'] + [chr(0x4E00 + i) for i in range(407)]
+    ),
 }
+#: The same rare word within one conversation (read through the search index when the
+#: conversation is long, else through its own rows).
+SCOPED = ("rare word, one conversation", SearchScope("ws", "c7", ("user", "assistant")), RARE)
 SCOPE = SearchScope("ws", None, ("user", "assistant"))
+#: Rows of a million code points (accented text), the word near the start of each.
+LONG_ROWS = 12
+LONG_TEXT = "Éàü ça " * 142_857
 KEEP_ALL = {"maxMessages": 1_000_000, "maxTokens": 0, "maxAgeHours": 0}
 
 
@@ -124,6 +135,8 @@ def measure(folder: Path, rows: int, reps: int) -> dict[str, float]:
     figures["first searches"] = searches
     for label, query in QUERIES.items():
         figures[f"search {label}"] = median_ms(lambda q=query: manager.search(SCOPE, q, 50), reps)
+    label, scope, query = SCOPED
+    figures[f"search {label}"] = median_ms(lambda: manager.search(scope, query, 50), reps)
     figures["LIKE scan, rare word"] = median_ms(like_scan(path, RARE), max(3, reps // 5))
 
     # Appends: alone (what an append costs; the index does not take part), then their share of
@@ -145,9 +158,15 @@ def measure(folder: Path, rows: int, reps: int) -> dict[str, float]:
     bare = folder / f"bare-{rows}.sqlite3"
     shutil.copy(path, bare)
     connection = sqlite3.connect(bare, isolation_level=None)
-    for name in ("messages_search_delete", "messages_search_update", "messages_folded_stale"):
+    for name in (
+        "messages_search_delete",
+        "messages_search_update",
+        "messages_folded_stale",
+        "messages_folded_missing",
+    ):
         connection.execute(f"DROP TRIGGER {name}")
     connection.execute("DROP TABLE search")
+    connection.execute("DROP TABLE search_refold")
     connection.execute("VACUUM")
     connection.close()
     figures["size without index MB"] = file_size(bare) / 1e6
@@ -161,6 +180,17 @@ def measure(folder: Path, rows: int, reps: int) -> dict[str, float]:
     bare_manager.close()
     figures["append without index ms"] = statistics.median(times) * 1e3
     return figures
+
+
+def long_rows(folder: Path, reps: int) -> float:
+    """Median ms of a search whose 12 hits are rows of a million code points (issue 22: 7.7 s,
+    every snippet folding its whole row)."""
+    manager = ChatHistoryManager.open(folder / "long.sqlite3", load_settings(KEEP_ALL).settings)
+    for i in range(LONG_ROWS):
+        manager.append(Key("ws", "long"), [Message(role="user", content=f"needle {i} {LONG_TEXT}")])
+    figure = median_ms(lambda: manager.search(SCOPE, "needle", 50), max(3, reps // 5))
+    manager.close()
+    return figure
 
 
 def report(small: int, large: int, figures: dict[int, dict[str, float]]) -> str:
@@ -178,7 +208,7 @@ def report(small: int, large: int, figures: dict[int, dict[str, float]]) -> str:
         f"| | {small:,} | {large:,} | ratio |",
         "|---|---|---|---|",
     ]
-    for label in [f"search {q}" for q in QUERIES] + ["LIKE scan, rare word"]:
+    for label in [f"search {q}" for q in [*QUERIES, SCOPED[0]]] + ["LIKE scan, rare word"]:
         lines.append(f"| {label} | {a[label]:.2f} | {b[label]:.2f} | {b[label] / a[label]:.2f}× |")
     append = b["append ms"]
     growth = b["size MB"] / b["size without index MB"]
@@ -191,6 +221,8 @@ def report(small: int, large: int, figures: dict[int, dict[str, float]]) -> str:
         f"append): {indexed / append:.2f}× the work. A database of {large:,} rows written "
         f"without the index is indexed by its first {b['first searches']:.0f} searches "
         f"({b['first searches s']:.0f} s in all: 2,000 rows each, the rest scanned meanwhile).",
+        f"- A search whose {LONG_ROWS} hits are rows of {len(LONG_TEXT):,} code points "
+        f"(accented text): {b['long rows ms']:.1f} ms.",
         f"- File at {large:,}: {b['size MB']:.1f} MB with the index, "
         f"{b['size without index MB']:.1f} MB without ({growth:.2f}×).",
         "",
@@ -231,6 +263,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         for rows in (small, large):
             figures[rows] = measure(Path(folder), rows, reps)
+            if rows == large:
+                figures[rows]["long rows ms"] = long_rows(Path(folder), reps)
             print(rows, {k: round(v, 3) for k, v in figures[rows].items()}, flush=True)
     text = report(small, large, figures)
     print(text)

@@ -461,15 +461,21 @@ class ChatHistoryManager:
             if backlog:
                 with self.store.write() as tx:
                     tx.index_for_search()
-            with self.store.snapshot() as reading:
-                rows = reading.search_candidates(scope, parsed)
-                keys = dict.fromkeys(Key(row.workspace, row.conversation) for row in rows)
-                due = [key for key in keys if not self._retention.nothing_due(reading, key, now)]
-            if due:
+            checked: set[Key] = set()
+            while True:  # until every conversation on the page has had its retention
+                with self.store.snapshot() as reading:
+                    rows = reading.search_best(scope, parsed, limit + 1)
+                    keys = dict.fromkeys(Key(row.workspace, row.conversation) for row in rows)
+                    due = [
+                        key
+                        for key in keys
+                        if key not in checked and not self._retention.nothing_due(reading, key, now)
+                    ]
+                    checked.update(keys)
+                if not due:
+                    break
                 for key in due:
                     self._retention.run(key, now)
-                with self.store.snapshot() as reading:
-                    rows = reading.search_candidates(scope, parsed)
             hits, more = rank(rows, parsed, limit)
             return SearchResult(tuple(hits), more)
 

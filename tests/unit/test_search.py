@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from chat_history.errors import InvalidParams
 from chat_history.policy.search import (
     SNIPPET_LENGTH,
+    SNIPPET_PIECE,
     SearchQuery,
     check_query,
     fold,
@@ -26,6 +27,7 @@ from chat_history.policy.search import (
     parse_query,
     relevance,
     segments,
+    snippet,
 )
 
 
@@ -138,9 +140,20 @@ def test_a_phrase_matches_with_its_spaces_and_order() -> None:
 
 
 def test_nul_folds_to_a_stand_in_that_fts5_reads_past() -> None:
-    assert fold("a\x00B") == "a\ufffdb"
-    assert fold("é\x00") == "e\ufffd"
+    assert fold("a\x00B") == "a\ufdd0b"
+    assert fold("é\x00") == "e\ufdd0"
     assert matches("before\x00after", parse_query("after"))
+
+
+def test_nul_and_the_replacement_character_fold_apart() -> None:
+    """The stand-in is a noncharacter, which itself folds to U+FFFD: no text a user sends folds to
+    what NUL folds to (issue 22)."""
+    assert fold("\x00") != fold("\ufffd")
+    assert fold("\ufdd0") == fold("\ufffd") == "\ufffd"
+    assert fold("x\ufdd0\x00é") == "x\ufffd\ufdd0e"
+    assert not matches("a\ufffdb", parse_query("a\x00b"))
+    assert not matches("a\x00b", parse_query("a\ufffdb"))
+    assert not matches("a\ufdd0b", parse_query("a\x00b"))
 
 
 def test_fold_maps_every_folded_code_point_back_to_its_whole_segment() -> None:
@@ -409,3 +422,19 @@ def test_the_index_narrows_but_never_loses_a_row_the_matcher_finds(
             assert found == expected
     finally:
         connection.close()
+
+
+@pytest.mark.parametrize("shift", range(-8, 3))
+def test_a_match_across_the_pieces_a_long_row_is_folded_in_is_found(shift: int) -> None:
+    """A long row is folded a piece at a time up to its first match (issue 22): a match that
+    crosses the end of a piece, or starts with letters that carry accents, is still the first."""
+    lead = "e\u0301" * ((SNIPPET_PIECE + shift) // 2) + "x" * ((SNIPPET_PIECE + shift) % 2)
+    content = lead + "Ne\u0301e\u0301dle and a later needle" + "é" * 5_000
+    shown = snippet(content, parse_query("needle"))
+    assert shown is not None
+    text, highlights = shown
+    assert [text[a:b] for a, b in highlights] == ["Ne\u0301e\u0301dle", "needle"]
+    assert text in content
+    # The shorter term that starts first wins over the longer one that starts later.
+    shown = snippet(content, parse_query("later eedle"))
+    assert shown is not None and shown[0][shown[1][0][0] :].startswith("e\u0301e\u0301dle")

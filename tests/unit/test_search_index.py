@@ -5,18 +5,23 @@ leaving the index holding exactly the rows that exist, with their current text."
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from chat_history.policy.search import fts_plan, parse_query, stored_fold
+from chat_history.policy.search import fold, folded_relevance, fts_plan, parse_query, stored_fold
 from chat_history.policy.search_rank import SearchScope, rank
 from chat_history.store import search_index
 from chat_history.store.engine import sqlite3
 from chat_history.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate, statements
 
 EVERYWHERE = SearchScope(None, None, ("system", "user", "assistant", "tool"))
+#: A new conversation for each example of a property (hypothesis reuses the fixture's file).
+EXAMPLES = itertools.count()
 
 
 class Db:
@@ -26,11 +31,13 @@ class Db:
         self.connection.execute("PRAGMA journal_mode = WAL")
         self.connection.execute("PRAGMA secure_delete = ON")
 
-    def add(self, content: str, conversation: str = "c", *, fold: bool = True) -> int:
+    def add(
+        self, content: str, conversation: str = "c", *, fold: bool = True, workspace: str = "ws"
+    ) -> int:
         cursor = self.connection.execute(
             "INSERT INTO messages (workspace, conversation, turn, role, content, timestamp, "
-            "tokens, folded) VALUES ('ws', ?, 1, 'user', ?, 0, 1, ?)",
-            (conversation, content, stored_fold(content) if fold else None),
+            "tokens, folded) VALUES (?, ?, 1, 'user', ?, 0, 1, ?)",
+            (workspace, conversation, content, stored_fold(content) if fold else None),
         )
         return int(cursor.lastrowid or 0)
 
@@ -45,7 +52,7 @@ class Db:
         parsed = parse_query(query)
         self.connection.execute("BEGIN")
         try:
-            rows = search_index.candidates(self.connection, scope, parsed)
+            rows = search_index.best_rows(self.connection, scope, parsed, 201)
         finally:
             self.connection.execute("COMMIT")
         hits, _ = rank(rows, parsed, 200)
@@ -178,3 +185,141 @@ def test_a_small_deletion_deletes_securely_row_by_row(db: Db) -> None:
     assert search_index.begin_bulk_delete(db.connection, 6) is False
     assert search_index.begin_bulk_delete(db.connection, 100) is True
     db.connection.execute("ROLLBACK")
+
+
+# -- issue 22 -------------------------------------------------------------------------------------
+
+
+def test_a_writer_whose_new_text_folds_the_same_leaves_the_row_findable(db: Db) -> None:
+    row = db.add("Café au lait")
+    db.catch_up()
+    # The fold written with the text is the one already there: the trigger cannot tell this from
+    # a writer that forgot the fold, so the row is queued and the next catch-up folds it.
+    db.connection.execute(
+        "UPDATE messages SET content = 'CAFÉ AU LAIT', folded = ? WHERE id = ?",
+        (stored_fold("CAFÉ AU LAIT"), row),
+    )
+    assert search_index.backlog(db.connection) is True
+    db.catch_up()
+    assert db.indexed("cafe") == [row]
+    assert db.found("café") == [row]
+    assert search_index.backlog(db.connection) is False
+    # A writer that knows only the table: its non-ASCII text is folded before any search reads it.
+    plain = db.connection.execute(
+        "INSERT INTO messages (workspace, conversation, turn, role, content, timestamp, tokens) "
+        "VALUES ('ws', 'c', 1, 'user', 'Crème', 0, 1)"
+    ).lastrowid
+    db.catch_up(rows=0)  # folds the queue, indexes nothing
+    assert db.indexed("creme") == []
+    assert db.found("creme") == [plain]  # scanned, with its fold
+
+
+def test_the_step_to_version_7_refolds_nul_and_rows_left_unfolded(tmp_path: Path) -> None:
+    old = Db(tmp_path / "v6.sqlite3")
+    for version in range(6):
+        for statement in statements(MIGRATIONS[version]):
+            old.connection.execute(statement)
+    old.connection.execute("PRAGMA user_version = 6")
+    # As version 6 stored them: NUL folded to U+FFFD; a row whose fold the old trigger reset.
+    nul = old.add("a\x00b")
+    old.connection.execute("UPDATE messages SET folded = 'a\ufffdb' WHERE id = ?", (nul,))
+    unfolded = old.add("Crème", fold=False)
+    old.connection.execute(  # the catch-up of version 6, which folded only rows not yet indexed
+        "INSERT INTO search(rowid, body) SELECT id, coalesce(folded, lower(content)) FROM messages"
+    )
+    old.connection.execute("UPDATE search_state SET indexed_through = ?", (unfolded,))
+    assert old.indexed("a\ufffdb") == [nul]
+    assert old.found("creme") == []
+    migrate(old.connection)
+    old.catch_up()
+    assert old.indexed("a\ufffdb") == []
+    assert old.found("a\ufffdb") == []
+    assert old.found("a\x00b") == [nul]
+    assert old.found("creme") == [unfolded]
+    assert old.indexed("creme") == [unfolded]
+    old.connection.close()
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    texts=st.lists(
+        st.text(alphabet=st.sampled_from(list("ab é\nÉc")), max_size=900), min_size=1, max_size=8
+    ),
+    query=st.sampled_from(["a", "b a", "é", "ab", "a b c", '"a b"', "\nA"]),
+)
+def test_the_database_ranks_by_the_relevance_of_the_policy(
+    db: Db, texts: list[str], query: str
+) -> None:
+    conversation = f"c{next(EXAMPLES)}"
+    for text in texts:
+        db.add(text, conversation)
+    parsed = parse_query(query)
+    scope = SearchScope("ws", conversation, ("user",))
+    db.connection.execute("BEGIN")
+    try:
+        rows = search_index.best_rows(db.connection, scope, parsed, 100)
+    finally:
+        db.connection.execute("COMMIT")
+    expected = {i: folded_relevance(fold(text), parsed) for i, text in enumerate(texts, start=1)}
+    found = [row.relevance for row in rows]
+    assert sorted(found) == sorted(v for v in expected.values() if v is not None)
+    for row in rows:
+        assert row.relevance == folded_relevance(fold(row.content), parsed)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    texts=st.lists(
+        st.lists(
+            st.sampled_from(["x", "xa", "a ", " a", "éa", "\na", "ab", "x" * 70]), max_size=12
+        ).map("".join),
+        min_size=1,
+        max_size=30,
+    ),
+    query=st.sampled_from(["a", "ab", "a b", "ea"]),
+    count=st.integers(1, 4),
+)
+def test_the_best_rows_are_the_best_of_every_match_though_scoring_stops_early(
+    db: Db, texts: list[str], query: str, count: int
+) -> None:
+    workspace = f"w{next(EXAMPLES)}"  # ids are never reused: each example its own rows
+    ids = [db.add(text, workspace=workspace) for text in texts]
+    db.catch_up(rows=len(ids) // 2)  # half through the index, half scanned
+    parsed = parse_query(query)
+    scope = SearchScope(workspace, None, ("user",))
+    db.connection.execute("BEGIN")
+    try:
+        rows = search_index.best_rows(db.connection, scope, parsed, count)
+    finally:
+        db.connection.execute("COMMIT")
+    scored = [(folded_relevance(fold(t), parsed), i) for i, t in zip(ids, texts, strict=True)]
+    expected = sorted(((s, i) for s, i in scored if s is not None), reverse=True)[:count]
+    assert sorted(((row.relevance, row.id) for row in rows), reverse=True) == expected
+
+
+def test_a_longer_row_that_could_still_win_is_scored(db: Db) -> None:
+    """Scoring goes band by band, shortest first, and stops only when a band's best possible
+    relevance is below the best rows found: a longer row that ties (and is newer) is found,
+    whether the index holds it or not yet."""
+    short = db.add("a")  # one occurrence, at a word start: 2 / 1
+    db.catch_up()
+    tie = db.add("a a " + "x" * 70)  # two at word starts, 74 code points: 4 / 2, and newer
+    parsed = parse_query("a")
+    scope = SearchScope("ws", None, ("user",))
+    db.connection.execute("BEGIN")
+    try:
+        top = search_index.best_rows(db.connection, scope, parsed, 1)
+        db.connection.execute("COMMIT")
+        db.catch_up()
+        db.connection.execute("BEGIN")
+        indexed = search_index.best_rows(db.connection, scope, parsed, 1)
+        both = search_index.best_rows(db.connection, scope, parsed, 2)
+    finally:
+        db.connection.execute("COMMIT")
+    assert [(row.id, row.relevance) for row in top] == [(tie, 2.0)]
+    assert [row.id for row in indexed] == [tie]
+    assert sorted(row.id for row in both) == [short, tie]

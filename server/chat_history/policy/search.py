@@ -24,7 +24,6 @@ raw content), so that the index and the exact matcher agree on every character.
 from __future__ import annotations
 
 import bisect
-import math
 import unicodedata
 from functools import lru_cache
 
@@ -42,12 +41,32 @@ SNIPPET_LEAD = 60
 TRIGRAM = 3
 #: Without positions in the index, a term is looked up by at most this many of its trigrams.
 MAX_TRIGRAMS_PER_TERM = 16
-#: Occurrences of one term that still raise a row's relevance.
-RELEVANCE_CAP = 5
+#: ... and by at most this many trigrams in all.
+MAX_FTS_STRINGS = 32
+#: Occurrences of one term that still raise a row's relevance (and as many at a word start).
+#: Small, so that a row's length bounds its relevance closely: the store scores the matches
+#: shortest first and stops at the first length band whose best possible figure is beaten.
+RELEVANCE_CAP = 2
+#: The terms that make a row's relevance: the longest ones (every term must still occur).
+SCORED_TERMS = 8
+#: What starts a word, besides the start of the text.
+WORD_BREAKS = (" ", "\n")
+#: Folded lengths from which a row's relevance is divided by one more: 64 code points, then every
+#: doubling (past the longest content, 4,000,000).
+DAMPING_LENGTHS = tuple(64 << i for i in range(17))
+#: A snippet looks for its first match folding the content this many code points at a time.
+SNIPPET_PIECE = 4_096
 
-#: FTS5 stops reading a text (and a query string) at NUL, so folding turns it into U+FFFD.
+#: FTS5 stops reading a text (and a query string) at NUL, so folding turns it into a stand-in
+#: that no folded text holds otherwise: the noncharacter U+FDD0, which itself folds to U+FFFD
+#: (a noncharacter is not text; read as the replacement character). NUL then matches only NUL,
+#: and U+FFFD only U+FFFD or U+FDD0.
 _NUL = "\x00"
-_NUL_STANDIN = "\ufffd"
+_NUL_STANDIN = "\ufdd0"
+_REPLACEMENT = "\ufffd"
+#: Per code point folds remembered for the fast path (bounded: a hostile text holding every code
+#: point must not grow it without end).
+_CHAR_CACHE = 65_536
 #: Combining kana voicing marks: they change the letter (か/が), so folding keeps them.
 _KANA_MARKS = frozenset("\u3099\u309a")
 
@@ -69,12 +88,48 @@ def _fold_segment(segment: str) -> str:
     kept = "".join(
         c for c in text if c in _KANA_MARKS or unicodedata.category(c) not in ("Mn", "Me")
     )
-    return unicodedata.normalize("NFC", kept).replace(_NUL, _NUL_STANDIN)
+    folded = unicodedata.normalize("NFC", kept)
+    return folded.replace(_NUL_STANDIN, _REPLACEMENT).replace(_NUL, _NUL_STANDIN)
 
 
 def _fold_ascii(text: str) -> str:
     folded = text.lower()
     return folded.replace(_NUL, _NUL_STANDIN) if _NUL in folded else folded
+
+
+class _CharFolds(dict[int, str]):
+    """``str.translate`` table: a code point to its fold, when it is a segment of its own."""
+
+    def __missing__(self, code: int) -> str:
+        folded = _fold_segment(chr(code))
+        if len(self) < _CHAR_CACHE:
+            self[code] = folded
+        return folded
+
+
+class _Irregular(dict[int, str]):
+    """``str.translate`` table: ``""`` for a code point that folds to exactly one code point and
+    never continues a segment, ``"x"`` otherwise (a text mapped to ``""`` folds code point by
+    code point, in place)."""
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        mark = "x" if _continues_segment(char) or len(_fold_segment(char)) != 1 else ""
+        if len(self) < _CHAR_CACHE:
+            self[code] = mark
+        return mark
+
+
+_CHAR_FOLDS = _CharFolds()
+_IRREGULAR = _Irregular()
+
+
+def _fold_in_place(text: str) -> str | None:
+    """``fold(text)`` when every code point of ``text`` folds to one code point on its own (no
+    combining marks, no expansions like ß → ss: most text), computed in C; else ``None``."""
+    if text.translate(_IRREGULAR):
+        return None
+    return text.translate(_CHAR_FOLDS)
 
 
 def segments(text: str) -> list[tuple[int, int]]:
@@ -118,9 +173,12 @@ class Folded:
 def fold(text: str) -> str:
     """``text`` folded for case- and accent-insensitive matching (the module's rule). This is what
     the search index must hold for a row and what a query term is looked up as. NUL folds to
-    U+FFFD: FTS5 would stop reading the text there."""
+    U+FDD0 (FTS5 would stop reading the text there), U+FDD0 to U+FFFD."""
     if text.isascii():
         return _fold_ascii(text)
+    in_place = _fold_in_place(text)
+    if in_place is not None:
+        return in_place
     return "".join(_fold_segment(text[start:end]) for start, end in segments(text))
 
 
@@ -140,6 +198,9 @@ def fold_with_origins(text: str) -> Folded:
     """:func:`fold` with the mapping of every folded code point back to its original segment."""
     if text.isascii():
         return Folded(text, _fold_ascii(text))
+    in_place = _fold_in_place(text)
+    if in_place is not None:
+        return Folded(text, in_place)
     parts: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
@@ -249,30 +310,49 @@ def _occurrences(haystack: str, needle: str, start: int = 0, end: int | None = N
     return found
 
 
-def _word_start(folded: str, index: int) -> bool:
-    return index == 0 or not folded[index - 1].isalnum()
+def filter_terms(query: SearchQuery) -> tuple[str, ...]:
+    """The folded terms a row must hold, enough to decide a match: a term inside another one is
+    implied by it and left out; the longest first (they are the rarest, so a scan that checks
+    them in this order rejects most rows at the first)."""
+    folded = sorted({term.folded for term in query.terms}, key=lambda t: (-len(t), t))
+    kept: list[str] = []
+    for term in folded:
+        if not any(term in longer for longer in kept):
+            kept.append(term)
+    return tuple(kept)
+
+
+def scored_terms(query: SearchQuery) -> tuple[str, ...]:
+    """The folded terms that make a row's relevance: the ``SCORED_TERMS`` longest, ties in query
+    order (every term must still occur: :func:`filter_terms`)."""
+    ordered = sorted((term.folded for term in query.terms), key=len, reverse=True)
+    return tuple(ordered[:SCORED_TERMS])
+
+
+def damping(length: int) -> int:
+    """What a row's occurrences are divided by: 1, plus one for each of ``DAMPING_LENGTHS`` its
+    folded length reaches (longer rows hold more of everything)."""
+    return 1 + sum(length >= bound for bound in DAMPING_LENGTHS)
 
 
 def _relevance(folded: str, query: SearchQuery) -> float | None:
-    """``None`` unless ``folded`` holds every term; otherwise each term's first
-    ``RELEVANCE_CAP`` occurrences (one starting a word counts double), damped by length."""
-    total = 0.0
-    for term in query.terms:
-        index = folded.find(term.folded)
-        if index < 0:
-            return None
-        for _ in range(RELEVANCE_CAP):
-            if index < 0:
-                break
-            total += 2 if _word_start(folded, index) else 1
-            index = folded.find(term.folded, index + 1)
-    return total / (1 + math.log2(1 + len(folded) / SNIPPET_LENGTH))
+    """``None`` unless ``folded`` holds every term; otherwise, over :func:`scored_terms`, each
+    term's occurrences (at most ``RELEVANCE_CAP``) plus its occurrences at a word start (the start
+    of the text, or after a space or a line break; at most ``RELEVANCE_CAP``), divided by
+    :func:`damping`. Occurrences are counted without overlap, left to right (``str.count``, SQL's
+    ``replace``): the store computes the same figure in SQL (store.search_index)."""
+    if any(term.folded not in folded for term in query.terms):
+        return None
+    total = 0
+    for term in scored_terms(query):
+        starts = int(folded.startswith(term)) + sum(folded.count(c + term) for c in WORD_BREAKS)
+        total += min(RELEVANCE_CAP, folded.count(term)) + min(RELEVANCE_CAP, starts)
+    return total / damping(len(folded))
 
 
 def relevance(content: str, query: SearchQuery) -> float | None:
     """How well ``content`` matches (higher first; ties go to the newer row), or ``None`` when it
-    lacks a term or nothing is searchable. Cheap: rank every candidate with this, then build
-    snippets (:func:`match_row`) for the rows of the page only."""
+    lacks a term or nothing is searchable."""
     if not query.searchable:
         return None
     return _relevance(fold(content), query)
@@ -315,48 +395,92 @@ def _snap(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def match_row(content: str, query: SearchQuery) -> SearchMatch | None:
-    """``None`` unless ``content`` holds every term; otherwise its snippet, highlights and
-    relevance (:func:`relevance`).
+def _back_segments(text: str, end: int, count: int) -> int:
+    """The start of the last ``count`` segments of ``text[:end]``."""
+    start = end
+    for _ in range(count):
+        if start == 0:
+            break
+        start -= 1
+        while start > 0 and _continues_segment(text[start]):
+            start -= 1
+    return start
+
+
+def _first_match(content: str, terms: tuple[str, ...]) -> tuple[int, int] | None:
+    """The original span of the earliest occurrence of any term (the longer one on a tie), or
+    ``None`` when no term occurs. Folds the content ``SNIPPET_PIECE`` code points at a time and
+    stops once no term can start earlier: the work is bounded by where the match is, not by the
+    length of the row. Pieces overlap by as many segments as the longest term has code points
+    less one (a folded code point comes from one segment, so a match that crosses the end of a
+    piece lies whole in the next)."""
+    longest = max(len(term) for term in terms)
+    position = 0
+    while True:
+        end = min(len(content), position + SNIPPET_PIECE)
+        while end < len(content) and _continues_segment(content[end]):
+            end += 1
+        piece = fold_with_origins(content[position:end])
+        best: tuple[int, int] | None = None
+        best_at = 0
+        for term in terms:
+            index = piece.text.find(term)
+            if index >= 0:
+                start, stop = piece.original_span(index, index + len(term))
+                span = (position + start, position + stop)
+                if best is None or (span[0], -span[1]) < (best[0], -best[1]):
+                    best, best_at = span, index
+        if end == len(content):
+            return best
+        if best is not None and best_at + longest <= len(piece.text):
+            return best
+        position = max(position + 1, _back_segments(content, end, longest - 1))
+
+
+def snippet(content: str, query: SearchQuery) -> tuple[str, tuple[tuple[int, int], ...]] | None:
+    """The snippet and highlights of a row known to match (``None`` if no term occurs after all).
 
     The first match is the earliest occurrence of any term (the longer one on a tie); the snippet
     is the whole content when it has at most 200 code points, else 200 code points with the first
     match about ``SNIPPET_LEAD`` in, never splitting a letter from its marks. Highlights mark every
     occurrence of every term that lies whole inside the snippet, mapped back to the original text
     and merged where they overlap; a first match longer than the snippet is marked as far as the
-    snippet goes.
+    snippet goes. Only the content up to the first match and the window shown are folded.
     """
-    if not query.searchable:
+    terms = tuple(dict.fromkeys(term.folded for term in query.terms))
+    if not terms:
         return None
-    folded = fold_with_origins(content)
-    score = _relevance(folded.text, query)
-    if score is None:
+    first = _first_match(content, terms)
+    if first is None:
         return None
-    first = min(
-        (
-            folded.original_span(index, index + len(term.folded))
-            for term in query.terms
-            for index in [folded.text.find(term.folded)]
-        ),
-        key=lambda span: (span[0], -span[1]),
-    )
     start, end = _snap(content, *_window(len(content), first))
-    low, high = folded.folded_offset(start), folded.folded_offset(end)
+    shown = fold_with_origins(content[start:end])
     inside = sorted(
-        folded.original_span(index, index + len(term.folded))
-        for term in query.terms
-        for index in _occurrences(folded.text, term.folded, low, high)
+        shown.original_span(index, index + len(term))
+        for term in terms
+        for index in _occurrences(shown.text, term)
     )
     if not inside and first[0] < end:
-        inside = [(first[0], min(first[1], end))]
+        inside = [(first[0] - start, min(first[1], end) - start)]
     merged: list[tuple[int, int]] = []
     for a, b in inside:
         if merged and a < merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], b))
         else:
             merged.append((a, b))
-    highlights = tuple((a - start, b - start) for a, b in merged)
-    return SearchMatch(content[start:end], highlights, score)
+    return content[start:end], tuple(merged)
+
+
+def match_row(content: str, query: SearchQuery) -> SearchMatch | None:
+    """``None`` unless ``content`` holds every term; otherwise its :func:`snippet`, highlights
+    and :func:`relevance`."""
+    score = relevance(content, query)
+    if score is None:
+        return None
+    shown = snippet(content, query)
+    if shown is None:
+        return None
+    return SearchMatch(shown[0], shown[1], score)
 
 
 # --- the index -----------------------------------------------------------------------------------
@@ -413,5 +537,9 @@ def fts_plan(query: SearchQuery, *, positions: bool = True) -> FtsPlan:
     if positions:
         parts = [term.folded for term in indexed]
     else:
-        parts = list(dict.fromkeys(t for term in indexed for t in _covering_trigrams(term.folded)))
+        # The terms that decide a match, longest (rarest) first, and at most MAX_FTS_STRINGS
+        # trigrams in all: each one more costs a read of its row list, and fewer still narrow.
+        longest = [term for term in filter_terms(query) if len(term) >= TRIGRAM]
+        trigrams = dict.fromkeys(t for term in longest for t in _covering_trigrams(term))
+        parts = list(trigrams)[:MAX_FTS_STRINGS]
     return FtsPlan(" ".join(fts_string(part) for part in parts), indexed, unindexed)

@@ -1,6 +1,7 @@
-"""The answer of a search from its candidate rows (pure): each row checked against the query
-(``policy.search``: the index only narrows), ranked most relevant first then newest, cut to the
-page, and only the page's rows given a snippet and highlights."""
+"""The answer of a search from its best rows (pure): the store ranks every matching row by
+``policy.search``'s relevance and hands over the best ``limit + 1``; they are ordered most
+relevant first then newest, cut to the page, and only the page's rows given a snippet and
+highlights (which fold only the part of the row up to its first match and the window shown)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from chat_history.policy.search import SearchQuery, fold, folded_relevance, match_row
+from chat_history.policy.search import SearchQuery, snippet
 
 
 @attrs.frozen
@@ -23,7 +24,7 @@ class SearchScope:
 
 @attrs.frozen
 class SearchRow:
-    """A row the index (or the scan of rows not yet indexed) offers for a query."""
+    """A row that holds every term of a query, with its relevance (``policy.search``)."""
 
     workspace: str
     conversation: str
@@ -32,8 +33,7 @@ class SearchRow:
     role: str
     timestamp: int
     content: str
-    #: ``stored_fold(content)`` as stored (None: the row is ASCII, or its fold is not stored yet)
-    folded: str | None = None
+    relevance: float
 
 
 @attrs.frozen
@@ -51,23 +51,17 @@ class SearchHit:
 
 
 def rank(rows: Iterable[SearchRow], query: SearchQuery, limit: int) -> tuple[list[SearchHit], bool]:
-    """The ``limit`` best rows that match ``query`` — most relevant first, then newest
-    (timestamp, then id) — with their snippets, and whether more rows matched. Rows are scored
-    on their stored fold; the content itself decides (a row whose content does not match after
-    all, a fold stored by another Unicode version, is left out)."""
-    scored = []
-    for row in rows:
-        folded = row.folded if row.folded is not None else fold(row.content)
-        score = folded_relevance(folded, query)
-        if score is not None:
-            scored.append((-score, -row.timestamp, -row.id, row))
-    scored.sort(key=lambda item: item[:3])
+    """The ``limit`` best of ``rows`` — most relevant first, then newest (timestamp, then id) —
+    with their snippets, and whether more rows matched (``rows`` holds the best ``limit + 1`` of
+    every matching row, or all of them). A row none of whose terms occurs in its content after
+    all (a fold stored by another Unicode version) is left out."""
+    ordered = sorted(rows, key=lambda row: (-row.relevance, -row.timestamp, -row.id))
     hits: list[SearchHit] = []
-    for *_, row in scored:
+    for row in ordered:
         if len(hits) == limit:
             return hits, True
-        matched = match_row(row.content, query)
-        if matched is None:
+        shown = snippet(row.content, query)
+        if shown is None:
             continue
         hits.append(
             SearchHit(
@@ -77,8 +71,8 @@ def rank(rows: Iterable[SearchRow], query: SearchQuery, limit: int) -> tuple[lis
                 turn=row.turn,
                 role=row.role,
                 timestamp=row.timestamp,
-                snippet=matched.snippet,
-                highlights=matched.highlights,
+                snippet=shown[0],
+                highlights=shown[1],
             )
         )
     return hits, False

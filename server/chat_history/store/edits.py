@@ -187,9 +187,9 @@ def copy(
     (base,) = connection.execute(f"SELECT {_NEXT_ID}").fetchone()
     connection.execute(
         "INSERT INTO messages (id, workspace, conversation, turn, role, content, tool_calls, "
-        "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens) "
+        "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded) "
         "SELECT ? + ROW_NUMBER() OVER (ORDER BY id), ?, ?, turn, role, content, tool_calls, "
-        "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens "
+        "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded "
         f"FROM messages WHERE {_WHERE} AND id <= ? ORDER BY id",
         (base, *_key(target), *_key(source), through_id),
     )

@@ -151,6 +151,8 @@ MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5}
 MIGRATIONS.setdefault(3, "")
 MIGRATIONS.setdefault(4, "")
 MIGRATIONS[5] = calibration.SCHEMA
+# Version 7 (issue 22): folds that no writer can leave missing or stale (store.search_index).
+MIGRATIONS[6] = search_index.SCHEMA_V7
 
 # Version 7 (issue 24): the folder fingerprints of workspace identities (store/workspaces.py).
 MIGRATIONS[6] = workspaces.SCHEMA

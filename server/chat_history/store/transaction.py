@@ -216,10 +216,10 @@ class Reading:
         """Whether rows wait to be indexed for search."""
         return search_index.backlog(self.connection)
 
-    def search_candidates(self, scope: SearchScope, query: SearchQuery) -> list[SearchRow]:
-        """The newest rows in ``scope`` that hold every term of ``query`` (snapshot or write:
-        the index and its catch-up mark are read together)."""
-        return search_index.candidates(self.connection, scope, query)
+    def search_best(self, scope: SearchScope, query: SearchQuery, count: int) -> list[SearchRow]:
+        """The ``count`` best rows in ``scope`` that hold every term of ``query``, ranked among
+        all of them (snapshot or write: the index and its catch-up mark are read together)."""
+        return search_index.best_rows(self.connection, scope, query, count)
 
     # -- version 3: workspace identities (store.workspaces) ---------------------------------
 
