@@ -5,7 +5,7 @@ from __future__ import annotations
 from chat_history.store import calibration, search_index, workspaces
 from chat_history.store.engine import sqlite3
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -154,8 +154,8 @@ MIGRATIONS[5] = calibration.SCHEMA
 # Version 7 (issue 22): folds that no writer can leave missing or stale (store.search_index).
 MIGRATIONS[6] = search_index.SCHEMA_V7
 
-# Version 7 (issue 24): the folder fingerprints of workspace identities (store/workspaces.py).
-MIGRATIONS[6] = workspaces.SCHEMA
+# Version 8 (issue 24): the folder fingerprints of workspace identities (store/workspaces.py).
+MIGRATIONS[7] = workspaces.SCHEMA
 
 
 def statements(script: str) -> list[str]:

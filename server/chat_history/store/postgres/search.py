@@ -7,14 +7,14 @@ SQLite."""
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
-from chat_history.policy.search import SearchQuery
+from chat_history.policy.search import SearchQuery, filter_terms, folded_relevance
 from chat_history.policy.search_rank import SearchRow, SearchScope
 from chat_history.store.postgres.schema import FOLDED
-from chat_history.store.search_index import CANDIDATES
 
-_COLUMNS = "m.workspace, m.conversation, m.id, m.turn, m.role, m.timestamp, m.content, m.folded"
+_COLUMNS = "m.workspace, m.conversation, m.id, m.turn, m.role, m.timestamp, m.content"
 
 
 def _pattern(term: str) -> str:
@@ -25,10 +25,11 @@ def _pattern(term: str) -> str:
     return f"%{escaped}%"
 
 
-def candidates(
-    raw: Any, scope: SearchScope, query: SearchQuery, cap: int = CANDIDATES
-) -> list[SearchRow]:
-    """The newest ``cap`` rows in ``scope`` whose folded text holds every term of ``query``."""
+def best_rows(raw: Any, scope: SearchScope, query: SearchQuery, count: int) -> list[SearchRow]:
+    """The ``count`` rows in ``scope`` that hold every term of ``query`` and rank best (most
+    relevant, then newest: ``policy.search``), chosen among all such rows: the index finds the
+    matches, their folded text is ranked here with the policy's own relevance, and only the best
+    are read out whole."""
     if not query.searchable or not scope.roles:
         return []
     clauses = ["m.role = ANY(%s)"]
@@ -39,12 +40,30 @@ def candidates(
     if scope.conversation is not None:
         clauses.append("m.conversation = %s")
         params.append(scope.conversation)
-    for term in query.terms:
+    for term in filter_terms(query):
         clauses.append(f"{FOLDED} LIKE %s")
-        params.append(_pattern(term.folded))
-    sql = (
-        f"SELECT {_COLUMNS} FROM messages m WHERE {' AND '.join(clauses)} "
-        "ORDER BY m.id DESC LIMIT %s"
+        params.append(_pattern(term))
+    matches = raw.execute(
+        f"SELECT m.id, m.timestamp, {FOLDED} FROM messages m WHERE {' AND '.join(clauses)}",
+        params,
     )
-    rows = raw.execute(sql, [*params, cap]).fetchall()
-    return [SearchRow(*row) for row in rows]
+    best: list[tuple[float, int, int]] = []  # a min-heap of (relevance, timestamp, id)
+    for row_id, timestamp, folded in matches:
+        score = folded_relevance(folded, query)
+        if score is None:
+            continue
+        entry = (score, int(timestamp), int(row_id))
+        if len(best) < count:
+            heapq.heappush(best, entry)
+        elif entry > best[0]:
+            heapq.heapreplace(best, entry)
+    if not best:
+        return []
+    scores = {row_id: score for score, _, row_id in best}
+    rows = raw.execute(
+        f"SELECT {_COLUMNS} FROM messages m WHERE m.id = ANY(%s)", [list(scores)]
+    ).fetchall()
+    return [
+        SearchRow(space, conversation, row_id, turn, role, at, content, scores[row_id])
+        for space, conversation, row_id, turn, role, at, content in rows
+    ]

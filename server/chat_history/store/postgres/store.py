@@ -76,8 +76,8 @@ class PostgresReading(Reading):
     def search_backlog(self) -> bool:
         return False
 
-    def search_candidates(self, scope: SearchScope, query: SearchQuery) -> list[SearchRow]:
-        return search.candidates(_raw(self), scope, query)
+    def search_best(self, scope: SearchScope, query: SearchQuery, count: int) -> list[SearchRow]:
+        return search.best_rows(_raw(self), scope, query, count)
 
 
 class PostgresTransaction(PostgresReading, Transaction):
