@@ -16,8 +16,16 @@ from typing import Any, Literal
 import attrs
 
 from chat_history.errors import InvalidParams
-from chat_history.model import Attachment, Key, Message, StoredMessage, Summary
-from chat_history.policy.cursor import CursorPosition, encode_cursor
+from chat_history.model import (
+    Attachment,
+    JsonText,
+    Key,
+    Message,
+    StoredMessage,
+    Summary,
+    compact_json,
+)
+from chat_history.policy.cursor import CursorPosition, decode_cursor, encode_cursor
 from chat_history.policy.rewind import (
     edited_content,
     plan_delete_turns,
@@ -29,6 +37,7 @@ from chat_history.store import Reading, Transaction
 from chat_history.store.records import RecordRow
 
 TitleSource = Literal["user", "auto"]
+EMPTY_METADATA = JsonText("{}")
 
 
 @attrs.frozen(kw_only=True)
@@ -44,7 +53,8 @@ class ConversationInfo:
     message_count: int
     tokens: int
     has_summary: bool
-    metadata: Mapping[str, Any]
+    #: kept as the stored text and written into the answer as is (never parsed to list it)
+    metadata: JsonText
 
 
 @attrs.frozen
@@ -90,6 +100,17 @@ class ConversationUpdate:
         """Whether this update makes an absent conversation exist."""
         return (self.set_title and self.title is not None) or bool(self.metadata)
 
+    def metadata_text(self) -> str | None:
+        """The new metadata as the store keeps it: compact JSON, None when empty."""
+        return compact_json(dict(self.metadata)) if self.metadata else None
+
+    def changes(self, record: RecordRow) -> bool:
+        """Whether applying this update changes what ``record`` holds (an update that changes
+        nothing is not activity: it does not move the conversation in the listing)."""
+        if self.set_title and self.title != record.title:
+            return True
+        return self.metadata is not None and self.metadata_text() != record.metadata
+
 
 # -- describing ------------------------------------------------------------------------------------
 
@@ -106,7 +127,7 @@ def empty_info(key: Key) -> ConversationInfo:
         message_count=0,
         tokens=0,
         has_summary=False,
-        metadata={},
+        metadata=EMPTY_METADATA,
     )
 
 
@@ -129,7 +150,7 @@ def describe(tx: Reading, record: RecordRow) -> ConversationInfo:
         message_count=record.message_count,
         tokens=record.tokens,
         has_summary=record.has_summary,
-        metadata=record.metadata,
+        metadata=JsonText(record.metadata) if record.metadata is not None else EMPTY_METADATA,
     )
 
 
@@ -139,10 +160,13 @@ def info(tx: Reading, key: Key) -> ConversationInfo:
 
 
 def list_page(
-    tx: Reading, workspace: str | None, limit: int | None, after: CursorPosition | None
+    tx: Reading, workspace: str | None, limit: int | None, cursor: str | None
 ) -> ConversationPage:
-    """The conversations of ``workspace`` (None: every workspace) after ``after``, newest
-    activity first, at most ``limit`` of them (None: all)."""
+    """The conversations of ``workspace`` (None: every workspace) after the position
+    ``cursor`` names, newest activity first, at most ``limit`` of them (None: all). A cursor
+    this database did not hand out is InvalidParams ``cursor``."""
+    key = tx.cursor_key()
+    after = decode_cursor(cursor, key) if cursor is not None else None
     position = None
     if after is not None:
         if after.last_activity is None:  # sorts after every conversation that exists
@@ -152,13 +176,13 @@ def list_page(
     more = limit is not None and len(records) > limit
     if limit is not None:
         records = records[:limit]
-    cursor = None
+    next_cursor = None
     if more:
         last = records[-1]
-        cursor = encode_cursor(
-            CursorPosition(last.last_activity, last.conversation, last.workspace)
+        next_cursor = encode_cursor(
+            CursorPosition(last.last_activity, last.conversation, last.workspace), key
         )
-    return ConversationPage(tuple(describe(tx, r) for r in records), cursor)
+    return ConversationPage(tuple(describe(tx, r) for r in records), next_cursor)
 
 
 # -- changing --------------------------------------------------------------------------------------
@@ -170,13 +194,16 @@ def update(tx: Transaction, key: Key, change: ConversationUpdate, now: int) -> C
     points, not all blank (InvalidParams ``title``)."""
     if change.set_title and change.title is not None:
         check_title(change.title)
-    if tx.record(key) is None and not change.creates:
+    record = tx.record(key)
+    if record is None and not change.creates:
         return empty_info(key)
+    if record is not None and not change.changes(record):
+        return describe(tx, record)
     tx.touch(key, now)
     if change.set_title:
         tx.set_title(key, change.title)
     if change.metadata is not None:
-        tx.set_metadata(key, change.metadata)
+        tx.set_metadata(key, change.metadata_text())
     return info(tx, key)
 
 
@@ -274,7 +301,7 @@ def fork(
     if record is not None:
         if record.title is not None:
             tx.set_title(target, fork_title(record.title))
-        if record.metadata:
+        if record.metadata is not None:
             tx.set_metadata(target, record.metadata)
     return info(tx, target)
 

@@ -29,7 +29,6 @@ from chat_history.conversations import (
 from chat_history.errors import InvalidParams
 from chat_history.model import Key, Message, PruneReport, StoredMessage, Summary, Trimmed
 from chat_history.policy.calibration import Calibration
-from chat_history.policy.cursor import CursorPosition
 from chat_history.policy.imports import covered_id, match_stored
 from chat_history.policy.recording import plan_append
 from chat_history.policy.retention import RetentionPlan
@@ -332,13 +331,14 @@ class ChatHistoryManager:
             return conversations.info(tx, key)
 
     def list_conversations_page(
-        self, workspace: str | None, limit: int | None, after: CursorPosition | None
+        self, workspace: str | None, limit: int | None, cursor: str | None
     ) -> ConversationPage:
-        """The conversations of ``workspace`` (None: every workspace) after the cursor position
-        ``after``, newest activity first, at most ``limit`` (None: all) and the next cursor.
-        Raises StorageError."""
+        """The conversations of ``workspace`` (None: every workspace) after the position
+        ``cursor`` names, newest activity first, at most ``limit`` (None: all) and the next
+        cursor. Raises InvalidParams ``cursor`` for a cursor this database did not hand out,
+        StorageError."""
         with self._lock, self.store.snapshot() as tx:
-            return conversations.list_page(tx, workspace, limit, after)
+            return conversations.list_page(tx, workspace, limit, cursor)
 
     def update_conversation(self, key: Key, change: ConversationUpdate) -> ConversationInfo:
         """Set the title and/or replace the metadata (protocol.md ``updateConversation``)."""

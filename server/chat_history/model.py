@@ -6,6 +6,7 @@ Everything here is snake_case and wire-agnostic; ``protocol.py`` owns the camelC
 from __future__ import annotations
 
 import json
+import sys
 import typing
 from collections.abc import Mapping
 from itertools import compress, repeat
@@ -21,6 +22,19 @@ _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 def compact_json(value: Any) -> str:
     """``value`` as compact JSON, non-ASCII kept as it is."""
     return _COMPACT.encode(value)
+
+
+@attrs.frozen
+class JsonText:
+    """A JSON value kept as the compact text the store holds, and written into an answer as is
+    (frames.py): a listing of conversations with large metadata holds their text, not the
+    Python objects it parses to (``[{}]`` × 333,000 is 1 MB of text and ~24 MB of dicts)."""
+
+    text: str
+
+    def value(self) -> Any:
+        """The value, parsed (for callers that look inside; answers never need to)."""
+        return json.loads(self.text)
 
 
 #: The deepest JSON accepted anywhere (a message, and the object in an ``arguments`` string):
@@ -185,6 +199,53 @@ class StoredMessage(Message):
             turn=turn,
             tokens=tokens,
         )
+
+
+# -- memory ---------------------------------------------------------------------------------------
+
+_sizeof = sys.getsizeof
+#: The object of a row and of each of its parts (attrs instances, tuples, the boxes around them).
+_ROW_OVERHEAD = 512
+_PART_OVERHEAD = 200
+
+
+def json_bytes(value: Any) -> int:
+    """The memory the parsed JSON ``value`` holds: every dict, list, string and number in it,
+    as ``sys.getsizeof`` counts them (shared small ints and interned keys counted each time: an
+    upper bound). ``[{}]`` × 333,000 is 1 MB of text and ~24 MB here."""
+    if not value:
+        return _sizeof(value)
+    total = 0
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        total += _sizeof(node)
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    return total
+
+
+def resident_bytes(message: Message) -> int:
+    """What a row holds in memory, all of it: its text, its tool calls, its images (base64 or
+    URIs), its ``providerData`` and ``metadata`` as parsed objects. The one measure of every
+    cache of rows (the store's cache and remembered tails, the prepare pipeline's turn caches),
+    so each is bounded in bytes of what it keeps, not in rows or characters."""
+    total = _ROW_OVERHEAD + _sizeof(message.content)
+    for value in (message.tool_call_id, message.name):
+        if value is not None:
+            total += _sizeof(value)
+    for call in message.tool_calls:
+        total += _PART_OVERHEAD + _sizeof(call.id) + _sizeof(call.name)
+        total += json_bytes(call.arguments)
+    for attachment in message.attachments:
+        total += _PART_OVERHEAD
+        for part in (attachment.mime_type, attachment.data, attachment.uri):
+            if part is not None:
+                total += _sizeof(part)
+    return total + json_bytes(message.provider_data) + json_bytes(message.metadata)
 
 
 @attrs.frozen(cache_hash=True)

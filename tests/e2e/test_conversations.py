@@ -6,6 +6,11 @@ field each refusal names, and two processes on one database."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
+import hashlib
+import hmac
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -251,6 +256,102 @@ async def test_listing_refusals_name_the_field(
     session = await start_session()
     data = await refused(session, "chatHistory/listConversations", params)
     assert data == {"field": field}
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+def _signed(payload: bytes, key: bytes) -> str:
+    """A cursor over ``payload`` with a valid tag: what a client holding the key could forge."""
+    return f"c2.{_b64(payload)}.{_b64(hmac.new(key, payload, hashlib.sha256).digest()[:16])}"
+
+
+def _cursor_key(storage: Path) -> bytes:
+    with contextlib.closing(sqlite3.connect(storage / "chat-history.sqlite3")) as db:
+        found = db.execute("SELECT secret FROM server_keys WHERE name = 'cursor'").fetchone()
+    return bytes(found[0])
+
+
+async def test_a_forged_cursor_is_refused_naming_the_field(
+    start_session: StartSession, tmp_path: Path
+):
+    session = await start_session()
+    for name in ("a", "b", "c"):
+        await session.append(name, user(f"prompt {name}"))
+        await asyncio.sleep(0.003)
+    handed_out = (await listing(session, limit=1))["nextCursor"]
+    assert [
+        c["conversationId"] for c in (await listing(session, cursor=handed_out))["conversations"]
+    ] == ["b", "a"]
+    body, _, tag = handed_out[3:].partition(".")
+    unsigned = [
+        # a position the server never listed, in the old unsigned spelling and in the new one
+        "c1." + _b64(b'[1234,"never-listed","file:///ws"]'),
+        "c2." + _b64(b'[1234,"never-listed","file:///ws"]') + "." + tag,
+        "c2." + _b64(b'[1234,"never-listed","file:///ws"]'),
+        # an id holding a lone surrogate, an activity past SQLite's integers (were -32603)
+        "c1." + _b64(b'[1,"\\ud800","default"]'),
+        "c1." + _b64(b'[9223372036854775808,"a","default"]'),
+        "c2." + _b64(b'[9223372036854775808,"a","default"]') + "." + tag,
+        # the handed-out cursor altered: its tag, its body, padding
+        f"c2.{body}.{tag[:-2]}AA",
+        f"c2.{body}A.{tag}",
+        f"c2.{body}.{tag}=",
+        "c2." + "A" * 100_000,
+    ]
+    for cursor in unsigned:
+        data = await refused(session, "chatHistory/listConversations", {"cursor": cursor})
+        assert data == {"field": "cursor"}, cursor
+    # Even with the database's key (a file leaked), a position no query can take is refused.
+    key = _cursor_key(session.storage)
+    signed = [
+        _signed(b'[1,"\\ud800","default"]', key),
+        _signed(b'[9223372036854775808,"a","default"]', key),
+        _signed(b'[-1,"a","default"]', key),
+        _signed(b'[1,"a",""]', key),
+        _signed(b'[1,"a"]', key),
+    ]
+    for cursor in signed:
+        data = await refused(session, "chatHistory/listConversations", {"cursor": cursor})
+        assert data == {"field": "cursor"}, cursor
+    # another process on the database accepts the cursor; one on another database refuses it
+    other = await start_session(storage=session.storage)
+    assert len((await listing(other, cursor=handed_out))["conversations"]) == 2
+    elsewhere = await start_session(storage=tmp_path / "elsewhere")
+    await elsewhere.append("b", user("prompt b"))
+    data = await refused(elsewhere, "chatHistory/listConversations", {"cursor": handed_out})
+    assert data == {"field": "cursor"}
+
+
+async def test_an_update_that_changes_nothing_is_not_activity(start_session: StartSession):
+    session = await start_session()
+    update = "chatHistory/updateConversation"
+    await session.request(update, {"conversationId": "a", "title": "A", "metadata": {"k": [1]}})
+    await session.append("u", user("untitled"))
+    await asyncio.sleep(0.003)
+    await session.append("b", user("newer"))
+    before = (await listing(session))["conversations"]
+    assert [c["conversationId"] for c in before] == ["b", "u", "a"]
+    await asyncio.sleep(0.003)
+    unchanged = [
+        ("a", {"title": "A"}),
+        ("a", {"metadata": {"k": [1]}}),
+        ("a", {"title": "A", "metadata": {"k": [1]}}),
+        ("a", {}),
+        ("u", {"title": None}),  # already the automatic title
+        ("u", {"metadata": {}}),  # already empty
+    ]
+    for conversation, change in unchanged:
+        info = await session.request(update, {"conversationId": conversation, **change})
+        assert info["lastActivity"] == next(
+            c["lastActivity"] for c in before if c["conversationId"] == conversation
+        ), change
+    assert (await listing(session))["conversations"] == before
+    # a real change is activity
+    await session.request(update, {"conversationId": "a", "metadata": {"k": [2]}})
+    after = [c["conversationId"] for c in (await listing(session))["conversations"]]
+    assert after == ["a", "b", "u"]
 
 
 async def test_last_activity_follows_client_writes(start_session: StartSession):

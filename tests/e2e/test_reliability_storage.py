@@ -751,3 +751,38 @@ def test_a_store_that_belongs_to_another_user_is_refused_and_left_untouched() ->
             server.close()
     finally:
         shutil.rmtree(shared)
+
+
+def test_a_root_server_makes_another_users_readable_store_owner_only() -> None:
+    assert is_root(), "this test runs as root (CI does) to act as two users"
+    shared = Path(tempfile.mkdtemp(prefix="chat-history-root-"))
+    try:
+        folder = shared / "store"
+        first = start(folder, KEEP_ALL, log=shared / "first.log")
+        try:
+            first.append("c", user("the other user's row"))
+        finally:
+            first.close()
+        base = database_path(folder)
+        sidecars = [Path(f"{base}{suffix}") for suffix in ("-wal", "-shm")]
+        for sidecar in sidecars:
+            sidecar.touch()  # left by the other user's server (empty: nothing to replay)
+        for path in (folder, base, *sidecars):
+            os.chown(path, 65534, 65534)
+            path.chmod(0o777 if path == folder else 0o666)  # readable by everyone
+        server = start(folder, KEEP_ALL, log=shared / "root.log")
+        try:
+            assert _contents(server) == ["the other user's row"]
+            server.append("c", user("root's row"))
+            log = server.stderr_text()
+        finally:
+            server.close()
+        assert "belongs to uid 65534; used as root" in log
+        assert "made owner-only" in log
+        modes = _modes(folder)
+        assert modes.pop("store") == 0o700
+        assert modes == dict.fromkeys(modes, 0o600) and base.name in modes, modes
+        # still the other user's: tightened, not taken
+        assert {p.stat().st_uid for p in [folder, *folder.iterdir()]} == {65534}
+    finally:
+        shutil.rmtree(shared)

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from tests.e2e.wire import Wire
 
+from chat_history.wire.barrier import BOUND_SECONDS
+
 #: 30 turns: 60 rows, 10 more than the default maxMessages (50) keeps.
 TURNS = 30
 SHORT_BOUND = {"CHAT_HISTORY_SETTINGS_WAIT": "1"}
@@ -208,6 +210,36 @@ def test_an_error_answer_counts_as_an_answer(storage: Path) -> None:
         answer = wire.answer_to(get)["result"]
         assert len(answer["messages"]) == 4
         assert not warnings_about_configuration(wire, "window/showMessage")
+    finally:
+        wire.close()
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        {"result": 42},
+        {"result": "chatHistory"},
+        {"error": {"code": -32601}},
+        {"error": {"message": "no code"}},
+        {"error": "broken"},
+    ],
+)
+def test_a_malformed_answer_counts_as_an_error_answer(
+    storage: Path, garbage: dict[str, object]
+) -> None:
+    # Dropped as unreadable, the pull never completed: every request waited the whole bound,
+    # and retention stayed off for the session.
+    wire = Wire(storage)
+    try:
+        wire.initialize(settings={"maxMessages": 4})
+        get = wire.request("chatHistory/get", {"conversationId": "c"})
+        pull = wire.configuration_request()
+        wire.send({"jsonrpc": "2.0", "id": pull["id"], **garbage})
+        answer = wire.answer_to(get, timeout=BOUND_SECONDS - 2)["result"]
+        assert len(answer["messages"]) == 4  # the current settings are kept, retention runs
+        assert not warnings_about_configuration(wire, "window/showMessage")
+        logged = warnings_about_configuration(wire, "window/logMessage")
+        assert any("could not be read" in m for m in logged), logged
     finally:
         wire.close()
 

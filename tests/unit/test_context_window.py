@@ -20,7 +20,7 @@ from test_context_properties import TOOL_NAMES, context_settings, histories
 from chat_history import preparation
 from chat_history.errors import ContextOverflow, InvalidParams
 from chat_history.manager import ChatHistoryManager
-from chat_history.model import Message, ToolCall, ToolSpec, Trimmed
+from chat_history.model import Message, ToolCall, ToolSpec, Trimmed, resident_bytes
 from chat_history.policy.budget import Route, resolve_route
 from chat_history.policy.context import prepare_rows, request_floor, turn_figures
 from chat_history.policy.turns import segment
@@ -459,7 +459,7 @@ def test_a_bounded_memory_of_rows_reads_the_rest(
 ) -> None:
     from chat_history.store import tail as remembered
 
-    monkeypatch.setattr(remembered, "_RECENT_CHARS", 2_000)  # a handful of rows
+    monkeypatch.setattr(remembered, "_RECENT_BYTES", 8_000)  # a handful of rows
     events: list[Trimmed] = []
     manager = open_manager(tmp_path, budget_settings(max_context_tokens=6_000), events)
     manager.append(KEY, long_conversation(80))
@@ -467,7 +467,7 @@ def test_a_bounded_memory_of_rows_reads_the_rest(
         assert_same_as_a_fresh_reader(manager, tmp_path, events)
         manager.append(KEY, [U("one more " + "x" * 900), A("ok " + "y" * 900)])
     tail = manager.store._tails[KEY]
-    assert tail.recent is not None and sum(len(r.content) for r in tail.recent) <= 2_000
+    assert tail.recent is not None and sum(map(resident_bytes, tail.recent)) <= 8_000
 
 
 #: One step of two connections sharing a conversation: (which connection, what it does).

@@ -13,7 +13,6 @@ from tests.unit.conftest import HOUR
 from chat_history.conversations import ConversationUpdate
 from chat_history.errors import InvalidParams
 from chat_history.model import Key, Message
-from chat_history.policy.cursor import decode_cursor
 from chat_history.store.schema import DATABASE_FILE, MIGRATIONS, SCHEMA_VERSION
 
 pytestmark = pytest.mark.engines
@@ -94,7 +93,7 @@ def test_titles_and_metadata(make_manager) -> None:
     info = manager.update_conversation(
         KEY, ConversationUpdate(set_title=True, title="Named", metadata={"a": [1, {"b": None}]})
     )
-    assert (info.title, info.title_source, dict(info.metadata)) == (
+    assert (info.title, info.title_source, info.metadata.value()) == (
         "Named",
         "user",
         {"a": [1, {"b": None}]},
@@ -128,7 +127,7 @@ def test_listing_order_ties_and_paging(make_manager, clock) -> None:
         seen += [(i.workspace, i.conversation_id) for i in page.conversations]
         if page.next_cursor is None:
             break
-        cursor = decode_cursor(page.next_cursor)
+        cursor = page.next_cursor
     assert seen == [(i.workspace, i.conversation_id) for i in every.conversations]
     assert names(manager.list_conversations_page("w1", 1, None)) == ["z"]
 

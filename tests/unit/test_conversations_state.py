@@ -387,7 +387,7 @@ class ConversationsMachine(RuleBasedStateMachine):
             assert info.message_count == len(conversation.rows)
             assert info.tokens == sum(r.tokens for r in conversation.rows)
             assert info.has_summary == (conversation.summary is not None)
-            assert dict(info.metadata) == conversation.metadata
+            assert info.metadata.value() == conversation.metadata
         activity = [i.last_activity or 0 for i in page.conversations]
         assert activity == sorted(activity, reverse=True)
 

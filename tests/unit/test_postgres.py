@@ -347,3 +347,17 @@ def test_text_with_nul_and_the_escape_character_round_trips(database: Any, manag
     assert [row.content for row in manager.get(key).messages] == texts
     assert found(manager, "a\x00b") == ["a\x00b"]
     assert [c.conversation for c in manager.list_conversations("w\x00s")] == ["c\ufffe0"]
+
+
+def test_calibration_ratios_keep_the_newest_keys_on_postgres(database: Any, managers: Any):
+    from chat_history.store.calibration import MAX_KEYS
+
+    _, url = database
+    manager = managers(url)
+    for n in range(MAX_KEYS + 2):
+        manager.report_usage("openai", f"model-{n}", 100, 150)
+    assert manager.report_usage("openai", None, 100, 120).samples == 1
+    assert manager.report_usage("openai", f"model-{MAX_KEYS + 1}", 100, 150).samples == 2
+    with psycopg.connect(url) as sql:
+        kept = sql.execute("SELECT count(DISTINCT model) FROM calibration_samples").fetchone()
+    assert kept == (MAX_KEYS - 1,)  # the NULL model is a key of its own, not counted here

@@ -17,7 +17,6 @@ is stored; the result is the same as with every row.
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
 from collections.abc import Callable, Collection, Sequence
@@ -44,6 +43,7 @@ from chat_history.policy.compaction import (
     propose,
     summary_text,
 )
+from chat_history.policy.memo import TurnMemo
 from chat_history.policy.sweep import sweep_orphans
 from chat_history.policy.tokens import row_tokens, tool_schema_tokens
 from chat_history.policy.turns import (
@@ -277,26 +277,38 @@ class _Unit:
 
 # A request re-reads mostly the turns the previous one read, as the same row objects (the store
 # remembers a conversation's newest rows), and a turn's collapse, floor and unit depend on its
-# rows alone: these are cached on the row tuples. Rows hash by identity and compare by value, so
-# a hit is the same rows; the cache holds them, so an identity is never reused while cached.
+# rows alone: these are remembered on the row tuples (policy.memo), bounded in turns and in the
+# bytes of the rows they keep alive.
 _TURN_CACHE = 256  # turns: a few requests of a few conversations
+_TURN_CACHE_BYTES = 32 * 1024 * 1024
+_collapsed_memo: TurnMemo[tuple[tuple[Message, ...], int]] = TurnMemo(
+    _TURN_CACHE, _TURN_CACHE_BYTES
+)
+_floor_memo: TurnMemo[int] = TurnMemo(_TURN_CACHE, _TURN_CACHE_BYTES)
+_unit_memo: TurnMemo[_Unit] = TurnMemo(_TURN_CACHE, _TURN_CACHE_BYTES)
 
 
-@functools.lru_cache(maxsize=_TURN_CACHE)
 def _collapsed(
     rows: tuple[Message, ...], tools: frozenset[str] | None
 ) -> tuple[tuple[Message, ...], int]:
-    return collapse_turn(rows, tools)
+    return _collapsed_memo.get(rows, tools, lambda: collapse_turn(rows, tools))
 
 
-@functools.lru_cache(maxsize=_TURN_CACHE)
 def turn_floor(rows: tuple[Message, ...]) -> int:
-    """``request_floor`` of one turn's rows, cached (the window asks it of every turn it reads)."""
-    return request_floor(rows)
+    """``request_floor`` of one turn's rows, remembered (the window asks it of every turn it
+    reads)."""
+    return _floor_memo.get(rows, None, lambda: request_floor(rows))
 
 
-@functools.lru_cache(maxsize=_TURN_CACHE)
 def _unit(rows: tuple[Message, ...], *, running: bool, synthetic: int, removed: int) -> _Unit:
+    return _unit_memo.get(
+        rows,
+        (running, synthetic, removed),
+        lambda: _new_unit(rows, running=running, synthetic=synthetic, removed=removed),
+    )
+
+
+def _new_unit(rows: tuple[Message, ...], *, running: bool, synthetic: int, removed: int) -> _Unit:
     tokens = system_tokens = 0
     system: list[Message] = []
     for row in rows:

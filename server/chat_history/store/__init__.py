@@ -20,6 +20,7 @@ PostgreSQL engine (``postgres/``, reusing the shared SQL through its dialect):
 - ``files.py``       the folder and files on disk, owner-only
 - ``schema.py``      the schema and its migrations
 - ``engine.py``      the SQLite engine (sqlean.py, for FTS5 secure-delete) every connection uses
+- ``keys.py``        the database's own secrets: the key of listConversations' cursors
 - ``calibration.py`` the usage ratios of ``reportUsage`` per (provider kind, model), remembered
 """
 

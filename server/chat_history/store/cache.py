@@ -1,7 +1,8 @@
 """The fast path: a bounded LRU of whole conversations. ``Store`` drops it whenever SQLite's
 ``data_version`` shows another connection committed, so it never serves stale rows. Bounded in
-conversations, rows and (estimated) bytes: rows alone let two unlimited ``get``s of histories
-with large images keep gigabytes resident."""
+conversations, rows and bytes (``model.resident_bytes``: everything a row holds, images,
+providerData and metadata included): rows alone let two unlimited ``get``s of histories with
+large images keep gigabytes resident."""
 
 from __future__ import annotations
 
@@ -9,18 +10,12 @@ import bisect
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from chat_history.model import Key, StoredMessage
+from chat_history.model import Key, StoredMessage, resident_bytes
 
-#: What the cache may hold, estimated by ``row_bytes``.
+#: What the cache may hold, measured by ``row_bytes``.
 DEFAULT_MAX_BYTES = 128 * 1024 * 1024
-_ROW_OVERHEAD = 512
-
-
-def row_bytes(row: StoredMessage) -> int:
-    """A cheap estimate of a row's memory: its text and tool calls (four bytes a token), its
-    images' base64 or URIs, and the objects around them."""
-    images = sum(len(a.data or "") + len(a.uri or "") for a in row.attachments)
-    return _ROW_OVERHEAD + 4 * row.tokens + images
+#: A row's memory (the one measure of every cache of rows).
+row_bytes = resident_bytes
 
 
 class ConversationCache:

@@ -3,7 +3,9 @@ files 0600), loosened ones of ours tightened, and a store that belongs to anothe
 
 What is "ours": the storage folder when it holds nothing but the database and its -wal/-shm
 (a folder the user also keeps other things in is only warned about), and those files. Folders
-above the storage folder that already existed are never changed."""
+above the storage folder that already existed are never changed. Root may use another user's
+store, and tightens it as its own (owner-only; the owner keeps every access): a root server
+never leaves anyone's history readable by others."""
 
 from __future__ import annotations
 
@@ -26,6 +28,12 @@ def _euid() -> int | None:
     """This process's user, where the platform has one (not on Windows: no owner checks)."""
     geteuid = getattr(os, "geteuid", None)
     return int(geteuid()) if geteuid is not None else None
+
+
+def _may_tighten(info: os.stat_result) -> bool:
+    """Whether this process makes the file or folder owner-only: its own, or any as root."""
+    euid = _euid()
+    return euid is not None and (info.st_uid == euid or euid == 0)
 
 
 def make_folder(folder: Path) -> None:
@@ -74,7 +82,7 @@ def check_folder(folder: Path, file_name: str) -> None:
     if not mode & 0o077:
         return
     ours = {file_name, *(file_name + suffix for suffix in SIDECARS)}
-    if set(os.listdir(folder)) <= ours and info.st_uid == _euid():
+    if set(os.listdir(folder)) <= ours and _may_tighten(info):
         os.chmod(folder, FOLDER_MODE)
         log.warning("the storage folder %s was %04o; made owner-only (0700)", folder, mode)
     elif mode & 0o022 and not mode & stat.S_ISVTX:
@@ -121,7 +129,7 @@ def tighten(path: Path, info: os.stat_result | None = None) -> None:
         except FileNotFoundError:
             return
     mode = stat.S_IMODE(info.st_mode)
-    if mode == FILE_MODE or info.st_uid != _euid():
+    if mode == FILE_MODE or not _may_tighten(info):
         return
     with contextlib.suppress(OSError):
         os.chmod(path, FILE_MODE)

@@ -10,13 +10,12 @@ write that makes it exist starts its ``created_at`` again."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Generator, Mapping
+from collections.abc import Generator
 from typing import Any
 
 import attrs
 
-from chat_history.model import Key, Message, compact_json
+from chat_history.model import Key, Message
 from chat_history.store.engine import sqlite3
 
 #: A conversation exists (c: its record, s: its summary, joined).
@@ -52,7 +51,8 @@ class RecordRow:
     message_count: int
     tokens: int
     has_summary: bool
-    metadata: Mapping[str, Any]
+    #: the metadata's compact JSON text (None: empty), never parsed here
+    metadata: str | None
 
     @property
     def key(self) -> Key:
@@ -70,7 +70,7 @@ def _record(row: tuple[Any, ...]) -> RecordRow:
         count,
         tokens,
         bool(summary),
-        json.loads(metadata) if metadata else {},
+        metadata or None,
     )
 
 
@@ -84,7 +84,14 @@ def record(connection: sqlite3.Connection, key: Key) -> RecordRow | None:
 
 
 def exists(connection: sqlite3.Connection, key: Key) -> bool:
-    return record(connection, key) is not None
+    """Whether the conversation exists (its record is not read: every write asks)."""
+    row = connection.execute(
+        "SELECT 1 FROM conversations c LEFT JOIN summaries s "
+        "ON s.workspace = c.workspace AND s.conversation = c.conversation "
+        f"WHERE c.workspace = ? AND c.conversation = ? AND {_EXISTS}",
+        (key.workspace, key.conversation),
+    ).fetchone()
+    return row is not None
 
 
 def listing(
@@ -168,8 +175,9 @@ def set_title(connection: sqlite3.Connection, key: Key, title: str | None) -> No
     )
 
 
-def set_metadata(connection: sqlite3.Connection, key: Key, metadata: Mapping[str, Any]) -> None:
+def set_metadata(connection: sqlite3.Connection, key: Key, text: str | None) -> None:
+    """Store the metadata's compact JSON text (None: empty)."""
     connection.execute(
         "UPDATE conversations SET metadata = ? WHERE workspace = ? AND conversation = ?",
-        (compact_json(dict(metadata)) if metadata else None, key.workspace, key.conversation),
+        (text, key.workspace, key.conversation),
     )

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from chat_history.store import calibration, search_index, workspaces
+from chat_history.store import calibration, keys, search_index, workspaces
 from chat_history.store.engine import sqlite3
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -154,8 +154,13 @@ MIGRATIONS[5] = calibration.SCHEMA
 # Version 7 (issue 22): folds that no writer can leave missing or stale (store.search_index).
 MIGRATIONS[6] = search_index.SCHEMA_V7
 
-# Version 8 (issue 24): the folder fingerprints of workspace identities (store/workspaces.py).
-MIGRATIONS[7] = workspaces.SCHEMA
+# Version 8 (issue 22): the database's own secrets (store/keys.py), the key of the cursors
+# first; the key itself is drawn in Python and written by ``keys.ensure`` in the same
+# transaction. Idempotent, like version 6.
+MIGRATIONS[7] = keys.SCHEMA
+
+# Version 9 (issue 24): the folder fingerprints of workspace identities (store/workspaces.py).
+MIGRATIONS[8] = workspaces.SCHEMA
 
 
 def statements(script: str) -> list[str]:
@@ -200,6 +205,7 @@ def migrate(connection: sqlite3.Connection) -> None:
                 connection.execute(statement)
             version += 1
             connection.execute(f"PRAGMA user_version = {version}")
+        keys.ensure(connection)
         connection.execute("COMMIT")
     except BaseException:
         connection.execute("ROLLBACK")

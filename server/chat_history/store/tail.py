@@ -9,7 +9,7 @@ from collections.abc import Generator, Sequence
 
 import attrs
 
-from chat_history.model import Key, StoredMessage
+from chat_history.model import Key, StoredMessage, resident_bytes
 from chat_history.store import queries
 from chat_history.store.engine import sqlite3
 from chat_history.store.queries import ConversationTotals
@@ -17,10 +17,12 @@ from chat_history.store.rows import to_message
 from chat_history.store.schema import FIGURES
 
 #: Conversations whose end is remembered (all are forgotten past it), and the few whose newest
-#: rows are kept, with the content characters kept for each.
+#: rows are kept, with the bytes of rows kept for each (``model.resident_bytes``: images,
+#: providerData and metadata included; counting content characters alone let paging three
+#: conversations of 10 MB images keep ~600 MB resident).
 _TAILS = 64
 _RECENT_TAILS = 8
-_RECENT_CHARS = 2_000_000
+_RECENT_BYTES = 8 * 1024 * 1024
 
 
 @attrs.define
@@ -37,7 +39,8 @@ class Tail:
     figure_sums: tuple[int, ...] | None = None
     #: the conversation's newest rows, oldest first, as last read or written here
     recent: list[StoredMessage] | None = None
-    recent_chars: int = 0
+    #: what ``recent`` holds (``resident_bytes``), at most _RECENT_BYTES
+    recent_bytes: int = 0
     #: turn_figures rows looked up (turn -> own figures then running sums); recorded turns
     #: never change, and deleting drops the tail
     figure_rows: dict[int, tuple[int, ...]] = attrs.Factory(dict)
@@ -45,13 +48,13 @@ class Tail:
     recent_whole: bool = False
 
     def trim(self) -> None:
-        """Drop the oldest recent rows past _RECENT_CHARS of content."""
+        """Drop the oldest recent rows past _RECENT_BYTES."""
         recent = self.recent
-        if recent is None or self.recent_chars <= _RECENT_CHARS:
+        if recent is None or self.recent_bytes <= _RECENT_BYTES:
             return
         drop = 0
-        while drop < len(recent) and self.recent_chars > _RECENT_CHARS:
-            self.recent_chars -= len(recent[drop].content)
+        while drop < len(recent) and self.recent_bytes > _RECENT_BYTES:
+            self.recent_bytes -= resident_bytes(recent[drop])
             drop += 1
         del recent[:drop]
         self.recent_whole = False
@@ -108,11 +111,11 @@ class Tails:
             if len(gone) < len(removed) and recent and recent[0].id <= max(removed):
                 gone += [row for row in recent if row.id in removed]
                 recent[:] = [row for row in recent if row.id not in removed]
-            tail.recent_chars -= sum(len(row.content) for row in gone)
+            tail.recent_bytes -= sum(map(resident_bytes, gone))
         if replaced is not None:
             for index in range(len(recent) - 1, -1, -1):
                 if recent[index].id == replaced.id:
-                    tail.recent_chars += len(replaced.content) - len(recent[index].content)
+                    tail.recent_bytes += resident_bytes(replaced) - resident_bytes(recent[index])
                     recent[index] = replaced
                     break
         tail.trim()
@@ -148,17 +151,26 @@ class Tails:
             return
         if tail.recent is not None:
             tail.recent.extend(stored)
-            tail.recent_chars += sum(len(row.content) for row in stored)
+            tail.recent_bytes += sum(map(resident_bytes, stored))
             tail.trim()
         tail.totals = after
 
     def remember_recent(self, key: Key, tail: Tail, rows: list[StoredMessage], whole: bool) -> None:
         """Keep ``rows`` (the conversation's newest, oldest first) as the tail's recent rows,
-        within the bounds: _RECENT_CHARS of content each, for _RECENT_TAILS conversations."""
-        tail.recent = rows
-        tail.recent_chars = sum(len(row.content) for row in rows)
-        tail.recent_whole = whole
-        tail.trim()
+        within the bounds: _RECENT_BYTES each (the newest that fit; rows past it are not even
+        measured), for _RECENT_TAILS conversations. ``rows`` itself is left as it is: the
+        caller may be returning it."""
+        kept = 0
+        first = len(rows)
+        while first:
+            size = resident_bytes(rows[first - 1])
+            if kept + size > _RECENT_BYTES:
+                break
+            kept += size
+            first -= 1
+        tail.recent = rows[first:]
+        tail.recent_bytes = kept
+        tail.recent_whole = whole and not first
         self._recent_keys.pop(key, None)
         self._recent_keys[key] = None
         while len(self._recent_keys) > _RECENT_TAILS:

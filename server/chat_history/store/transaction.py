@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Generator, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Generator, Iterable, Sequence
 
 import attrs
 
@@ -19,6 +18,7 @@ from chat_history.policy.search_rank import SearchRow, SearchScope
 from chat_history.store import (
     calibration,
     edits,
+    keys,
     overview,
     queries,
     records,
@@ -171,6 +171,10 @@ class Reading:
     ) -> list[RecordRow]:
         """Existing conversations newest activity first (store.records.listing)."""
         return records.listing(self.connection, workspace, after, limit)
+
+    def cursor_key(self) -> bytes:
+        """The key that authenticates this database's listing cursors (store.keys)."""
+        return keys.cursor_key(self.connection)
 
     def user_rows(self, key: Key) -> Generator[Message, None, None]:
         """The conversation's user rows oldest first, read as consumed (close it when done)."""
@@ -328,8 +332,10 @@ class Transaction(Reading):
         """The client's title (None: none; the automatic one shows). The record must exist."""
         records.set_title(self.connection, key, title)
 
-    def set_metadata(self, key: Key, metadata: Mapping[str, Any]) -> None:
-        records.set_metadata(self.connection, key, metadata)
+    def set_metadata(self, key: Key, text: str | None) -> None:
+        """The conversation's metadata as compact JSON text (None: empty). The record must
+        exist."""
+        records.set_metadata(self.connection, key, text)
 
     def delete_messages(self, key: Key, rows: Sequence[StoredMessage]) -> ConversationTotals | None:
         """Delete ``rows`` (read in this transaction) by id; totals, turn figures, the cache and

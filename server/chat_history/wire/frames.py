@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO, Generic, TypeVar
 
 from chat_history.errors import cut, shown
+from chat_history.model import JsonText
 
 log = logging.getLogger("chat_history")
 
@@ -80,12 +81,24 @@ class JsonArray(Generic[T]):
 
 
 def _with_arrays(default: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """``default``, and a JsonArray (met where the answer is encoded whole) as a list."""
+    """``default``, and a JsonArray (met where the answer is encoded whole) as a list, a
+    JsonText as its value (where a message is encoded whole: ``encode_chunks`` writes its text
+    as is)."""
 
     def convert(value: Any) -> Any:
-        return list(value) if isinstance(value, JsonArray) else default(value)
+        if isinstance(value, JsonArray):
+            return list(value)
+        if isinstance(value, JsonText):
+            return value.value()
+        return default(value)
 
     return convert
+
+
+def _holds_text(item: Any) -> bool:
+    """Whether an array element is an object with a JsonText member: walked, so that the text
+    is written as is, not parsed for the C encoder."""
+    return type(item) is dict and any(type(v) is JsonText for v in item.values())
 
 
 def encode(data: Any, default: Callable[[Any], Any]) -> bytes:
@@ -160,10 +173,12 @@ class _ChunkWriter:
         put = self.put
         if isinstance(value, str):
             put(_string(value))
+        elif isinstance(value, JsonText):
+            put(value.text)
         elif value is None or isinstance(value, int | float):
             put(self.encoder.encode(value))
         elif isinstance(value, list | tuple | JsonArray):
-            self.array(value)
+            self.array(value, depth)
         elif isinstance(value, dict):
             if depth >= _WALKED_DEPTH or not all(isinstance(k, str) for k in value):
                 put(self.encoder.encode(value))  # non-string keys: json's own conversion
@@ -180,15 +195,19 @@ class _ChunkWriter:
             self.walk(self.default(value), depth)
             self.path.discard(id(value))
 
-    def array(self, value: Any) -> None:
-        """Each element encoded alone (a JsonArray's made only now)."""
+    def array(self, value: Any, depth: int) -> None:
+        """Each element encoded alone (a JsonArray's made only now); an object holding a
+        JsonText walked, so that its text is written as is."""
         put, encode = self.put, self.encoder.encode
         self.enter(value)
         put("[")
         for i, item in enumerate(value):
             if i:
                 put(",")
-            put(encode(item))
+            if _holds_text(item):
+                self.walk(item, min(depth + 1, _WALKED_DEPTH - 1))
+            else:
+                put(encode(item))
         put("]")
         self.path.discard(id(value))
 

@@ -31,7 +31,7 @@ from pygls.protocol import JsonRPCNotification, JsonRPCProtocol, JsonRPCRequestM
 
 from chat_history.errors import cut, shown
 from chat_history.model import MAX_JSON_DEPTH, nesting_exceeds
-from chat_history.wire import lsp_adapter
+from chat_history.wire import lsp_adapter, memory
 from chat_history.wire.protocol import error_path
 
 log = logging.getLogger("chat_history")
@@ -140,6 +140,7 @@ async def serve(reader: StdinReader, protocol: JsonRPCProtocol, stop: threading.
         # Not kept while the request runs and this loop waits for the next header: the parsed
         # request, its answer's text and that text's bytes are alive then already.
         del body
+        memory.large_message(length)
 
 
 def _method(body: bytes) -> Any:
@@ -379,15 +380,31 @@ def dispatch(protocol: JsonRPCProtocol, incoming: Incoming, structured: Any) -> 
         return None
 
 
+class MalformedAnswer(Exception):
+    """The client's answer to a server request could not be read (``{"result": 42}`` to
+    ``workspace/configuration``, an error without ``message``): it counts as an error answer."""
+
+
 def _handle_response(protocol: JsonRPCProtocol, data: dict[str, Any]) -> None:
-    """A client's answer to a server request (workspace/configuration): never answered back."""
+    """A client's answer to a server request (workspace/configuration): never answered back.
+    Every answer to a request the server is waiting on is an answer: one it cannot read fails
+    that request (as an error answer would), so whatever waits on it goes on."""
     if data.get("jsonrpc") != "2.0" or "id" not in data:
         log.warning("dropped a message that is neither a request nor a response")
         return
     try:
         protocol.handle_message(protocol.structure_message(data))
     except Exception as exc:
-        log.warning("dropped a response the server cannot read: %s", exc)
+        why = cut(f"{type(exc).__name__}: {exc}", 300)
+        failure = MalformedAnswer(f"the answer could not be read ({why})")
+        if lsp_adapter.fail_server_request(protocol, data.get("id"), failure):
+            log.warning(
+                "a malformed answer to request %s counts as an error: %s",
+                shown(data.get("id")),
+                why,
+            )
+        else:
+            log.warning("dropped a response the server cannot read: %s", why)
 
 
 def too_deep(protocol: JsonRPCProtocol, msg_id: Any, field: str) -> None:

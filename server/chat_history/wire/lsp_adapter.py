@@ -26,7 +26,7 @@ from pygls.protocol import (
     default_converter,
 )
 
-from chat_history.wire import frames
+from chat_history.wire import frames, memory
 
 log = logging.getLogger("chat_history")
 
@@ -87,10 +87,13 @@ class AdaptedProtocol(LanguageServerProtocol):
         body = frames.answer_body(data, self._serialize_message)
         if body is None:
             return
+        size = sum(map(len, body))
         if isinstance(writer, frames.FrameWriter):
             writer.write_frame(*body)
         else:  # an embedding test's writer
-            writer.write(b"".join([frames.frame_header(sum(map(len, body))), *body]))
+            writer.write(b"".join([frames.frame_header(size), *body]))
+        del body
+        memory.large_message(size)
 
     def _known(self, method: str) -> bool:
         return method in self.fm.builtin_features or method in self.fm.features
@@ -145,6 +148,19 @@ def structure_message(protocol: JsonRPCProtocol, message: dict[str, Any], cls: t
 def request_future(protocol: JsonRPCProtocol, msg_id: Any) -> Any:
     """The future of a client request pygls is handling, if any."""
     return protocol._request_futures.get(msg_id)
+
+
+def fail_server_request(protocol: JsonRPCProtocol, msg_id: Any, exc: BaseException) -> bool:
+    """Fail the server's own request ``msg_id`` (its answer could not be read): whatever waits
+    on it goes on as after an error answer. False when no such request is waiting."""
+    if not isinstance(msg_id, str | int) or isinstance(msg_id, bool):
+        return False
+    protocol._result_types.pop(msg_id, None)
+    future = protocol._request_futures.pop(msg_id, None)
+    if not isinstance(future, concurrent.futures.Future) or future.done():
+        return False
+    future.set_exception(exc)
+    return True
 
 
 def fail_server_requests(protocol: JsonRPCProtocol, exc: BaseException) -> None:

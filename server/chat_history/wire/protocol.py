@@ -32,6 +32,7 @@ from chat_history.model import (
     MAX_JSON_DEPTH,
     ROLES,
     Attachment,
+    JsonText,
     Message,
     PruneReport,
     StoredMessage,
@@ -41,7 +42,6 @@ from chat_history.model import (
     Trimmed,
     nesting_exceeds,
 )
-from chat_history.policy.cursor import CursorPosition, decode_cursor
 from chat_history.policy.rewind import check_turns
 from chat_history.policy.search import check_query
 from chat_history.policy.search_rank import SearchScope
@@ -610,7 +610,7 @@ def _wire_names(cls: type) -> tuple[tuple[str, str], ...]:
 def wire(value: Any) -> Any:
     """camelCase JSON of an attrs result (every field kept, even when it equals its default).
     A dict is JSON already (provider bodies, ``providerData``, ``metadata``) and is not copied."""
-    if isinstance(value, dict):
+    if isinstance(value, dict | JsonText):
         return value
     if attrs.has(type(value)):
         if isinstance(value, StoredMessage):
@@ -817,13 +817,12 @@ MAX_LIST_PAGE = 1_000
 
 def list_args(
     params: ListParams, default_workspace: str
-) -> tuple[str | None, int | None, CursorPosition | None]:
-    """``listConversations``'s (workspace — None for every workspace —, limit, cursor position),
-    checked: a cursor the server did not hand out is InvalidParams ``cursor``."""
+) -> tuple[str | None, int | None, str | None]:
+    """``listConversations``'s (workspace — None for every workspace —, limit, cursor); the
+    cursor is checked against the database's key when the listing reads it."""
     workspace = None if params.all_workspaces else list_workspace(params, default_workspace)
     limit = check_int(params.limit, "limit", 1, MAX_LIST_PAGE)
-    after = decode_cursor(params.cursor) if params.cursor is not None else None
-    return workspace, limit, after
+    return workspace, limit, params.cursor
 
 
 def update_args(params: UpdateConversationParams) -> ConversationUpdate:

@@ -26,7 +26,7 @@ from pygls.protocol import (
 )
 
 from chat_history import __version__, workspaces
-from chat_history.errors import ContextOverflow, InvalidParams, StorageError
+from chat_history.errors import ContextOverflow, InvalidParams, StorageError, quoted
 from chat_history.manager import ChatHistoryManager
 from chat_history.model import Key, Trimmed
 from chat_history.paths import default_storage_folder
@@ -286,13 +286,22 @@ class ChatHistoryServer(LanguageServer):
             answer = await self.workspace_configuration_async(
                 types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
             )
-        except Exception as exc:  # an error answer: the client has nothing to tell
+        except Exception as exc:  # an error answer (or one unreadable): nothing to tell
             self.tell(
                 types.MessageType.Warning,
                 f"workspace/configuration failed ({exc}); keeping the current settings",
             )
             answer = None
         value = answer[0] if isinstance(answer, list | tuple) and answer else None
+        if not (value is None or isinstance(value, dict) or value == []):
+            # Not a settings section (a string answer arrives as a list of its characters):
+            # an answer all the same, which keeps the current settings.
+            self.tell(
+                types.MessageType.Warning,
+                "workspace/configuration answered something that could not be read as "
+                f"settings ({quoted(value)}); keeping the current settings",
+            )
+            value = None
         self.barrier.answer(pull, self.checked_settings(value) if value is not None else None)
         if late and not self.barrier.held:
             self.tell(types.MessageType.Info, "settings arrived; stored-history retention resumes")

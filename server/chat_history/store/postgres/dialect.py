@@ -55,8 +55,11 @@ _REWRITES: tuple[tuple[str, str], ...] = (
     # boolean (SQLite has no boolean type; PostgreSQL will not unite boolean with integer).
     ("s.updated_at, 1 FROM summaries", "s.updated_at, TRUE FROM summaries"),
     ("instr(", "strpos("),
+    (" LIMIT -1", " LIMIT ALL"),
 )
 _IS_PARAM = re.compile(r"\bIS \?")
+#: SQLite's ``a IS b`` between columns (NULL-safe equality).
+_IS_COLUMN = re.compile(r"\bIS (?!NOT\b|NULL\b|TRUE\b|FALSE\b|DISTINCT\b)([a-z_]+\.[a-z_]+)")
 
 
 @lru_cache(maxsize=1024)
@@ -65,6 +68,7 @@ def _translate(sql: str) -> str:
     for old, new in _REWRITES:
         text = text.replace(old, new)
     text = _IS_PARAM.sub("IS NOT DISTINCT FROM ?", text)
+    text = _IS_COLUMN.sub(r"IS NOT DISTINCT FROM \1", text)
     return text.replace("%", "%%").replace("?", "%s")
 
 

@@ -18,9 +18,12 @@ done). Version 1 here holds what SQLite's version 6 holds, with PostgreSQL's own
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
-SCHEMA_VERSION = 2
+from chat_history.store import keys
+
+SCHEMA_VERSION = 3
 #: pg_advisory_xact_lock key of migrations ('chmi').
 MIGRATION_LOCK = 0x63686D69
 
@@ -143,8 +146,15 @@ CREATE TABLE workspace_folders (
 );
 """ + _owned("workspace_folders")
 
+# Version 3: the database's own secrets (store/keys.py): shared by every role of the database,
+# as the cursors they authenticate are (the rows a cursor pages through stay behind RLS).
+_V3 = """
+CREATE TABLE server_keys (name TEXT PRIMARY KEY, secret BYTEA NOT NULL);
+GRANT SELECT ON server_keys TO PUBLIC;
+"""
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2}
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3}
 
 
 class NewerSchema(Exception):
@@ -198,6 +208,10 @@ def _migrate_locked(raw: Any) -> None:
             raw.execute(MIGRATIONS[found])
             found += 1
             raw.execute("UPDATE schema_version SET version = %s", (found,))
+        raw.execute(
+            "INSERT INTO server_keys (name, secret) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+            (keys.CURSOR, secrets.token_bytes(keys.KEY_BYTES)),
+        )
         raw.execute("COMMIT")
     except BaseException:
         raw.execute("ROLLBACK")
