@@ -176,7 +176,9 @@ class ChatHistoryServer(LanguageServer):
         self.identity_option: str | None = None
         self._identity_mode: str | None = None
         self._identity_lock = threading.Lock()
-        self.machine = ""
+        #: the storage folder, where this machine's id is kept (made when first needed)
+        self.storage_folder: Path | None = None
+        self._machine: str | None = None
         self.exit_code = 0
         self._reported: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -312,6 +314,14 @@ class ChatHistoryServer(LanguageServer):
         params = [protocol.wire_trimmed(key.workspace, key.conversation, e) for e in events]
         lsp_adapter.notify_all(self.protocol, self._stdout, TRIMMED, params)
 
+    @property
+    def machine(self) -> str:
+        """This machine's id (kept in the storage folder): read or made on first use only, so
+        a session that never needs it leaves the folder as it found it."""
+        if self._machine is None:
+            self._machine = workspaces.machine_id(self.storage_folder or default_storage_folder())
+        return self._machine
+
     def open_identity(self, manager: ChatHistoryManager, settings: Settings) -> None:
         """Before the first request under an identity mode (``workspaceIdentity`` from
         initializationOptions, else the settings in force): the session's identity, and the
@@ -326,7 +336,8 @@ class ChatHistoryServer(LanguageServer):
             identity = workspaces.resolve(self.raw_workspace, mode)
             self.workspace_identity = identity.workspace
             if identity.workspace.startswith(("file:", "repo:")):
-                for line in manager.open_identity(identity, self.machine):
+                machine = self.machine if identity.git is not None else ""
+                for line in manager.open_identity(identity, machine):
                     self.tell(types.MessageType.Info, line)
             self._identity_mode = mode
 
@@ -387,7 +398,7 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
         mode = None
     ls.identity_option = mode
     folder = _storage_folder(ls, options)
-    ls.machine = workspaces.machine_id(folder)
+    ls.storage_folder = folder
     try:
         url = database_option(options)
         purge = purge_option(options)
