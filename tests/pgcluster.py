@@ -145,6 +145,13 @@ class Cluster:
             self._template_ready = True
         self.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         self.execute(f'CREATE DATABASE "{name}" TEMPLATE chat_template')
+        # A copy has the template's secrets: draw its own, as a database set up anew would.
+        import secrets
+
+        import psycopg
+
+        with psycopg.connect(self.url(name), autocommit=True) as connection:
+            connection.execute("UPDATE server_keys SET secret = %s", (secrets.token_bytes(32),))
         return self.url(name)
 
     def database_folder(self, dbname: str) -> Path:

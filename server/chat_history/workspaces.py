@@ -56,7 +56,10 @@ def machine_id(folder: Path) -> str:
         with os.fdopen(descriptor, "w", encoding="ascii") as file:
             file.write(made + "\n")
     except FileExistsError:
-        return path.read_text(encoding="ascii").strip() or made
+        try:
+            return path.read_text(encoding="ascii").strip() or made
+        except OSError:
+            log.warning("cannot read this machine's id in %s; moved folders are not followed", path)
     except OSError:
         log.warning("cannot keep this machine's id in %s; moved folders are not followed", path)
     return made
