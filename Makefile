@@ -8,17 +8,28 @@ DEV := $(VENV)/.installed-dev
 NODE := client-shim/node_modules/.installed
 PANEL := examples/chat-panel
 PANEL_NODE := $(PANEL)/node_modules/.installed
+# Native npm modules (the e2e's code-server, the panel's vsce) build against the system Node's
+# headers, never a download from nodejs.org, whatever the user's ~/.npmrc says (issue 26 item 7).
+NODE_HEADERS := $(firstword $(wildcard /usr/include/node/node.h /usr/local/include/node/node.h))
+ifneq ($(NODE_HEADERS),)
+export npm_config_nodedir := $(patsubst %/include/node/node.h,%,$(NODE_HEADERS))
+endif
 
-.PHONY: demo test lint pytest shim-test panel-test e2e shim-build bench clean postgresql
+.PHONY: demo test lint pytest shim-test panel-test e2e e2e-install shim-build bench clean wheels-check vsix vsix-all dist dist-check postgresql
 
 demo: $(BASE)
 	$(PY) -m chat_history.demo
 
-test: lint pytest shim-test panel-test e2e
+test: lint wheels-check pytest shim-test panel-test dist-check e2e e2e-install
+
+# Every runtime dependency resolves to wheels for every .vsix target and Python 3.11-3.14
+# (pip download --only-binary=:all: --platform P --python-version V; needs PyPI).
+wheels-check: $(BASE)
+	$(PY) packaging/wheels_check.py
 
 lint: $(DEV)
-	$(VENV)/bin/ruff check server tests bench
-	$(VENV)/bin/ruff format --check server tests bench
+	$(VENV)/bin/ruff check server tests bench packaging
+	$(VENV)/bin/ruff format --check server tests bench packaging
 	$(VENV)/bin/mypy
 
 pytest: $(DEV) postgresql
@@ -47,6 +58,33 @@ panel-test: $(BASE) $(PANEL_NODE) shim-build
 
 e2e: $(BASE) $(PANEL_NODE) shim-build
 	cd $(PANEL) && CHAT_HISTORY_PYTHON="$(CURDIR)/$(PY)" bash e2e/run.sh
+
+# The sample panel with the server inside, for one VS Code target (packaging/vsix.py):
+#   make vsix TARGET=linux-x64 [PAYLOAD=frozen,libs|frozen|libs]  → dist/chat-panel-<target>.vsix
+TARGET ?= linux-x64
+vsix: $(BASE) $(PANEL_NODE) shim-build
+	$(PY) packaging/vsix.py --target $(TARGET) $(if $(PAYLOAD),--payload $(PAYLOAD))
+
+# Every target this host can assemble (bundled libraries for all; a frozen server for its own).
+vsix-all: $(BASE) $(PANEL_NODE) shim-build
+	for t in win32-x64 win32-arm64 darwin-x64 darwin-arm64 linux-x64 linux-arm64 alpine-x64 alpine-arm64; do \
+	  $(PY) packaging/vsix.py --target $$t || exit 1; done
+
+# The server's wheel and sdist (the wheel built from the sdist) and the shim's npm tarball in dist/;
+# dist-check installs each into a clean environment and runs it (packaging/dist_check.py).
+dist: $(DEV) $(NODE)
+	rm -f dist/chat_history_server-* dist/chat-history-client-*
+	$(PY) -m build --outdir dist .
+	cd client-shim && npm pack --silent --pack-destination ../dist
+	ls -l dist
+
+dist-check: dist
+	$(PY) packaging/dist_check.py
+
+# The linux-x64 .vsix installed in code-server with nothing else (no pip install of the server):
+# no Python on PATH, then only a Python 3.10 (examples/chat-panel/e2e/install-run.sh).
+e2e-install: $(BASE) $(PANEL_NODE) shim-build
+	cd $(PANEL) && CHAT_HISTORY_PYTHON="$(CURDIR)/$(PY)" bash e2e/install-run.sh
 
 bench: $(VENV)/.installed-bench
 	$(PY) bench/run.py
@@ -79,4 +117,4 @@ $(PANEL_NODE): $(PANEL)/package-lock.json $(NODE)
 	touch $@
 
 clean:
-	rm -rf $(VENV) client-shim/node_modules client-shim/dist $(PANEL)/node_modules $(PANEL)/dist $(PANEL)/dist-test
+	rm -rf build dist $(VENV) client-shim/node_modules client-shim/dist $(PANEL)/node_modules $(PANEL)/dist $(PANEL)/dist-test

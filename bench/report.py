@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import sqlean
+from chat_history.store import engine
 
 NAMES = {
     "raw": "raw sqlite3 (floor)",
@@ -134,8 +134,8 @@ def _machine() -> list[str]:
             versions.append(f"{package} (not installed)")
     return [
         f"- Machine: {model}, {_cpus()} CPUs; {platform.system()} {platform.release()}",
-        f"- Python {platform.python_version()}, SQLite {sqlean.sqlite_version} (ours and the raw "
-        f"floor: sqlean.py), {sqlite3.sqlite_version} (the stdlib module: the peers)",
+        f"- Python {platform.python_version()}, SQLite {engine.sqlite_version} (ours and the raw "
+        f"floor: apsw), {sqlite3.sqlite_version} (the stdlib module: the peers)",
         f"- Packages: {', '.join(versions)}",
     ]
 

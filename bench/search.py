@@ -1,4 +1,4 @@
-"""``make bench``, search part: ``chatHistory/search`` through the real manager and store (sqlean's
+"""``make bench``, search part: ``chatHistory/search`` through the real manager and store (APSW's
 SQLite, the lazy trigram index) at 1,000 and 100,000 stored messages in 100 conversations, against
 a ``LIKE '%word%'`` scan of the same rows, and what the index costs an append and the file.
 Prints the figures and writes the "Search" section of BENCHMARKS.md (after bench/run.py wrote
@@ -202,7 +202,7 @@ def report(small: int, large: int, figures: dict[int, dict[str, float]]) -> str:
         f"check, candidates, retention check per conversation with hits, ranking, snippets) at "
         f"{small:,} and {large:,} stored messages in {CONVERSATIONS} conversations of one "
         f"workspace, text from the standard library's sources (10% with an accented word). "
-        f"SQLite {sqlite3.sqlite_version} (sqlean.py). Medians in ms; load average "
+        f"SQLite {sqlite3.sqlite_version} (apsw). Medians in ms; load average "
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs at the end of the run.",
         "",
         f"| | {small:,} | {large:,} | ratio |",

@@ -11,7 +11,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import sqlean
 from workload import (
     BUDGET,
     CONVERSATION,
@@ -20,6 +19,8 @@ from workload import (
     Msg,
     tokens,
 )
+
+from chat_history.store import engine
 
 CHUNK = 1_000  # messages per bulk-preload call
 TOOL = "read_file"
@@ -201,12 +202,12 @@ class RawSqlite(System):
     get_note = "page of 50"
 
     def preload(self, target: list[Msg], others: dict[str, list[Msg]]) -> None:
-        # The engine ours runs on (sqlean.py's SQLite), so the floor differs from ours only in
-        # what ours does, not in the SQLite build.
-        self.db = sqlean.connect(str(self.folder / "raw.sqlite3"), isolation_level=None)
+        # The engine ours runs on (APSW's SQLite, store/engine.py), so the floor differs from
+        # ours only in what ours does, not in the SQLite build.
+        self.db = engine.connect(self.folder / "raw.sqlite3", isolation_level=None)
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = NORMAL")
-        self.db.executescript(
+        self.db.execute(
             "CREATE TABLE m (id INTEGER PRIMARY KEY, ws TEXT NOT NULL, conv TEXT NOT NULL, "
             "role TEXT NOT NULL, content TEXT NOT NULL, call_id TEXT, tokens INTEGER NOT NULL);"
             "CREATE INDEX m_key ON m (ws, conv, id);"

@@ -11,6 +11,8 @@ export * from "./client";
 export { GuardedConnection } from "./guard";
 export { checkPythonServer, installHint, ServerLaunchError, SERVER_MODULE, SERVER_DISTRIBUTION } from "./python";
 export type { CheckServerOptions, ServerLaunchProblem } from "./python";
+export { findServer, runCheck, pathPythons, frozenServerPath, bundledBoot, ServerNotFoundError, MINIMUM_PYTHON } from "./launch";
+export type { FindServerOptions, LaunchCheck, LaunchProblem, ServerCommand, PythonCandidate, Attempt } from "./launch";
 export { startStdioServer, spawnServer, answerConfiguration } from "./stdio";
 export type {
   ConfigurationExchange,

@@ -280,6 +280,12 @@ export interface ProviderRequest<B = ProviderBody> {
   model: string | null;
   /** Exactly the conversation-carrying fields of the provider's request body. */
   body: B;
+  /**
+   * Version 3: the same for every request of one (workspace, conversation), different between
+   * them, and not reversible to either: pass it as OpenAI's `prompt_cache_key` or a gateway's
+   * session key.
+   */
+  cacheKey: string;
 }
 
 /** `trimmed` of a {@link PreparedRequest}: totals over the steps that dropped turns. */
@@ -669,6 +675,8 @@ export interface ProviderAlias {
   contextWindow?: number;
 }
 
+export type PromptCacheSetting = "auto" | "off";
+
 export interface ChatHistoryContextSettings {
   maxContextTokens?: number | null;
   compactRatio?: number | null;
@@ -680,6 +688,8 @@ export interface ChatHistoryContextSettings {
   keepToolContextTurns?: number | null;
   trimLowWater?: number;
   preset?: ContextPreset;
+  /** Version 3: cache breakpoints in Anthropic and Bedrock bodies (`"auto"`, the default) or none. */
+  promptCache?: PromptCacheSetting;
   /** Compaction proposals of `prepare` (settings.md "Compaction"). */
   compaction?: {
     enabled?: boolean;

@@ -20,6 +20,12 @@ import { CONFIGURATION_SECTION, type ChatHistoryInitializationOptions, type Work
 export interface ChatHistoryServerOptions {
   /** Python interpreter that has the server installed; default `"python3"`. */
   pythonPath?: string;
+  /**
+   * Run this command instead of `<pythonPath> -m chat_history` (e.g. what `findServer` from
+   * `chat-history-client/launch` found: a frozen server, or bundled libraries); no interpreter
+   * check then (`findServer` already ran the launch check).
+   */
+  server?: { command: string; args: string[]; describe?: string };
   /** Extra arguments after `-m chat_history`. */
   args?: string[];
   /** Environment of the server process; default: the extension host's. */
@@ -77,13 +83,15 @@ export async function startChatHistoryServer(
   options: ChatHistoryServerOptions = {},
 ): Promise<ChatHistoryServer> {
   const pythonPath = options.pythonPath ?? "python3";
-  if (options.checkInterpreter !== false) {
+  if (options.checkInterpreter !== false && options.server === undefined) {
     await checkPythonServer(pythonPath, { env: options.env, cwd: options.cwd });
   }
 
+  const command = options.server?.command ?? pythonPath;
+  const args = [...(options.server?.args ?? ["-m", SERVER_MODULE]), ...(options.args ?? [])];
   const serverOptions: ServerOptions = {
-    command: pythonPath,
-    args: ["-m", SERVER_MODULE, ...(options.args ?? [])],
+    command,
+    args,
     // No `transport`: stdio without the `--stdio` argument that TransportKind.stdio would add.
     options: { env: options.env, cwd: options.cwd },
   };
@@ -103,7 +111,7 @@ export async function startChatHistoryServer(
   const id = options.id ?? "chatHistory";
   const languageClient = new LanguageClient(id, options.name ?? "Chat History", serverOptions, clientOptions);
   const guarded = new GuardedConnection(languageClient);
-  const describe = `chat history server (${pythonPath} -m ${SERVER_MODULE})`;
+  const describe = `chat history server (${options.server?.describe ?? [command, ...args].join(" ")})`;
 
   let watching: Disposable | undefined;
   const watchServerProcess = () => {

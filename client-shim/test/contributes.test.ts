@@ -102,6 +102,7 @@ const TYPED_KEYS: Record<Leaves<ChatHistorySettings>, true> = {
   "context.keepToolContextTurns": true,
   "context.trimLowWater": true,
   "context.preset": true,
+  "context.promptCache": true,
   "context.compaction.enabled": true,
   "context.compaction.triggerRatio": true,
   "context.compaction.keepRecentTurns": true,

@@ -128,6 +128,8 @@ test("format returns the provider's body shape for a kind (openai, anthropic)", 
   assert.equal(rows[3]!["tool_call_id"], "call_1");
 
   const anthropic = await client.format({ conversationId: "fmt", provider: "anthropic" });
+  assert.match(openai.cacheKey, /^[0-9a-f]{32}$/);
+  assert.equal(anthropic.cacheKey, openai.cacheKey, "one cacheKey per conversation");
   assert.equal(anthropic.provider, "anthropic");
   assert.equal(anthropic.model, null, "no model requested and no alias: null");
   assert.equal(textOf(anthropic.body.system), "Be brief.");
@@ -145,6 +147,9 @@ test("prepare reports estimate, budget, window and trimming; extraTokens counts"
   const { client } = await startServer(t);
   const { messages } = await client.append({ conversationId: "prep", messages: [...turn(1), ...turn(2)] });
   const prepared = await client.prepare({ conversationId: "prep", provider: "openai" });
+  const formatted = await client.format({ conversationId: "prep", provider: "openai" });
+  assert.equal(prepared.cacheKey, formatted.cacheKey, "prepare and format share the cacheKey");
+  assert.notEqual(prepared.cacheKey, (await client.format({ conversationId: "fmt" })).cacheKey);
   assert.equal(prepared.provider, "openai");
   assert.equal(prepared.model, null);
   assert.equal((prepared.body.messages as unknown[]).length, 4);

@@ -1,4 +1,6 @@
-"""``python -m chat_history`` / ``chat-history-server``: the JSON-RPC server on stdio."""
+"""``python -m chat_history`` / ``chat-history-server``: the JSON-RPC server on stdio;
+``--check``: the launch check (launch_check.py). Loads on any Python >= 3.8 far enough to say
+that an older one is too old."""
 
 from __future__ import annotations
 
@@ -22,6 +24,15 @@ class _QuietExpectedErrors(logging.Filter):
 
 
 def main() -> None:
+    """``chat-history-server``: log to stderr and serve the protocol on stdio until ``exit``;
+    ``--check``: the launch check (launch_check.py)."""
+    from chat_history import launch_check
+
+    if sys.argv[1:] == ["--check"]:
+        sys.exit(launch_check.run())
+    problem = launch_check.too_old()
+    if problem is not None:
+        sys.exit(f"chat-history-server: {problem}")
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(_QuietExpectedErrors())
     logging.basicConfig(

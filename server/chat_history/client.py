@@ -15,6 +15,8 @@ SERVER_COMMAND = [sys.executable, "-m", "chat_history"]
 
 
 class RpcError(Exception):
+    """An error answer from the server, with its JSON-RPC ``code`` and ``data``."""
+
     def __init__(self, error: Mapping[str, Any]) -> None:
         super().__init__(f"{error.get('code')}: {error.get('message')}")
         self.code = error.get("code")
@@ -46,18 +48,23 @@ class StdioClient:
         self._next_id = 0
 
     def send_bytes(self, data: bytes) -> None:
+        """Write raw bytes to the server's stdin (tests send broken frames too)."""
         assert self.process.stdin is not None
         self.process.stdin.write(data)
         self.process.stdin.flush()
 
     def send(self, message: Mapping[str, Any]) -> None:
+        """Send one JSON-RPC message in LSP base framing."""
         body = json.dumps(message).encode()
         self.send_bytes(b"Content-Length: %d\r\n\r\n" % len(body) + body)
 
     def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification (no answer comes)."""
         self.send({"jsonrpc": "2.0", "method": method, "params": params})
 
     def receive(self) -> dict[str, Any]:
+        """The next message the server writes: an answer or a notification; EOFError when it closed
+        its stdout."""
         assert self.process.stdout is not None
         length = None
         while True:
@@ -110,6 +117,8 @@ class StdioClient:
     def initialize(
         self, settings: Any = None, *, configuration: bool = False, **options: Any
     ) -> dict[str, Any]:
+        """``initialize`` then ``initialized``, with the storage folder, the settings and any other
+        initialization options; returns the initialize result."""
         init: dict[str, Any] = dict(options)
         if self.storage is not None:
             init["storagePath"] = str(self.storage)

@@ -28,6 +28,8 @@ from chat_history.model import (
 from chat_history.policy.cursor import CursorPosition, decode_cursor, encode_cursor
 from chat_history.policy.rewind import (
     edited_content,
+    fork_summary_cover,
+    fork_through,
     plan_delete_turns,
     plan_truncate,
 )
@@ -42,7 +44,9 @@ EMPTY_METADATA = JsonText("{}")
 
 @attrs.frozen(kw_only=True)
 class ConversationInfo:
-    """One conversation as ``listConversations``, ``updateConversation`` and ``fork`` answer."""
+    """One conversation as ``listConversations``, ``updateConversation`` and ``fork`` answer,
+    and as the CLI lists it: the one description of a conversation outside the store (whose
+    record is ``store.records.RecordRow``)."""
 
     conversation_id: str
     workspace: str
@@ -56,6 +60,11 @@ class ConversationInfo:
     #: kept as the stored text and written into the answer as is (never parsed to list it)
     metadata: JsonText
 
+    @property
+    def key(self) -> Key:
+        """The (workspace, conversation) pair naming it."""
+        return Key(self.workspace, self.conversation_id)
+
 
 @attrs.frozen
 class ConversationPage:
@@ -67,12 +76,16 @@ class ConversationPage:
 
 @attrs.frozen
 class TruncateResult:
+    """What ``truncate`` deleted: its rows, and whether the summary went with them."""
+
     deleted_messages: int
     summary_deleted: bool
 
 
 @attrs.frozen
 class DeleteTurnsResult:
+    """What ``deleteTurns`` deleted: its rows, and how many of the named turns had any."""
+
     deleted_messages: int
     deleted_turns: int
 
@@ -155,6 +168,7 @@ def describe(tx: Reading, record: RecordRow) -> ConversationInfo:
 
 
 def info(tx: Reading, key: Key) -> ConversationInfo:
+    """The conversation's ConversationInfo; that of an empty one when it does not exist."""
     record = tx.record(key)
     return empty_info(key) if record is None else describe(tx, record)
 
@@ -284,19 +298,17 @@ def fork(
     summary when its coverage lies within the copy, the metadata and the user title."""
     if tx.record(target) is not None:
         raise InvalidParams("new_conversation_id", "names a conversation that already exists")
-    last = tx.last_id(source)
-    if last is None:
-        raise InvalidParams("conversation_id", "has no messages to fork")
-    if through_id is not None and tx.row(source, through_id) is None:
-        raise InvalidParams("through_id", f"{through_id} is not a message of this conversation")
-    through = last if through_id is None else through_id
+    named = None if through_id is None else tx.row(source, through_id)
+    around = () if named is None else tx.turn_rows(source, named.turn)
+    through = fork_through(tx.last_id(source), through_id, around)
     base = tx.copy_conversation(source, target, through, now)
     summary = tx.summary(source)
     if summary is not None and summary.covers_through_id is not None:
-        covered = summary.covers_through_id
-        copied = tx.rows_through(source, min(covered, through)) if covered <= through else 0
-        if copied:
-            tx.save_summary(target, attrs.evolve(summary, covers_through_id=base + copied))
+        covers = summary.covers_through_id
+        covered = tx.rows_through(source, covers) if covers <= through else 0
+        cover = fork_summary_cover(covers, through, covered, base)
+        if cover is not None:
+            tx.save_summary(target, attrs.evolve(summary, covers_through_id=cover))
     record = tx.record(source)
     if record is not None:
         if record.title is not None:
@@ -307,6 +319,8 @@ def fork(
 
 
 def delete_summary(tx: Transaction, key: Key, now: int) -> bool:
+    """Delete the summary as a client's write (the conversation is active since); returns whether
+    there was one."""
     deleted = tx.delete_summary(key)
     if deleted:
         tx.touch(key, now)

@@ -94,6 +94,8 @@ def _show_notifications(server: StdioClient) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``make demo``: a live session against the real server, in ``--storage`` or a new temporary
+    folder."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument(
         "--storage", type=Path, help="storage folder to use (default: a new temporary folder)"

@@ -48,6 +48,7 @@ def quoted(value: Any, limit: int = SHOWN_CHARS) -> str:
 
 
 def cut(text: str, limit: int = SHOWN_CHARS) -> str:
+    """The text as an error shows it: at most ``limit`` characters, then how long it was."""
     if len(text) <= limit:
         return text
     return f"{text[:limit]}… ({len(text):,} characters)"

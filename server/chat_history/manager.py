@@ -39,7 +39,6 @@ from chat_history.policy.turns import is_real_user
 from chat_history.settings import Settings, default_settings
 from chat_history.storage_retention import StorageRetention
 from chat_history.store import (
-    ConversationRecord,
     ConversationTotals,
     DatabaseStats,
     HistoryStore,
@@ -227,9 +226,21 @@ class ChatHistoryManager:
 
         route = resolve_route(provider or self.settings.active_provider, model, self.settings)
         rows, _ = self.history(key)
+        breakpoints = self.settings.context.prompt_cache == "auto"
         return ProviderRequest(
-            provider=route.name, model=route.model, body=format_body(route.kind, rows, route.model)
+            provider=route.name,
+            model=route.model,
+            body=format_body(route.kind, rows, route.model, breakpoints=breakpoints),
+            cache_key=self.cache_key(key),
         )
+
+    def cache_key(self, key: Key) -> str:
+        """The ``cacheKey`` of every request of ``key``'s conversation (providers.cache).
+        Raises StorageError."""
+        from chat_history.providers.cache import cache_key
+        from chat_history.store.keys import CACHE
+
+        return cache_key(self.store.secret(CACHE), key)
 
     def prepare(self, key: Key, options: PrepareOptions) -> PreparedRequest:
         """The request to send now: the history after retention, the summary standing in for
@@ -254,7 +265,12 @@ class ChatHistoryManager:
             )
         if prepared.events:
             self._notify(key, prepared.events)
-        return preparation.prepared_request(route, prepared)
+        return preparation.prepared_request(
+            route,
+            prepared,
+            cache_key=self.cache_key(key),
+            breakpoints=self.settings.context.prompt_cache == "auto",
+        )
 
     def report_usage(
         self, provider: str | None, model: str | None, estimated_tokens: int, prompt_tokens: int
@@ -314,12 +330,6 @@ class ChatHistoryManager:
                 deleted = tx.clear(key)
             self.store.reset_wal()
             return deleted
-
-    def list_conversations(self, workspace: str) -> list[ConversationRecord]:
-        """The workspace's conversations with rows or a summary, most recently active first
-        (no retention). Raises StorageError."""
-        with self._lock, self.store.read() as tx:
-            return tx.conversations(workspace)
 
     # -- version 2: conversations and edits (chat_history.conversations) ---------------------
     # One transaction each, no retention and no chatHistory/trimmed (the client asked for this
@@ -400,11 +410,6 @@ class ChatHistoryManager:
                 self.store.reset_wal()
             return deleted
 
-    def list_workspaces(self) -> list[str]:
-        """Every workspace holding rows or a summary, sorted. Raises StorageError."""
-        with self._lock, self.store.read() as tx:
-            return tx.workspaces()
-
     # -- version 3: workspace identity (chat_history.workspaces) ----------------------------
 
     def open_identity(self, identity: workspaces.Identity, machine: str) -> list[str]:
@@ -429,7 +434,8 @@ class ChatHistoryManager:
             return workspaces.list_workspaces(tx, machine)
 
     def stats(self) -> DatabaseStats:
-        """Counts and the oldest/newest timestamps of the whole database. Raises StorageError."""
+        """Counts (a conversation counts as the listing shows it) and the oldest/newest
+        timestamps of the whole database. Raises StorageError."""
         with self._lock, self.store.read() as tx:
             return tx.stats()
 

@@ -81,6 +81,7 @@ class ToolCall:
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> ToolCall:
+        """A tool call from its stored JSON (the store's ``tool_calls`` column)."""
         return cls(id=value["id"], name=value["name"], arguments=value["arguments"])
 
     def arguments_json(self) -> str:
@@ -142,6 +143,7 @@ class Attachment:
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> Attachment:
+        """An attachment from its stored JSON (the store's ``attachments`` column)."""
         return cls(mime_type=value.get("mimeType"), data=value.get("data"), uri=value.get("uri"))
 
 

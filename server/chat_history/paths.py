@@ -11,6 +11,8 @@ STORAGE_ENV = "CHAT_HISTORY_STORAGE"
 
 
 def default_storage_folder() -> Path:
+    """Where the database lives by default: ``$CHAT_HISTORY_STORAGE`` when set, else the per-user
+    data folder."""
     env = os.environ.get(STORAGE_ENV)
     if env:
         return Path(env).expanduser()

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 
 import attrs
 
-from chat_history.model import Key, StoredMessage, Summary, ToolSpec
+from chat_history.model import Key, Message, StoredMessage, Summary, ToolSpec
 from chat_history.policy import readplan
 from chat_history.policy.budget import Route, effective_budget
 from chat_history.policy.calibration import UNCALIBRATED, Calibration, calibration_of, key_of
-from chat_history.policy.compaction import honoured_coverage
+from chat_history.policy.compaction import honoured_coverage, note_of
 from chat_history.policy.context import (
     OmittedTurns,
     OmittedTurnsKept,
@@ -38,11 +38,13 @@ RequestRows = tuple[list[StoredMessage], OmittedTurns | None, Summary | None]
 
 @attrs.frozen(kw_only=True)
 class ProviderRequest:
-    """``format``: the whole history as the provider's body."""
+    """``format``: the whole history as the provider's body; ``cache_key`` is the same for every
+    request of the conversation (providers.cache)."""
 
     provider: str
     model: str | None
     body: dict[str, object]
+    cache_key: str
 
 
 @attrs.frozen(kw_only=True)
@@ -68,6 +70,7 @@ class PreparedRequest:
     provider: str
     model: str | None
     body: dict[str, object]
+    cache_key: str
     estimated_tokens: int
     budget: int | None
     context_window: int | None
@@ -254,8 +257,23 @@ def _head(
     return [*tx.system_rows(key, turns[0].id), *turns]
 
 
-def prepared_request(route: Route, prepared: Prepared) -> PreparedRequest:
-    """``prepare``'s result: the rows and the proposal's rows formatted for the route."""
+def prepared_request(
+    route: Route, prepared: Prepared, *, cache_key: str, breakpoints: bool
+) -> PreparedRequest:
+    """``prepare``'s result: the rows and the proposal's rows formatted for the route, with
+    the prompt-cache breakpoints when ``breakpoints`` (protocol.md "Version 3"), and the
+    conversation's ``cache_key`` on both."""
+
+    def body(rows: Sequence[Message]) -> dict[str, object]:
+        return format_body(
+            route.kind,
+            rows,
+            route.model,
+            swept=True,
+            breakpoints=breakpoints,
+            note=note_of(rows) if breakpoints else None,
+        )
+
     proposal = prepared.compaction
     compaction = None
     if proposal is not None:
@@ -267,13 +285,15 @@ def prepared_request(route: Route, prepared: Prepared) -> PreparedRequest:
             request=ProviderRequest(
                 provider=route.name,
                 model=route.model,
-                body=format_body(route.kind, proposal.rows, route.model, swept=True),
+                body=body(proposal.rows),
+                cache_key=cache_key,
             ),
         )
     return PreparedRequest(
         provider=route.name,
         model=route.model,
-        body=format_body(route.kind, prepared.rows, route.model, swept=True),
+        body=body(prepared.rows),
+        cache_key=cache_key,
         estimated_tokens=prepared.estimated_tokens,
         budget=prepared.budget,
         context_window=prepared.context_window,

@@ -18,6 +18,7 @@ SECTION = "chatHistory"
 PRESET_TOOL_CONTEXT_TURNS = {"default": 2, "localModel": 1, "unbounded": 8}
 
 Preset = Literal["default", "localModel", "unbounded"]
+PromptCache = Literal["auto", "off"]
 
 
 def empty_object(value: Any) -> Any:
@@ -38,6 +39,7 @@ def schema() -> dict[str, Any]:
 
 
 def properties() -> dict[str, dict[str, Any]]:
+    """The settings schema's properties, by full key (``chatHistory.maxMessages``)."""
     props: dict[str, dict[str, Any]] = schema()["properties"]
     return props
 
@@ -83,6 +85,8 @@ class ContextSettings:
     trim_low_water: float
     #: ``default``, ``localModel`` or ``unbounded``: keepToolContextTurns 2, 1 or 8 when null
     preset: Preset
+    #: prompt-cache breakpoints in Anthropic and Bedrock bodies (protocol.md "Version 3")
+    prompt_cache: PromptCache
     #: compaction proposals (settings.md "Compaction"; semantics.md "When compaction is proposed")
     compaction_enabled: bool
     compaction_trigger_ratio: float
@@ -138,6 +142,8 @@ class SettingProblem:
     why: str
 
     def message(self) -> str:
+        """The warning shown for the bad value: the key, the value, why, and the default used
+        instead."""
         return (
             f"Invalid setting {self.key} = {shown_setting(self.key, self.value)}: {self.why}; "
             f"using the default {shown_setting(self.key, self.default)}."
@@ -320,6 +326,7 @@ def _build(v: Mapping[str, Any]) -> Settings:
             keep_tool_context_turns=v[c + "keepToolContextTurns"],
             trim_low_water=float(v[c + "trimLowWater"]),
             preset=v[c + "preset"],
+            prompt_cache=v[c + "promptCache"],
             compaction_enabled=v[c + "compaction.enabled"],
             compaction_trigger_ratio=float(v[c + "compaction.triggerRatio"]),
             compaction_keep_recent_turns=v[c + "compaction.keepRecentTurns"],
@@ -333,4 +340,5 @@ def _build(v: Mapping[str, Any]) -> Settings:
 
 
 def default_settings() -> Settings:
+    """Every setting at its schema default."""
     return load_settings({}).settings

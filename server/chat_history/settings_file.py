@@ -12,7 +12,7 @@ from chat_history.settings import SECTION
 
 
 class SettingsFileError(Exception):
-    pass
+    """A settings file that cannot be read or parsed: the path and why."""
 
 
 def strip_jsonc(text: str) -> str:
@@ -70,6 +70,8 @@ def section_of(document: Any) -> dict[str, Any]:
 
 
 def read_settings_file(path: Path) -> dict[str, Any]:
+    """The ``chatHistory`` settings of a VS Code settings.json (comments and trailing commas
+    allowed), as one section."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:

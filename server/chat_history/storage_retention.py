@@ -145,6 +145,7 @@ class PruneRun:
 
     @property
     def dropped_messages(self) -> int:
+        """The rows deleted (or that would be, in a dry run) across the run."""
         return sum(c.dropped_messages for c in self.conversations)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import pytest
 
+from chat_history.conversations import ConversationUpdate
 from chat_history.manager import ChatHistoryManager
 from chat_history.model import Attachment, Message, ToolCall
 from chat_history.settings import default_settings
@@ -138,14 +139,42 @@ def test_conversations_lists_every_workspace_with_counts(
 
     only = run(env, "conversations", "--db", tmp_path, "--workspace", "default", "--json")
     [scratch] = json.loads(only.stdout)["conversations"]
-    assert scratch["lastActivity"] >= T
-    assert {k: v for k, v in scratch.items() if k != "lastActivity"} == {
+    assert scratch["lastActivity"] >= T and scratch["createdAt"] == scratch["lastActivity"]
+    assert {k: v for k, v in scratch.items() if k not in ("lastActivity", "createdAt")} == {
         "workspace": "default",
         "conversationId": "scratch",
+        "title": "note",
+        "titleSource": "auto",
         "messageCount": 1,
         "tokens": 5,
         "hasSummary": False,
+        "metadata": {},
     }
+
+
+def test_conversations_and_stats_count_a_conversation_holding_only_a_title_or_metadata(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A title or metadata makes a conversation exist (protocol.md "Version 2"): the CLI lists and
+    counts it as listConversations does."""
+    populate(tmp_path)
+    m = manager(tmp_path)
+    m.update_conversation(
+        Key("default", "titled"), ConversationUpdate(set_title=True, title="Plan")
+    )
+    m.update_conversation(Key("elsewhere", "tagged"), ConversationUpdate(metadata={"pin": True}))
+    m.close()
+    listed = json.loads(run(env, "conversations", "--db", tmp_path, "--json").stdout)
+    entries = {(c["workspace"], c["conversationId"]): c for c in listed["conversations"]}
+    assert entries[("default", "titled")]["title"] == "Plan"
+    assert entries[("elsewhere", "tagged")]["metadata"] == {"pin": True}
+    assert len(entries) == 5
+    table = run(env, "conversations", "--db", tmp_path).stdout.splitlines()
+    assert "default  (2 conversations)" in table and "elsewhere  (1 conversation)" in table
+    stats = run(env, "stats", "--db", tmp_path)
+    assert "conversations  5 in 3 workspace(s)" in stats.stdout
+    renamed = run(env, "rename", "titled", "Plan B", "--db", tmp_path)
+    assert renamed.returncode == 0, renamed.stderr
 
 
 def test_show_prints_each_tool_call_with_its_result(tmp_path: Path, env: dict[str, str]) -> None:

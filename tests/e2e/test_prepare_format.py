@@ -41,6 +41,7 @@ async def test_format_for_a_kind_an_alias_and_an_unknown_name(start_session: Sta
     by_kind = await session.request(
         "chatHistory/format", {"conversationId": "c", "provider": "openai"}
     )
+    assert len(by_kind.pop("cacheKey")) == 32
     assert by_kind == {
         "provider": "openai",
         "model": None,
@@ -56,7 +57,9 @@ async def test_format_for_a_kind_an_alias_and_an_unknown_name(start_session: Sta
         "chatHistory/format", {"conversationId": "c", "provider": "claude"}
     )
     assert by_alias["provider"] == "claude" and by_alias["model"] == "claude-sonnet-4-5"
-    assert by_alias["body"]["system"] == "Be brief."
+    assert by_alias["body"]["system"] == [
+        {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}
+    ]
     assert [m["role"] for m in by_alias["body"]["messages"]] == ["user", "assistant"]
     default = await session.request("chatHistory/format", {"conversationId": "c"})
     assert default["provider"] == "openai"

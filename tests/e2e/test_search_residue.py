@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import sqlean
 from tests.e2e.reliability import (
     KEEP_ALL,
     Server,
@@ -27,6 +26,7 @@ from tests.e2e.reliability import (
 )
 
 from chat_history.policy.search import fts_plan, parse_query, stored_fold
+from chat_history.store.engine import sqlite3
 
 FILLER = ["alpha", "delta", "hotel", "lima", "papa", "echo", "radio", "tango", "sierra", "romeo"]
 SECRET_LETTERS = "qxzjkvwy"
@@ -44,7 +44,7 @@ def runs(text: str) -> set[bytes]:
 def indexed(folder: Path, text: str) -> list[int]:
     """The rowids the index itself holds for ``text`` (read with another connection)."""
     expression = fts_plan(parse_query(text), positions=False).expression
-    connection = sqlean.connect(str(database_path(folder)))
+    connection = sqlite3.connect(database_path(folder))
     try:
         sql = "SELECT rowid FROM search WHERE search MATCH ?"
         return [rowid for (rowid,) in connection.execute(sql, (expression,))]
@@ -55,7 +55,7 @@ def indexed(folder: Path, text: str) -> list[int]:
 def plain_sql(folder: Path, sql: str, *params: object) -> None:
     """A write by another connection that knows only the table (as another tool or operation
     would make it), with the store's pragmas, then its WAL reset."""
-    connection = sqlean.connect(str(database_path(folder)), isolation_level=None)
+    connection = sqlite3.connect(database_path(folder), isolation_level=None)
     try:
         connection.execute("PRAGMA busy_timeout = 10000")
         connection.execute("PRAGMA secure_delete = ON")

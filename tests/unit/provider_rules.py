@@ -3,9 +3,10 @@
 the formatter code (nothing here imports ``chat_history.providers``).
 
 ``violations(kind, body)`` lists every broken rule as a readable string; an empty list means the
-body passes. Rules a provider documents but that depend on the request as a whole (the last
-message must be a user message, ``toolConfig`` when tools are present) are not checked: ``body``
-is the history a client completes with its own new prompt and tool list.
+body passes. Rules a provider documents but that depend on the request as a whole (``toolConfig``
+when tools are present) are not checked: the client adds its tool list. The body's messages are
+sent as they are, so Mistral's serving rule on the last message (a user or tool message, or an
+assistant continuation with ``prefix: true``) is checked.
 """
 
 from __future__ import annotations
@@ -376,7 +377,89 @@ _ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 
 
+#: The most cache breakpoints a request may carry (Anthropic: "A maximum of 4 blocks with
+#: cache_control may be provided"; Bedrock documents the same limit for cachePoint).
+MAX_BREAKPOINTS = 4
+
+
+def _anthropic_breakpoints(c: Checker, body: dict[str, Any]) -> dict[str, Any]:
+    """Check the ``cache_control`` marks (at most 4, ``{"type": "ephemeral"}``, never on a
+    thinking block, only on top-level blocks of ``system`` and of messages) and return the
+    body without them, for the checks of the shapes."""
+    count = 0
+
+    def strip(where: str, block: Any) -> Any:
+        nonlocal count
+        if not isinstance(block, dict) or "cache_control" not in block:
+            return block
+        count += 1
+        if block["cache_control"] != {"type": "ephemeral"}:
+            c.fail(
+                where,
+                f"cache_control must be {{'type': 'ephemeral'}}, got {block['cache_control']!r}",
+            )
+        if block.get("type") in ("thinking", "redacted_thinking"):
+            c.fail(where, "a thinking block cannot carry cache_control")
+        return {k: v for k, v in block.items() if k != "cache_control"}
+
+    stripped = dict(body)
+    if isinstance(body.get("system"), list):
+        stripped["system"] = [strip(f"system[{i}]", b) for i, b in enumerate(body["system"])]
+    if isinstance(body.get("messages"), list):
+        messages = []
+        for index, message in enumerate(body["messages"]):
+            if isinstance(message, dict) and isinstance(message.get("content"), list):
+                content = [
+                    strip(f"messages[{index}].content[{i}]", b)
+                    for i, b in enumerate(message["content"])
+                ]
+                message = {**message, "content": content}
+            messages.append(message)
+        stripped["messages"] = messages
+    if count > MAX_BREAKPOINTS:
+        c.fail("body", f"A maximum of 4 blocks with cache_control may be provided. Found {count}.")
+    return stripped
+
+
+def _bedrock_breakpoints(c: Checker, body: dict[str, Any]) -> dict[str, Any]:
+    """Check the ``cachePoint`` blocks (at most 4, ``{"type": "default"}``, each after a block
+    that is neither another cache point nor reasoning) and return the body without them."""
+    count = 0
+
+    def strip(where: str, blocks: list[Any]) -> list[Any]:
+        nonlocal count
+        kept: list[Any] = []
+        for index, block in enumerate(blocks):
+            if not (isinstance(block, dict) and "cachePoint" in block):
+                kept.append(block)
+                continue
+            count += 1
+            if block != {"cachePoint": {"type": "default"}}:
+                c.fail(f"{where}[{index}]", f"cachePoint must be {{'type': 'default'}}: {block!r}")
+            before = blocks[index - 1] if index > 0 else None
+            if not isinstance(before, dict) or "cachePoint" in before:
+                c.fail(f"{where}[{index}]", "a cachePoint must follow a content block")
+            elif "reasoningContent" in before:
+                c.fail(f"{where}[{index}]", "a cachePoint cannot follow reasoning content")
+        return kept
+
+    stripped = dict(body)
+    if isinstance(body.get("system"), list):
+        stripped["system"] = strip("system", body["system"])
+    if isinstance(body.get("messages"), list):
+        stripped["messages"] = [
+            {**m, "content": strip(f"messages[{i}].content", m["content"])}
+            if isinstance(m, dict) and isinstance(m.get("content"), list)
+            else m
+            for i, m in enumerate(body["messages"])
+        ]
+    if count > MAX_BREAKPOINTS:
+        c.fail("body", f"at most 4 cachePoint blocks, found {count}")
+    return stripped
+
+
 def check_anthropic(c: Checker, body: dict[str, Any]) -> None:
+    body = _anthropic_breakpoints(c, body)
     if "system" in body:
         _anthropic_system(c, body["system"])
     messages = body.get("messages")
@@ -482,7 +565,7 @@ def _anthropic_system(c: Checker, system: Any) -> None:
         return
     for index, block in enumerate(system):
         where = f"system[{index}]"
-        if c.keys(where, block, {"type", "text"}, {"cache_control", "citations"}):
+        if c.keys(where, block, {"type", "text"}, {"citations"}):
             if block["type"] != "text":
                 c.fail(where, "system blocks are text blocks")
             c.text(where, block["text"], allow_blank=False)
@@ -572,6 +655,7 @@ _BEDROCK_BLOCKS = {"text", "image", "toolUse", "toolResult", "reasoningContent",
 
 
 def check_bedrock(c: Checker, body: dict[str, Any]) -> None:
+    body = _bedrock_breakpoints(c, body)
     if "system" in body:
         system = body["system"]
         if not isinstance(system, list) or not system:
@@ -917,8 +1001,18 @@ def check_mistral(c: Checker, body: dict[str, Any]) -> None:
             if c.keys(where, message, {"role", "content"}, set()):
                 _mistral_content(c, where, message["content"], images=role == "user")
         elif role == "assistant":
-            if not c.keys(where, message, {"role", "content"}, {"tool_calls"}):
+            if not c.keys(where, message, {"role", "content"}, {"tool_calls", "prefix"}):
                 continue
+            if "prefix" in message:
+                if message["prefix"] is not True or index != len(messages) - 1:
+                    c.fail(where, "Assistant message with prefix True must be last message")
+            elif index == len(messages) - 1:
+                # the body is sent as it is: serving mode wants a continuation marked
+                c.fail(
+                    where,
+                    "Expected last role User or Tool (or Assistant with prefix True) for "
+                    "serving but got assistant",
+                )
             if bool(message["content"]) == bool(message.get("tool_calls")):
                 c.fail(
                     where, "Assistant message must have either content or tool_calls, but not both."

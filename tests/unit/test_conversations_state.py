@@ -33,7 +33,6 @@ from chat_history.policy.recording import truncate_tool_result
 from chat_history.policy.retention import plan_retention
 from chat_history.policy.rewind import (
     edited_content,
-    fork_summary_cover,
     plan_delete_turns,
     plan_truncate,
 )
@@ -261,9 +260,16 @@ class ConversationsMachine(RuleBasedStateMachine):
         model.last_turn = max((r.turn for r in rows), default=0)
         model.metadata = dict(src.metadata)
         model.title = None if src.title is None else fork_title(src.title)
-        cover = fork_summary_cover(
-            copied, [r.id for r in rows], src.summary.covers_through_id if src.summary else None
-        )
+        # The summary's copy covers the copy of the newest copied row at or before its coverage,
+        # when that coverage lies within the copy (checked row by row, not by the store's count).
+        covers = src.summary.covers_through_id if src.summary else None
+        mapped = [
+            new.id
+            for old, new in zip(copied, rows, strict=True)
+            if covers is not None and old.id <= covers
+        ]
+        within = covers is not None and bool(copied) and covers <= copied[-1].id
+        cover = mapped[-1] if within and mapped else None
         if src.summary is not None and cover is not None:
             model.summary = attrs.evolve(src.summary, covers_through_id=cover)
         assert info.message_count == len(rows) and info.has_summary == (model.summary is not None)

@@ -41,7 +41,7 @@ LAYERS: dict[str, set[str]] = {
     },
     "client": set(),
     "demo": {"client"},
-    "entry": {"wire"},
+    "entry": {"wire", "version"},
     "version": set(),
 }
 #: The service layer: the manager and the modules it composes.
@@ -78,7 +78,7 @@ def room_of(module: str) -> str:
         return "service"
     if head in {"policy", "providers", "store", "wire", "cli"}:
         return head
-    if head == "__main__":
+    if head in {"__main__", "launch_check"}:
         return "entry"
     if head == "settings_file":
         return "cli"

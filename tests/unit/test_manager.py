@@ -94,7 +94,7 @@ def test_a_failing_append_changes_nothing(make_manager) -> None:
     with pytest.raises(InvalidParams):
         manager.append(KEY, [T("c1"), U("u2"), A("a2"), T("c9")])
     assert manager.get(KEY).messages == before
-    assert manager.list_conversations("ws")[0].message_count == 2
+    assert manager.list_conversations_page("ws", None, None).conversations[0].message_count == 2
     stored = manager.append(KEY, [T("c1")]).messages
     assert stored[0].turn == 1
 
@@ -222,9 +222,9 @@ def test_list_conversations_newest_activity_first_with_totals(make_manager, cloc
     manager.append(Key("ws", "new"), [A("later")])
     manager.append(Key("other-ws", "elsewhere"), [U("x")])
 
-    listed = manager.list_conversations("ws")
+    listed = list(manager.list_conversations_page("ws", None, None).conversations)
 
-    assert [c.conversation for c in listed] == ["new", "middle", "old"]
+    assert [c.conversation_id for c in listed] == ["new", "middle", "old"]
     new, middle, old = listed
     assert (new.message_count, new.tokens, new.last_activity, new.has_summary) == (
         2,
@@ -241,16 +241,16 @@ def test_list_conversations_reflects_retention_and_clear(make_manager) -> None:
     manager.append(KEY, [U("u1"), A("a1"), U("u2"), A("a2")])
     manager.append(Key("ws", "gone"), [U("bye")])
     manager.clear(Key("ws", "gone"))
-    (only,) = manager.list_conversations("ws")
-    assert (only.conversation, only.message_count) == ("conv", 2)
+    (only,) = list(manager.list_conversations_page("ws", None, None).conversations)
+    assert (only.conversation_id, only.message_count) == ("conv", 2)
     assert only.tokens == sum(row.tokens for row in manager.get(KEY).messages)
 
 
 def test_a_conversation_with_only_a_summary_is_listed(make_manager, clock) -> None:
     manager = make_manager()
     manager.save_summary(Key("ws", "summary-only"), "notes")
-    (listed,) = manager.list_conversations("ws")
-    assert (listed.conversation, listed.message_count, listed.has_summary) == (
+    (listed,) = list(manager.list_conversations_page("ws", None, None).conversations)
+    assert (listed.conversation_id, listed.message_count, listed.has_summary) == (
         "summary-only",
         0,
         True,
@@ -259,7 +259,7 @@ def test_a_conversation_with_only_a_summary_is_listed(make_manager, clock) -> No
 
 
 def test_list_of_an_unknown_workspace_is_empty(make_manager) -> None:
-    assert make_manager().list_conversations("nobody") == []
+    assert list(make_manager().list_conversations_page("nobody", None, None).conversations) == []
 
 
 # -- clear -----------------------------------------------------------------------------------------
@@ -276,7 +276,7 @@ def test_clear_returns_the_count_and_purges_the_summary(make_manager) -> None:
     assert result.messages == ()
     assert result.summary is None
     assert manager.get_summary(KEY) is None
-    assert manager.list_conversations("ws") == []
+    assert list(manager.list_conversations_page("ws", None, None).conversations) == []
 
 
 def test_clear_of_an_unknown_conversation_deletes_nothing(make_manager) -> None:

@@ -489,12 +489,19 @@ def test_no_body_ends_on_the_reply_when_an_instruction_follows_it(
 
 
 def _without_placeholders(contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``contents`` without the placeholders and the call ids that only Gemini 3 gets."""
+
+    def value(key: str, item: Any) -> Any:
+        if key in ("functionCall", "functionResponse"):
+            return {k: v for k, v in item.items() if k != "id"}
+        return item
+
     return [
         {
             **content,
             "parts": [
                 {
-                    k: v
+                    k: value(k, v)
                     for k, v in p.items()
                     if not (k == "thoughtSignature" and v == SKIP_SIGNATURE)
                 }
@@ -511,7 +518,7 @@ def test_gemini_3_adds_only_placeholders_and_signs_every_current_step(rows: list
     older = format_body("gemini", rows, "gemini-2.5-pro")
     newer = format_body("gemini", rows, "gemini-3-pro-preview")
     assert SKIP_SIGNATURE not in dump(older)
-    # the same body, but for placeholders where no signature was stored
+    # the same body, but for placeholders where no signature was stored, and the call ids
     assert _without_placeholders(newer["contents"]) == older["contents"]
     contents = newer["contents"]
     start = max(
@@ -529,3 +536,117 @@ def test_gemini_3_adds_only_placeholders_and_signs_every_current_step(rows: list
             assert all(p.get("thoughtSignature") != SKIP_SIGNATURE for p in calls[1:])
             if index < start:
                 assert all(p.get("thoughtSignature") != SKIP_SIGNATURE for p in calls)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bodies with prompt-cache breakpoints (protocol.md "Version 3"): any history, with or without
+# the context note a prepared request opens with, for every kind and the models that decide
+# whether Bedrock takes cache points.
+
+CACHE_MODELS = st.sampled_from(
+    [None, "anthropic.claude-3-5-sonnet-20240620-v1:0", "amazon.nova-pro-v1:0", "meta.llama3"]
+)
+NOTES = st.sampled_from(
+    [
+        None,
+        "[earlier turns omitted to fit the context window]",
+        "[Summary of earlier turns]\nthe user builds a parser",
+        f"[Summary of earlier turns]\nsee [IMAGE:data:image/png;base64,{PNG}] there",
+    ]
+)
+
+
+def noted(rows: list[Message], note_text: str | None) -> tuple[list[Message], Message | None]:
+    if note_text is None:
+        return rows, None
+    note = Message(role="user", content=note_text)
+    system = [row for row in rows if row.role == "system"]
+    return [*system, note, *(row for row in rows if row.role != "system")], note
+
+
+def _marks(body: dict[str, Any]) -> int:
+    text = dump(body)
+    return text.count('"cache_control"') + text.count('"cachePoint"')
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=open_histories(), model=CACHE_MODELS, note_text=NOTES)
+def test_bodies_with_breakpoints_pass_the_rule_checker(
+    kind: str, rows: list[Message], model: str | None, note_text: str | None
+) -> None:
+    rows, note = noted(rows, note_text)
+    body = format_body(kind, rows, model, breakpoints=True, note=note)
+    assert violations(kind, body) == []
+    assert _marks(body) <= 4
+    caches = kind == "anthropic" or (kind == "bedrock" and model not in (None, "meta.llama3"))
+    if not caches:
+        assert body == format_body(kind, rows, model)
+    elif body.get("messages"):
+        assert _marks(body) >= 1
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "bedrock"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=open_histories(), note_text=NOTES)
+def test_bodies_with_breakpoints_pass_the_sdk_types(
+    kind: str, rows: list[Message], note_text: str | None
+) -> None:
+    from test_providers_sdk import sdk_problems
+
+    rows, note = noted(rows, note_text)
+    model = "anthropic.claude-3-5-sonnet-20240620-v1:0" if kind == "bedrock" else None
+    assert sdk_problems(kind, format_body(kind, rows, model, breakpoints=True, note=note)) == []
+
+
+def _marked_golden(kind: str) -> dict[str, Any]:
+    from test_providers_golden import canonical
+
+    model = "amazon.nova-pro-v1:0" if kind == "bedrock" else None
+    rows, note = noted(list(canonical()), "[earlier turns omitted to fit the context window]")
+    return format_body(kind, rows, model, breakpoints=True, note=note)
+
+
+def _fifth_mark(body: dict[str, Any]) -> None:
+    body["messages"][1]["content"][1]["cache_control"] = {"type": "ephemeral"}
+
+
+MARK_MUTATIONS: list[tuple[str, str, Any]] = [
+    ("anthropic", "a fifth cache_control", _fifth_mark),
+    (
+        "anthropic",
+        "cache_control on thinking",
+        lambda b: b["messages"][1]["content"][0].update(cache_control={"type": "ephemeral"}),
+    ),
+    (
+        "anthropic",
+        "wrong cache_control",
+        lambda b: b["messages"][-1]["content"][-1].update(cache_control={"type": "x"}),
+    ),
+    (
+        "bedrock",
+        "cachePoint first",
+        lambda b: b["messages"][1]["content"].insert(0, {"cachePoint": {"type": "default"}}),
+    ),
+    (
+        "bedrock",
+        "two cachePoints in a row",
+        lambda b: b["messages"][-1]["content"].append({"cachePoint": {"type": "default"}}),
+    ),
+    (
+        "bedrock",
+        "a fifth cachePoint",
+        lambda b: b["messages"][1]["content"].append({"cachePoint": {"type": "default"}}),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "rule", "mutate"), MARK_MUTATIONS, ids=[f"{k}: {r}" for k, r, _ in MARK_MUTATIONS]
+)
+def test_the_rule_checker_catches_a_broken_breakpoint(kind: str, rule: str, mutate: Any) -> None:
+    body = _marked_golden(kind)
+    assert violations(kind, body) == []
+    assert _marks(body) == 4
+    mutate(body)
+    assert violations(kind, body) != [], rule

@@ -164,16 +164,12 @@ MISTRAL_VERSIONS = tuple(TokenizerVersion)
 #: Versions whose user messages take text only (images came with v3): a body with an image
 #: chunk is a request for a vision model, so these are not asked about it.
 TEXT_ONLY_VERSIONS = {TokenizerVersion.v1, TokenizerVersion.v2}
-NEXT_PROMPT = {"role": "user", "content": "And next?"}
 
 
 def mistral_request(body: dict[str, Any]) -> dict[str, Any]:
-    """The request a client sends with ``body``: its new prompt appended when the history ends
-    with the assistant's reply (serving mode wants the last message from the user or a tool)."""
-    messages = list(body["messages"])
-    if messages and messages[-1]["role"] == "assistant":
-        messages.append(NEXT_PROMPT)
-    return {"model": "mistral-large-latest", "messages": messages}
+    """The request a client sends with ``body``: the body as it is (a final assistant message
+    is a continuation, and must say so with ``prefix: true``)."""
+    return {"model": "mistral-large-latest", "messages": list(body["messages"])}
 
 
 def _has_image(body: dict[str, Any]) -> bool:
@@ -469,9 +465,13 @@ def assert_sent_as_formatted(kind: str, body: dict[str, Any]) -> None:
             assert "systemInstruction" not in sent
     elif kind == "mistral":
         # mistralai re-serialises through its models, adding `prefix: false` to assistant
-        # messages and `index: 0` to tool calls.
+        # messages without it and `index: 0` to tool calls.
         sent = send_mistral(body)
-        assert _without(sent["messages"], {"prefix", "index"}) == body["messages"]
+        expected = [
+            {**m, "prefix": m.get("prefix", False)} if m["role"] == "assistant" else m
+            for m in body["messages"]
+        ]
+        assert _without(sent["messages"], {"index"}) == expected
     elif kind == "ollama":
         # ollama-python drops falsy fields (an empty content) and adds an empty tools list.
         sent = send_ollama(body)
@@ -560,3 +560,50 @@ def test_gemini_check_catches_a_role_the_sdk_lets_through() -> None:
     body = format_body("gemini", canonical())
     body["contents"][1]["role"] = "assistant"
     assert sdk_problems("gemini", body) == ["role 'assistant'"]
+
+
+# Bodies with prompt-cache breakpoints (protocol.md "Version 3"): every scenario, for the kinds
+# that carry them, with the context note a prepared request opens with.
+BREAKPOINT_MODELS = {"anthropic": None, "bedrock": "anthropic.claude-3-5-sonnet-20240620-v1:0"}
+
+
+def with_context_note(rows: list[Message]) -> tuple[list[Message], Message]:
+    from chat_history.policy.compaction import BREADCRUMB
+
+    note = Message(role="user", content=BREADCRUMB)
+    system = [row for row in rows if row.role == "system"]
+    return [*system, note, *(row for row in rows if row.role != "system")], note
+
+
+@pytest.mark.parametrize("with_note", [False, True])
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+@pytest.mark.parametrize("kind", sorted(BREAKPOINT_MODELS))
+def test_bodies_with_breakpoints_pass_the_sdk_types_and_are_sent(
+    kind: str, scenario: str, with_note: bool
+) -> None:
+    rows = list(SCENARIOS[scenario])
+    note = None
+    if with_note:
+        rows, note = with_context_note(rows)
+    body = format_body(kind, rows, BREAKPOINT_MODELS[kind], breakpoints=True, note=note)
+    text = json.dumps(body)
+    assert 1 <= text.count("cache_control") + text.count("cachePoint") <= 4
+    assert violations(kind, body) == []
+    assert sdk_problems(kind, body) == []
+    assert_sent_as_formatted(kind, body)
+
+
+def test_the_sdk_check_catches_a_broken_breakpoint() -> None:
+    body = format_body("anthropic", canonical(), breakpoints=True)
+    body["system"][0]["cache_control"] = {"type": "forever"}
+    assert sdk_problems("anthropic", body) != []
+    # in messages the SDK type lets a wrong type through (a union of blocks): keys it catches,
+    # the rule checker the rest
+    body = format_body("anthropic", canonical(), breakpoints=True)
+    body["messages"][0]["content"][0]["cache_control"] = {"type": "ephemeral", "bogus": 1}
+    assert sdk_problems("anthropic", body) != []
+    body["messages"][0]["content"][0]["cache_control"] = {"type": "forever"}
+    assert violations("anthropic", body) != []
+    body = format_body("bedrock", canonical(), "amazon.nova-pro-v1:0", breakpoints=True)
+    body["messages"][0]["content"].append({"cachePoint": {}})
+    assert sdk_problems("bedrock", body) != []

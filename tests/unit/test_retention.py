@@ -402,7 +402,7 @@ def test_manager_age_rule_empties_the_conversation_and_its_summary(make_manager,
     assert [(key, event.scope, event.reason, event.budget) for key, event in events] == [
         (KEY, "storage", "age", None)
     ]
-    assert manager.list_conversations("ws") == []
+    assert manager.list_conversations_page("ws", None, None).conversations == ()
 
 
 def test_manager_deletes_an_expired_summary_without_a_report(make_manager, clock) -> None:

@@ -15,8 +15,8 @@ from chat_history.policy.rewind import (
     MAX_TURNS,
     check_turns,
     edited_content,
-    fork_rows,
     fork_summary_cover,
+    fork_through,
     last_turn_after,
     plan_delete_turns,
     plan_truncate,
@@ -172,31 +172,41 @@ def test_an_unknown_id_is_refused_naming_the_field() -> None:
     assert row_by_id(HISTORY, IDS[3], "id") is HISTORY[3]
 
 
-def test_fork_copies_through_the_named_row_in_order() -> None:
-    assert [row.id for row in fork_rows(HISTORY, IDS[6])] == IDS[:7]
-    assert [row.id for row in fork_rows(HISTORY, None)] == IDS
+def turn_of(row_id: int) -> list[StoredMessage]:
+    """The rows of ``row_id``'s turn, as fork reads them around the named row."""
+    named = row_by_id(HISTORY, row_id, "id")
+    return [row for row in HISTORY if row.turn == named.turn]
+
+
+def test_fork_copies_through_the_named_row_else_through_the_newest() -> None:
+    assert fork_through(IDS[-1], IDS[6], turn_of(IDS[6])) == IDS[6]
+    assert fork_through(IDS[-1], None, []) == IDS[-1]
 
 
 def test_fork_of_an_empty_source_or_through_a_missing_row_is_refused() -> None:
     with pytest.raises(InvalidParams) as error:
-        fork_rows([], None)
+        fork_through(None, None, [])
     assert error.value.field == "conversation_id"
     with pytest.raises(InvalidParams) as error:
-        fork_rows(HISTORY, IDS[-1] + 1)
+        fork_through(None, IDS[0], turn_of(IDS[0]))
+    assert error.value.field == "conversation_id"
+    with pytest.raises(InvalidParams) as error:
+        fork_through(IDS[-1], IDS[-1] + 1, [])
+    assert error.value.field == "through_id"
+    with pytest.raises(InvalidParams) as error:  # a row of another turn is not around it
+        fork_through(IDS[-1], IDS[-1] + 1, turn_of(IDS[-1]))
     assert error.value.field == "through_id"
 
 
 def test_the_summary_is_copied_when_its_coverage_lies_within_the_copy() -> None:
-    copied = fork_rows(HISTORY, IDS[6])
-    new_ids = list(range(500, 500 + len(copied)))
-    assert fork_summary_cover(copied, new_ids, IDS[4]) == 504
-    assert fork_summary_cover(copied, new_ids, IDS[6]) == 506
-    assert fork_summary_cover(copied, new_ids, IDS[7]) is None
-    assert fork_summary_cover(copied, new_ids, None) is None
+    # fork through IDS[6]: the copy of the n-th source row has id 499 + n
+    assert fork_summary_cover(IDS[4], IDS[6], covered_rows=5, base=499) == 504
+    assert fork_summary_cover(IDS[6], IDS[6], covered_rows=7, base=499) == 506
+    assert fork_summary_cover(IDS[7], IDS[6], covered_rows=8, base=499) is None
+    assert fork_summary_cover(None, IDS[6], covered_rows=0, base=499) is None
 
 
 def test_a_summary_covering_a_deleted_row_maps_to_the_newest_copied_row_before_it() -> None:
-    copied = [row for row in HISTORY if row.id != IDS[4]]
-    new_ids = list(range(700, 700 + len(copied)))
-    assert fork_summary_cover(copied, new_ids, IDS[4]) == 703
-    assert fork_summary_cover(copied, new_ids, IDS[0] - 1) is None
+    # IDS[4] deleted: four source rows lie at or before it; none before IDS[0]
+    assert fork_summary_cover(IDS[4], IDS[-1], covered_rows=4, base=699) == 703
+    assert fork_summary_cover(IDS[0] - 1, IDS[-1], covered_rows=0, base=699) is None

@@ -35,6 +35,13 @@ echo '{"name":"e2e-code-server","private":true}' > package.json
 npm install --no-audit --no-fund --ignore-scripts "code-server@$VERSION" >/dev/null
 CS="$ROOT/node_modules/code-server"
 export npm_config_yes=true   # Fix 4: node-pty's rebuild runs `npx node-gyp`, which would prompt.
+# Native modules build against the system Node's headers (Debian's nodejs ships them in
+# /usr/include/node), never a download from nodejs.org, whatever the user's ~/.npmrc says.
+if [ -z "${npm_config_nodedir:-}" ]; then
+  for dir in /usr /usr/local; do
+    if [ -f "$dir/include/node/node.h" ]; then export npm_config_nodedir=$dir; break; fi
+  done
+fi
 (
   cd "$CS/lib/vscode"
   npm install --no-audit --no-fund --omit=dev --ignore-scripts >/dev/null

@@ -4,12 +4,12 @@
  * panel shows lives in ./state (pure); this file only wires events to it.
  */
 
-import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import * as vscode from "vscode";
 import type { ChatHistoryClient, CompactionProposal, ConversationInfo, ToolCall, TrimmedNotification } from "chat-history-client";
-import { startChatHistoryServer, type ChatHistoryServer } from "chat-history-client/vscode";
+import type { ChatHistoryServer } from "chat-history-client/vscode";
 import { runTurn, summarize, type TurnEvent } from "./chat";
+import { ServerLauncher } from "./launcher";
 import { MODEL_KINDS, type ModelKind, type ModelSettings } from "./providers";
 import * as S from "./state";
 import { READ_FILE_TOOL, readWorkspaceFile } from "./tools";
@@ -18,6 +18,9 @@ const SECTION = "chatPanel";
 
 let server: ChatHistoryServer | undefined;
 let starting: Promise<ChatHistoryServer> | undefined;
+let launcher: ServerLauncher;
+/** The start failed and said so (one notification): the views stay quiet about it. */
+let startFailure: unknown;
 
 function config() {
   return vscode.workspace.getConfiguration(SECTION);
@@ -101,7 +104,7 @@ class ConversationsView implements vscode.TreeDataProvider<ConversationItem> {
     try {
       return (await this.load()).map((c) => new ConversationItem(c));
     } catch (error) {
-      void vscode.window.showErrorMessage(`Chat history: ${(error as Error).message}`);
+      if (error !== startFailure) void vscode.window.showErrorMessage(`Chat history: ${(error as Error).message}`);
       return [];
     }
   }
@@ -435,13 +438,7 @@ class ChatPanel {
       content = S.toMarkdown(S.titleOf(this.list.infos.get(conversationId)), messages);
       language = "markdown";
     } else {
-      const python = config().get<string>("pythonPath", "") || "python3";
-      const db = this.context.globalStorageUri.fsPath;
-      content = await new Promise<string>((resolve, reject) =>
-        execFile(python, ["-m", "chat_history.cli", "--db", db, "export", conversationId], { maxBuffer: 256 * 1024 * 1024 }, (error, stdout, stderr) =>
-          error ? reject(new Error(stderr.trim() || error.message)) : resolve(stdout),
-        ),
-      );
+      content = await launcher.cli(["--db", this.context.globalStorageUri.fsPath, "export", conversationId]);
       language = "jsonl";
     }
     const doc = await vscode.workspace.openTextDocument({ content, language });
@@ -554,17 +551,11 @@ class ChatPanel {
   }
 }
 
-async function startServer(context: vscode.ExtensionContext): Promise<ChatHistoryServer> {
-  const pythonPath = config().get<string>("pythonPath", "") || "python3";
-  const output = vscode.window.createOutputChannel("Chat History Server", { log: true });
-  context.subscriptions.push(output);
-  return startChatHistoryServer(context, { pythonPath, clientOptions: { outputChannel: output } });
-}
-
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  launcher = new ServerLauncher(context);
   const client = async (): Promise<ChatHistoryClient> => {
     if (server) return server.client;
-    starting ??= startServer(context).then(
+    starting ??= launcher.start().then(
       (s) => {
         server = s;
         s.client.onTrimmed((event) => panel.onTrimmed(event));
@@ -572,7 +563,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       },
       (error) => {
         starting = undefined;
-        void vscode.window.showErrorMessage(`Chat history server: ${(error as Error).message}`);
+        startFailure = error;
+        void launcher.reportFailure(error);
         throw error;
       },
     );
@@ -626,6 +618,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       if (key === undefined) return;
       if (key === "") await context.secrets.delete(apiKeyName(kind));
       else await context.secrets.store(apiKeyName(kind), key);
+    }),
+  );
+  context.subscriptions.push(
+    vscode.workspace.onDidChangeConfiguration((event) => {
+      // A Python chosen after a failed start (Select Python…): try again at once.
+      if (event.affectsConfiguration("chatPanel.pythonPath") && !server) list.refresh();
     }),
   );
   // Start the server now, so that the list fills and the first prompt does not wait for it.

@@ -27,14 +27,15 @@ from chat_history.cli.transfer import (
     header_line,
     read_import,
 )
+from chat_history.conversations import ConversationInfo
 from chat_history.errors import InvalidParams, StorageError
 from chat_history.manager import ChatHistoryManager
-from chat_history.model import ROLES
+from chat_history.model import ROLES, JsonText
 from chat_history.paths import STORAGE_ENV, default_storage_folder
 from chat_history.settings import SECTION, Settings, default_settings, load_settings
 from chat_history.settings_file import SettingsFileError, read_settings_file
 from chat_history.storage_retention import PruneRun, tally
-from chat_history.store import DATABASE_FILE, ConversationRecord, Key, database_option
+from chat_history.store import DATABASE_FILE, Key, database_option
 from chat_history.wire import protocol
 from chat_history.workspaces import machine_id
 
@@ -62,6 +63,9 @@ SHOWN_SETTINGS = (
 
 
 class CliError(Exception):
+    """A command that cannot do what was asked: printed as one line on stderr, and ``code`` is the
+    exit status (1, or 2 for a usage error)."""
+
     def __init__(self, message: str, code: int = EXIT_FAILURE) -> None:
         super().__init__(message)
         self.code = code
@@ -99,6 +103,8 @@ def cli_database(args: argparse.Namespace) -> str | None:
 def open_manager(
     args: argparse.Namespace, settings: Settings | None = None, *, create: bool = False
 ) -> ChatHistoryManager:
+    """A manager on the database ``--db`` names (else the server's default); a missing one is a
+    CliError, unless the command creates it (``import``)."""
     url = cli_database(args)
     if url is not None:
         return ChatHistoryManager.on_database(url, settings)
@@ -115,6 +121,8 @@ def open_manager(
 
 @attrs.frozen
 class CliSettings:
+    """The settings a command runs under, and where each came from (``stats`` shows both)."""
+
     settings: Settings
     #: where each key given explicitly came from (full dotted key -> file path or flag)
     sources: dict[str, str]
@@ -149,19 +157,33 @@ def load_cli_settings(args: argparse.Namespace) -> CliSettings:
 
 
 def warn(message: str) -> None:
+    """A warning on stderr: the command goes on."""
     print(f"chat-history: warning: {message}", file=sys.stderr)
 
 
-def records(manager: ChatHistoryManager, workspace: str | None) -> dict[Key, ConversationRecord]:
-    """Every conversation of ``workspace`` (default: all), ordered by workspace and id."""
-    workspaces = [workspace] if workspace is not None else manager.list_workspaces()
+def records(manager: ChatHistoryManager, workspace: str | None) -> dict[Key, ConversationInfo]:
+    """Every conversation of ``workspace`` (default: all) as ``listConversations`` lists it
+    (one holding only a title or metadata included), ordered by workspace and id."""
     found = {
-        Key(ws, r.conversation): r for ws in workspaces for r in manager.list_conversations(ws)
+        info.key: info
+        for info in manager.list_conversations_page(workspace, None, None).conversations
     }
     return dict(sorted(found.items(), key=lambda item: (item[0].workspace, item[0].conversation)))
 
 
+def by_workspace(
+    listed: Sequence[ConversationInfo],
+) -> list[tuple[str, list[ConversationInfo]]]:
+    """The listing grouped by workspace (sorted), each in the listing's order: newest activity
+    first."""
+    groups: dict[str, list[ConversationInfo]] = {}
+    for info in listed:
+        groups.setdefault(info.workspace, []).append(info)
+    return sorted(groups.items())
+
+
 def all_keys(manager: ChatHistoryManager, workspace: str | None) -> list[Key]:
+    """The keys of every conversation of ``workspace`` (default: all), by workspace and id."""
     return list(records(manager, workspace))
 
 
@@ -188,21 +210,27 @@ def reading(settings: Settings) -> Settings:
 
 
 def print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False))
+    """``--json`` output: indented, non-ASCII kept as it is; metadata the store hands out as its
+    JSON text (``JsonText``) printed as the value it is."""
+    print(json.dumps(value, indent=2, ensure_ascii=False, default=_json_value))
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, JsonText):
+        return value.value()
+    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 # -- commands ------------------------------------------------------------------------------------
 
 
 def cmd_conversations(args: argparse.Namespace) -> int:
+    """``conversations``: every conversation per workspace, as ``listConversations`` lists them
+    (``--json``: its entries)."""
     manager = open_manager(args)
-    workspaces = [args.workspace] if args.workspace is not None else manager.list_workspaces()
-    listed: list[tuple[str, list[ConversationRecord]]] = [
-        (ws, records) for ws in workspaces if (records := manager.list_conversations(ws))
-    ]
+    listed = by_workspace(manager.list_conversations_page(args.workspace, None, None).conversations)
     if args.json:
-        entries = [protocol.wire_conversation(r, ws) for ws, records in listed for r in records]
-        print_json({"conversations": entries})
+        print_json(protocol.wire_listing([info for _, infos in listed for info in infos]))
     elif not listed:
         where = f" in workspace {args.workspace!r}" if args.workspace is not None else ""
         print(f"No conversations{where} in {manager.database_path}.")
@@ -212,6 +240,8 @@ def cmd_conversations(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    """``show``: one conversation's rows and summary as text, as JSON, or (``--provider``) as that
+    provider's request body."""
     settings = load_cli_settings(args).settings
     manager = open_manager(args, reading(settings))
     key = find_key(manager, args.conversation, args.workspace)
@@ -290,6 +320,8 @@ def cmd_fork(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    """``search``: the full-text search of ``chatHistory/search``, its refusals named by their
+    flags."""
     params = protocol.SearchParams(
         query=args.query,
         conversation_id=args.conversation,
@@ -313,6 +345,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
+    """``prune``: storage retention of every conversation now (``--dry-run``: what it would delete),
+    whether automatic pruning is on or not."""
     loaded = load_cli_settings(args)
     # Running prune is the request to prune: enableAutoPruning governs automatic runs only.
     settings = attrs.evolve(loaded.settings, enable_auto_pruning=True)
@@ -343,6 +377,8 @@ def _write_lines(lines: Iterator[dict[str, Any]], sink: Any, progress: Progress)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    """``export``: the conversations (all, or those named) as JSONL on stdout, in the export format
+    of ``cli/transfer.py``."""
     manager = open_manager(args, reading(default_settings()))
     found = records(manager, args.workspace)
     keys = list(found)
@@ -373,6 +409,8 @@ def _read_file(path: str) -> list[ConversationImport]:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    """``import``: an export file into the database; rows already stored are skipped, and a
+    conversation that fails is reported and skipped whole."""
     try:
         conversations = _read_file(args.file)
     except ImportFileError as exc:
@@ -416,6 +454,8 @@ def _size(path: Path) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    """``stats``: the database's size and counts, and the retention settings in force with where
+    each came from."""
     loaded = load_cli_settings(args)
     manager = open_manager(args, reading(loaded.settings))
     stats = manager.stats()
@@ -592,6 +632,7 @@ def _workspace_commands(command: Command) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``chat-history`` parser: ``--db`` and ``--version``, and one subcommand per ``cmd_*``."""
     parser = argparse.ArgumentParser(
         prog="chat-history",
         description="Inspect, prune, export and import the chat history database of "
@@ -632,6 +673,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``chat-history``: run the command and return its exit status (``demo`` hands its arguments to
+    the demo)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     with contextlib.suppress(AttributeError, ValueError):
         sys.stdout.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]

@@ -14,6 +14,9 @@ _WIDTH = 30
 
 
 class Progress:
+    """A progress line on stderr for a long command (only when stderr is a terminal and the work is
+    long); used as a context manager that erases it at the end."""
+
     def __init__(
         self,
         label: str,
@@ -30,6 +33,7 @@ class Progress:
         self._drawn = 0.0
 
     def advance(self, units: int = 1) -> None:
+        """``units`` more of the total done; the line is redrawn at most ten times a second."""
         self.done += units
         if self.enabled and time.monotonic() - self._drawn >= 0.1:
             self._draw()
@@ -43,6 +47,7 @@ class Progress:
         self._drawn = time.monotonic()
 
     def close(self) -> None:
+        """Erase the line; later advances draw nothing."""
         if self.enabled and self._drawn:
             self._stream.write("\r" + " " * (len(self.label) + _WIDTH + 9) + "\r")
             self._stream.flush()

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from chat_history.conversations import ConversationInfo
 from chat_history.model import Key, StoredMessage, Summary, ToolCall
 from chat_history.policy.compaction import covered_row_ids
 from chat_history.policy.search_rank import SearchHit
 from chat_history.settings import Settings
 from chat_history.storage_retention import PruneRun
-from chat_history.store import ConversationRecord
 
 #: Without --full, a tool result or call arguments are cut to this many characters / lines.
 PREVIEW_CHARS = 1_000
@@ -41,10 +41,12 @@ def when(epoch_ms: int | None) -> str:
 
 
 def plural(count: int, noun: str) -> str:
+    """``count`` with its noun, plural unless 1 (``1 conversation``, ``2 conversations``)."""
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> list[str]:
+    """Lines of a table: columns as wide as their widest cell, those in ``right`` right-aligned."""
     widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=True)]
 
     def line(cells: Sequence[str]) -> str:
@@ -56,13 +58,15 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], right: set[int])
     return [line(header), *(line(r) for r in rows)]
 
 
-def conversations_table(by_workspace: Sequence[tuple[str, Sequence[ConversationRecord]]]) -> str:
+def conversations_table(by_workspace: Sequence[tuple[str, Sequence[ConversationInfo]]]) -> str:
+    """``conversations``: per workspace, one line per conversation with its rows, tokens, last
+    activity and whether it has a summary."""
     out: list[str] = []
     for workspace, records in by_workspace:
         out.append(f"{terminal_safe(workspace)}  ({plural(len(records), 'conversation')})")
         rows = [
             [
-                terminal_safe(r.conversation),
+                terminal_safe(r.conversation_id),
                 f"{r.message_count:,}",
                 f"{r.tokens:,}",
                 when(r.last_activity),

@@ -24,10 +24,12 @@ DATABASE_FIELDS = ("id", "turn", "tokens")
 
 
 def dumps(line: dict[str, Any]) -> str:
+    """One line of the export format: compact JSON, non-ASCII kept as it is."""
     return json.dumps(line, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def header_line() -> dict[str, Any]:
+    """The export file's first line: the format's name and version."""
     return {"type": "header", "format": FORMAT, "version": VERSION}
 
 
@@ -59,6 +61,8 @@ def conversation_lines(
 
 
 class ImportFileError(Exception):
+    """An import file that cannot be read: the line and why (nothing is imported)."""
+
     def __init__(self, line: int, why: str) -> None:
         super().__init__(f"line {line}: {why}")
         self.line = line

@@ -73,6 +73,17 @@ def context_note(
     return Message(role="user", content=NOTE_SEPARATOR.join(parts))
 
 
+def note_of(rows: Sequence[Message]) -> Message | None:
+    """The context note of a request's ``rows`` (as ``prepare_rows`` or ``propose`` built
+    them), or None: the first row after the system rows when it is one this module made, a
+    user row that is not stored whose text opens with the breadcrumb or the summary header
+    (a stored row, whatever its text, is never the note)."""
+    first = next((row for row in rows if row.role != "system"), None)
+    if first is None or first.role != "user" or isinstance(first, StoredMessage):
+        return None
+    return first if first.content.startswith((BREADCRUMB, SUMMARY_HEADER)) else None
+
+
 # -- step 2½: the summary stands in for the turns it covers ---------------------------------------
 
 

@@ -107,6 +107,7 @@ class Prepared:
 
 
 def collapsed_exchange_row(calls: int) -> Message:
+    """The assistant row standing in for a collapsed tool exchange of ``calls`` calls."""
     return Message(role="assistant", content=COLLAPSED_EXCHANGE.format(n=calls))
 
 
@@ -180,6 +181,8 @@ class TurnFigures:
     tool_dependent: int = 0
 
     def as_tuple(self) -> tuple[int, ...]:
+        """The figures in their fixed order: how the store's columns hold them, and how two are
+        added."""
         values: tuple[int, ...] = _FIGURE_VALUES(self)
         return values
 

@@ -49,6 +49,8 @@ class ImportMatch:
 
 
 def match_stored(stored: Sequence[StoredMessage], incoming: Sequence[Message]) -> ImportMatch:
+    """Where an import continues a stored conversation: after the newest incoming message already
+    stored (by fingerprint), with the stored id of each one before it."""
     if not stored:
         return ImportMatch(0, ())
     ids = {fingerprint(row): row.id for row in stored}

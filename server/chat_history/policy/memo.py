@@ -29,6 +29,7 @@ class TurnMemo(Generic[T]):
 
     @property
     def bytes(self) -> int:
+        """The bytes of the rows the remembered values hold (``model.resident_bytes``)."""
         return self._bytes
 
     def __len__(self) -> int:
@@ -59,6 +60,7 @@ class TurnMemo(Generic[T]):
         return value
 
     def clear(self) -> None:
+        """Forget every remembered value."""
         with self._lock:
             self._entries.clear()
             self._bytes = 0

@@ -15,6 +15,8 @@ from chat_history.policy.turns import is_real_user, next_turn_number
 
 
 def truncation_marker(removed: int) -> str:
+    """What replaces the middle of a tool result cut by ``maxToolResultChars``: how many characters
+    went."""
     return f"\n\n[... {removed} characters truncated ...]\n\n"
 
 
@@ -36,6 +38,8 @@ def truncate_tool_result(content: str, limit: int) -> str:
 
 @attrs.frozen
 class PlannedRow:
+    """A message of an append and the turn it is stored with."""
+
     message: Message
     turn: int
 

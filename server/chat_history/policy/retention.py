@@ -199,5 +199,6 @@ def plan_retention(rows: Sequence[RowMeta], settings: Settings, now_ms: int) -> 
 
 
 def summary_expired(updated_at: int, settings: Settings, now_ms: int) -> bool:
+    """Whether a summary last saved at ``updated_at`` is older than the age limit (none: never)."""
     cutoff = age_cutoff(settings, now_ms)
     return cutoff is not None and updated_at < cutoff

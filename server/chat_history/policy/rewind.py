@@ -85,6 +85,8 @@ def check_turns(turns: Sequence[int]) -> frozenset[int]:
 
 @attrs.frozen
 class DeleteTurnsPlan:
+    """``deleteTurns``: the rows to delete, and how many of the named turns had rows."""
+
     deleted: tuple[StoredMessage, ...]
     deleted_turns: int
 
@@ -124,30 +126,30 @@ def edited_content(row: Message, content: str, max_tool_result_chars: int) -> st
 # --- fork ----------------------------------------------------------------------------------------
 
 
-def fork_rows(rows: Sequence[R], through_id: int | None) -> tuple[R, ...]:
-    """The rows ``fork`` copies, in order: those with id ≤ ``throughId`` (default: all). A source
-    without rows is InvalidParams ``conversationId``; a ``throughId`` that is not a row of the
-    source is InvalidParams ``throughId``."""
-    if not rows:
+def fork_through(
+    last_id: int | None, through_id: int | None, around: Sequence[StoredMessage]
+) -> int:
+    """The id ``fork`` copies through: the source's newest row (``last_id``) by default, else
+    ``through_id``. ``around``: the rows of ``through_id``'s turn, oldest first (empty when it is
+    no row of the source). A source without rows is InvalidParams ``conversation_id``; a
+    ``through_id`` that is not a row of the source is InvalidParams ``through_id``."""
+    if last_id is None:
         raise InvalidParams("conversation_id", "has no messages to fork")
     if through_id is None:
-        return tuple(rows)
-    row_by_id(rows, through_id, "through_id")
-    return tuple(row for row in rows if row.id <= through_id)
+        return last_id
+    row_by_id(around, through_id, "through_id")
+    return through_id
 
 
 def fork_summary_cover(
-    copied: Sequence[StoredMessage], new_ids: Sequence[int], covers_through: int | None
+    covers_through: int | None, through: int, covered_rows: int, base: int
 ) -> int | None:
-    """The ``coversThroughId`` of the fork's copy of the summary, or ``None`` when the summary is
-    not copied: one without coverage, or whose coverage reaches past the copy, is not. Coverage
-    maps to the copy of the newest copied row at or before it (the covered row itself when it
-    still exists), so the copy stands in for the same turns."""
-    if covers_through is None or not copied or covers_through > copied[-1].id:
+    """The ``coversThroughId`` of the fork's copy of the summary, or None when the summary is not
+    copied: one without coverage, whose coverage reaches past the copy (``through``), or that
+    covers no copied row, is not. ``covered_rows``: how many source rows have ids ≤
+    ``covers_through``; the copy of the n-th source row has id ``base`` + n. Coverage maps to the
+    copy of the newest copied row at or before it (the covered row itself when it still exists),
+    so the copy stands in for the same turns."""
+    if covers_through is None or covers_through > through or covered_rows == 0:
         return None
-    mapped: int | None = None
-    for row, new_id in zip(copied, new_ids, strict=True):
-        if row.id > covers_through:
-            break
-        mapped = new_id
-    return mapped
+    return base + covered_rows

@@ -59,6 +59,7 @@ def find_image_markers(text: str) -> list[Marker]:
 
 
 def text_tokens(text: str) -> int:
+    """The estimate of a text: a token per four UTF-8 bytes, rounded up."""
     return -(-len(text.encode("utf-8", "surrogatepass")) // 4)
 
 
@@ -100,6 +101,8 @@ def stored_tokens(row: Message) -> int:
 
 
 def tool_schema_tokens(tool: ToolSpec) -> int:
+    """The estimate of a tool definition in a request: its name, description and parameter schema,
+    and the framing of one row."""
     parameters: Mapping[str, Any] | None = tool.parameters
     text = tool.name + (tool.description or "")
     if parameters is not None:

@@ -132,6 +132,8 @@ class Turn(Generic[T]):
 
 @attrs.frozen
 class Segmented(Generic[T]):
+    """Rows split by content: the leading system rows, then the turns."""
+
     leading_system: tuple[T, ...]
     turns: tuple[Turn[T], ...]
 

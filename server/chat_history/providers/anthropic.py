@@ -58,6 +58,7 @@ def _text(text: str) -> dict[str, Any]:
 
 
 def image_block(image: Image) -> dict[str, Any]:
+    """An image as Anthropic's content block: inline base64, a URL source, else a text note."""
     if image.inline_of(COMMON_IMAGE_TYPES):
         source = {"type": "base64", "media_type": image.mime_type, "data": image.data}
         return {"type": "image", "source": source}

@@ -14,8 +14,8 @@ Rules applied:
   (Converse takes no web URLs).
 - An assistant row is ``[text?, toolUse…]`` with ``toolUse {toolUseId, name, input}`` and
   ``input`` an object. ``name`` fits Converse's ``[a-zA-Z0-9_-]{1,64}`` (``ToolName`` in the
-  service model, checked server-side): any other character becomes ``_``
-  (``common.function_name``).
+  service model, checked server-side): a name that does not fit becomes its cleaned head, ``_``
+  and a hash of the name (``common.function_name``), so names never merge.
 - All results of a call turn are ``toolResult {toolUseId, content}`` blocks in the next user
   message, first, in call order. ``content`` is the result text (``(no output)`` when empty, since
   Converse takes no empty text) followed by the result's images.
@@ -55,6 +55,8 @@ _VALID_ID, _MAKE_ID = id_rules(64, "a-zA-Z0-9_.:-")
 
 
 def image_block(image: Image) -> dict[str, Any]:
+    """An image as Bedrock Converse's content block: inline bytes by format, else a text note (it
+    takes no URLs)."""
     if image.inline_of(COMMON_IMAGE_TYPES) and image.mime_type:
         image_format = image.mime_type.removeprefix("image/")
         return {"image": {"format": image_format, "source": {"bytes": image.data}}}

@@ -60,6 +60,7 @@ class Image:
     invalid: bool = False
 
     def data_url(self) -> str:
+        """The inline image as a ``data:`` URL (for providers that take images as URLs)."""
         return f"data:{self.mime_type};base64,{self.data}"
 
     @property
@@ -78,6 +79,8 @@ class Image:
 
     @property
     def is_web_url(self) -> bool:
+        """An image given by an http(s) URL only (no inline data), which some providers fetch
+        themselves."""
         return self.data is None and self.uri is not None and _is_web_url(self.uri)
 
 
@@ -257,14 +260,25 @@ def arguments_json(call: ToolCall) -> str:
 
 _FUNCTION_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _NOT_IN_FUNCTION_NAME = re.compile(r"[^a-zA-Z0-9_-]")
+#: Hex digits of the hash that ends a function name that had to change.
+NAME_HASH_LENGTH = 12
+_NAME_HEAD = 64 - NAME_HASH_LENGTH - 1
 
 
 def function_name(name: str) -> str:
-    """A call's name where only ``[a-zA-Z0-9_-]{1,64}`` is taken (Mistral, Bedrock): kept when it
-    fits, else each other character replaced by ``_`` and cut to 64 (``tool`` when empty)."""
+    """A call's name where only ``[a-zA-Z0-9_-]{1,64}`` is taken (Mistral, Bedrock).
+
+    A stored name that fits is sent as it is. Any other becomes ``<head>_<hash>``: ``head`` is
+    the name with each other character replaced by ``_``, cut to 51 characters (``tool`` when
+    nothing is left), and ``hash`` the first 12 hex digits of the SHA-256 of the name's UTF-8
+    bytes. So two names never merge (``a.b`` and ``a_b``, or two long names sharing their first
+    64 characters, stay apart: only a 48-bit hash collision, or a tool deliberately named like
+    another's mapping, could join them), and the mapping is a function of the name alone: the
+    same in every request and every process, for a call and for its result."""
     if _FUNCTION_NAME.fullmatch(name):
         return name
-    return _NOT_IN_FUNCTION_NAME.sub("_", name)[:64] or "tool"
+    head = _NOT_IN_FUNCTION_NAME.sub("_", name)[:_NAME_HEAD] or "tool"
+    return f"{head}_{hex_digest(name, length=NAME_HASH_LENGTH)}"
 
 
 @attrs.frozen
@@ -276,6 +290,7 @@ class Call:
 
     @property
     def name(self) -> str:
+        """The tool's name."""
         return self.source.name
 
 
@@ -288,9 +303,11 @@ class Result:
 
     @property
     def text(self) -> str:
+        """The tool's result text."""
         return self.row.content
 
     def images(self) -> list[Image]:
+        """The images the tool row carries."""
         return attachment_images(self.row)
 
     def text_with_notes(self) -> str:
@@ -327,10 +344,12 @@ class AssistantTurn:
 
     @property
     def text(self) -> str:
+        """The assistant's text."""
         return self.row.content
 
     @property
     def has_text(self) -> bool:
+        """Whether the text is more than blank (a row that only calls has none to send)."""
         return bool(self.row.content.strip())
 
 
@@ -349,15 +368,18 @@ IdCheck = Callable[[str], bool]
 
 
 def digest(text: str, salt: int = 0) -> bytes:
+    """A stable SHA-256 of ``text`` (``salt`` > 0 gives another, for the n-th clash of made ids)."""
     seed = text if salt == 0 else f"{text}\x00{salt}"
     return hashlib.sha256(seed.encode("utf-8", "surrogatepass")).digest()
 
 
 def hex_digest(text: str, salt: int = 0, length: int = 12) -> str:
+    """The first ``length`` hex digits of ``digest``: the short hash made ids end with."""
     return digest(text, salt).hex()[:length]
 
 
 def any_nonempty(call_id: str) -> bool:
+    """The id check of a provider that takes any non-empty call id."""
     return bool(call_id)
 
 
@@ -507,6 +529,7 @@ def trailing_instruction(items: list[Item]) -> list[Item]:
 
 
 def system_texts(items: Iterable[Item]) -> list[str]:
+    """The texts of the system items, in order."""
     return [item.text for item in items if isinstance(item, SystemText)]
 
 

@@ -28,7 +28,7 @@ Rules applied:
   ``thoughtSignature`` (one signature for the whole turn, as the API returns it for parallel
   calls) goes on the turn's first ``functionCall`` part, or on its last part when it has no
   calls. Signatures are the base64 text the REST API returned, sent back unchanged.
-- Gemini 3 (a ``model`` of ``gemini-3`` or a later major version, ``models/`` prefix allowed)
+- Gemini 3 (see ``generation`` for how a ``model`` name maps, aliases and paths included)
   refuses a request whose current turn (the contents after the last user turn that holds no
   ``functionResponse``) has a step without a signature on its first ``functionCall`` part:
   calls made by another provider, or stored without one. Such a part gets Google's documented
@@ -37,7 +37,25 @@ Rules applied:
   calls. A stored signature is never replaced; only a step's first ``functionCall`` part gets
   one (the model signs only that part of parallel calls); earlier turns are left as they are
   (the API does not check them), and so are Gemini 2.x and unnamed models.
-- Call ids are kept (made unique in the body); the response carries its call's id and name.
+- Call ids (``functionCall.id``, and the matching ``functionResponse.id``) are sent to Gemini 3
+  and later only, made unique in the body; Gemini 2.x and unnamed models get none, and pair a
+  response with its call by position and name (the API's rule: one response per call, in call
+  order, in the next turn). Evidence (``sends_call_ids``): google-genai 3.6.1 types the field
+  ``Optional`` ("If populated, the client to execute the function_call and return the response
+  with the matching id") and passes it through for both backends, so the SDK does not decide;
+  the server did: ``Invalid JSON payload received. Unknown name "id" at
+  'contents[1].parts[0].function_call': Cannot find field.`` (and the same at
+  ``function_response``) from the Developer API with Gemini 2.x (JetBrains/koog#735,
+  2025-09), from Vertex (googleapis/java-genai#694, 2025-11; vercel/ai#15664,
+  charmbracelet/fantasy#265), and through proxies for "all Gemini models" before 3
+  (MoonshotAI/kimi-cli#1582, 2026-03, which strips it). Gemini 3 returns an id on every call
+  and expects it echoed: without it parallel calls of one function can be paired wrongly and
+  Vertex answers an empty reply (BerriAI/litellm#34603, 2026-07, sending it for Gemini 3+
+  only; langchain-ai/langchainjs#11208 found it load-bearing on the Developer API), and Vertex
+  has defined ``id`` on both types in ``v1`` and ``v1beta1`` since its 2026-09-21 discovery
+  revision, where Gemini 3.5 accepts it and 1.x/2.x clients still omit it
+  (anomalyco/opencode#50504). So: ids where the model family needs them, none where older
+  endpoints refuse them.
 """
 
 from __future__ import annotations
@@ -64,12 +82,18 @@ from chat_history.providers.common import (
 KIND = "gemini"
 #: The value Google documents for a function call that has no signature of its own.
 SKIP_SIGNATURE = "skip_thought_signature_validator"
-_MAJOR_VERSION = re.compile(r"(?:models/)?gemini-(\d+)(?:[.-]|$)")
+_MAJOR_VERSION = re.compile(r"gemini-(\d+)(?:[.-]|$)")
+#: Google's floating aliases (``gemini-flash-latest``, ``gemini-flash-lite-latest``,
+#: ``gemini-pro-latest``): a tier and ``-latest``, with no version number.
+_FLOATING_ALIAS = re.compile(r"gemini-[a-z]+(?:-[a-z]+)*-latest")
+#: The generation a floating alias is taken to name: the newest one Google serves under it.
+LATEST_GENERATION = 3
 #: The image types the Gemini API documents for inline data.
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"})
 
 
 def image_part(image: Image) -> dict[str, Any]:
+    """An image as Gemini's part: inline data, else a text note."""
     if image.inline_of(IMAGE_TYPES):
         return {"inlineData": {"mimeType": image.mime_type, "data": image.data}}
     return {"text": image_note(image)}
@@ -90,17 +114,12 @@ def _signatures(turn: AssistantTurn) -> tuple[dict[str, str], str | None]:
     return by_call, single if isinstance(single, str) and single else None
 
 
-def _model(turn: AssistantTurn) -> dict[str, Any]:
+def _model(turn: AssistantTurn, with_ids: bool) -> dict[str, Any]:
     by_call, single = _signatures(turn)
     parts: list[dict[str, Any]] = [{"text": turn.text}] if turn.has_text else []
     for call in turn.calls:
-        part: dict[str, Any] = {
-            "functionCall": {
-                "id": call.id,
-                "name": call.name,
-                "args": arguments_object(call.source),
-            }
-        }
+        function_call = {"name": call.name, "args": arguments_object(call.source)}
+        part: dict[str, Any] = {"functionCall": _with_id(function_call, call.id, with_ids)}
         signature = by_call.get(call.source.id)
         if signature is not None:
             part["thoughtSignature"] = signature
@@ -112,14 +131,18 @@ def _model(turn: AssistantTurn) -> dict[str, Any]:
     return {"role": "model", "parts": parts}
 
 
-def _responses(results: Sequence[Result]) -> dict[str, Any]:
+def _with_id(value: dict[str, Any], call_id: str, with_ids: bool) -> dict[str, Any]:
+    return {"id": call_id, **value} if with_ids else value
+
+
+def _responses(results: Sequence[Result], with_ids: bool) -> dict[str, Any]:
     parts: list[dict[str, Any]] = [
         {
-            "functionResponse": {
-                "id": result.call.id,
-                "name": result.call.name,
-                "response": {"output": result.text},
-            }
+            "functionResponse": _with_id(
+                {"name": result.call.name, "response": {"output": result.text}},
+                result.call.id,
+                with_ids,
+            )
         }
         for result in results
     ]
@@ -128,10 +151,42 @@ def _responses(results: Sequence[Result]) -> dict[str, Any]:
     return {"role": "user", "parts": parts}
 
 
+def generation(model: str | None) -> int | None:
+    """The Gemini generation (major version) ``model`` names, or None when it names none.
+
+    How a name maps: surrounding whitespace and case are ignored; a path keeps its last
+    segment (``models/gemini-3-pro-preview``, Vertex's
+    ``projects/P/locations/L/publishers/google/models/gemini-3-pro-preview``, a gateway's
+    ``google/gemini-3-flash``) and a Vertex ``@version`` suffix is dropped. ``gemini-N…`` (N a
+    number: ``gemini-3-pro-preview``, ``gemini-3.1-flash-lite``, ``gemini-2.5-flash-latest``)
+    is generation N. A floating alias, a tier and ``-latest`` with no version number
+    (``gemini-flash-latest``, ``gemini-flash-lite-latest``, ``gemini-pro-latest``), is the
+    generation Google currently serves under it, taken as ``LATEST_GENERATION`` (3): Google
+    moves these aliases to each new release, and they point at Gemini 3 models, which refuse
+    a request without thought signatures, while the Gemini 2.5 models the aliases once named
+    take the placeholder too. Any other name (``gemini-pro``, ``gemini-exp-1206``, a tuned
+    model) names no generation: the body is built as for Gemini 2."""
+    if not model:
+        return None
+    name = model.strip().lower().rsplit("/", 1)[-1].split("@", 1)[0]
+    found = _MAJOR_VERSION.match(name)
+    if found is not None:
+        return int(found.group(1))
+    if _FLOATING_ALIAS.fullmatch(name):
+        return LATEST_GENERATION
+    return None
+
+
 def needs_signatures(model: str | None) -> bool:
     """Whether ``model`` is Gemini 3 or later, which validates the current turn's signatures."""
-    found = _MAJOR_VERSION.match(model.strip().lower()) if model else None
-    return found is not None and int(found.group(1)) >= 3
+    found = generation(model)
+    return found is not None and found >= 3
+
+
+def sends_call_ids(model: str | None) -> bool:
+    """Whether ``functionCall.id``/``functionResponse.id`` go in the body: Gemini 3 and later
+    (the module docstring gives the evidence)."""
+    return needs_signatures(model)
 
 
 def _sign_current_turn(contents: list[dict[str, Any]]) -> None:
@@ -157,11 +212,12 @@ def _sign_current_turn(contents: list[dict[str, Any]]) -> None:
 def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The ``systemInstruction`` (when any) and ``contents`` for ``rows`` (already swept)."""
     items = plan(rows)
+    with_ids = sends_call_ids(model)
     contents = alternating_turns(
         items,
         user=_user,
-        assistant=_model,
-        results=_responses,
+        assistant=lambda turn: _model(turn, with_ids),
+        results=lambda results: _responses(results, with_ids),
         content_key="parts",
         opener={"role": "user", "parts": [{"text": CONTINUED}]},
     )

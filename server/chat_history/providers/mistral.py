@@ -16,15 +16,23 @@ Rules applied (Mistral validates message order and ids server-side, as ``mistral
 - Each result is ``{role: "tool", tool_call_id, name, content}`` right after its call, in call
   order. Tool messages take no images here: a result's images become text notes.
 - Function names fit Mistral's ``[a-zA-Z0-9_-]{1,64}`` (mistral-common refuses any other in a
-  call or a result): a stored name that fits is kept, any other has each other character
-  replaced by ``_`` and is cut to 64 (``tool`` when nothing is left; ``common.function_name``);
-  a call and its result carry the same name.
+  call or a result): a stored name that fits is kept, any other becomes its cleaned head, ``_``
+  and a 12-hex-digit hash of the name (``common.function_name``), so names never merge and map
+  alike in every request; a call and its result carry the same name.
 - A user message may not follow a tool message: a ``(continued)`` assistant message is put
   between them.
 - A conversation that opens with the assistant (truncated, forked or imported) gets a
   ``(continued)`` user message after the system messages, as for Anthropic, Gemini and Bedrock:
   mistral-common's validators skip the first message when pairing calls with results, so a
   first message carrying calls has its results refused.
+- A body that ends with the assistant's text asks the model to continue that text, as a final
+  assistant turn does for Anthropic (a prefill): that message carries ``prefix: true``, as
+  Mistral documents for continuations; without it Mistral refuses the request ("Expected last
+  role User or Tool (or Assistant with prefix True) for serving but got assistant",
+  mistral-common's serving validator at every version). A client that wants a new reply
+  instead appends the user's prompt before ``prepare`` (the usual order), so the body ends
+  with it; one that adds its own prompt to a returned body drops ``prefix`` (Mistral allows it
+  on the last message only).
 - Tool-call ids are exactly 9 characters of ``[a-zA-Z0-9]``: a stored id that already is one is
   kept, any other is replaced by the first 9 base-62 digits of its SHA-256 (with a salt on a
   clash), so the same history always gives the same ids; a call and its result share it.
@@ -129,4 +137,7 @@ def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
         else:
             messages.extend(_tool(result) for result in item.results)
     opener = {"role": "user", "content": CONTINUED}
-    return {"messages": system + opened_by_user(messages, opener)}
+    sent = system + opened_by_user(messages, opener)
+    if sent and sent[-1]["role"] == "assistant" and not sent[-1].get("tool_calls"):
+        sent[-1] = {**sent[-1], "prefix": True}
+    return {"messages": sent}

@@ -15,6 +15,7 @@ from chat_history.policy.sweep import sweep_orphans
 from chat_history.providers import (
     anthropic,
     bedrock,
+    cache,
     cohere,
     gemini,
     mistral,
@@ -42,14 +43,26 @@ assert tuple(_FORMATTERS) == KINDS, "one formatter per provider kind, in setting
 
 
 def format_body(
-    kind: str, rows: Sequence[Message], model: str | None = None, *, swept: bool = False
+    kind: str,
+    rows: Sequence[Message],
+    model: str | None = None,
+    *,
+    swept: bool = False,
+    breakpoints: bool = False,
+    note: Message | None = None,
 ) -> dict[str, Any]:
     """The body fields of ``kind``'s request that carry the conversation (protocol.md body
     table), from provider-neutral rows in stored order. Pure: no I/O, rows are not changed.
-    The orphan sweep runs first unless the rows come ``swept`` already (``prepare_rows``)."""
+    The orphan sweep runs first unless the rows come ``swept`` already (``prepare_rows``).
+    With ``breakpoints`` (``promptCache`` ``"auto"``) the body carries the prompt-cache marks
+    of ``providers.cache``; ``note`` is the request's context note, one of ``rows``."""
     formatter = _FORMATTERS.get(kind)
     if formatter is None:  # routes are resolved by policy.budget.resolve_route; this is a guard
         raise InvalidParams(
             "provider", f"unknown provider kind {quoted(kind)}; known: {', '.join(KINDS)}"
         )
-    return formatter(rows if swept else sweep_orphans(rows), model)
+    sent = rows if swept else sweep_orphans(rows)
+    body = formatter(sent, model)
+    if not breakpoints:
+        return body
+    return cache.mark(kind, body, model, cache.note_blocks(sent, note))

@@ -11,7 +11,7 @@ PostgreSQL engine (``postgres/``, reusing the shared SQL through its dialect):
 - ``records.py``     stateless SQL of conversation records: title, metadata, the paged listing
 - ``edits.py``       stateless SQL of the edits: truncate, delete turns, edit a row, copy
 - ``search_index.py`` stateless SQL of the full-text search index
-- ``overview.py``    stateless SQL on the whole database: listings and stats
+- ``overview.py``    stateless SQL on the whole database: the totals of ``stats``
 - ``rows.py``        a row's columns and its conversion to and from ``StoredMessage``
 - ``tail.py``        what the connection remembers of a conversation's end
 - ``cache.py``       the bounded LRU of whole conversations
@@ -19,15 +19,16 @@ PostgreSQL engine (``postgres/``, reusing the shared SQL through its dialect):
 - ``failures.py``    the busy timeout and readable reasons of SQLite's failures
 - ``files.py``       the folder and files on disk, owner-only
 - ``schema.py``      the schema and its migrations
-- ``engine.py``      the SQLite engine (sqlean.py, for FTS5 secure-delete) every connection uses
+- ``engine.py``      the SQLite engine (APSW, for FTS5 secure-delete) every connection uses
 - ``keys.py``        the database's own secrets: the key of listConversations' cursors
 - ``calibration.py`` the usage ratios of ``reportUsage`` per (provider kind, model), remembered
+- ``keys.py``        the database's own secrets (the key of every request's ``cacheKey``)
 """
 
 from chat_history.model import Key, Summary
 from chat_history.store.choice import database_option, open_store, purge_option
 from chat_history.store.connection import Store
-from chat_history.store.overview import ConversationRecord, DatabaseStats
+from chat_history.store.overview import DatabaseStats
 from chat_history.store.queries import ConversationTotals, RowMetaRecord
 from chat_history.store.schema import DATABASE_FILE
 from chat_history.store.seam import HistoryStore
@@ -35,7 +36,6 @@ from chat_history.store.transaction import Reading, Transaction
 
 __all__ = [
     "DATABASE_FILE",
-    "ConversationRecord",
     "ConversationTotals",
     "DatabaseStats",
     "HistoryStore",

@@ -39,13 +39,17 @@ class ConversationCache:
 
     @property
     def rows(self) -> int:
+        """The rows held, across every conversation."""
         return self._rows
 
     @property
     def bytes(self) -> int:
+        """The estimated bytes held (``row_bytes``)."""
         return self._bytes
 
     def get(self, key: Key) -> list[StoredMessage] | None:
+        """A copy of the conversation's rows (it becomes the most recently used); None when not
+        held."""
         rows = self._entries.get(key)
         if rows is None:
             return None
@@ -53,6 +57,8 @@ class ConversationCache:
         return list(rows)
 
     def put(self, key: Key, rows: Sequence[StoredMessage]) -> None:
+        """Hold the conversation's rows, unless it alone is past a bound; the least recently used go
+        until every bound holds."""
         self.drop(key)
         if len(rows) > self.max_rows:
             return
@@ -78,6 +84,7 @@ class ConversationCache:
         self._evict()
 
     def remove_ids(self, key: Key, ids: set[int]) -> None:
+        """Drop the named rows of a held conversation (deleted by retention or an edit)."""
         entry = self._entries.get(key)
         if entry is None:
             return
@@ -102,12 +109,15 @@ class ConversationCache:
             self._evict()
 
     def drop(self, key: Key) -> None:
+        """Forget the conversation (its rows changed other than by what the cache follows)."""
         entry = self._entries.pop(key, None)
         if entry is not None:
             self._rows -= len(entry)
             self._bytes -= self._sizes.pop(key)
 
     def clear(self) -> None:
+        """Forget every conversation (another connection committed, a write rolled back, or the
+        connection is new)."""
         self._entries.clear()
         self._sizes.clear()
         self._rows = 0

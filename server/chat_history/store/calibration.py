@@ -115,6 +115,7 @@ class RatioMemo:
         self._ratios.clear()
 
     def forget(self, kind: str, model: str | None) -> None:
+        """Forget the key's ratios (this connection just recorded one)."""
         self._ratios.pop((kind, stored_model(model)), None)
 
     def ratios(

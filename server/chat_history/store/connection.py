@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from chat_history.errors import StorageError
-from chat_history.store import calibration, failures, files
+from chat_history.store import calibration, failures, files, keys
 from chat_history.store.cache import ConversationCache
 from chat_history.store.engine import sqlite3
 from chat_history.store.schema import DATABASE_FILE, NewerSchema, check_version, migrate
@@ -45,8 +45,8 @@ def _enable_wal(connection: sqlite3.Connection) -> None:
         try:
             connection.execute("PRAGMA journal_mode = WAL")
             return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > give_up:
+        except sqlite3.Error as exc:
+            if not sqlite3.is_locked(exc) or time.monotonic() > give_up:
                 raise
             time.sleep(0.005)
 
@@ -77,6 +77,21 @@ class Store:
         #: the same for its -wal and -shm (None: not there at the time)
         self._sidecars: dict[str, tuple[int, int] | None] = {}
         self._wal = WalReset(self.path, self._lock, self._idle_connection)
+        #: the database's keys (store.keys) read through the open connection
+        self._secrets: dict[str, bytes] = {}
+
+    def secret(self, name: str) -> bytes:
+        """The database's key ``name`` (store.keys), read once per connection."""
+        with self._lock:
+            connection = self._open()
+            found = self._secrets.get(name)
+            if found is None:
+                try:
+                    found = keys.secret(connection, name)
+                except sqlite3.Error as exc:
+                    raise self._failure(exc) from exc
+                self._secrets[name] = found
+            return found
 
     # -- sections -------------------------------------------------------------------------------
 
@@ -180,6 +195,7 @@ class Store:
         self.cache.version = None
         self._tails.clear()
         self._ratios.clear()
+        self._secrets.clear()
         return connection
 
     def _refuse_damaged(self) -> None:
@@ -217,6 +233,7 @@ class Store:
             _enable_wal(connection)
             connection.execute("PRAGMA synchronous = NORMAL")
             migrate(connection)
+            keys.ensure(connection)  # a file from a build that knew fewer keys
             for suffix in _SIDECARS:
                 files.tighten(Path(f"{self.path}{suffix}"))
         except NewerSchema as exc:

@@ -16,11 +16,11 @@ UNWRITABLE = (8, 14)
 def reason(exc: BaseException) -> str:
     """``exc`` as a user reads it; a lock names how long it was waited for."""
     text = str(exc) or type(exc).__name__
-    if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
+    if sqlite3.is_locked(exc):
         return f"{text} (still locked after {BUSY_TIMEOUT_MS} ms)"
     return text
 
 
 def primary_code(exc: sqlite3.Error) -> int:
     """SQLite's primary result code of ``exc`` (0 when it has none)."""
-    return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+    return sqlite3.primary_code(exc)

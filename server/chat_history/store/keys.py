@@ -1,7 +1,9 @@
-"""The database's own secrets: the key that authenticates ``listConversations`` cursors
-(policy.cursor). Kept in the database, so every process on it accepts the cursors another
-handed out and a database made anew refuses the old ones; drawn from the operating system's
-random source (``secrets``), not SQLite's ``randomblob``, whose Windows seed is the clock."""
+"""The database's own secrets, one per use: the key that authenticates ``listConversations``
+cursors (policy.cursor) and the key of every request's ``cacheKey`` (providers.cache). Kept in
+the database, so every process on it accepts the cursors another handed out and derives the
+same cache keys, and a database made anew refuses the old cursors; drawn from the operating
+system's random source (``secrets``), not SQLite's ``randomblob``, whose Windows seed is the
+clock."""
 
 from __future__ import annotations
 
@@ -17,20 +19,33 @@ CREATE TABLE IF NOT EXISTS server_keys (
 ) WITHOUT ROWID
 """
 CURSOR = "cursor"
-KEY_BYTES = 32
+CACHE = "cacheKey"
+#: Every key a database holds.
+NAMES = (CURSOR, CACHE)
+_KEY_BYTES = 32
 
 
 def ensure(connection: sqlite3.Connection) -> None:
-    """Give the database its keys when it has none (inside the migration's transaction)."""
-    connection.execute(
-        "INSERT OR IGNORE INTO server_keys (name, secret) VALUES (?, ?)",
-        (CURSOR, secrets.token_bytes(KEY_BYTES)),
-    )
+    """Give the database the keys it lacks (inside the migration's transaction; at every open
+    too, so a file from a build that knew fewer keys gets the new ones); writes only when one
+    is missing."""
+    have = {row[0] for row in connection.execute("SELECT name FROM server_keys")}
+    for name in NAMES:
+        if name not in have:
+            connection.execute(
+                "INSERT OR IGNORE INTO server_keys (name, secret) VALUES (?, ?)",
+                (name, secrets.token_bytes(_KEY_BYTES)),
+            )
+
+
+def secret(connection: sqlite3.Connection, name: str) -> bytes:
+    """The key ``name`` of this database."""
+    row = connection.execute("SELECT secret FROM server_keys WHERE name = ?", (name,)).fetchone()
+    if row is None:  # a file whose migration ran without it (never by this server)
+        raise sqlite3.DatabaseError(f"the database has no {name} key")
+    return bytes(row[0])
 
 
 def cursor_key(connection: sqlite3.Connection) -> bytes:
     """The key of this database's cursors."""
-    row = connection.execute("SELECT secret FROM server_keys WHERE name = ?", (CURSOR,)).fetchone()
-    if row is None:  # a file whose migration ran without it (never by this server)
-        raise sqlite3.DatabaseError("the database has no cursor key")
-    return bytes(row[0])
+    return secret(connection, CURSOR)

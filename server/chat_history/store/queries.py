@@ -59,6 +59,8 @@ class ConversationTotals:
 
 @attrs.frozen
 class RowMetaRecord:
+    """A row as retention plans on it: no content, only what its rules weigh."""
+
     id: int
     turn: int
     role: str
@@ -75,6 +77,8 @@ def data_version(connection: sqlite3.Connection) -> int:
 
 
 def totals(connection: sqlite3.Connection, key: Key) -> ConversationTotals | None:
+    """The conversation's stored totals (count, tokens, last turn and where it starts, oldest row,
+    last activity); None when it has no record."""
     row = connection.execute(
         "SELECT message_count, tokens, last_turn, turn_start_id, oldest_timestamp, "
         "last_activity FROM conversations WHERE workspace = ? AND conversation = ?",
@@ -203,6 +207,7 @@ def insert_row(
 def write_totals(
     connection: sqlite3.Connection, key: Key, after: ConversationTotals, *, existed: bool
 ) -> None:
+    """Store the conversation's totals: update its record, or make it when none ``existed``."""
     connection.execute(
         _UPDATE_TOTALS if existed else _INSERT_TOTALS,
         (
@@ -284,6 +289,8 @@ def add_figures(
     own: Sequence[int],
     earlier: Sequence[int],
 ) -> None:
+    """Record a completed turn's figures and the running sums of the turns before it (what prepare's
+    read plan starts from)."""
     connection.execute(_ADD_FIGURES, (key.workspace, key.conversation, turn, *own, *earlier))
 
 
@@ -307,6 +314,7 @@ def figure_rows(
 
 
 def summary(connection: sqlite3.Connection, key: Key) -> Summary | None:
+    """The conversation's summary, or None."""
     row = connection.execute(
         "SELECT summary, updated_at, covers_through_id FROM summaries WHERE workspace = ? "
         "AND conversation = ?",
@@ -335,10 +343,3 @@ def save_summary(connection: sqlite3.Connection, key: Key, saved: Summary) -> bo
         (key.workspace, key.conversation, saved.summary, saved.updated_at, saved.covers_through_id),
     )
     return replaced
-
-
-def delete_summary(connection: sqlite3.Connection, key: Key) -> None:
-    connection.execute(
-        "DELETE FROM summaries WHERE workspace = ? AND conversation = ?",
-        (key.workspace, key.conversation),
-    )

@@ -18,16 +18,20 @@ import attrs
 from chat_history.model import Key, Message
 from chat_history.store.engine import sqlite3
 
-#: A conversation exists (c: its record, s: its summary, joined).
-_EXISTS = (
+#: A conversation exists (c: its record, s: its summary, joined by ``SELECT_FROM``): the one
+#: definition, which the listing and ``overview.stats`` share.
+EXISTS = (
     "(c.message_count > 0 OR c.title IS NOT NULL OR c.metadata IS NOT NULL "
     "OR s.conversation IS NOT NULL)"
 )
-_SELECT = (
-    "SELECT c.workspace, c.conversation, c.title, c.created_at, c.last_activity, "
-    "c.message_count, c.tokens, s.conversation IS NOT NULL, c.metadata "
+#: Records joined with their summaries.
+SELECT_FROM = (
     "FROM conversations c LEFT JOIN summaries s "
     "ON s.workspace = c.workspace AND s.conversation = c.conversation"
+)
+_SELECT = (
+    "SELECT c.workspace, c.conversation, c.title, c.created_at, c.last_activity, "
+    f"c.message_count, c.tokens, s.conversation IS NOT NULL, c.metadata {SELECT_FROM}"
 )
 #: Listing order: newest activity first, then conversationId, then workspace (policy.cursor).
 _ORDER = " ORDER BY c.last_activity DESC, c.conversation, c.workspace"
@@ -40,7 +44,9 @@ _AFTER = (
 
 @attrs.frozen
 class RecordRow:
-    """One conversation's record as stored (the automatic title is not stored)."""
+    """One conversation's record as stored: the one record type of the store, which
+    ``conversations.describe`` turns into the ConversationInfo every listing answers with (the
+    automatic title is not stored)."""
 
     workspace: str
     conversation: str
@@ -56,6 +62,7 @@ class RecordRow:
 
     @property
     def key(self) -> Key:
+        """The (workspace, conversation) pair naming it."""
         return Key(self.workspace, self.conversation)
 
 
@@ -77,7 +84,7 @@ def _record(row: tuple[Any, ...]) -> RecordRow:
 def record(connection: sqlite3.Connection, key: Key) -> RecordRow | None:
     """The conversation's record, None when it does not exist."""
     row = connection.execute(
-        f"{_SELECT} WHERE c.workspace = ? AND c.conversation = ? AND {_EXISTS}",
+        f"{_SELECT} WHERE c.workspace = ? AND c.conversation = ? AND {EXISTS}",
         (key.workspace, key.conversation),
     ).fetchone()
     return _record(row) if row is not None else None
@@ -86,9 +93,7 @@ def record(connection: sqlite3.Connection, key: Key) -> RecordRow | None:
 def exists(connection: sqlite3.Connection, key: Key) -> bool:
     """Whether the conversation exists (its record is not read: every write asks)."""
     row = connection.execute(
-        "SELECT 1 FROM conversations c LEFT JOIN summaries s "
-        "ON s.workspace = c.workspace AND s.conversation = c.conversation "
-        f"WHERE c.workspace = ? AND c.conversation = ? AND {_EXISTS}",
+        f"SELECT 1 {SELECT_FROM} WHERE c.workspace = ? AND c.conversation = ? AND {EXISTS}",
         (key.workspace, key.conversation),
     ).fetchone()
     return row is not None
@@ -102,7 +107,7 @@ def listing(
 ) -> list[RecordRow]:
     """The existing conversations of ``workspace`` (every workspace when None) in listing order,
     those after ``after`` (last_activity, conversation, workspace) only, at most ``limit``."""
-    where = [_EXISTS]
+    where = [EXISTS]
     args: list[Any] = []
     if workspace is not None:
         where.append("c.workspace = ?")
@@ -169,6 +174,7 @@ def set_created(connection: sqlite3.Connection, key: Key, now: int) -> None:
 
 
 def set_title(connection: sqlite3.Connection, key: Key, title: str | None) -> None:
+    """Store the client's title (None: back to the automatic one)."""
     connection.execute(
         "UPDATE conversations SET title = ? WHERE workspace = ? AND conversation = ?",
         (title, key.workspace, key.conversation),

@@ -154,9 +154,10 @@ MIGRATIONS[5] = calibration.SCHEMA
 # Version 7 (issue 22): folds that no writer can leave missing or stale (store.search_index).
 MIGRATIONS[6] = search_index.SCHEMA_V7
 
-# Version 8 (issue 22): the database's own secrets (store/keys.py), the key of the cursors
-# first; the key itself is drawn in Python and written by ``keys.ensure`` in the same
-# transaction. Idempotent, like version 6.
+# Version 8 (issues 22 and 23): the database's own secrets (store/keys.py): the key of the
+# cursors and the key of every request's cacheKey; the keys themselves are drawn in Python and
+# written by ``keys.ensure`` in the same transaction. Idempotent, like version 6.
+MIGRATIONS[7] = keys.SCHEMA
 MIGRATIONS[7] = keys.SCHEMA
 
 # Version 9 (issue 24): the folder fingerprints of workspace identities (store/workspaces.py).
@@ -177,6 +178,9 @@ def statements(script: str) -> list[str]:
 
 
 class NewerSchema(Exception):
+    """The database was written by a newer server: it is left as it is, and this server refuses to
+    open it."""
+
     def __init__(self, found: int) -> None:
         super().__init__(
             f"the database has schema version {found}, newer than this server's {SCHEMA_VERSION}; "

@@ -127,6 +127,7 @@ _FOLDED = "coalesce(m.folded, lower(m.content))"
 
 
 def indexed_through(connection: sqlite3.Connection) -> int:
+    """The newest row id the search index holds (later rows wait for the next catch-up)."""
     return int(connection.execute("SELECT indexed_through FROM search_state").fetchone()[0])
 
 

@@ -75,6 +75,7 @@ class Tails:
 
     @property
     def in_transaction(self) -> bool:
+        """Whether a write or snapshot is open (the count is odd inside one)."""
         return bool(self.transactions % 2)
 
     def drop(self, key: Key) -> None:
@@ -121,6 +122,8 @@ class Tails:
         tail.trim()
 
     def clear(self) -> None:
+        """Forget every tail (another connection committed, a write rolled back, or the connection
+        is new)."""
         self._tails.clear()
 
     def tail(self, connection: sqlite3.Connection, key: Key) -> Tail:

@@ -27,7 +27,7 @@ from chat_history.store import (
 from chat_history.store import workspaces as workspace_sql
 from chat_history.store.cache import ConversationCache
 from chat_history.store.engine import sqlite3
-from chat_history.store.overview import ConversationRecord, DatabaseStats
+from chat_history.store.overview import DatabaseStats
 from chat_history.store.queries import ConversationTotals, RowMetaRecord
 from chat_history.store.records import RecordRow
 from chat_history.store.rows import to_message
@@ -158,6 +158,7 @@ class Reading:
     # -- summaries --------------------------------------------------------------------------
 
     def summary(self, key: Key) -> Summary | None:
+        """The conversation's summary, or None."""
         return queries.summary(self.connection, key)
 
     # -- version 2: conversation records, rows by id and turn (store.records, store.edits) ----
@@ -181,15 +182,19 @@ class Reading:
         return records.user_rows(self.connection, key)
 
     def row(self, key: Key, row_id: int) -> StoredMessage | None:
+        """The conversation's row ``row_id``; None when it is not one of its rows."""
         return edits.row(self.connection, key, row_id)
 
     def rows_of_turns(self, key: Key, turns: Sequence[int]) -> list[StoredMessage]:
+        """Every row of the named turns, oldest first."""
         return edits.rows_of_turns(self.connection, key, turns)
 
     def turn_rows(self, key: Key, turn: int) -> list[StoredMessage]:
+        """Every row of one turn, oldest first."""
         return edits.rows_of_turns(self.connection, key, [turn])
 
     def last_id(self, key: Key) -> int | None:
+        """The conversation's newest row id; None when it has no rows."""
         return edits.last_id(self.connection, key)
 
     def rows_through(self, key: Key, row_id: int) -> int:
@@ -205,13 +210,8 @@ class Reading:
 
     # -- the whole database -----------------------------------------------------------------
 
-    def conversations(self, workspace: str) -> list[ConversationRecord]:
-        return overview.conversations(self.connection, workspace)
-
-    def workspaces(self) -> list[str]:
-        return overview.workspaces(self.connection)
-
     def stats(self) -> DatabaseStats:
+        """The whole database's totals (``chat-history stats``)."""
         return overview.stats(self.connection)
 
     # -- search -----------------------------------------------------------------------------

@@ -95,6 +95,7 @@ class WalReset:
         timer.start()
 
     def cancel(self) -> None:
+        """Stop the retry timer (the store closes)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -101,6 +101,8 @@ class SettingsBarrier:
 
     @property
     def bound(self) -> float:
+        """How long a request waits for the settings before it runs with those known so far, in
+        seconds."""
         return self._bound
 
     @property

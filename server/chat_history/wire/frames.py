@@ -29,6 +29,7 @@ _HEADER = b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; char
 
 
 def frame_header(size: int) -> bytes:
+    """The LSP base-protocol header of a body of ``size`` bytes."""
     return _HEADER % size
 
 
@@ -43,10 +44,12 @@ class FrameWriter:
         self.closed = False
 
     def close(self) -> None:
+        """Close stdout; later writes are dropped."""
         with self._lock:
             self._stdout.close()
 
     def write(self, data: bytes) -> None:
+        """Write one whole frame."""
         self.write_parts(data)
 
     def write_frame(self, *body: bytes) -> None:
@@ -54,6 +57,8 @@ class FrameWriter:
         self.write_parts(frame_header(sum(map(len, body))), *body)
 
     def write_parts(self, *parts: bytes) -> None:
+        """Write a frame's parts as one unit (no other frame in between) and flush; once the client
+        has gone, writes are dropped."""
         with self._lock:
             if self.closed:
                 return
@@ -254,6 +259,8 @@ def answer_body(data: Any, default: Callable[[Any], Any]) -> list[bytes] | None:
 
 
 def error_body(msg_id: Any, code: int, message: str, data: Any = None) -> bytes:
+    """A JSON-RPC error answer's encoded frame body (written where ``protocol`` cannot be reached:
+    an answer too large to send)."""
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data

@@ -96,6 +96,7 @@ class StdinReader:
         return head
 
     async def read(self, size: int) -> bytes:
+        """Up to ``size`` bytes of stdin, read on a worker thread so the event loop never blocks."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.executor, self.stdin.read, size)
 
@@ -291,6 +292,8 @@ class Incoming:
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> Incoming:
+        """The message's method and id, and whether the id is one an answer may carry (a string or
+        an integer)."""
         msg_id = data.get("id")
         id_ok = isinstance(msg_id, str) or (
             isinstance(msg_id, int) and not isinstance(msg_id, bool)
@@ -299,6 +302,7 @@ class Incoming:
 
     @property
     def answer_id(self) -> Any:
+        """The id an error answer carries: null when the message's own id is invalid."""
         return self.msg_id if self.id_ok else None
 
     def refuse(
@@ -408,6 +412,8 @@ def _handle_response(protocol: JsonRPCProtocol, data: dict[str, Any]) -> None:
 
 
 def too_deep(protocol: JsonRPCProtocol, msg_id: Any, field: str) -> None:
+    """Answer a message nested too deeply to read: a parse error without its id, else InvalidParams
+    naming ``field``."""
     if msg_id is None:
         send_error(protocol, None, PARSE_ERROR, "Parse error: the message is nested too deeply")
         return
@@ -476,6 +482,7 @@ def top_level_id(body: bytes) -> int | str | None:
 def send_error(
     protocol: JsonRPCProtocol, msg_id: Any, code: int, message: str, data: Any = None
 ) -> None:
+    """Send a JSON-RPC error answer, and log it."""
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data

@@ -72,6 +72,7 @@ class AdaptedProtocol(LanguageServerProtocol):
 
     @property
     def server(self) -> Any:
+        """The server this protocol serves (pygls keeps it private)."""
         return self._server
 
     def _send_data(self, data: Any) -> None:

@@ -49,11 +49,11 @@ from chat_history.settings import empty_object
 from chat_history.wire import frames
 
 if TYPE_CHECKING:  # the manager's result types, translated below (no import at run time)
-    from chat_history.conversations import ConversationPage
+    from chat_history.conversations import ConversationInfo, ConversationPage
     from chat_history.manager import AppendResult, GetResult, SearchResult
     from chat_history.preparation import PrepareOptions
     from chat_history.storage_retention import PruneRun
-    from chat_history.store import ConversationRecord, DatabaseStats
+    from chat_history.store import DatabaseStats
 
 # Limits (README "Limits"): large enough for real chats, small enough that no request can
 # exhaust memory or the database.
@@ -93,6 +93,9 @@ def wire_field(field: str) -> str:
 
 @attrs.define
 class ToolCallIn:
+    """A tool call as a request carries it, every field unchecked (``to_message`` checks each and
+    names the bad one)."""
+
     id: Any = None
     name: Any = None
     arguments: Any = None
@@ -100,6 +103,9 @@ class ToolCallIn:
 
 @attrs.define
 class AttachmentIn:
+    """An attachment as a request carries it, unchecked: inline ``data`` or a ``uri``
+    (``to_message`` checks which)."""
+
     kind: Any = None
     mime_type: Any = None
     data: Any = None
@@ -108,6 +114,9 @@ class AttachmentIn:
 
 @attrs.define
 class MessageIn:
+    """A message of ``append``'s ``messages`` as structured from the wire, before ``to_message``
+    checks it."""
+
     role: str
     content: str | None = None
     tool_calls: list[ToolCallIn] | None = None
@@ -121,23 +130,32 @@ class MessageIn:
 
 @attrs.define
 class KeyParams:
+    """The keys every conversation method takes: ``conversationId``, and ``workspace`` (default: the
+    session's)."""
+
     conversation_id: str
     workspace: str | None = None
 
 
 @attrs.define
 class AppendParams(KeyParams):
+    """``append``: the messages to store, 1 to ``MAX_MESSAGES`` of them."""
+
     messages: list[MessageIn] = attrs.field(kw_only=True)
 
 
 @attrs.define
 class GetParams(KeyParams):
+    """``get``: the newest ``limit`` rows (all when absent), older than ``beforeId`` when given."""
+
     limit: int | None = None
     before_id: int | None = None
 
 
 @attrs.define
 class ToolIn:
+    """A tool definition ``format``/``prepare`` count and pass to the provider's formatter."""
+
     name: str
     description: str | None = None
     parameters: dict[str, Any] | None = None
@@ -145,6 +163,8 @@ class ToolIn:
 
 @attrs.define
 class FormatParams(KeyParams):
+    """``format``: the provider kind or alias, the model and the tools of the request to shape."""
+
     provider: str | None = None
     model: str | None = None
     tools: list[ToolIn] | None = None
@@ -152,6 +172,9 @@ class FormatParams(KeyParams):
 
 @attrs.define
 class PrepareParams(FormatParams):
+    """``prepare``: ``format``'s params and what shapes the window (extra tokens, overflow recovery,
+    the tool context kept)."""
+
     extra_tokens: int | None = None
     overflow_recovery: bool | None = None
     keep_tool_context_turns: int | None = None
@@ -159,6 +182,9 @@ class PrepareParams(FormatParams):
 
 @attrs.define
 class SearchParams:
+    """``search``: the query and its scope (one conversation, a workspace or all of them), roles and
+    page size."""
+
     query: str
     conversation_id: str | None = None
     workspace: str | None = None
@@ -169,12 +195,18 @@ class SearchParams:
 
 @attrs.define
 class SaveSummaryParams(KeyParams):
+    """``saveSummary``: the summary text and the newest row it covers (none: it covers no particular
+    row)."""
+
     summary: str = attrs.field(kw_only=True)
     covers_through_id: int | None = None
 
 
 @attrs.define
 class ListParams:
+    """``listConversations``: whose conversations (a workspace, or all), and the page (``limit``,
+    ``cursor``)."""
+
     workspace: str | None = None
     all_workspaces: bool | None = None
     limit: int | None = None
@@ -190,22 +222,31 @@ ABSENT: Any = attrs.make_class("Absent", [])()
 
 @attrs.define
 class UpdateConversationParams(KeyParams):
+    """``updateConversation``: a title (null: back to the automatic one; ``ABSENT``: left as it is)
+    and metadata replacing the old."""
+
     title: Any = ABSENT
     metadata: dict[str, Any] | None = None
 
 
 @attrs.define
 class TruncateParams(KeyParams):
+    """``truncate``: the first row to delete."""
+
     from_id: int = attrs.field(kw_only=True)
 
 
 @attrs.define
 class DeleteTurnsParams(KeyParams):
+    """``deleteTurns``: the turn numbers whose rows go."""
+
     turns: list[int] = attrs.field(kw_only=True)
 
 
 @attrs.define
 class EditMessageParams(KeyParams):
+    """``editMessage``: the row and what replaces its content, attachments and/or metadata."""
+
     id: int = attrs.field(kw_only=True)
     content: str | None = None
     attachments: list[AttachmentIn] | None = None
@@ -214,6 +255,8 @@ class EditMessageParams(KeyParams):
 
 @attrs.define
 class ForkParams(KeyParams):
+    """``fork``: the new conversation's id (and workspace), and the newest row copied."""
+
     new_conversation_id: str = attrs.field(kw_only=True)
     through_id: int | None = None
     new_workspace: str | None = None
@@ -364,6 +407,8 @@ _MIME = re.compile(r"^image/[a-z0-9.+-]+$")
 
 
 def check_text(value: str, field: str, max_chars: int) -> str:
+    """A string of at most ``max_chars`` characters that SQLite can store as UTF-8 (no lone
+    surrogate), else InvalidParams ``field``."""
     if len(value) > max_chars:
         raise InvalidParams(field, f"longer than {max_chars:,} characters ({len(value):,})")
     try:
@@ -378,6 +423,8 @@ def _no_constant(name: str) -> Any:
 
 
 def check_depth(value: Any, field: str) -> Any:
+    """A JSON value nested at most ``MAX_JSON_DEPTH`` levels deep, else InvalidParams ``field``
+    (every later step that walks it recurses)."""
     if nesting_exceeds(value, MAX_JSON_DEPTH):
         raise InvalidParams(field, f"nested deeper than {MAX_JSON_DEPTH} levels")
     return value
@@ -397,6 +444,8 @@ def check_json(value: Any, field: str) -> Any:
 
 
 def check_key(params: KeyParams, default_workspace: str) -> tuple[str, str]:
+    """The request's (workspace, conversationId), checked; the session's workspace when it names
+    none."""
     conversation = check_id(params.conversation_id, "conversationId")
     workspace = (
         check_workspace(params.workspace) if params.workspace is not None else default_workspace
@@ -411,12 +460,14 @@ def check_workspace(value: str, field: str = "workspace") -> str:
 
 
 def check_id(value: str, field: str, max_chars: int = MAX_ID_CHARS) -> str:
+    """A non-empty id of at most ``max_chars`` characters, else InvalidParams ``field``."""
     if not value:
         raise InvalidParams(field, "must be a non-empty string")
     return check_text(value, field, max_chars)
 
 
 def check_int(value: int | None, field: str, low: int, high: int = MAX_INT) -> int | None:
+    """An integer (or absent) within ``low``..``high``, else InvalidParams ``field``."""
     if value is not None and not low <= value <= high:
         raise InvalidParams(field, f"must be between {low:,} and {high:,} (got {quoted(value)})")
     return value
@@ -426,6 +477,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def parse_timestamp(value: Any, field: str) -> int | None:
+    """A timestamp as stored: epoch milliseconds from an integer or an ISO-8601 string (a naive one
+    read as UTC); absent is None; anything else is InvalidParams ``field``."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -500,6 +553,8 @@ def _attachment(raw: AttachmentIn, field: str) -> Attachment:
 
 
 def to_message(raw: MessageIn, field: str) -> Message:
+    """One wire message checked field by field into a Message; InvalidParams names the path of the
+    first bad field under ``field`` (``messages[3].toolCalls[0].id``)."""
     if raw.role not in ROLES:
         raise InvalidParams(
             f"{field}.role", f"unknown role {quoted(raw.role)}; expected one of {', '.join(ROLES)}"
@@ -546,6 +601,7 @@ def to_message(raw: MessageIn, field: str) -> Message:
 
 
 def to_messages(params: AppendParams) -> list[Message]:
+    """``append``'s messages checked into Messages, in order."""
     if not 1 <= len(params.messages) <= MAX_MESSAGES:
         raise InvalidParams(
             "messages", f"must hold 1 to {MAX_MESSAGES:,} messages (got {len(params.messages):,})"
@@ -554,6 +610,7 @@ def to_messages(params: AppendParams) -> list[Message]:
 
 
 def to_tools(tools: Sequence[ToolIn] | None) -> tuple[ToolSpec, ...] | None:
+    """``tools`` checked into ToolSpecs (at most ``MAX_TOOLS``); None when the request has none."""
     if tools is None:
         return None
     if len(tools) > MAX_TOOLS:
@@ -580,6 +637,7 @@ def to_tools(tools: Sequence[ToolIn] | None) -> tuple[ToolSpec, ...] | None:
 
 
 def wire_message(row: StoredMessage) -> dict[str, Any]:
+    """A stored row as the wire's StoredMessage."""
     return {
         "id": row.id,
         "turn": row.turn,
@@ -624,14 +682,17 @@ def wire(value: Any) -> Any:
 
 
 def wire_summary(summary: Summary | None) -> dict[str, Any] | None:
+    """A summary as the wire's Summary; null when there is none."""
     return wire(summary) if summary is not None else None
 
 
 def wire_prune(report: PruneReport | None) -> dict[str, Any] | None:
+    """What retention deleted as the wire's PruneReport; null when it deleted nothing."""
     return wire(report) if report is not None else None
 
 
 def wire_trimmed(workspace: str, conversation: str, event: Trimmed) -> dict[str, Any]:
+    """The params of one ``chatHistory/trimmed`` notification for the conversation."""
     return {"workspace": workspace, "conversationId": conversation, **wire(event)}
 
 
@@ -718,6 +779,8 @@ def search_args(params: SearchParams, default_workspace: str) -> tuple[SearchSco
 
 
 def wire_search(result: SearchResult) -> dict[str, Any]:
+    """``search``'s answer: each hit with its conversation, row and snippet, and whether more
+    remain."""
     return {
         "results": [
             {
@@ -743,6 +806,8 @@ def usage_args(params: ReportUsageParams) -> tuple[str | None, str | None, int, 
 
 
 def wire_append(result: AppendResult) -> dict[str, Any]:
+    """``append``'s answer: the stored rows one for one with the request's messages, and what
+    retention deleted."""
     return {"messages": wire(result.messages), "pruned": wire_prune(result.pruned)}
 
 
@@ -758,21 +823,8 @@ def wire_get(result: GetResult) -> dict[str, Any]:
 
 
 def wire_cleared(deleted_messages: int) -> dict[str, Any]:
+    """``clear``'s answer: how many rows went."""
     return {"deletedMessages": deleted_messages}
-
-
-def wire_conversation(record: ConversationRecord, workspace: str | None = None) -> dict[str, Any]:
-    """One ``listConversations`` entry; with ``workspace`` (the CLI's listing over every
-    workspace), the workspace first."""
-    entry: dict[str, Any] = {} if workspace is None else {"workspace": workspace}
-    entry.update(
-        conversationId=record.conversation,
-        messageCount=record.message_count,
-        tokens=record.tokens,
-        lastActivity=record.last_activity,
-        hasSummary=record.has_summary,
-    )
-    return entry
 
 
 def wire_history(workspace: str, conversation: str, result: GetResult) -> dict[str, Any]:
@@ -886,7 +938,14 @@ def fork_args(params: ForkParams, source_workspace: str) -> tuple[str, str, int 
 
 
 def wire_page(page: ConversationPage) -> dict[str, Any]:
-    return {"conversations": wire(page.conversations), "nextCursor": page.next_cursor}
+    """A ``listConversations`` page: its conversations and the next page's cursor."""
+    return {**wire_listing(page.conversations), "nextCursor": page.next_cursor}
+
+
+def wire_listing(conversations: Sequence[ConversationInfo]) -> dict[str, Any]:
+    """Conversations as ``listConversations`` lists them (``chat-history conversations --json``
+    prints the same entries, grouped by workspace)."""
+    return {"conversations": wire(conversations)}
 
 
 def wire_prune_run(run: PruneRun) -> dict[str, Any]:

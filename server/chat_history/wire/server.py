@@ -49,11 +49,15 @@ EXPECTED_CODES = protocol.EXPECTED_CODES
 
 
 class ContextOverflowError(JsonRpcException):
+    """JSON-RPC error 1001: the conversation cannot fit the context budget (protocol.md, Errors)."""
+
     CODE = 1001
     MESSAGE = "Context overflow"
 
 
 class StorageFailure(JsonRpcException):
+    """JSON-RPC error 1002: the database failed; the message says why (protocol.md, Errors)."""
+
     CODE = 1002
     MESSAGE = "Storage error"
 
@@ -75,10 +79,15 @@ _converter = lsp_adapter.converter
 
 
 class ChatHistoryProtocol(lsp_adapter.AdaptedProtocol):
+    """pygls's protocol with this server's lifecycle: one initialize per session, the capabilities
+    it really has, document traffic dropped."""
+
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(
         self, params: types.InitializeParams
     ) -> Generator[Any, Any, types.InitializeResult]:
+        """pygls's initialize, refused when repeated, answering with the chatHistory capabilities
+        only."""
         if getattr(self.server, "manager", None) is not None:
             # LSP allows one initialize; a second must not swap the storage folder mid-session.
             raise JsonRpcInvalidRequest(message="initialize may only be sent once per session")
@@ -93,26 +102,32 @@ class ChatHistoryProtocol(lsp_adapter.AdaptedProtocol):
     # Document traffic is not advertised; a client that sends it anyway is not kept in memory.
     @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
     def lsp_text_document__did_open(self, params: Any) -> None:
+        """Dropped: no document is kept."""
         return None
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
     def lsp_text_document__did_change(self, params: Any) -> None:
+        """Dropped: no document is kept."""
         return None
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
     def lsp_text_document__did_close(self, params: Any) -> None:
+        """Dropped: no document is kept."""
         return None
 
     @lsp_method(types.NOTEBOOK_DOCUMENT_DID_OPEN)
     def lsp_notebook_document__did_open(self, params: Any) -> None:
+        """Dropped: no notebook is kept."""
         return None
 
     @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
     def lsp_notebook_document__did_change(self, params: Any) -> None:
+        """Dropped: no notebook is kept."""
         return None
 
     @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
     def lsp_notebook_document__did_close(self, params: Any) -> None:
+        """Dropped: no notebook is kept."""
         return None
 
 
@@ -133,6 +148,8 @@ class Job:
         self._lock = threading.Lock()
 
     def start(self) -> bool:
+        """Move a queued request to started, unless it was cancelled or the server is closing;
+        returns whether it runs."""
         with self._lock:
             if self._state == "queued" and not self._closing.is_set():
                 self._state = "started"
@@ -147,10 +164,15 @@ class Job:
             return True
 
     def stopped(self) -> bool:
+        """Whether the request will not run: cancelled, or the server is closing (a wait for
+        settings ends early)."""
         return self._state == "cancelled" or self._closing.is_set()
 
 
 class ChatHistoryServer(LanguageServer):
+    """The session: its manager (made by ``initialize``), the one request thread, the settings
+    barrier, the workspace identity and what it tells the editor."""
+
     def __init__(self) -> None:
         super().__init__(
             "chat-history-server",
@@ -188,6 +210,8 @@ class ChatHistoryServer(LanguageServer):
 
     def report_server_error(self, error: Exception, source: Any) -> None:
         # Error responses already reach the client; expected ones need no log line at all.
+        """Log an unexpected server error; expected ones (the protocol's own codes) are already in
+        their answers."""
         if isinstance(error, JsonRpcException) and error.code in EXPECTED_CODES:
             return
         log.error("server error: %s", error)
@@ -266,6 +290,8 @@ class ChatHistoryServer(LanguageServer):
 
     @property
     def pulls_configuration(self) -> bool:
+        """Whether the client answers ``workspace/configuration`` (the settings are pulled, not only
+        pushed)."""
         caps = self.client_capabilities.workspace
         return caps is not None and bool(caps.configuration)
 
@@ -342,6 +368,7 @@ class ChatHistoryServer(LanguageServer):
             self._identity_mode = mode
 
     def key(self, params: protocol.KeyParams) -> Key:
+        """The request's conversation key, checked; the session's workspace when it names none."""
         workspace, conversation = protocol.check_key(params, self.workspace_identity)
         return Key(workspace, conversation)
 
@@ -383,6 +410,8 @@ def _workspace_identity(params: types.InitializeParams, options: dict[str, Any])
 
 
 def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
+    """Open the manager on the storage folder, fix the workspace identity and the first settings;
+    with nothing known yet, requests wait for the pull that follows."""
     ls._loop = asyncio.get_running_loop()
     options = params.initialization_options
     if not isinstance(options, dict):
@@ -418,6 +447,7 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
 
 
 def initialized(ls: ChatHistoryServer, params: types.InitializedParams) -> None:
+    """Pull the settings when the client can answer ``workspace/configuration``."""
     if ls.pulls_configuration:
         ls.start_pull()
 
@@ -426,6 +456,8 @@ def did_change_configuration(
     ls: ChatHistoryServer, params: types.DidChangeConfigurationParams
 ) -> None:
     # Handled inline (not a task), so a request that arrives after it is sure to wait for it.
+    """New settings: pushed ones apply to requests that arrive from now on; otherwise they are
+    pulled again."""
     settings = params.settings
     if isinstance(settings, dict) and SECTION in settings:
         if settings[SECTION] is not None:
@@ -436,6 +468,7 @@ def did_change_configuration(
 
 async def shutdown(ls: ChatHistoryServer, *args: Any) -> None:
     # A request that started is finished and answered before `shutdown` is; the others never run.
+    """Answer ``shutdown`` after every started request is answered; queued ones never run."""
     ls.closing.set()
     ls.barrier.wake()
     # Each request's answer is written by a callback pygls added before this one's: awaiting
@@ -493,36 +526,45 @@ def request(ls: ChatHistoryServer, method: str, params_cls: type, body: Handler)
 
 
 def append(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.AppendParams) -> Any:
+    """``chatHistory/append``: store the messages (retention runs in the same write)."""
     return protocol.wire_append(m.append(ls.key(p), protocol.to_messages(p)))
 
 
 def get(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.GetParams) -> Any:
+    """``chatHistory/get``: the history after retention; the newest ``limit`` rows when paged."""
     return protocol.wire_get(m.get(ls.key(p), *protocol.get_args(p)))
 
 
 def format_(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.FormatParams) -> Any:
+    """``chatHistory/format``: the whole history as one provider's request body."""
     return protocol.wire(m.format(ls.key(p), *protocol.format_args(p)))
 
 
 def prepare(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.PrepareParams) -> Any:
+    """``chatHistory/prepare``: the history fitted to the model's window, as a provider request."""
     return protocol.wire(m.prepare(ls.key(p), protocol.prepare_options(p)))
 
 
 def save_summary(
     m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.SaveSummaryParams
 ) -> Any:
+    """``chatHistory/saveSummary``: store the conversation's summary, replacing any."""
     return protocol.wire(m.save_summary(ls.key(p), *protocol.summary_args(p)))
 
 
 def get_summary(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.KeyParams) -> Any:
+    """``chatHistory/getSummary``: the summary, or null."""
     return protocol.wire_summary(m.get_summary(ls.key(p)))
 
 
 def clear(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.KeyParams) -> Any:
+    """``chatHistory/clear``: delete the conversation whole: rows, summary, title, metadata."""
     return protocol.wire_cleared(m.clear(ls.key(p)))
 
 
 def list_page(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ListParams) -> Any:
+    """``chatHistory/listConversations``: a page of the listing (version 1's call, without paging,
+    is the whole listing in one page)."""
     return protocol.wire_page(
         m.list_conversations_page(*protocol.list_args(p, ls.workspace_identity))
     )
@@ -534,42 +576,50 @@ def list_page(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ListPara
 def update_conversation(
     m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.UpdateConversationParams
 ) -> Any:
+    """``chatHistory/updateConversation``: set the title and/or replace the metadata."""
     return protocol.wire(m.update_conversation(ls.key(p), protocol.update_args(p)))
 
 
 def truncate(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.TruncateParams) -> Any:
+    """``chatHistory/truncate``: delete row ``fromId`` and every later row."""
     return protocol.wire(m.truncate(ls.key(p), protocol.row_id(p.from_id, "fromId")))
 
 
 def delete_turns(
     m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.DeleteTurnsParams
 ) -> Any:
+    """``chatHistory/deleteTurns``: delete every row of the named turns."""
     return protocol.wire(m.delete_turns(ls.key(p), protocol.turns_arg(p)))
 
 
 def edit_message(
     m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.EditMessageParams
 ) -> Any:
+    """``chatHistory/editMessage``: replace a row's content, attachments or metadata in place."""
     return protocol.wire_message(m.edit_message(ls.key(p), *protocol.edit_args(p)))
 
 
 def fork(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ForkParams) -> Any:
+    """``chatHistory/fork``: into ``newWorkspace`` when given, else the source's workspace."""
     key = ls.key(p)
     workspace, target, through = protocol.fork_args(p, key.workspace)
     return protocol.wire(m.fork(key, Key(workspace, target), through))
 
 
 def delete_summary(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.KeyParams) -> Any:
+    """``chatHistory/deleteSummary``: delete the summary; whether there was one."""
     return protocol.wire_deleted(m.delete_summary(ls.key(p)))
 
 
 def search(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.SearchParams) -> Any:
+    """``chatHistory/search``: full-text search of one conversation, a workspace or all of them."""
     return protocol.wire_search(m.search(*protocol.search_args(p, ls.workspace_identity)))
 
 
 def report_usage(
     m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ReportUsageParams
 ) -> Any:
+    """``chatHistory/reportUsage``: a provider's reported usage calibrates later estimates."""
     return protocol.wire(m.report_usage(*protocol.usage_args(p)))
 
 

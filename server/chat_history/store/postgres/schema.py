@@ -174,6 +174,12 @@ def _version(raw: Any) -> int | None:
     return int(found[0]) if found else 0
 
 
+def _has_keys(raw: Any) -> bool:
+    """Whether the database holds every key this server knows (store.keys.NAMES)."""
+    have = {row[0] for row in raw.execute("SELECT name FROM server_keys").fetchall()}
+    return set(keys.NAMES) <= have
+
+
 def migrate(raw: Any) -> None:
     """Bring the schema to SCHEMA_VERSION (``raw``: an autocommit psycopg connection). Nothing
     is written when it is current, so a role that may not create tables can use a database an
@@ -181,7 +187,7 @@ def migrate(raw: Any) -> None:
     found = _version(raw)
     if found is not None and found > SCHEMA_VERSION:
         raise NewerSchema(found)
-    if found == SCHEMA_VERSION:
+    if found == SCHEMA_VERSION and _has_keys(raw):
         return
     # A session lock taken before the transaction begins: the transaction then sees the catalog
     # as another server's migration left it (a lock taken inside would leave this backend's
@@ -208,10 +214,11 @@ def _migrate_locked(raw: Any) -> None:
             raw.execute(MIGRATIONS[found])
             found += 1
             raw.execute("UPDATE schema_version SET version = %s", (found,))
-        raw.execute(
-            "INSERT INTO server_keys (name, secret) VALUES (%s, %s) ON CONFLICT DO NOTHING",
-            (keys.CURSOR, secrets.token_bytes(keys.KEY_BYTES)),
-        )
+        for name in keys.NAMES:
+            raw.execute(
+                "INSERT INTO server_keys (name, secret) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                (name, secrets.token_bytes(32)),
+            )
         raw.execute("COMMIT")
     except BaseException:
         raw.execute("ROLLBACK")

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, cast
 from chat_history.errors import StorageError
 from chat_history.policy.search import SearchQuery
 from chat_history.policy.search_rank import SearchRow, SearchScope
-from chat_history.store import calibration
+from chat_history.store import calibration, keys
 from chat_history.store.cache import ConversationCache
 from chat_history.store.postgres import schema, search
 from chat_history.store.postgres.dialect import Connection, register_types
@@ -124,6 +124,7 @@ class PostgresStore:
         #: check uses the value read as it began (one round trip fewer)
         self._pinned = False
         self._peeked = False
+        self._secrets: dict[str, bytes] = {}
         self._purge_lock = threading.Lock()
         self._purge_timer: threading.Timer | None = None
         self._purge_refused = False
@@ -242,6 +243,21 @@ class PostgresStore:
 
     def _reading(self, kind: type[Reading], connection: Connection) -> Reading:
         return kind(cast("sqlite3.Connection", connection), self.cache, self._tails, self._ratios)
+
+    def secret(self, name: str) -> bytes:
+        """The database's key ``name`` (store.keys), read once per connection."""
+        with self._lock:
+            found = self._secrets.get(name)
+            if found is None:
+                connection = self._start(self._check_version)
+                try:
+                    found = keys.secret(cast("sqlite3.Connection", connection), name)
+                except Exception as exc:
+                    if _is_database_error(exc):
+                        raise self._failure(exc) from exc
+                    raise StorageError(str(exc)) from exc
+                self._secrets[name] = found
+            return found
 
     # -- coherence ------------------------------------------------------------------------------
 

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Issue 26 item 5: the panel installed from its linux-x64 .vsix with nothing else, in code-server.
+#   1. the .vsix with the frozen server (make vsix TARGET=linux-x64), no Python on PATH at all;
+#   2. the same, with only a Python 3.10 on PATH;
+#   3. a .vsix with bundled libraries only, only a Python 3.10 on PATH: one "too old" notification.
+# Builds both .vsix files into ../../dist/ (PyInstaller: a few minutes the first time).
+#   CHAT_HISTORY_PYTHON     the repo's venv Python that builds them (default ../../.venv/bin/python)
+#   CHAT_HISTORY_PYTHON310  a Python 3.10 (default: pyenv's, else python3.10 on PATH)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$(cd ../.. && pwd)
+PYTHON=${CHAT_HISTORY_PYTHON:-$REPO/.venv/bin/python}
+CACHE=.e2e-cache
+PY310=${CHAT_HISTORY_PYTHON310:-}
+if [ -z "$PY310" ]; then
+  for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.10.*/bin/python3.10 /root/.pyenv/versions/3.10.*/bin/python3.10 $(command -v python3.10 || true); do
+    if [ -x "$candidate" ] && [[ "$candidate" != */shims/* ]]; then PY310=$candidate; break; fi
+  done
+fi
+[ -n "$PY310" ] || { echo "e2e-install: needs a Python 3.10 (set CHAT_HISTORY_PYTHON310)" >&2; exit 1; }
+bash e2e/install-code-server.sh "$CACHE"
+(cd "$REPO" && "$PYTHON" packaging/vsix.py --target linux-x64 --payload frozen,libs)
+(cd "$REPO" && "$PYTHON" packaging/vsix.py --target linux-x64 --payload libs --out dist/chat-panel-linux-x64-libs.vsix)
+ROOT="$CACHE/code-server-4.100.3"
+node e2e/install.mjs --code-server-root "$ROOT" --vsix "$REPO/dist/chat-panel-linux-x64.vsix" --python none --expect works
+node e2e/install.mjs --code-server-root "$ROOT" --vsix "$REPO/dist/chat-panel-linux-x64.vsix" --python "$PY310" --expect works
+node e2e/install.mjs --code-server-root "$ROOT" --vsix "$REPO/dist/chat-panel-linux-x64-libs.vsix" --python "$PY310" --expect too-old

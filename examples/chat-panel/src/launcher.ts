@@ -1,0 +1,107 @@
+/**
+ * Finding and starting the history server for the panel (issue 26): the interpreter setting
+ * `chatPanel.pythonPath` — read from user/machine settings only and only in a trusted
+ * workspace, so a cloned repository's .vscode/settings.json never picks what runs — then the
+ * frozen server inside this extension (server/), then its bundled libraries (bundled/) run by a
+ * Python >= 3.11 found on the machine (the Python extension's environments when it is installed,
+ * `py -3.x` on Windows, python3.x on PATH). A failure is one notification with buttons.
+ */
+
+import { execFile } from "node:child_process";
+import * as vscode from "vscode";
+import { findServer, ServerNotFoundError, type ServerCommand } from "chat-history-client/launch";
+import { startChatHistoryServer, type ChatHistoryServer } from "chat-history-client/vscode";
+
+const SELECT = "Select Python…";
+const SETTINGS = "Open Settings";
+const LOG = "Show Log";
+
+export class ServerLauncher {
+  readonly output: vscode.LogOutputChannel;
+  private found: ServerCommand | undefined;
+
+  constructor(private readonly context: vscode.ExtensionContext) {
+    this.output = vscode.window.createOutputChannel("Chat History Server", { log: true });
+    context.subscriptions.push(this.output);
+  }
+
+  /** The explicit interpreter: user or machine settings only (never a workspace's), trusted workspaces only. */
+  pythonSetting(): string | undefined {
+    if (!vscode.workspace.isTrusted) return undefined;
+    const inspected = vscode.workspace.getConfiguration("chatPanel").inspect<string>("pythonPath");
+    const value = inspected?.globalValue?.trim();
+    return value ? value : undefined;
+  }
+
+  async find(): Promise<ServerCommand> {
+    const started = Date.now();
+    const found = await findServer({
+      pythonPath: this.pythonSetting(),
+      extensionPath: this.context.extensionPath,
+      extraPythons: await pythonExtensionEnvironments(),
+      log: (line) => this.output.info(line),
+    });
+    this.output.info(`server: ${found.describe} (found in ${Date.now() - started} ms)`);
+    this.found = found;
+    return found;
+  }
+
+  async start(): Promise<ChatHistoryServer> {
+    const found = await this.find();
+    return startChatHistoryServer(this.context, {
+      server: found,
+      clientOptions: { outputChannel: this.output },
+    });
+  }
+
+  /** Runs the `chat-history` CLI the same way the server runs; its stdout. */
+  async cli(args: string[]): Promise<string> {
+    const found = this.found ?? (await this.find());
+    return new Promise<string>((resolve, reject) =>
+      execFile(found.command, [...found.cliArgs, ...args], { maxBuffer: 256 * 1024 * 1024 }, (error, stdout, stderr) =>
+        error ? reject(new Error(stderr.trim() || error.message)) : resolve(stdout),
+      ),
+    );
+  }
+
+  /** The one notification of a failed start, with what a person can do about it. */
+  async reportFailure(error: unknown): Promise<void> {
+    const message = error instanceof Error ? error.message : String(error);
+    this.output.error(`cannot start the chat history server: ${message}`);
+    if (error instanceof ServerNotFoundError) {
+      for (const attempt of error.attempts) this.output.info(`  tried ${attempt.describe}: ${attempt.problem}: ${attempt.detail}`);
+    }
+    const choice = await vscode.window.showErrorMessage(`Chat history server: ${message}`, SELECT, SETTINGS, LOG);
+    if (choice === SELECT) await this.selectPython();
+    else if (choice === SETTINGS) await vscode.commands.executeCommand("workbench.action.openSettings", "chatPanel.pythonPath");
+    else if (choice === LOG) this.output.show();
+  }
+
+  /** Picks an interpreter file and stores it in the user's settings. */
+  private async selectPython(): Promise<void> {
+    const picked = await vscode.window.showOpenDialog({
+      title: "Select a Python 3.11 or newer",
+      canSelectFiles: true,
+      canSelectFolders: false,
+      canSelectMany: false,
+      openLabel: "Use this Python",
+    });
+    if (!picked?.[0]) return;
+    await vscode.workspace.getConfiguration("chatPanel").update("pythonPath", picked[0].fsPath, vscode.ConfigurationTarget.Global);
+  }
+}
+
+/** The Python extension's known environments when it is installed (optional, never required). */
+async function pythonExtensionEnvironments(): Promise<string[]> {
+  const extension = vscode.extensions.getExtension<{
+    environments?: { known?: readonly { path: string }[] };
+  }>("ms-python.python");
+  if (extension === undefined) return [];
+  try {
+    const api = extension.isActive ? extension.exports : await extension.activate();
+    const paths = (api?.environments?.known ?? []).map((e) => e.path).filter((p) => typeof p === "string" && p !== "");
+    return paths.slice(0, 8); // each is asked the launch check: a long list would delay the start
+  } catch {
+    return [];
+  }
+}

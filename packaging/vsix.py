@@ -1,0 +1,335 @@
+"""`make vsix TARGET=<vsce target> [PAYLOAD=frozen,libs]`: the sample panel packaged with the
+server inside, for one platform (``vsce package --target``).
+
+Payloads (the shim's findServer looks for them in this order, after an explicit interpreter):
+- ``frozen``: ``server/chat-history-server`` built with PyInstaller (onedir, stripped) from the
+  server's wheel; needs no Python. PyInstaller does not cross-compile, so only the host's own
+  target can have it (linux-x64 here).
+- ``libs``: ``bundled/boot.py`` and ``bundled/libs``: the server's wheel and every runtime
+  dependency installed from the target's wheels (``pip install --only-binary=:all: --platform``)
+  for each of Python 3.11-3.14, merged: the pure files are the same for every version, the
+  compiled ones carry the version in their names. Run as ``python -I -S bundled/boot.py``.
+
+Default payload: ``frozen,libs`` on the host's own target, ``libs`` elsewhere. Every compiled file
+packed is checked against the target (format and machine: ELF/Mach-O/PE, x86-64/arm64), and the
+size is printed. Output: dist/chat-panel-<target>.vsix."""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import json
+import os
+import platform
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+from targets import PYTHONS, TARGETS, Target
+from wheels_check import pip_env
+
+ROOT = Path(__file__).resolve().parent.parent
+PANEL = ROOT / "examples" / "chat-panel"
+BUILD = ROOT / "build"
+DIST = ROOT / "dist"
+#: The panel's files the .vsix carries (its .vscodeignore allow-list).
+PANEL_FILES = [
+    "package.json",
+    "README.md",
+    "LICENSE",
+    "dist/extension.js",
+    "dist/webview.js",
+    "media/chat.svg",
+    "media/panel.css",
+]
+PURE_ONLY = ("bin", "__pycache__")
+#: Parts of APSW the server never loads: SQLite's loadable extensions and tool library, APSW's
+#: tests, shell, benchmark, type stubs and Python-side Unicode tokenizer (~5 MB per Python).
+PRUNED = (
+    "apsw/sqlite_extra_binaries/",
+    "apsw/tests/",
+    "apsw/__init__.pyi",
+    "apsw/shell.py",
+    "apsw/speedtest.py",
+    "apsw/fts_test_strings",
+    "apsw/_unicode.",
+)
+
+
+def pruned(relative: Path) -> bool:
+    return relative.as_posix().startswith(PRUNED)
+
+
+def host_target() -> str | None:
+    machine = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(
+        platform.machine().lower()
+    )
+    system = {"linux": "linux", "darwin": "darwin", "win32": "win32"}.get(sys.platform)
+    if machine is None or system is None:
+        return None
+    if system == "linux" and os.path.exists("/etc/alpine-release"):
+        system = "alpine"
+    return f"{system}-{machine}"
+
+
+def run(command: list[str], **kwargs: object) -> None:
+    print("+", " ".join(str(c) for c in command), flush=True)
+    subprocess.run(command, check=True, **kwargs)  # type: ignore[call-overload]
+
+
+def server_wheel(work: Path) -> Path:
+    out = work / "wheel"
+    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(out), str(ROOT)])
+    (wheel,) = out.glob("chat_history_server-*.whl")
+    return wheel
+
+
+# -- libs ----------------------------------------------------------------------------------------
+
+
+def bundle_libs(target: Target, wheel: Path, work: Path, stage: Path) -> None:
+    libs = stage / "bundled" / "libs"
+    libs.mkdir(parents=True)
+    platforms = [arg for p in target.platforms for arg in ("--platform", p)]
+    for python in PYTHONS:
+        into = work / f"libs-{python}"
+        run(
+            [
+                sys.executable, "-m", "pip", "install", "--quiet", "--no-compile",
+                "--only-binary=:all:", *platforms, "--python-version", python,
+                "--implementation", "cp", "--target", str(into), str(wheel),
+            ],
+            env=pip_env(),
+        )  # fmt: skip
+        merge(into, libs)
+    for junk in [*libs.glob("bin"), *libs.rglob("__pycache__")]:
+        shutil.rmtree(junk, ignore_errors=True)
+    shutil.copy2(Path(__file__).parent / "boot.py", stage / "bundled" / "boot.py")
+
+
+def merge(source: Path, into: Path) -> None:
+    """Adds one Python version's install to the merged folder: a file both have must be equal
+    (pure code is the same for every version; compiled modules differ in name)."""
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source)
+        skip = relative.parts[0] in PURE_ONLY or "__pycache__" in relative.parts
+        if path.is_dir() or skip or pruned(relative):
+            continue
+        destination = into / relative
+        if destination.exists():
+            if relative.parts[0].endswith(".dist-info") and relative.name in ("RECORD", "WHEEL"):
+                continue  # per-version bookkeeping
+            if not filecmp.cmp(path, destination, shallow=False):
+                raise SystemExit(f"{relative} differs between Python versions: cannot merge")
+            continue
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, destination)
+
+
+# -- frozen --------------------------------------------------------------------------------------
+
+
+def freeze(wheel: Path, work: Path, stage: Path) -> None:
+    """PyInstaller onedir build of boot.py from a clean venv holding only the server's wheel."""
+    venv = work / "freeze-venv"
+    run([sys.executable, "-m", "venv", str(venv)])
+    python = venv / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    run([str(python), "-m", "pip", "install", "--quiet", str(wheel), "pyinstaller>=6.10"])
+    run(
+        [
+            str(python), "-m", "PyInstaller", "--noconfirm", "--clean", "--log-level", "WARN",
+            "--onedir", "--strip", "--name", "chat-history-server",
+            "--collect-submodules", "chat_history", "--collect-data", "chat_history",
+            "--collect-submodules", "pygls", "--exclude-module", "apsw.tests",
+            "--exclude-module", "apsw.shell", "--exclude-module", "apsw.speedtest",
+            "--distpath", str(work / "frozen"), "--workpath", str(work / "pyinstaller"),
+            "--specpath", str(work), str(Path(__file__).parent / "boot.py"),
+        ]
+    )  # fmt: skip
+    shutil.copytree(work / "frozen" / "chat-history-server", stage / "server")
+
+
+# -- checks --------------------------------------------------------------------------------------
+
+ELF_MACHINES = {62: "x86-64", 183: "aarch64"}
+MACHO_CPUS = {0x01000007: "x86_64", 0x0100000C: "arm64"}
+PE_MACHINES = {0x8664: "x86-64", 0xAA64: "Aarch64"}
+
+
+def binary_kind(path: Path) -> tuple[str, str] | None:
+    """(format, machine) of a compiled file, None for anything else."""
+    with open(path, "rb") as file:
+        head = file.read(64)
+        if head[:4] == b"\x7fELF":
+            little = head[5] == 1
+            (machine,) = struct.unpack("<H" if little else ">H", head[18:20])
+            return "ELF", ELF_MACHINES.get(machine, f"machine {machine}")
+        if head[:4] in (b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe"):
+            (cpu,) = struct.unpack("<I", head[4:8])
+            return "Mach-O", MACHO_CPUS.get(cpu, f"cpu {cpu:#x}")
+        if head[:4] in (b"\xca\xfe\xba\xbe",):
+            return "Mach-O", "universal"
+        if head[:2] == b"MZ":
+            (offset,) = struct.unpack("<I", head[60:64])
+            file.seek(offset)
+            if file.read(4) != b"PE\0\0":
+                return None
+            (machine,) = struct.unpack("<H", file.read(2))
+            return "PE32+", PE_MACHINES.get(machine, f"machine {machine:#x}")
+    return None
+
+
+def elf_libc(path: Path) -> str | None:
+    """The C library an ELF file needs (``glibc``/``musl``; None: neither, or no objdump)."""
+    if shutil.which("objdump") is None:
+        return None
+    headers = subprocess.run(["objdump", "-p", str(path)], capture_output=True, text=True).stdout
+    lines = headers.splitlines()
+    needed = [line.split()[-1] for line in lines if line.strip().startswith("NEEDED")]
+    if any(name.startswith("libc.musl") for name in needed):
+        return "musl"
+    if "libc.so.6" in needed:
+        return "glibc"
+    return None
+
+
+def check_compiled(target: Target, stage: Path) -> int:
+    """Every compiled file is the target's format and machine; their number."""
+    wrong = []
+    count = 0
+    for path in sorted(stage.rglob("*")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        kind = binary_kind(path)
+        if kind is None:
+            continue
+        count += 1
+        if kind != (target.binary_format, target.machine):
+            wrong.append(f"{path.relative_to(stage)}: {kind[0]} {kind[1]}")
+        elif kind[0] == "ELF" and (libc := elf_libc(path)) is not None:
+            musl = target.name.startswith("alpine")
+            if libc != ("musl" if musl else "glibc"):
+                wrong.append(f"{path.relative_to(stage)}: linked against {libc}")
+    if wrong:
+        raise SystemExit(f"compiled files not for {target.name}:\n" + "\n".join(wrong))
+    return count
+
+
+def glibc_floor(stage: Path) -> str | None:
+    """The newest GLIBC symbol version the frozen server needs (None: not an ELF build)."""
+    server = stage / "server"
+    if not server.is_dir() or shutil.which("objdump") is None:
+        return None
+    newest = (0, 0)
+    for path in server.rglob("*"):
+        if path.is_file() and not path.is_symlink() and binary_kind(path) is not None:
+            symbols = subprocess.run(["objdump", "-T", str(path)], capture_output=True, text=True)
+            for word in symbols.stdout.replace("(", " ").replace(")", " ").split():
+                if word.startswith("GLIBC_2."):
+                    version = tuple(int(p) for p in word[6:].split(".")[:2] if p.isdigit())
+                    newest = max(newest, (version[0], version[1] if len(version) > 1 else 0))
+    return None if newest == (0, 0) else f"{newest[0]}.{newest[1]}"
+
+
+def check_python_versions(stage: Path) -> list[str]:
+    """The CPython versions every compiled module of the bundle exists for."""
+    compiled = [p for p in (stage / "bundled" / "libs").rglob("*") if p.suffix in (".so", ".pyd")]
+    versions = []
+    for python in PYTHONS:
+        tag = python.replace(".", "")
+        if not any(f"{tag}" in p.name for p in compiled):
+            raise SystemExit(f"no compiled module for Python {python} in bundled/libs")
+        versions.append(python)
+    return versions
+
+
+# -- package -------------------------------------------------------------------------------------
+
+
+def stage_panel(stage: Path) -> None:
+    run(["npm", "run", "--silent", "build"], cwd=PANEL)
+    for name in PANEL_FILES:
+        destination = stage / name
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(PANEL / name, destination)
+    (stage / ".vscodeignore").write_text("**/__pycache__/**\n**/*.pyc\n.vscodeignore\n")
+
+
+def package(target: Target, stage: Path, out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    vsce = PANEL / "node_modules" / ".bin" / "vsce"
+    run(
+        [str(vsce), "package", "--no-dependencies", "--target", target.name, "--out", str(out)],
+        cwd=stage,
+        stdout=subprocess.DEVNULL,
+    )
+    return out
+
+
+def folder_size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", required=True, choices=sorted(TARGETS))
+    parser.add_argument("--payload", default="", help="frozen,libs / frozen / libs")
+    parser.add_argument("--out", help="the .vsix to write (default dist/chat-panel-<target>.vsix)")
+    options = parser.parse_args()
+    target = TARGETS[options.target]
+    here = host_target() == target.name
+    payload = set((options.payload or ("frozen,libs" if here else "libs")).split(","))
+    if "frozen" in payload and not here:
+        raise SystemExit(f"a frozen server for {target.name} must be built on {target.name}")
+    started = time.monotonic()
+    BUILD.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=BUILD, prefix=f"vsix-{target.name}-") as folder:
+        work = Path(folder)
+        stage = work / "extension"
+        stage.mkdir()
+        stage_panel(stage)
+        wheel = server_wheel(work)
+        if "libs" in payload:
+            bundle_libs(target, wheel, work, stage)
+        if "frozen" in payload:
+            freeze(wheel, work, stage)
+        compiled = check_compiled(target, stage)
+        versions = check_python_versions(stage) if "libs" in payload else []
+        glibc = glibc_floor(stage)
+        sizes = {part: folder_size(stage / part) for part in ("server", "bundled")}
+        default = DIST / f"chat-panel-{target.name}.vsix"
+        vsix = package(target, stage, Path(options.out).resolve() if options.out else default)
+    with zipfile.ZipFile(vsix) as archive:
+        files = archive.infolist()
+        unpacked = sum(f.file_size for f in files)
+        manifest = archive.read("extension.vsixmanifest").decode()
+    assert f'TargetPlatform="{target.name}"' in manifest, "vsce did not record the target"
+    report = {
+        "target": target.name,
+        "payload": sorted(payload),
+        "vsix": str(vsix.relative_to(ROOT) if vsix.is_relative_to(ROOT) else vsix),
+        "bytes": vsix.stat().st_size,
+        "files": len(files),
+        "unpackedBytes": unpacked,
+        "compiledFilesChecked": compiled,
+        "bundledPythons": versions,
+        "frozenGlibcFloor": glibc,
+        "unpackedBytesByPart": sizes,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    print(json.dumps(report))
+    print(
+        f"{target.name}: {vsix.name} {vsix.stat().st_size / 1e6:.1f} MB ({len(files)} files, "
+        f"{unpacked / 1e6:.1f} MB unpacked), {compiled} compiled files checked "
+        f"({target.binary_format} {target.machine})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
