@@ -15,7 +15,7 @@ ifneq ($(NODE_HEADERS),)
 export npm_config_nodedir := $(patsubst %/include/node/node.h,%,$(NODE_HEADERS))
 endif
 
-.PHONY: demo test lint pytest shim-test panel-test e2e e2e-install shim-build bench clean wheels-check vsix vsix-all dist dist-check
+.PHONY: demo test lint pytest shim-test panel-test e2e e2e-install shim-build bench clean wheels-check vsix vsix-all dist dist-check postgresql
 
 demo: $(BASE)
 	$(PY) -m chat_history.demo
@@ -32,8 +32,17 @@ lint: $(DEV)
 	$(VENV)/bin/ruff format --check server tests bench packaging
 	$(VENV)/bin/mypy
 
-pytest: $(DEV)
+pytest: $(DEV) postgresql
 	$(PY) -m pytest -q
+
+# The storage suites run on SQLite and on a throwaway PostgreSQL cluster (tests/pgcluster.py):
+# Debian's server and pg_trgm, installed with apt on first use.
+postgresql:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && \
+	    ls /usr/share/postgresql/*/extension/pg_trgm.control >/dev/null 2>&1; then :; else \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q postgresql postgresql-contrib; fi
 
 shim-test: $(DEV) $(NODE)
 	cd client-shim && CHAT_HISTORY_PYTHON="$(CURDIR)/$(PY)" npm test
@@ -82,6 +91,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/compaction.py
 	$(PY) bench/search.py
 	$(PY) bench/economy.py
+	$(PY) bench/engines.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

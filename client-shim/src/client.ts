@@ -21,6 +21,9 @@ import {
   type PreparedRequest,
   type PrepareParams,
   type ProviderRequest,
+  type ListWorkspacesResult,
+  type MoveWorkspaceParams,
+  type MoveWorkspaceResult,
   type ReportUsageParams,
   type ReportUsageResult,
   type SaveSummaryParams,
@@ -381,6 +384,16 @@ export class ChatHistoryClient implements Disposable {
    */
   reportUsage(params: ReportUsageParams): Promise<ReportUsageResult> {
     return this.request(Methods.reportUsage, params);
+  }
+
+  /** Re-keys every conversation of `from` to `to` (a conversation id in both: -32602 `to`). */
+  moveWorkspace(params: MoveWorkspaceParams): Promise<MoveWorkspaceResult> {
+    return this.request(Methods.moveWorkspace, params);
+  }
+
+  /** Every workspace with conversations, newest activity first. */
+  listWorkspaces(): Promise<ListWorkspacesResult> {
+    return this.request(Methods.listWorkspaces, {});
   }
 
   /** Subscribes to `chatHistory/trimmed` (storage retention deleted rows, or `prepare` dropped turns). */

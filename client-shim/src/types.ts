@@ -40,6 +40,9 @@ export const Methods = {
   deleteSummary: "chatHistory/deleteSummary",
   // Version 2: calibrated estimates
   reportUsage: "chatHistory/reportUsage",
+  // Version 3: workspace identity
+  moveWorkspace: "chatHistory/moveWorkspace",
+  listWorkspaces: "chatHistory/listWorkspaces",
 } as const;
 export type Method = (typeof Methods)[keyof typeof Methods];
 
@@ -567,6 +570,33 @@ export interface DeleteSummaryResult {
   deleted: boolean;
 }
 
+/** `chatHistory/moveWorkspace`: re-keys every conversation of `from` to `to` (one transaction). */
+export interface MoveWorkspaceParams {
+  from: string;
+  to: string;
+}
+export interface MoveWorkspaceResult {
+  /** How many conversations moved. */
+  conversations: number;
+}
+
+/** `chatHistory/listWorkspaces` takes no params. */
+export type ListWorkspacesParams = Record<string, never>;
+export interface WorkspaceInfo {
+  workspace: string;
+  conversations: number;
+  lastActivity: number | null;
+  /** The folder recorded for it (null: none). */
+  folder: string | null;
+  /** null when the folder was recorded on another machine. */
+  folderExists: boolean | null;
+  /** The normalized remote URL of its git repository (null: none known). */
+  repository: string | null;
+}
+export interface ListWorkspacesResult {
+  workspaces: WorkspaceInfo[];
+}
+
 /** Params and result type of every request, by method name. */
 export interface RequestMap {
   "chatHistory/append": [AppendParams, AppendResult];
@@ -585,6 +615,8 @@ export interface RequestMap {
   "chatHistory/fork": [ForkParams, ForkResult];
   "chatHistory/deleteSummary": [DeleteSummaryParams, DeleteSummaryResult];
   "chatHistory/reportUsage": [ReportUsageParams, ReportUsageResult];
+  "chatHistory/moveWorkspace": [MoveWorkspaceParams, MoveWorkspaceResult];
+  "chatHistory/listWorkspaces": [ListWorkspacesParams, ListWorkspacesResult];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -640,6 +672,16 @@ export interface ChatHistoryInitializationOptions {
   settings?: ChatHistorySettings;
   /** Explicit workspace identity. */
   workspace?: string;
+  /**
+   * A PostgreSQL database (libpq connection string or `postgresql://` URI) instead of SQLite in
+   * `storagePath`; default `$CHAT_HISTORY_DATABASE_URL`. Never a password (refused): libpq's own
+   * sources give it (`PGPASSWORD`, `~/.pgpass`, a service file).
+   */
+  database?: string;
+  /** PostgreSQL: seconds within which deleted text leaves the table and index files (default 600). */
+  purgeSeconds?: number;
+  /** What names the workspace's history; overrides the `workspaceIdentity` setting. */
+  workspaceIdentity?: WorkspaceIdentity;
 }
 
 /** `capabilities.experimental.chatHistory` of the initialize result. */
@@ -696,4 +738,8 @@ export interface ChatHistorySettings {
   context?: ChatHistoryContextSettings;
   activeProvider?: string;
   providers?: { [alias: string]: ProviderAlias };
+  workspaceIdentity?: WorkspaceIdentity;
 }
+
+/** "folder": the (normalized) folder URI; "repository": the git repository and the path in it. */
+export type WorkspaceIdentity = "folder" | "repository";

@@ -15,7 +15,7 @@ import {
 import { ChatHistoryClient, ConnectionClosedError, ErrorCodes, type Disposable } from "./client";
 import { GuardedConnection } from "./guard";
 import { checkPythonServer, SERVER_MODULE } from "./python";
-import { CONFIGURATION_SECTION, type ChatHistoryInitializationOptions } from "./types";
+import { CONFIGURATION_SECTION, type ChatHistoryInitializationOptions, type WorkspaceIdentity } from "./types";
 
 export interface ChatHistoryServerOptions {
   /** Python interpreter that has the server installed; default `"python3"`. */
@@ -35,6 +35,13 @@ export interface ChatHistoryServerOptions {
   storagePath?: string;
   /** Explicit workspace identity (default: the server derives it from the workspace folders). */
   workspace?: string;
+  /**
+   * A PostgreSQL database instead of SQLite in `storagePath` (libpq connection string or
+   * `postgresql://` URI, never a password); default: `CHAT_HISTORY_DATABASE_URL` in `env`.
+   */
+  database?: string;
+  /** What names the workspace's history (overrides the `chatHistory.workspaceIdentity` setting). */
+  workspaceIdentity?: WorkspaceIdentity;
   /** Language client id (default `"chatHistory"`) and display name (default `"Chat History"`). */
   id?: string;
   name?: string;
@@ -92,6 +99,8 @@ export async function startChatHistoryServer(
     storagePath: options.storagePath ?? context.globalStorageUri.fsPath,
   };
   if (options.workspace !== undefined) initializationOptions.workspace = options.workspace;
+  if (options.database !== undefined) initializationOptions.database = options.database;
+  if (options.workspaceIdentity !== undefined) initializationOptions.workspaceIdentity = options.workspaceIdentity;
   const clientOptions: LanguageClientOptions = {
     documentSelector: [],
     ...options.clientOptions,

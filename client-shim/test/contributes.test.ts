@@ -110,6 +110,7 @@ const TYPED_KEYS: Record<Leaves<ChatHistorySettings>, true> = {
   "context.compaction.prompt": true,
   activeProvider: true,
   providers: true,
+  workspaceIdentity: true,
 };
 
 test("the ChatHistorySettings type has exactly the schema's keys", () => {

@@ -84,3 +84,28 @@ test("truncate, deleteTurns, editMessage, fork and deleteSummary", async (t) => 
     return true;
   });
 });
+
+test("moveWorkspace re-keys a workspace's conversations and listWorkspaces lists them (version 3)", async (t) => {
+  const { client } = await startServer(t, { workspace: "file:///ws" });
+  await client.append({ conversationId: "a", messages: turn(1) });
+  await client.append({ conversationId: "b", messages: turn(1), workspace: "file:///C:/old/" });
+  const before = await client.listWorkspaces();
+  assert.deepEqual(before.workspaces.map((w) => w.workspace).sort(), ["file:///C:/old/", "file:///ws"]);
+  assert.deepEqual(Object.keys(before.workspaces[0]).sort(), [
+    "conversations",
+    "folder",
+    "folderExists",
+    "lastActivity",
+    "repository",
+    "workspace",
+  ]);
+  assert.deepEqual(await client.moveWorkspace({ from: "file:///C:/old/", to: "file:///ws" }), { conversations: 1 });
+  const listed = await client.listConversations({});
+  assert.deepEqual(listed.conversations.map((c) => c.conversationId).sort(), ["a", "b"]);
+  await client.append({ conversationId: "a", messages: turn(1), workspace: "file:///other" });
+  await assert.rejects(client.moveWorkspace({ from: "file:///other", to: "file:///ws" }), (error: unknown) => {
+    assert.ok(error instanceof InvalidParamsError);
+    assert.equal(error.field, "to");
+    return true;
+  });
+});

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
-from chat_history import conversations
+from chat_history import conversations, workspaces
 from chat_history.conversations import (
     ConversationInfo,
     ConversationPage,
@@ -41,9 +41,11 @@ from chat_history.storage_retention import StorageRetention
 from chat_history.store import (
     ConversationTotals,
     DatabaseStats,
+    HistoryStore,
     Reading,
     Store,
     Transaction,
+    open_store,
 )
 
 if TYPE_CHECKING:  # preparation loads every provider: imported when a request needs it
@@ -118,7 +120,7 @@ class ChatHistoryManager:
 
     def __init__(
         self,
-        store: Store,
+        store: HistoryStore,
         settings: Settings | None = None,
         *,
         notify: Notify | None = None,
@@ -143,14 +145,31 @@ class ChatHistoryManager:
         return cls(Store(path.parent, file_name=path.name), settings)
 
     @classmethod
-    def in_folder(cls, folder: Path, *, notify: Notify | None = None) -> ChatHistoryManager:
-        """A manager over the database in ``folder`` (created on first use), sending each
+    def on_database(
+        cls, url: str, settings: Settings | None = None, *, purge_seconds: float | None = None
+    ) -> ChatHistoryManager:
+        """A manager over the PostgreSQL database at ``url`` (checked: ``store.database_option``),
+        with no notifications and the real clock: what the CLI's ``--database`` opens."""
+        return cls(open_store(Path(), url, purge_seconds), settings)
+
+    @classmethod
+    def in_folder(
+        cls,
+        folder: Path,
+        *,
+        notify: Notify | None = None,
+        database: str | None = None,
+        purge_seconds: float | None = None,
+    ) -> ChatHistoryManager:
+        """A manager over the database in ``folder`` (created on first use), or the PostgreSQL
+        ``database`` when one is named (checked: ``store.database_option``), sending each
         request's ``chatHistory/trimmed`` events to ``notify``: what the server opens."""
-        return cls(Store(folder), notify=notify)
+        return cls(open_store(folder, database, purge_seconds), notify=notify)
 
     @property
-    def database_path(self) -> Path:
-        """The database file this manager reads and writes."""
+    def database_path(self) -> Path | str:
+        """The database this manager reads and writes: the SQLite file, or the PostgreSQL
+        URL."""
         return self.store.path
 
     def close(self) -> None:
@@ -413,6 +432,29 @@ class ChatHistoryManager:
             if deleted:
                 self.store.reset_wal()
             return deleted
+
+    # -- version 3: workspace identity (chat_history.workspaces) ----------------------------
+
+    def open_identity(self, identity: workspaces.Identity, machine: str) -> list[str]:
+        """Before a session's first request under ``identity``: re-key other spellings and a
+        moved folder's history, record the fingerprint (one transaction). Returns what moved."""
+        with self._lock, self.store.write() as tx:
+            return workspaces.open_identity(tx, identity, machine, self._clock())
+
+    def move_workspace(self, source: str, target: str) -> int:
+        """Re-key every conversation of ``source`` to ``target`` (one transaction); returns how
+        many. Raises InvalidParams ``to`` when a conversation id is in both, StorageError."""
+        with self._lock, self.store.write() as tx:
+            return workspaces.move_workspace(tx, source, target)
+
+    def purge(self) -> bool:
+        """The engine's purge of deleted text, now (the CLI's ``purge``)."""
+        return self.store.purge_now()
+
+    def workspace_infos(self, machine: str) -> list[workspaces.WorkspaceInfo]:
+        """``listWorkspaces``: every workspace with conversations, newest activity first."""
+        with self._lock, self.store.snapshot() as tx:
+            return workspaces.list_workspaces(tx, machine)
 
     def stats(self) -> DatabaseStats:
         """Counts (a conversation counts as the listing shows it) and the oldest/newest

@@ -123,6 +123,8 @@ class Settings:
     active_provider: str
     #: ``chatHistory.providers``: alias name → alias
     providers: Mapping[str, ProviderAlias]
+    #: "folder" or "repository" (protocol.md "Version 3" → Workspace identity)
+    workspace_identity: str = "folder"
 
 
 def shown_setting(key: str, value: Any) -> str:
@@ -333,6 +335,7 @@ def _build(v: Mapping[str, Any]) -> Settings:
         ),
         active_provider=v[f"{SECTION}.activeProvider"],
         providers=aliases,
+        workspace_identity=v[f"{SECTION}.workspaceIdentity"],
     )
 
 

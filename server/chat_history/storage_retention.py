@@ -18,7 +18,7 @@ from chat_history.policy.retention import (
     summary_expired,
 )
 from chat_history.settings import Settings
-from chat_history.store import ConversationTotals, Reading, Store, Transaction
+from chat_history.store import ConversationTotals, HistoryStore, Reading, Transaction
 
 #: Retention plans that delete no rows.
 _KEEP_ALL = RetentionPlan(frozenset(), None, ())
@@ -31,7 +31,7 @@ class StorageRetention:
 
     def __init__(
         self,
-        store: Store,
+        store: HistoryStore,
         settings: Callable[[], Settings],
         notify: Callable[[Key, Sequence[Trimmed]], None],
     ) -> None:

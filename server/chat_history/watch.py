@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 from chat_history.model import Key
 from chat_history.policy.changes import Change, Fingerprint, Growth, changes, merge
-from chat_history.store import Reading, Store, Transaction
+from chat_history.store import Reading, Transaction
+from chat_history.store.seam import HistoryStore
 
 #: How often an idle server looks (the protocol's bound is 2 s from the commit).
 IDLE_SECONDS = 0.5
@@ -26,7 +27,7 @@ IDLE_SECONDS = 0.5
 class ChangeWatch:
     """The fingerprints of one workspace's conversations as this process last saw them."""
 
-    def __init__(self, store: Store, workspace: Callable[[], str]) -> None:
+    def __init__(self, store: HistoryStore, workspace: Callable[[], str]) -> None:
         self._store = store
         self._workspace = workspace
         self._lock = threading.Lock()

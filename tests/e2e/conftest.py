@@ -16,6 +16,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
+from tests.conftest import Databases
 
 from chat_history.wire.server import _converter as json_converter
 
@@ -76,9 +77,10 @@ StartSession = Callable[..., Awaitable[Session]]
 
 
 @pytest.fixture
-async def start_session(tmp_path: Path) -> AsyncIterator[StartSession]:
+async def start_session(tmp_path: Path, databases: Databases | None) -> AsyncIterator[StartSession]:
     """Start a server; ``settings`` go in initializationOptions, ``configuration`` answers
-    workspace/configuration (when the client declares it)."""
+    workspace/configuration (when the client declares it). On PostgreSQL (``engine``), each
+    storage folder names a database of its own (``initializationOptions.database``)."""
     sessions: list[Session] = []
 
     async def start(
@@ -113,6 +115,8 @@ async def start_session(tmp_path: Path) -> AsyncIterator[StartSession]:
         if configuration is not None:
             session.set_configuration(configuration)
         options: dict[str, Any] = {"storagePath": str(folder)}
+        if databases is not None:
+            options["database"] = databases.url(folder)
         if settings is not None:
             options["settings"] = settings
         options.update(init_options or {})

@@ -17,6 +17,8 @@ import pytest
 from pygls.exceptions import JsonRpcException
 from tests.e2e.conftest import Session, StartSession
 
+pytestmark = pytest.mark.engines
+
 #: Retention that keeps everything, so only request-time rules act.
 KEEP_ALL = {"maxMessages": 100_000, "maxTokens": 0, "maxAgeHours": 0}
 BUDGET = 1_000

@@ -16,7 +16,10 @@ from typing import Any
 
 import pytest
 from pygls.exceptions import JsonRpcException
+from tests.conftest import Databases
 from tests.e2e.conftest import Session, StartSession
+
+pytestmark = pytest.mark.engines
 
 INFO_FIELDS = {
     "conversationId",
@@ -265,14 +268,22 @@ def _signed(payload: bytes, key: bytes) -> str:
     return f"c2.{_b64(payload)}.{_b64(hmac.new(key, payload, hashlib.sha256).digest()[:16])}"
 
 
-def _cursor_key(storage: Path) -> bytes:
+def _cursor_key(storage: Path, databases: Databases | None = None) -> bytes:
+    """The database's cursor key, read from the SQLite file or the test's PostgreSQL database."""
+    if databases is not None:
+        import psycopg
+
+        with psycopg.connect(databases.url(storage)) as pg:
+            row = pg.execute("SELECT secret FROM server_keys WHERE name = 'cursor'").fetchone()
+        assert row is not None
+        return bytes(row[0])
     with contextlib.closing(sqlite3.connect(storage / "chat-history.sqlite3")) as db:
         found = db.execute("SELECT secret FROM server_keys WHERE name = 'cursor'").fetchone()
     return bytes(found[0])
 
 
 async def test_a_forged_cursor_is_refused_naming_the_field(
-    start_session: StartSession, tmp_path: Path
+    start_session: StartSession, tmp_path: Path, databases: Databases | None
 ):
     session = await start_session()
     for name in ("a", "b", "c"):
@@ -302,7 +313,7 @@ async def test_a_forged_cursor_is_refused_naming_the_field(
         data = await refused(session, "chatHistory/listConversations", {"cursor": cursor})
         assert data == {"field": "cursor"}, cursor
     # Even with the database's key (a file leaked), a position no query can take is refused.
-    key = _cursor_key(session.storage)
+    key = _cursor_key(session.storage, databases)
     signed = [
         _signed(b'[1,"\\ud800","default"]', key),
         _signed(b'[9223372036854775808,"a","default"]', key),

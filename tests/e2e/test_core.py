@@ -10,6 +10,8 @@ from pygls.exceptions import JsonRpcException
 from tests.e2e.conftest import StartSession
 from tests.e2e.rawclient import StdioClient
 
+pytestmark = pytest.mark.engines
+
 PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5E"
     "rkJggg=="
@@ -319,11 +321,15 @@ async def test_workspaces_keep_separate_histories(start_session: StartSession):
 
 
 async def test_unopenable_storage_answers_1002_and_the_server_stays_up(
-    start_session: StartSession, tmp_path
+    start_session: StartSession, tmp_path, engine: str
 ):
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("I am a file")
-    session = await start_session(storage=blocker / "store")
+    # On PostgreSQL: a database server that is not there (no socket in that folder).
+    unreachable = {"database": f"postgresql://postgres@/none?host={blocker}"}
+    session = await start_session(
+        storage=blocker / "store", init_options=unreachable if engine == "postgres" else None
+    )
     for _ in range(2):
         with pytest.raises(JsonRpcException) as caught:
             await session.append("c", user("x"))
@@ -335,6 +341,7 @@ async def test_unopenable_storage_answers_1002_and_the_server_stays_up(
     assert blocker.read_text() == "I am a file"
 
 
+@pytest.mark.sqlite_only
 async def test_storage_path_from_environment(start_session: StartSession, tmp_path):
     folder = tmp_path / "from-env"
     session = await start_session(

@@ -8,6 +8,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from tests.e2e.conftest import Session, StartSession
 
+pytestmark = pytest.mark.engines
+
 BIG = "x" * 2_000
 ALIASES = {
     "claude": {"provider": "anthropic", "model": "claude-sonnet-4-5", "contextWindow": 200_000},

@@ -6,20 +6,32 @@ before results, and a second process's deletions seen at once."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import Databases
 from tests.e2e.rawclient import RpcError
 from tests.e2e.reliability import KEEP_ALL, Server, assistant, start, user
 
 from chat_history.policy.search import fold
 
+pytestmark = pytest.mark.engines
+
+
+def engine_env(databases: Databases | None, folder: Path) -> dict[str, str] | None:
+    """The server's environment: on PostgreSQL, the database of ``folder``."""
+    if databases is None:
+        return None
+    return {**os.environ, "CHAT_HISTORY_DATABASE_URL": databases.url(folder)}
+
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
-    server = start(tmp_path / "store", KEEP_ALL)
+def server(tmp_path: Path, databases: Databases | None) -> Iterator[Server]:
+    folder = tmp_path / "store"
+    server = start(folder, KEEP_ALL, env=engine_env(databases, folder))
     try:
         yield server
     finally:
@@ -346,10 +358,12 @@ def test_retention_runs_before_the_results(server: Server) -> None:
     assert [n["params"]["reason"] for n in trimmed] == ["age"]
 
 
-def test_a_deletion_in_one_process_is_never_found_by_another(tmp_path: Path) -> None:
+def test_a_deletion_in_one_process_is_never_found_by_another(
+    tmp_path: Path, databases: Databases | None
+) -> None:
     folder = tmp_path / "store"
-    writer = start(folder, KEEP_ALL)
-    reader = start(folder, KEEP_ALL)
+    writer = start(folder, KEEP_ALL, env=engine_env(databases, folder))
+    reader = start(folder, KEEP_ALL, env=engine_env(databases, folder))
     try:
         writer.append("gone", user("the shared needle one"))
         writer.append("kept", user("the shared needle two"))

@@ -16,22 +16,30 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import Databases
 from tests.e2e.wire import Wire
 
 WORKSPACE = "file:///home/ada/project"
 CHANGED = "chatHistory/changed"
 CLI = [sys.executable, "-m", "chat_history.cli"]
 
+#: Every test runs on SQLite and on PostgreSQL (the servers share one database either way).
+pytestmark = pytest.mark.engines
+
 
 @pytest.fixture
-def windows(tmp_path: Path) -> Iterator[tuple[Wire, Wire]]:
-    """Two servers (two editor windows) on one storage folder and workspace."""
+def windows(tmp_path: Path, databases: Databases | None) -> Iterator[tuple[Wire, Wire]]:
+    """Two servers (two editor windows) on one storage folder and workspace (on PostgreSQL: on
+    one database)."""
     opened: list[Wire] = []
+    options: dict[str, Any] = {"workspace": WORKSPACE}
+    if databases is not None:
+        options["database"] = databases.url(tmp_path)
     try:
         for _ in range(2):
             wire = Wire(tmp_path)
             opened.append(wire)
-            wire.initialize(configuration=False, options={"workspace": WORKSPACE})
+            wire.initialize(configuration=False, options=options)
         yield opened[0], opened[1]
     finally:
         for wire in opened:
@@ -79,9 +87,10 @@ def changed(wire: Wire, timeout: float) -> dict[str, Any]:
     return params
 
 
-def cli(storage: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(storage: Path, *args: str, database: str | None = None) -> subprocess.CompletedProcess[str]:
+    where = ["--database", database] if database is not None else ["--db", str(storage)]
     return subprocess.run(
-        [*CLI, "--db", str(storage), *args],
+        [*CLI, *where, *args],
         capture_output=True,
         text=True,
         env={**os.environ, "TZ": "UTC"},
@@ -198,9 +207,10 @@ def test_a_change_is_told_before_the_answer_to_the_next_request(
 
 
 def test_the_cli_and_two_servers_racing_lose_nothing_and_tell_each_other(
-    windows: tuple[Wire, Wire], tmp_path: Path
+    windows: tuple[Wire, Wire], tmp_path: Path, databases: Databases | None
 ) -> None:
     first, second = windows
+    url = databases.url(tmp_path) if databases is not None else None
     turn(first, "c", "start")
     rows(second, "c")
     first.drain(1.0)
@@ -224,7 +234,15 @@ def test_the_cli_and_two_servers_racing_lose_nothing_and_tell_each_other(
                 )
             )
         if n == 5:
-            cli(tmp_path, "rename", "c", "Renamed by the CLI", "--workspace", WORKSPACE)
+            cli(
+                tmp_path,
+                "rename",
+                "c",
+                "Renamed by the CLI",
+                "--workspace",
+                WORKSPACE,
+                database=url,
+            )
     for wire, request_id in sent:
         assert "error" not in wire.answer_to(request_id)
     final = rows(first, "c")
@@ -251,6 +269,7 @@ def test_the_cli_and_two_servers_racing_lose_nothing_and_tell_each_other(
         str(final[2]["id"]),
         "--workspace",
         WORKSPACE,
+        database=url,
     )
     for wire in windows:
         told = changed(wire, timeout=2.0)

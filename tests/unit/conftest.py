@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import Databases
 
 from chat_history.manager import ChatHistoryManager, Notify
 from chat_history.settings import Settings, load_settings
-from chat_history.store import Store
+from chat_history.store import HistoryStore, Store
+from chat_history.store.postgres import PostgresStore
 
 #: 2025-11-30T05:20:00Z, the example timestamp of protocol.md.
 T0 = 1_764_480_000_000
@@ -54,10 +56,13 @@ def db_folder(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_manager(db_folder: Path, clock: FixedClock) -> Iterator[MakeManager]:
-    """``make_manager(settings, folder=..., notify=...)``: a manager on its own Store (its own
-    connection) over the database in ``folder`` (default: the test's ``db_folder``)."""
-    stores: list[Store] = []
+def make_manager(
+    db_folder: Path, clock: FixedClock, databases: Databases | None
+) -> Iterator[MakeManager]:
+    """``make_manager(settings, folder=..., notify=...)``: a manager on its own store (its own
+    connection) over the database of ``folder`` (default: the test's ``db_folder``): the SQLite
+    file in it, or on PostgreSQL the database the test made for that folder."""
+    stores: list[HistoryStore] = []
 
     def make(
         settings: Mapping[str, Any] | Settings | None = None,
@@ -66,7 +71,11 @@ def make_manager(db_folder: Path, clock: FixedClock) -> Iterator[MakeManager]:
         notify: Notify | None = None,
         **store_options: Any,
     ) -> ChatHistoryManager:
-        store = Store(folder or db_folder, **store_options)
+        store: HistoryStore
+        if databases is None:
+            store = Store(folder or db_folder, **store_options)
+        else:
+            store = PostgresStore(databases.url(folder or db_folder), **store_options)
         stores.append(store)
         return ChatHistoryManager(store, settings_from(settings), notify=notify, clock=clock)
 

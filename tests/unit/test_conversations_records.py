@@ -15,6 +15,8 @@ from chat_history.errors import InvalidParams
 from chat_history.model import Key, Message
 from chat_history.store.schema import DATABASE_FILE, MIGRATIONS, SCHEMA_VERSION
 
+pytestmark = pytest.mark.engines
+
 KEY = Key("ws", "conv")
 
 
@@ -130,6 +132,7 @@ def test_listing_order_ties_and_paging(make_manager, clock) -> None:
     assert names(manager.list_conversations_page("w1", 1, None)) == ["z"]
 
 
+@pytest.mark.sqlite_only
 def test_a_version_3_database_gets_records_titles_and_created_times(
     db_folder: Path, make_manager, clock
 ) -> None:

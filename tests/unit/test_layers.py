@@ -45,7 +45,15 @@ LAYERS: dict[str, set[str]] = {
     "version": set(),
 }
 #: The service layer: the manager and the modules it composes.
-SERVICE = {"manager", "conversations", "preparation", "storage_retention", "watch"}
+SERVICE = {
+    "manager",
+    "conversations",
+    "preparation",
+    "storage_retention",
+    "watch",
+    "workspaces",
+    "gitfolder",
+}
 #: Modules that may spell wire names: the wire's translator, the export format's translator,
 #: the settings document's reader, the provider bodies (each provider's own wire), the stdio
 #: client and the demo (a client of the wire), and ``frames``, below ``protocol``, which builds

@@ -12,6 +12,8 @@ from chat_history.model import Attachment, Message, Summary, ToolCall
 from chat_history.policy.tokens import stored_tokens
 from chat_history.store import Key
 
+pytestmark = pytest.mark.engines
+
 KEY = Key("ws", "conv")
 T0 = 1_764_480_000_000
 HOUR = 3_600_000

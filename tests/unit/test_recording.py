@@ -24,6 +24,8 @@ from chat_history.policy.recording import (
 from chat_history.policy.tokens import IMAGE_MARKER, stored_tokens
 from chat_history.store import Key
 
+pytestmark = pytest.mark.engines
+
 KEY = Key("ws", "conv")
 
 

@@ -23,6 +23,8 @@ from chat_history.policy.tokens import stored_tokens
 from chat_history.settings import Settings, default_settings
 from chat_history.store import Key
 
+pytestmark = pytest.mark.engines
+
 T0 = 1_764_480_000_000
 HOUR = 3_600_000
 KEY = Key("ws", "conv")

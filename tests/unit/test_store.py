@@ -21,6 +21,8 @@ from chat_history.store import Key
 from chat_history.store.cache import ConversationCache
 from chat_history.store.schema import DATABASE_FILE, MIGRATIONS, SCHEMA_VERSION
 
+pytestmark = pytest.mark.engines
+
 KEY = Key("ws", "conv")
 HOUR = 3_600_000
 
@@ -61,6 +63,7 @@ def occurrences(folder: Path, secret: str) -> dict[str, int]:
 # -- the file --------------------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only
 def test_folder_is_created_and_the_file_is_owner_only(make_manager, tmp_path: Path) -> None:
     folder = tmp_path / "not" / "yet" / "there"
     manager = make_manager(folder=folder)
@@ -74,6 +77,7 @@ def test_folder_is_created_and_the_file_is_owner_only(make_manager, tmp_path: Pa
     assert stat.S_IMODE(folder.stat().st_mode) & 0o077 == 0
 
 
+@pytest.mark.sqlite_only
 def test_database_uses_wal_and_secure_delete(make_manager, db_folder: Path) -> None:
     manager = make_manager()
     manager.append(KEY, [U("hello")])
@@ -84,12 +88,14 @@ def test_database_uses_wal_and_secure_delete(make_manager, db_folder: Path) -> N
         assert connection.execute("PRAGMA busy_timeout").fetchone()[0] >= 5_000
 
 
+@pytest.mark.sqlite_only
 def test_schema_version_is_recorded(make_manager, db_folder: Path) -> None:
     make_manager().append(KEY, [U("hello")])
-    assert SCHEMA_VERSION == 8
+    assert SCHEMA_VERSION == 9
     assert pragma(db_folder / DATABASE_FILE, "user_version") == SCHEMA_VERSION
 
 
+@pytest.mark.sqlite_only
 def test_rows_survive_reopening(make_manager, db_folder: Path) -> None:
     first = make_manager()
     first.append(KEY, [U("kept"), A("also kept")])
@@ -99,6 +105,7 @@ def test_rows_survive_reopening(make_manager, db_folder: Path) -> None:
     assert pragma(db_folder / DATABASE_FILE, "user_version") == SCHEMA_VERSION
 
 
+@pytest.mark.sqlite_only
 def test_a_newer_schema_is_refused_and_the_file_left_unchanged(
     make_manager, db_folder: Path
 ) -> None:
@@ -123,6 +130,7 @@ def test_a_newer_schema_is_refused_and_the_file_left_unchanged(
     assert pragma(path, "user_version") == SCHEMA_VERSION + 1
 
 
+@pytest.mark.sqlite_only
 def test_a_file_that_is_not_sqlite_is_refused_and_left_unchanged(
     make_manager, db_folder: Path
 ) -> None:
@@ -141,6 +149,7 @@ def test_a_file_that_is_not_sqlite_is_refused_and_left_unchanged(
     assert sorted(p.name for p in db_folder.iterdir()) == [DATABASE_FILE]
 
 
+@pytest.mark.sqlite_only
 def test_storage_is_retried_after_a_failure(make_manager, db_folder: Path) -> None:
     db_folder.mkdir()
     path = db_folder / DATABASE_FILE
@@ -153,6 +162,7 @@ def test_storage_is_retried_after_a_failure(make_manager, db_folder: Path) -> No
     assert contents(manager.get(KEY).messages) == ["works now"]
 
 
+@pytest.mark.sqlite_only
 def test_an_unusable_folder_is_a_storage_error(make_manager, tmp_path: Path) -> None:
     blocker = tmp_path / "file-not-folder"
     blocker.write_text("x")
@@ -180,6 +190,7 @@ def assert_secret_gone(folder: Path) -> None:
     assert occurrences(folder, SECRET) == {suffix: 0 for suffix in database_files(folder)}
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize("large", [False, True], ids=["small", "overflow"])
 def test_clear_leaves_no_residue(make_manager, db_folder: Path, large: bool) -> None:
     manager = make_manager()
@@ -195,6 +206,7 @@ def test_clear_leaves_no_residue(make_manager, db_folder: Path, large: bool) -> 
     assert_secret_gone(db_folder)
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize("large", [False, True], ids=["small", "overflow"])
 def test_age_rule_leaves_no_residue(make_manager, clock, db_folder: Path, large: bool) -> None:
     manager = make_manager({"maxAgeHours": 10})
@@ -225,6 +237,7 @@ def test_an_expired_import_leaves_no_residue(make_manager, clock, db_folder: Pat
     assert_secret_gone(db_folder)
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize("large", [False, True], ids=["small", "overflow"])
 def test_count_rule_leaves_no_residue(make_manager, db_folder: Path, large: bool) -> None:
     manager = make_manager({"maxMessages": 2})
@@ -237,6 +250,7 @@ def test_count_rule_leaves_no_residue(make_manager, db_folder: Path, large: bool
     assert_secret_gone(db_folder)
 
 
+@pytest.mark.sqlite_only
 @pytest.mark.parametrize("large", [False, True], ids=["small", "overflow"])
 def test_token_rule_leaves_no_residue(make_manager, db_folder: Path, large: bool) -> None:
     manager = make_manager({"maxTokens": 40})
@@ -249,6 +263,7 @@ def test_token_rule_leaves_no_residue(make_manager, db_folder: Path, large: bool
     assert_secret_gone(db_folder)
 
 
+@pytest.mark.sqlite_only
 def test_an_expired_summary_leaves_no_residue(make_manager, clock, db_folder: Path) -> None:
     manager = make_manager({"maxAgeHours": 1})
     manager.save_summary(KEY, f"summary mentioning {SECRET}")
@@ -287,6 +302,7 @@ WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.sqlite_only
 def test_two_processes_append_to_one_conversation_without_losing_a_row(
     make_manager, db_folder: Path
 ) -> None:
@@ -351,6 +367,7 @@ def test_ids_are_never_handed_out_twice_after_clearing_the_newest_rows(make_mana
     assert ids(manager.append(other, [U("later")]).messages)[0] > max(newest) + 1
 
 
+@pytest.mark.sqlite_only
 def test_a_version_2_database_migrates_with_every_row_and_id(
     db_folder: Path, make_manager, clock
 ) -> None:
@@ -561,6 +578,7 @@ def test_conversation_cache_returns_copies() -> None:
     assert len(cache.get(key) or []) == 2
 
 
+@pytest.mark.sqlite_only
 def test_store_module_keeps_files_private_under_a_permissive_umask(
     make_manager, tmp_path: Path
 ) -> None:

@@ -35,8 +35,9 @@ from chat_history.paths import STORAGE_ENV, default_storage_folder
 from chat_history.settings import SECTION, Settings, default_settings, load_settings
 from chat_history.settings_file import SettingsFileError, read_settings_file
 from chat_history.storage_retention import PruneRun, tally
-from chat_history.store import DATABASE_FILE, Key
+from chat_history.store import DATABASE_FILE, Key, database_option
 from chat_history.wire import protocol
+from chat_history.workspaces import machine_id
 
 EXIT_FAILURE = 1  # missing database or conversation, a bad import file, a bad settings file
 EXIT_USAGE = 2  # bad arguments (argparse's own status)
@@ -85,11 +86,28 @@ def database_location(db: Path | None) -> tuple[Path, str]:
     return db, DATABASE_FILE
 
 
+def cli_database(args: argparse.Namespace) -> str | None:
+    """The PostgreSQL database of ``--database`` (else ``$CHAT_HISTORY_DATABASE_URL`` unless
+    ``--db`` names a SQLite store); None: SQLite."""
+    given = getattr(args, "database", None)
+    try:
+        if given is not None:
+            return database_option({"database": given}, {})
+        if getattr(args, "db", None) is not None:
+            return None
+        return database_option({})
+    except InvalidParams as exc:
+        raise CliError(f"--database {exc}", EXIT_USAGE) from None
+
+
 def open_manager(
     args: argparse.Namespace, settings: Settings | None = None, *, create: bool = False
 ) -> ChatHistoryManager:
     """A manager on the database ``--db`` names (else the server's default); a missing one is a
     CliError, unless the command creates it (``import``)."""
+    url = cli_database(args)
+    if url is not None:
+        return ChatHistoryManager.on_database(url, settings)
     folder, name = database_location(args.db)
     path = folder / name
     if not create and not path.is_file():
@@ -250,6 +268,8 @@ EDIT_FLAGS = {
     "through_id": "--through",
     "new_conversation_id": "NEW",
     "conversation_id": "CONVERSATION",
+    "from": "FROM",
+    "to": "TO",
 }
 
 
@@ -439,16 +459,17 @@ def cmd_stats(args: argparse.Namespace) -> int:
     loaded = load_cli_settings(args)
     manager = open_manager(args, reading(loaded.settings))
     stats = manager.stats()
-    path = manager.database_path
+    where = manager.database_path
+    path = where if isinstance(where, Path) else Path("/nonexistent")  # PostgreSQL: no file
     wal = _size(Path(f"{path}-wal"))
     shown = {
         f"{SECTION}.{key}": getattr(loaded.settings, attribute) for key, attribute in SHOWN_SETTINGS
     }
     if args.json:
         sources = {k: loaded.sources.get(k, "default") for k in shown}
-        print_json(protocol.wire_stats(str(path), _size(path), wal, stats, shown, sources))
+        print_json(protocol.wire_stats(str(where), _size(path), wal, stats, shown, sources))
         return 0
-    print(f"database       {path}")
+    print(f"database       {where}")
     print(f"size           {_size(path):,} bytes (+ {wal:,} bytes of WAL)")
     print(f"messages       {stats.messages:,}")
     print(f"conversations  {stats.conversations:,} in {stats.workspaces:,} workspace(s)")
@@ -555,6 +576,61 @@ def _archive_commands(command: Command, settings: argparse.ArgumentParser) -> No
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+# -- version 3: workspaces and the engine's purge ------------------------------------------
+
+
+def _machine(args: argparse.Namespace) -> str:
+    folder, _ = database_location(getattr(args, "db", None))
+    return machine_id(folder)
+
+
+def cmd_workspaces(args: argparse.Namespace) -> int:
+    manager = open_manager(args)
+    infos = manager.workspace_infos(_machine(args))
+    if args.json:
+        print_json({"workspaces": protocol.wire(infos)})
+        return 0
+    if not infos:
+        print(f"No workspaces in {manager.database_path}.")
+        return 0
+    for info in infos:
+        where = ""
+        if info.folder is not None:
+            state = {True: "", False: " (gone)", None: " (another machine)"}[info.folder_exists]
+            where = f"  {info.folder}{state}"
+        print(
+            f"{info.workspace}  {info.conversations} conversation(s), last "
+            f"{when(info.last_activity)}{where}"
+        )
+    return 0
+
+
+def cmd_move_workspace(args: argparse.Namespace) -> int:
+    manager = open_manager(args)
+    moved = edited(lambda: manager.move_workspace(args.source, args.target))
+    print(f"moved {moved} conversation(s) from {args.source} to {args.target}.")
+    return 0
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    manager = open_manager(args)
+    if not manager.purge():
+        raise CliError("the purge did not finish (see the log above); nothing was lost")
+    print(f"purged deleted text from {manager.database_path}.")
+    return 0
+
+
+def _workspace_commands(command: Command) -> None:
+    p = command("workspaces", cmd_workspaces, "list workspaces with conversations (listWorkspaces)")
+    p.add_argument("--json", action="store_true", help="the result as chatHistory/listWorkspaces's")
+    p = command(
+        "move-workspace", cmd_move_workspace, "move every conversation of FROM to TO (one change)"
+    )
+    p.add_argument("source", metavar="FROM", help="the workspace identity that holds them")
+    p.add_argument("target", metavar="TO", help="the workspace identity to hold them")
+    command("purge", cmd_purge, "take deleted text out of the database files now")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``chat-history`` parser: ``--db`` and ``--version``, and one subcommand per ``cmd_*``."""
     parser = argparse.ArgumentParser(
@@ -567,11 +643,17 @@ def build_parser() -> argparse.ArgumentParser:
         f"${STORAGE_ENV}, else the per-user data folder)"
     )
     parser.add_argument("--db", type=Path, metavar="PATH", help=db_help)
+    database_help = (
+        "a PostgreSQL database (libpq connection string or postgresql:// URI, no password: "
+        "PGPASSWORD, ~/.pgpass or a service file give it); default $CHAT_HISTORY_DATABASE_URL"
+    )
+    parser.add_argument("--database", metavar="URL", help=database_help)
     parser.add_argument("--version", action="version", version=f"chat-history {__version__}")
     # Given to every subcommand too, so --db may follow it; SUPPRESS keeps a --db given before
     # the subcommand from being reset.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--db", type=Path, metavar="PATH", default=argparse.SUPPRESS, help=db_help)
+    common.add_argument("--database", metavar="URL", default=argparse.SUPPRESS, help=database_help)
     settings = _settings_parent()
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -585,6 +667,7 @@ def build_parser() -> argparse.ArgumentParser:
     _inspect_commands(command, settings)
     _change_commands(command, settings)
     _archive_commands(command, settings)
+    _workspace_commands(command)
     sub.add_parser("demo", help="run the live demo (python -m chat_history.demo)", add_help=False)
     return parser
 

@@ -1,5 +1,10 @@
-"""SQLite storage, one file per job:
+"""Storage: the seam (``seam.HistoryStore``), the SQLite engine (one file per job below) and the
+PostgreSQL engine (``postgres/``, reusing the shared SQL through its dialect):
 
+- ``seam.py``        ``HistoryStore``: what the manager needs of an engine
+- ``choice.py``      which engine: the ``database`` option, else SQLite in the storage folder
+- ``workspaces.py``  stateless SQL of workspace identities: re-keying, folder fingerprints
+- ``postgres/``      the PostgreSQL engine (its own ``__init__`` lists its files)
 - ``connection.py``  ``Store``: the connection, read/snapshot/write sections, failure mapping
 - ``transaction.py`` ``Reading``/``Transaction``: every query and change an operation makes
 - ``queries.py``     stateless SQL on one conversation, and the records it returns
@@ -22,20 +27,26 @@
 """
 
 from chat_history.model import Key, Summary
+from chat_history.store.choice import database_option, open_store, purge_option
 from chat_history.store.connection import Store
 from chat_history.store.overview import DatabaseStats
 from chat_history.store.queries import ConversationTotals, RowMetaRecord
 from chat_history.store.schema import DATABASE_FILE
+from chat_history.store.seam import HistoryStore
 from chat_history.store.transaction import Reading, Transaction
 
 __all__ = [
     "DATABASE_FILE",
     "ConversationTotals",
     "DatabaseStats",
+    "HistoryStore",
     "Key",
     "Reading",
     "RowMetaRecord",
     "Store",
     "Summary",
     "Transaction",
+    "database_option",
+    "open_store",
+    "purge_option",
 ]

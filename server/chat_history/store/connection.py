@@ -182,6 +182,13 @@ class Store:
                 return False
             return self._wal.attempt(connection, RESET_WAIT_MS)
 
+    def purge_deleted(self) -> bool:
+        """The engine's purge of deleted text (``seam.HistoryStore``): the WAL reset."""
+        return self.reset_wal()
+
+    #: SQLite's purge is the WAL reset, at once either way.
+    purge_now = purge_deleted
+
     def close(self) -> None:
         """Close the connection, after a last try of a pending WAL reset."""
         with self._lock:

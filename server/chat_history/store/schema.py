@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from chat_history.store import calibration, keys, search_index
+from chat_history.store import calibration, keys, search_index, workspaces
 from chat_history.store.engine import sqlite3
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -159,6 +159,9 @@ MIGRATIONS[6] = search_index.SCHEMA_V7
 # written by ``keys.ensure`` in the same transaction. Idempotent, like version 6.
 MIGRATIONS[7] = keys.SCHEMA
 MIGRATIONS[7] = keys.SCHEMA
+
+# Version 9 (issue 24): the folder fingerprints of workspace identities (store/workspaces.py).
+MIGRATIONS[8] = workspaces.SCHEMA
 
 
 def statements(script: str) -> list[str]:

@@ -26,6 +26,7 @@ from chat_history.store import (
     records,
     search_index,
 )
+from chat_history.store import workspaces as workspace_sql
 from chat_history.store.cache import ConversationCache
 from chat_history.store.engine import sqlite3
 from chat_history.store.overview import DatabaseStats
@@ -249,6 +250,20 @@ class Reading:
         all of them (snapshot or write: the index and its catch-up mark are read together)."""
         return search_index.best_rows(self.connection, scope, query, count)
 
+    # -- version 3: workspace identities (store.workspaces) ---------------------------------
+
+    def workspace_rows(self) -> list[workspace_sql.WorkspaceRow]:
+        """Every workspace with conversations, newest activity first."""
+        return workspace_sql.workspaces(self.connection)
+
+    def conversation_ids(self, workspace: str) -> set[str]:
+        """The ids of the workspace's existing conversations."""
+        return workspace_sql.conversation_ids(self.connection, workspace)
+
+    def folder_records(self) -> list[workspace_sql.FolderRow]:
+        """Every recorded folder fingerprint, newest first."""
+        return workspace_sql.folders(self.connection)
+
 
 class Transaction(Reading):
     """A ``Reading`` that may also change the database: handed out by ``Store.write()`` only,
@@ -411,6 +426,26 @@ class Transaction(Reading):
     def index_for_search(self) -> int:
         """Index the next rows written since the last catch-up; returns how many."""
         return search_index.catch_up(self.connection)
+
+    def move_workspace(self, source: str, target: str) -> set[str]:
+        """Re-key every conversation of ``source`` to ``target``; returns the ids that collide
+        with existing conversations of ``target`` (then nothing moved)."""
+        moving = workspace_sql.keyed_ids(self.connection, source)
+        taken = workspace_sql.keyed_ids(self.connection, target) & moving
+        clash = workspace_sql.conversation_ids(self.connection, target) & taken
+        if clash:
+            return clash
+        workspace_sql.drop_empty(self.connection, target, taken)
+        workspace_sql.move(self.connection, source, target)
+        self._cache.clear()
+        self._tails.clear()
+        return set()
+
+    def record_folder(self, row: workspace_sql.FolderRow) -> None:
+        workspace_sql.record_folder(self.connection, row)
+
+    def forget_folder(self, workspace: str, machine: str) -> None:
+        workspace_sql.forget_folder(self.connection, workspace, machine)
 
     def add_calibration_ratio(
         self, kind: str, model: str | None, ratio: float

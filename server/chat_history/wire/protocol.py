@@ -280,6 +280,23 @@ class ReportUsageParams:
     model: str | None = None
 
 
+@attrs.define
+class MoveWorkspaceParams:
+    """``chatHistory/moveWorkspace``: no conversation key."""
+
+    from_: str = attrs.field(kw_only=True)
+    to: str = attrs.field(kw_only=True)
+
+
+@attrs.define
+class NoParams:
+    """A method without params (``chatHistory/listWorkspaces``)."""
+
+
+def move_args(params: MoveWorkspaceParams) -> tuple[str, str]:
+    return check_workspace(params.from_, "from"), check_workspace(params.to, "to")
+
+
 def _strict(kind: type, label: str) -> Callable[[Any, Any], Any]:
     def hook(value: Any, _: Any) -> Any:
         if isinstance(value, bool) and kind is not bool:

@@ -25,7 +25,7 @@ from pygls.protocol import (
     lsp_method,
 )
 
-from chat_history import __version__, watch
+from chat_history import __version__, watch, workspaces
 from chat_history.errors import (
     ContextOverflow,
     ConversationChanged,
@@ -36,6 +36,7 @@ from chat_history.errors import (
 from chat_history.manager import ChatHistoryManager
 from chat_history.model import Key, Trimmed
 from chat_history.paths import default_storage_folder
+from chat_history.policy.identity import normalize_uri
 from chat_history.settings import (
     PROVIDER_KINDS,
     SECTION,
@@ -43,6 +44,7 @@ from chat_history.settings import (
     default_settings,
     load_settings,
 )
+from chat_history.store import database_option, purge_option
 from chat_history.wire import frames, framing, lsp_adapter, protocol
 from chat_history.wire.barrier import BOUND_SECONDS, SettingsBarrier
 
@@ -204,6 +206,15 @@ class ChatHistoryServer(LanguageServer):
         self.in_flight: set[asyncio.Task[Any]] = set()
         self.barrier = self._new_barrier(default_settings())
         self.workspace_identity = "default"
+        #: the workspace as the client named it, and the identity mode initializationOptions
+        #: fixed (None: the settings' ``workspaceIdentity``); the mode opened so far
+        self.raw_workspace = "default"
+        self.identity_option: str | None = None
+        self._identity_mode: str | None = None
+        self._identity_lock = threading.Lock()
+        #: the storage folder, where this machine's id is kept (made when first needed)
+        self.storage_folder: Path | None = None
+        self._machine: str | None = None
         self.exit_code = 0
         self._reported: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -375,6 +386,33 @@ class ChatHistoryServer(LanguageServer):
             except RuntimeError:  # the request thread is gone: exiting
                 return
 
+    @property
+    def machine(self) -> str:
+        """This machine's id (kept in the storage folder): read or made on first use only, so
+        a session that never needs it leaves the folder as it found it."""
+        if self._machine is None:
+            self._machine = workspaces.machine_id(self.storage_folder or default_storage_folder())
+        return self._machine
+
+    def open_identity(self, manager: ChatHistoryManager, settings: Settings) -> None:
+        """Before the first request under an identity mode (``workspaceIdentity`` from
+        initializationOptions, else the settings in force): the session's identity, and the
+        steps that bring its history along (workspaces.open_identity). A failure (1002) fails
+        this request and is tried again by the next."""
+        mode = self.identity_option or settings.workspace_identity
+        if mode == self._identity_mode:
+            return
+        with self._identity_lock:
+            if mode == self._identity_mode:
+                return
+            identity = workspaces.resolve(self.raw_workspace, mode)
+            self.workspace_identity = identity.workspace
+            if identity.workspace.startswith(("file:", "repo:")):
+                machine = self.machine if identity.git is not None else ""
+                for line in manager.open_identity(identity, machine):
+                    self.tell(types.MessageType.Info, line)
+            self._identity_mode = mode
+
     def key(self, params: protocol.KeyParams) -> Key:
         """The request's conversation key, checked; the session's workspace when it names none."""
         workspace, conversation = protocol.check_key(params, self.workspace_identity)
@@ -424,9 +462,26 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
     options = params.initialization_options
     if not isinstance(options, dict):
         options = {}
-    ls.workspace_identity = _workspace_identity(params, options)
+    ls.raw_workspace = _workspace_identity(params, options)
+    ls.workspace_identity = normalize_uri(ls.raw_workspace)
+    mode = options.get("workspaceIdentity")
+    if mode is not None and mode not in ("folder", "repository"):
+        ls.tell(
+            types.MessageType.Warning,
+            'initializationOptions.workspaceIdentity must be "folder" or "repository"; ignored',
+        )
+        mode = None
+    ls.identity_option = mode
     folder = _storage_folder(ls, options)
-    ls.manager = ChatHistoryManager.in_folder(folder, notify=ls.send_trimmed)
+    ls.storage_folder = folder
+    try:
+        url = database_option(options)
+        purge = purge_option(options)
+    except InvalidParams as exc:
+        raise to_jsonrpc(exc) from None
+    ls.manager = ChatHistoryManager.in_folder(
+        folder, notify=ls.send_trimmed, database=url, purge_seconds=purge
+    )
     ls.watch = watch.ChangeWatch(ls.manager.store, lambda: ls.workspace_identity)
     raw = options.get("settings")
     ls.barrier = ls._new_barrier(ls.checked_settings(raw))
@@ -434,7 +489,8 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
         # Nothing known yet: requests wait for the pull that follows `initialized`.
         ls.barrier.raise_()
         asyncio.get_running_loop().call_later(ls.barrier.bound, ls._check_late)
-    ls.tell(types.MessageType.Info, f"storage folder {folder}, workspace {ls.workspace_identity}")
+    where = f"storage folder {folder}" if url is None else "a PostgreSQL database"
+    ls.tell(types.MessageType.Info, f"{where}, workspace {ls.workspace_identity}")
 
 
 def initialized(ls: ChatHistoryServer, params: types.InitializedParams) -> None:
@@ -511,7 +567,9 @@ def request(ls: ChatHistoryServer, method: str, params_cls: type, body: Handler)
         manager.settings = settings
         ls.send_changes(poll=True)  # what others changed goes before this answer
         try:
-            return body(manager, ls, protocol.structure(raw, params_cls))
+            params: Any = protocol.structure(raw, params_cls)
+            ls.open_identity(manager, settings)
+            return body(manager, ls, params)
         except (InvalidParams, ContextOverflow, StorageError, ConversationChanged) as exc:
             raise to_jsonrpc(exc) from None
         finally:
@@ -622,6 +680,16 @@ def report_usage(
     return protocol.wire(m.report_usage(*protocol.usage_args(p)))
 
 
+def move_workspace(
+    m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.MoveWorkspaceParams
+) -> Any:
+    return {"conversations": m.move_workspace(*protocol.move_args(p))}
+
+
+def list_workspaces(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.NoParams) -> Any:
+    return {"workspaces": protocol.wire(m.workspace_infos(ls.machine))}
+
+
 #: Every custom method: its params type and its handler.
 REQUESTS: dict[str, tuple[type, Handler]] = {
     "chatHistory/append": (protocol.AppendParams, append),
@@ -640,6 +708,8 @@ REQUESTS: dict[str, tuple[type, Handler]] = {
     "chatHistory/fork": (protocol.ForkParams, fork),
     "chatHistory/deleteSummary": (protocol.KeyParams, delete_summary),
     "chatHistory/reportUsage": (protocol.ReportUsageParams, report_usage),
+    "chatHistory/moveWorkspace": (protocol.MoveWorkspaceParams, move_workspace),
+    "chatHistory/listWorkspaces": (protocol.NoParams, list_workspaces),
 }
 
 

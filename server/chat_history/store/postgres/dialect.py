@@ -1,0 +1,215 @@
+"""The store's shared SQL, spoken to PostgreSQL: a connection with the face of the ``sqlite3``
+module's (``execute`` → a cursor with ``fetchone``/``fetchall``/``fetchmany``, ``rowcount``,
+``lastrowid``, iteration; ``executemany``) over a psycopg 3 connection, so that ``queries``,
+``records``, ``edits``, ``tail`` and ``calibration`` run unchanged on both engines.
+
+What differs between the engines is here, and only here:
+
+- placeholders (``?`` → ``%s``), ``IS ?`` (→ ``IS NOT DISTINCT FROM``), SQLite's two-argument
+  ``MAX`` and ``NOT INDEXED`` hints, upserts keyed by the owner too (row-level security: every
+  key is per database role), a boolean literal where SQLite mixes 1 and booleans;
+- row ids: a sequence (``message_ids``, never reused, never read under row-level security as
+  ``MAX(id)`` would be) instead of SQLite's ``id_floor``;
+- ``PRAGMA data_version``: the store's version counter (``PostgresStore.data_version``), which
+  changes when another connection committed, as SQLite's does;
+- ``numeric`` results (``SUM`` of ``bigint``) come back as ``int``.
+
+Each distinct statement is translated once (``_translate`` is cached)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from decimal import Decimal
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from chat_history.store import queries
+
+if TYPE_CHECKING:
+    import psycopg
+
+#: Statements whose PostgreSQL form is not a mechanical rewrite of the SQLite one.
+_EXACT: dict[str, str] = {
+    # A new row's id comes from the sequence (queries._INSERT_MESSAGE).
+    queries._INSERT_MESSAGE: (
+        "INSERT INTO messages (workspace, conversation, turn, role, content, tool_calls, "
+        "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+    ),
+    # The sequence never hands out an id twice: nothing to raise.
+    queries._RAISE_ID_FLOOR: "SELECT 1",
+    # edits.copy: the id before a block of fresh ids (the copy then moves the sequence past it,
+    # see _COPY_ROWS). Writes hold the store's write lock, so no other writer takes ids between.
+    "SELECT (SELECT MAX(highest_deleted, COALESCE((SELECT MAX(id) FROM messages), 0)) "
+    "FROM id_floor)": "SELECT nextval('message_ids') - 1",
+}
+
+#: edits.copy's insert of the copied rows (ids base + 1 ..): the sequence is moved past them.
+_COPY_ROWS = "SELECT ? + ROW_NUMBER() OVER (ORDER BY id)"
+
+_REWRITES: tuple[tuple[str, str], ...] = (
+    ("ON CONFLICT (workspace,", "ON CONFLICT (owner, workspace,"),
+    (" NOT INDEXED", ""),
+    # overview.conversations: a summary-only conversation's has_summary, as the other branch's
+    # boolean (SQLite has no boolean type; PostgreSQL will not unite boolean with integer).
+    ("s.updated_at, 1 FROM summaries", "s.updated_at, TRUE FROM summaries"),
+    ("instr(", "strpos("),
+    (" LIMIT -1", " LIMIT ALL"),
+)
+_IS_PARAM = re.compile(r"\bIS \?")
+#: SQLite's ``a IS b`` between columns (NULL-safe equality).
+_IS_COLUMN = re.compile(r"\bIS (?!NOT\b|NULL\b|TRUE\b|FALSE\b|DISTINCT\b)([a-z_]+\.[a-z_]+)")
+
+
+@lru_cache(maxsize=1024)
+def _translate(sql: str) -> str:
+    text = _EXACT.get(sql, sql)
+    for old, new in _REWRITES:
+        text = text.replace(old, new)
+    text = _IS_PARAM.sub("IS NOT DISTINCT FROM ?", text)
+    text = _IS_COLUMN.sub(r"IS NOT DISTINCT FROM \1", text)
+    return text.replace("%", "%%").replace("?", "%s")
+
+
+class Cursor:
+    """What the shared SQL reads from a statement's result, as ``sqlite3.Cursor`` offers it."""
+
+    def __init__(self, cursor: psycopg.Cursor[Any], lastrowid: int | None = None) -> None:
+        self._cursor = cursor
+        self.lastrowid = lastrowid
+        self.rowcount = cursor.rowcount
+
+    def fetchone(self) -> Any:
+        if self._cursor.description is None:
+            return None
+        return self._cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        if self._cursor.description is None:
+            return []
+        return self._cursor.fetchall()
+
+    def fetchmany(self, size: int) -> list[Any]:
+        if self._cursor.description is None:
+            return []
+        return self._cursor.fetchmany(size)
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._cursor.description is None:
+            return iter(())
+        return iter(self._cursor)
+
+    def close(self) -> None:
+        self._cursor.close()
+
+
+class Connection:
+    """A psycopg connection (autocommit: the store begins and ends its transactions itself)
+    that runs the shared SQL. ``data_version`` answers ``PRAGMA data_version``."""
+
+    def __init__(self, raw: psycopg.Connection[Any], data_version: Callable[[], int]) -> None:
+        self.raw = raw
+        self._data_version = data_version
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
+        if sql == "PRAGMA data_version":
+            return _Constant(self._data_version())
+        cursor = self.raw.cursor()
+        if sql.startswith("INSERT INTO messages (id,") and _COPY_ROWS in sql:
+            cursor.execute(_translate(sql), tuple(params))
+            copied = cursor.rowcount
+            base = int(params[0])
+            self.raw.execute(
+                "SELECT setval('message_ids', GREATEST(%s, (SELECT last_value FROM message_ids)))",
+                (base + max(copied, 1),),
+            )
+            return Cursor(cursor)
+        cursor.execute(_translate(sql), tuple(params))
+        if sql is queries._INSERT_MESSAGE or sql == queries._INSERT_MESSAGE:
+            row = cursor.fetchone()
+            return Cursor(cursor, int(row[0]) if row else None)
+        return Cursor(cursor)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.raw.cursor() as cursor:
+            cursor.executemany(_translate(sql), [tuple(r) for r in rows])
+
+
+class _Constant(Cursor):
+    """A one-row, one-column result computed without a statement."""
+
+    def __init__(self, value: int) -> None:
+        self.lastrowid = None
+        self.rowcount = 1
+        self._value = value
+
+    def fetchone(self) -> Any:
+        return (self._value,)
+
+    def fetchall(self) -> list[Any]:
+        return [(self._value,)]
+
+    def fetchmany(self, size: int) -> list[Any]:
+        return [(self._value,)]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter([(self._value,)])
+
+    def close(self) -> None:
+        pass
+
+
+#: PostgreSQL's text cannot hold NUL, which a message may (SQLite keeps it). Text is stored with
+#: NUL as ESCAPE + "0" and ESCAPE itself (U+FFFE, a noncharacter) doubled, and read back exactly.
+ESCAPE = "\ufffe"
+
+
+def escape_text(text: str) -> str:
+    if "\x00" not in text and ESCAPE not in text:
+        return text
+    return text.replace(ESCAPE, ESCAPE + ESCAPE).replace("\x00", ESCAPE + "0")
+
+
+def unescape_text(text: str) -> str:
+    if ESCAPE not in text:
+        return text
+    out: list[str] = []
+    index = 0
+    while True:
+        found = text.find(ESCAPE, index)
+        if found < 0 or found + 1 >= len(text):
+            out.append(text[index:])
+            return "".join(out)
+        out.append(text[index:found])
+        out.append("\x00" if text[found + 1] == "0" else ESCAPE)
+        index = found + 2
+
+
+def register_types(raw: psycopg.Connection[Any]) -> None:
+    """``numeric`` (what ``SUM`` of ``bigint`` gives) as ``int`` when whole, like SQLite's;
+    text with NUL escaped both ways (``escape_text``)."""
+    from psycopg.types.numeric import NumericLoader
+    from psycopg.types.string import StrDumperUnknown, TextLoader
+
+    class EscapingDumper(StrDumperUnknown):
+        def dump(self, obj: str) -> Any:
+            return super().dump(escape_text(obj))
+
+    class UnescapingLoader(TextLoader):
+        def load(self, data: Any) -> Any:
+            text = super().load(data)
+            return unescape_text(text) if isinstance(text, str) else text
+
+    raw.adapters.register_dumper(str, EscapingDumper)
+    for name in ("text", "varchar", "name", "bpchar"):
+        raw.adapters.register_loader(name, UnescapingLoader)
+
+    class WholeNumeric(NumericLoader):
+        def load(self, data: Any) -> Any:
+            value = super().load(data)
+            if isinstance(value, Decimal) and value == value.to_integral_value():
+                return int(value)
+            return float(value)
+
+    raw.adapters.register_loader("numeric", WholeNumeric)

@@ -1,0 +1,460 @@
+"""``PostgresStore``: the store on a PostgreSQL ≥ 14 database (protocol.md "Version 3" → Storage
+engines), with the same sections as the SQLite store (``read``, ``snapshot``, ``write``,
+``purge_deleted``, ``close``) handing out the same ``Reading``/``Transaction`` over the shared
+SQL (``dialect``).
+
+- **Connection.** Opened lazily on the first request (a database that cannot be reached answers
+  1002 per request while the server stays up); psycopg 3, autocommit (the sections begin and end
+  their transactions), no server-side prepared statements (safe behind PgBouncer's transaction
+  pooling), ``statement_timeout`` and ``lock_timeout`` bound every statement. A lost connection
+  (the server restarted, the network dropped) fails the request in flight with 1002 (its
+  transaction never committed: nothing changed) and the next request connects again; what the
+  connection remembered (cache, tails, ratios) is dropped.
+- **Writes.** One write section at a time per database, as SQLite's ``BEGIN IMMEDIATE``: every
+  write transaction takes the transaction-level advisory lock ``WRITE_LOCK`` first, so the
+  shared read-modify-write code (totals, turn numbers, retention) can never interleave with
+  another process's on one conversation (a lost update without it: server-database.md §3.6), and
+  no two writers ever wait on each other's row locks (no deadlock can form). Waiting past
+  ``lock_timeout`` answers 1002 and changes nothing.
+- **Coherence.** ``store_version`` counts committed writes; every write bumps it just before it
+  commits (under the write lock, so the value it read before is exactly the previous commit's).
+  ``data_version`` (what SQLite's ``PRAGMA data_version`` is to the shared code) changes when the
+  counter moved by another connection's commit since this connection last looked, so the cache
+  and the remembered tails are dropped exactly when another process wrote.
+- **Purge.** A ``DELETE`` is gone from every read and search at once. The bytes stay in dead
+  tuples and in the trigram index until the table is rewritten: ``purge_deleted`` (called after
+  every deleting operation) schedules ``purge_now`` within ``purge_seconds``, which runs
+  ``VACUUM FULL`` on the tables of history (a rewrite into new files, indexes rebuilt; the old
+  files are truncated at its commit) on its own connection, logging one audit line with counts,
+  never content. It needs the tables' owner (or a superuser); a role that is not is told once in
+  the log, and the operator runs ``chat-history purge`` as the owner on a schedule. The
+  write-ahead log and backups keep old pages until the operator's retention recycles them
+  (docs/server-database.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, cast
+
+from chat_history.errors import StorageError
+from chat_history.policy.search import SearchQuery
+from chat_history.policy.search_rank import SearchRow, SearchScope
+from chat_history.store import calibration, keys
+from chat_history.store.cache import ConversationCache
+from chat_history.store.connection import WriteObserver
+from chat_history.store.postgres import schema, search
+from chat_history.store.postgres.dialect import Connection, register_types
+from chat_history.store.tail import Tails
+from chat_history.store.transaction import Reading, Transaction, sync_cache
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from chat_history.store.engine import sqlite3
+
+log = logging.getLogger("chat_history")
+
+#: pg_advisory_xact_lock key every write transaction holds ('chwr').
+WRITE_LOCK = 0x63687772
+#: Bounds of one statement and of a wait for a lock (the busy timeout's part on SQLite).
+STATEMENT_TIMEOUT_MS = 30_000
+LOCK_TIMEOUT_MS = 5_000
+CONNECT_TIMEOUT_S = 5
+#: The default purge interval (``purgeSeconds``, ``CHAT_HISTORY_PURGE_SECONDS``).
+PURGE_SECONDS = 600.0
+#: Tables a purge rewrites: every one that holds text of the history.
+PURGED_TABLES = ("messages", "summaries", "conversations")
+
+
+class PostgresReading(Reading):
+    """``Reading`` whose search is PostgreSQL's (``search``); nothing waits to be indexed."""
+
+    def search_backlog(self) -> bool:
+        return False
+
+    def search_best(self, scope: SearchScope, query: SearchQuery, count: int) -> list[SearchRow]:
+        return search.best_rows(_raw(self), scope, query, count)
+
+
+class PostgresTransaction(PostgresReading, Transaction):
+    def index_for_search(self) -> int:
+        return 0
+
+
+def _raw(reading: Reading) -> psycopg.Connection[Any]:
+    return cast(Connection, reading.connection).raw
+
+
+def _reason(exc: Exception) -> str:
+    """A readable reason from a psycopg error (its first line; never a parameter)."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+class PostgresStore:
+    """The history in one PostgreSQL database, one connection to it, and what that connection
+    remembers (the cache of whole conversations, the tails of recent ones)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        cache_conversations: int = 64,
+        cache_rows: int = 50_000,
+        purge_seconds: float = PURGE_SECONDS,
+    ) -> None:
+        self.url = url
+        self.purge_seconds = purge_seconds
+        self._raw: psycopg.Connection[Any] | None = None
+        self._connection: Connection | None = None
+        self._lock = threading.RLock()
+        self.cache = ConversationCache(cache_conversations, cache_rows)
+        self.observer: WriteObserver | None = None
+        self._tails = Tails()
+        self._ratios = calibration.RatioMemo()
+        #: the counter's value this connection's memory agrees with, and the local version
+        #: (what ``PRAGMA data_version`` answers): it moves when the counter moved by others
+        self._seen: int | None = None
+        self._local_version = 0
+        #: inside a write (under the write lock) or a snapshot the counter read when it began
+        #: cannot change: ``data_version`` answers without a statement; a read section's first
+        #: check uses the value read as it began (one round trip fewer)
+        self._pinned = False
+        self._peeked = False
+        self._secrets: dict[str, bytes] = {}
+        self._purge_lock = threading.Lock()
+        self._purge_timer: threading.Timer | None = None
+        self._purge_refused = False
+        #: purges done (audit counts, for tests and logs)
+        self.purges = 0
+
+    @property
+    def path(self) -> str:
+        """Where the history is, for messages (never holds a password: it was refused)."""
+        return self.url
+
+    # -- sections -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Reading]:
+        with self._lock:
+            connection = self._start(self._check_version)
+            try:
+                sync_cache(self.cache, cast("sqlite3.Connection", connection))
+                yield self._reading(PostgresReading, connection)
+            except Exception as exc:
+                if _is_database_error(exc):
+                    raise self._failure(exc) from exc
+                raise
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[Reading]:
+        """A read section in one REPEATABLE READ transaction: every query sees one commit."""
+        with self._lock:
+            connection = self._start(self._begin_snapshot)
+            self._tails.transactions += 1
+            try:
+                sync_cache(self.cache, cast("sqlite3.Connection", connection))
+                yield self._reading(PostgresReading, connection)
+                connection.raw.execute("COMMIT")
+            except BaseException as exc:
+                self._rollback(connection)
+                if isinstance(exc, Exception) and _is_database_error(exc):
+                    raise self._failure(exc) from exc
+                raise
+            finally:
+                self._pinned = False
+                self._tails.transactions += 1
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Transaction]:
+        """One write transaction under the store's write lock. Whatever raises inside rolls it
+        all back: the operation changes nothing, and what this connection remembers is
+        dropped."""
+        with self._lock:
+            connection = self._start(self._begin_write)
+            self._tails.transactions += 1
+            try:
+                sync_cache(self.cache, cast("sqlite3.Connection", connection))
+                transaction = cast(Transaction, self._reading(PostgresTransaction, connection))
+                if self.observer is not None:
+                    self.observer.before_write(transaction)
+                yield transaction
+                if self.observer is not None:
+                    self.observer.after_write(transaction)
+                self._commit(connection)
+            except BaseException as exc:
+                self._rollback(connection)
+                self._forget()
+                if isinstance(exc, Exception) and _is_database_error(exc):
+                    raise self._failure(exc) from exc
+                raise
+            finally:
+                self._pinned = False
+                self._tails.transactions += 1
+
+    def _start(self, first: Callable[[Connection], object]) -> Connection:
+        """The connection, after the section's first statement ran on it. A connection the
+        database server dropped since the last request (a restart, a network cut) is noticed
+        here, before anything of the operation ran: it is opened again and the statement
+        retried once. Any other failure is 1002."""
+        import psycopg
+
+        connection = self._open()
+        try:
+            first(connection)
+            return connection
+        except psycopg.OperationalError as exc:
+            if not (connection.raw.broken or connection.raw.closed):
+                self._rollback(connection)
+                raise self._failure(exc) from exc
+            log.warning("the database connection was lost (%s); connecting again", _reason(exc))
+            self._close_connection()
+        except psycopg.Error as exc:
+            self._rollback(connection)
+            raise self._failure(exc) from exc
+        connection = self._open()
+        try:
+            first(connection)
+        except psycopg.Error as exc:
+            self._rollback(connection)
+            raise self._failure(exc) from exc
+        return connection
+
+    def _check_version(self, connection: Connection) -> None:
+        self._pinned = False
+        self._observe(_last_value(connection.raw.execute(_VERSION)))
+        self._peeked = True
+
+    def _begin_snapshot(self, connection: Connection) -> None:
+        # REPEATABLE READ: the version read with the first query is the snapshot's.
+        cursor = connection.raw.execute(
+            f"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; {_VERSION}"
+        )
+        self._observe(_last_value(cursor))
+        self._pinned = True
+
+    def _begin_write(self, connection: Connection) -> None:
+        # One round trip: begin, the write lock, the version (which no other writer can move
+        # while this transaction holds the lock).
+        cursor = connection.raw.execute(
+            f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK}); {_VERSION}"
+        )
+        self._observe(_last_value(cursor))
+        self._pinned = True
+
+    def _reading(self, kind: type[Reading], connection: Connection) -> Reading:
+        return kind(cast("sqlite3.Connection", connection), self.cache, self._tails, self._ratios)
+
+    def secret(self, name: str) -> bytes:
+        """The database's key ``name`` (store.keys), read once per connection."""
+        with self._lock:
+            found = self._secrets.get(name)
+            if found is None:
+                connection = self._start(self._check_version)
+                try:
+                    found = keys.secret(cast("sqlite3.Connection", connection), name)
+                except Exception as exc:
+                    if _is_database_error(exc):
+                        raise self._failure(exc) from exc
+                    raise StorageError(str(exc)) from exc
+                self._secrets[name] = found
+            return found
+
+    # -- coherence ------------------------------------------------------------------------------
+
+    def data_version(self) -> int:
+        """Moves when another connection committed since this one last looked."""
+        if self._pinned:
+            return self._local_version
+        if self._peeked:
+            self._peeked = False
+            return self._local_version
+        assert self._raw is not None
+        self._observe(_last_value(self._raw.execute(_VERSION)))
+        return self._local_version
+
+    def _observe(self, version: int) -> None:
+        if version != self._seen:
+            self._seen = version
+            self._local_version += 1
+
+    def _commit(self, connection: Connection) -> None:
+        """Bump the counter and commit, in one round trip."""
+        cursor = connection.raw.execute(
+            "UPDATE store_version SET version = version + 1 RETURNING version; COMMIT"
+        )
+        row = cursor.fetchone()
+        version = int(row[0]) if row else 0
+        if self._seen is None or version - 1 != self._seen:
+            self._local_version += 1  # another commit came between: what is remembered goes
+        self._seen = version
+
+    # -- purge ----------------------------------------------------------------------------------
+
+    def purge_deleted(self) -> bool:
+        """After an operation deleted or replaced text: the physical purge runs within
+        ``purge_seconds`` (at once when 0). Never raises. Returns whether it ran now."""
+        if self.purge_seconds <= 0:
+            return self.purge_now()
+        with self._purge_lock:
+            if self._purge_timer is None:
+                timer = threading.Timer(self.purge_seconds, self._timed_purge)
+                timer.daemon = True
+                self._purge_timer = timer
+                timer.start()
+        return False
+
+    #: The SQLite store's name of the same step, which the manager calls.
+    reset_wal = purge_deleted
+
+    def _timed_purge(self) -> None:
+        with self._purge_lock:
+            self._purge_timer = None
+        if not self.purge_now():
+            self.purge_deleted()  # try again at the next interval
+
+    def purge_now(self) -> bool:
+        """Rewrite the tables of history (``VACUUM FULL``: dead tuples and index entries of
+        deleted text leave the files) on a connection of its own; logs an audit line. Returns
+        whether it finished."""
+        import psycopg
+
+        started = time.monotonic()
+        try:
+            with psycopg.connect(
+                self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+            ) as raw:
+                raw.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+                owned = raw.execute(
+                    "SELECT count(*) FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner "
+                    "WHERE c.relname = ANY(%s) AND c.relkind = 'r' AND (r.rolname = current_user "
+                    "OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user))",
+                    (list(PURGED_TABLES),),
+                ).fetchone()
+                if not owned or int(owned[0]) < len(PURGED_TABLES):
+                    if not self._purge_refused:
+                        log.warning(
+                            "the purge of deleted text needs the owner of the history tables: "
+                            "run `chat-history purge --database ...` as that role on a schedule"
+                        )
+                        self._purge_refused = True
+                    return False
+                dead = raw.execute(
+                    "SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables "
+                    "WHERE relname = ANY(%s)",
+                    (list(PURGED_TABLES),),
+                ).fetchone()
+                raw.execute(f"VACUUM FULL {', '.join(PURGED_TABLES)}")
+        except Exception as exc:
+            log.warning("the purge of deleted text did not finish (%s); retried", _reason(exc))
+            return False
+        self.purges += 1
+        log.info(
+            "purge: rewrote %s (about %s dead rows) in %.2f s",
+            ", ".join(PURGED_TABLES),
+            dead[0] if dead else "?",
+            time.monotonic() - started,
+        )
+        return True
+
+    def close(self) -> None:
+        with self._purge_lock:
+            timer, self._purge_timer = self._purge_timer, None
+        if timer is not None:
+            timer.cancel()
+            self.purge_now()  # a pending purge gets its last try
+        with self._lock:
+            self._close_connection()
+
+    def close_after_migrating(self) -> None:
+        """Open (migrating the schema) and close: set a database up."""
+        with self._lock:
+            self._open()
+            self._close_connection()
+
+    # -- the connection -------------------------------------------------------------------------
+
+    def _open(self) -> Connection:
+        if self._connection is not None:
+            return self._connection
+        import psycopg
+
+        try:
+            raw = psycopg.connect(
+                self.url,
+                autocommit=True,
+                prepare_threshold=None,
+                connect_timeout=CONNECT_TIMEOUT_S,
+                application_name="chat-history-server",
+            )
+        except Exception as exc:
+            raise StorageError(f"cannot connect to the database: {_reason(exc)}") from exc
+        try:
+            register_types(raw)
+            raw.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
+            raw.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+            schema.migrate(raw)
+        except schema.NewerSchema as exc:
+            raw.close()
+            raise StorageError(str(exc)) from exc
+        except Exception as exc:
+            raw.close()
+            raise StorageError(f"cannot use the database: {_reason(exc)}") from exc
+        self._raw = raw
+        self._connection = Connection(raw, self.data_version)
+        self._forget()
+        return self._connection
+
+    def _forget(self) -> None:
+        self.cache.clear()
+        self.cache.version = None
+        self._tails.clear()
+        self._ratios.clear()
+        self._seen = None
+        self._local_version += 1
+
+    def _rollback(self, connection: Connection) -> None:
+        with contextlib.suppress(Exception):
+            connection.raw.execute("ROLLBACK")
+
+    def _failure(self, exc: Exception) -> StorageError:
+        """The StorageError for a database error (a lost connection is closed: the next request
+        connects again)."""
+        import psycopg
+
+        if isinstance(exc, psycopg.OperationalError) or (
+            self._raw is not None and self._raw.closed
+        ):
+            self._close_connection()
+        return StorageError(_reason(exc))
+
+    def _close_connection(self) -> None:
+        if self._raw is not None:
+            with contextlib.suppress(Exception):
+                self._raw.close()
+        self._raw = None
+        self._connection = None
+        self._forget()
+
+
+_VERSION = "SELECT version FROM store_version"
+
+
+def _last_value(cursor: Any) -> int:
+    """The first column of the last result of a multi-statement execute."""
+    while cursor.nextset():
+        pass
+    row = cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+def _is_database_error(exc: BaseException) -> bool:
+    import psycopg
+
+    return isinstance(exc, psycopg.Error)

@@ -1,0 +1,127 @@
+"""Stateless SQL of workspace identities (protocol.md "Version 3" → Workspace identity), shared by
+both engines: the workspaces that hold conversations, re-keying one workspace's conversations to
+another, and the folder fingerprints recorded per identity (``workspace_folders``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from chat_history.store.engine import sqlite3
+
+#: Schema step 7 (SQLite): one fingerprint per (identity, machine).
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS workspace_folders (
+    workspace TEXT NOT NULL,
+    machine TEXT NOT NULL,
+    folder TEXT NOT NULL,
+    remote TEXT,
+    inner_path TEXT NOT NULL,
+    recorded_at INTEGER NOT NULL,
+    PRIMARY KEY (workspace, machine)
+) WITHOUT ROWID
+"""
+
+#: The tables whose rows are keyed by (workspace, conversation).
+KEYED = ("messages", "conversations", "summaries", "turn_figures")
+#: A conversation exists (store.records: rows, a summary, a user title or metadata).
+_EXISTS = (
+    "(c.message_count > 0 OR c.title IS NOT NULL OR c.metadata IS NOT NULL "
+    "OR EXISTS (SELECT 1 FROM summaries s WHERE s.workspace = c.workspace "
+    "AND s.conversation = c.conversation))"
+)
+
+
+@attrs.frozen
+class WorkspaceRow:
+    workspace: str
+    conversations: int
+    last_activity: int | None
+
+
+@attrs.frozen
+class FolderRow:
+    workspace: str
+    machine: str
+    folder: str
+    remote: str | None
+    inner_path: str
+    recorded_at: int
+
+
+def workspaces(connection: sqlite3.Connection) -> list[WorkspaceRow]:
+    """Every workspace with conversations, newest activity first."""
+    rows = connection.execute(
+        "SELECT c.workspace, COUNT(*), MAX(c.last_activity) FROM conversations c "
+        f"WHERE {_EXISTS} GROUP BY c.workspace ORDER BY MAX(c.last_activity) DESC, c.workspace"
+    ).fetchall()
+    return [WorkspaceRow(r[0], int(r[1]), r[2]) for r in rows]
+
+
+def conversation_ids(connection: sqlite3.Connection, workspace: str) -> set[str]:
+    """The ids of the workspace's existing conversations."""
+    return {
+        r[0]
+        for r in connection.execute(
+            f"SELECT c.conversation FROM conversations c WHERE c.workspace = ? AND {_EXISTS}",
+            (workspace,),
+        )
+    }
+
+
+def keyed_ids(connection: sqlite3.Connection, workspace: str) -> set[str]:
+    """Every conversation id with any row under ``workspace`` (existing or not)."""
+    found: set[str] = set()
+    for table in ("conversations", "summaries"):
+        found |= {
+            r[0]
+            for r in connection.execute(
+                f"SELECT conversation FROM {table} WHERE workspace = ?", (workspace,)
+            )
+        }
+    return found
+
+
+def drop_empty(connection: sqlite3.Connection, workspace: str, ids: set[str]) -> None:
+    """Delete the records of ``ids`` under ``workspace`` that describe no conversation (what
+    retention left), so a move may take their keys."""
+    for conversation in sorted(ids):
+        for table in ("turn_figures", "conversations"):
+            connection.execute(
+                f"DELETE FROM {table} WHERE workspace = ? AND conversation = ?",
+                (workspace, conversation),
+            )
+
+
+def move(connection: sqlite3.Connection, source: str, target: str) -> None:
+    """Re-key every row of ``source`` to ``target`` (the caller checked for collisions)."""
+    for table in KEYED:
+        connection.execute(
+            f"UPDATE {table} SET workspace = ? WHERE workspace = ?", (target, source)
+        )
+
+
+def record_folder(connection: sqlite3.Connection, row: FolderRow) -> None:
+    connection.execute(
+        "INSERT INTO workspace_folders (workspace, machine, folder, remote, inner_path, "
+        "recorded_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (workspace, machine) DO UPDATE SET "
+        "folder = excluded.folder, remote = excluded.remote, inner_path = excluded.inner_path, "
+        "recorded_at = excluded.recorded_at",
+        (row.workspace, row.machine, row.folder, row.remote, row.inner_path, row.recorded_at),
+    )
+
+
+def forget_folder(connection: sqlite3.Connection, workspace: str, machine: str) -> None:
+    connection.execute(
+        "DELETE FROM workspace_folders WHERE workspace = ? AND machine = ?", (workspace, machine)
+    )
+
+
+def folders(connection: sqlite3.Connection) -> list[FolderRow]:
+    """Every recorded fingerprint, newest first."""
+    rows: list[Any] = connection.execute(
+        "SELECT workspace, machine, folder, remote, inner_path, recorded_at FROM "
+        "workspace_folders ORDER BY recorded_at DESC"
+    ).fetchall()
+    return [FolderRow(*r) for r in rows]

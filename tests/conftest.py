@@ -1,0 +1,85 @@
+"""Fixtures of both suites: the storage engines. A test module marked ``pytest.mark.engines``
+runs each test that uses storage (``engine``, and the fixtures built on it: ``make_manager``,
+``start_session``) on SQLite and on PostgreSQL; every other test runs on SQLite only.
+
+PostgreSQL is a throwaway cluster (tests/pgcluster.py) started once per test session, on the
+first test that needs it, and stopped by its PID at the end; each storage folder a test uses
+gets a fresh database of its own."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.pgcluster import Cluster
+
+ENGINES = ("sqlite", "postgres")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "engines: run the module's storage tests on SQLite and on PostgreSQL"
+    )
+    config.addinivalue_line(
+        "markers", "sqlite_only: a test of SQLite's own files in a module marked engines"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marked = metafunc.definition.get_closest_marker
+    if "engine" in metafunc.fixturenames and marked("engines") and not marked("sqlite_only"):
+        metafunc.parametrize("engine", ENGINES)
+
+
+@pytest.fixture
+def engine() -> str:
+    """The storage engine of the test (parametrized over both in modules marked ``engines``)."""
+    return "sqlite"
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Cluster]:
+    cluster = Cluster()
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+_names = itertools.count(1)
+
+
+class Databases:
+    """A fresh database per storage folder of one test (two folders: two databases)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.names: dict[str, str] = {}
+
+    def name(self, folder: Path) -> str:
+        key = str(folder)
+        if key not in self.names:
+            self.names[key] = f"t{next(_names)}"
+            self.cluster.fresh_database(self.names[key])
+        return self.names[key]
+
+    def url(self, folder: Path) -> str:
+        return self.cluster.url(self.name(folder))
+
+    def drop(self) -> None:
+        for name in self.names.values():
+            self.cluster.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def databases(engine: str, request: pytest.FixtureRequest) -> Iterator[Databases | None]:
+    """PostgreSQL databases by storage folder when the test's engine is PostgreSQL, else None."""
+    if engine != "postgres":
+        yield None
+        return
+    found = Databases(request.getfixturevalue("pg_cluster"))
+    yield found
+    found.drop()

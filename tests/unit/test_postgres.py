@@ -1,0 +1,368 @@
+"""PostgreSQL's own guarantees (protocol.md "Version 3" → Storage engines), on the throwaway
+cluster: row-level security between two roles with plain SQL, the purge of deleted text from the
+relation files, several processes on one conversation, coherence between connections, a restarted
+database server, migrations by several servers at once, and the ``database`` option."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from tests.pgcluster import Cluster
+
+from chat_history.errors import InvalidParams, StorageError
+from chat_history.manager import ChatHistoryManager
+from chat_history.model import Message
+from chat_history.policy.search_rank import SearchScope
+from chat_history.store import Key, database_option
+from chat_history.store.postgres import PostgresStore
+from chat_history.store.postgres.schema import SCHEMA_VERSION
+from chat_history.store.postgres.url import check_database
+
+KEY = Key("ws", "conv")
+
+
+def found(manager: ChatHistoryManager, query: str) -> list[str]:
+    scope = SearchScope(None, None, ("user", "assistant"))
+    return [hit.snippet for hit in manager.search(scope, query, 50).hits]
+
+
+def U(text: str) -> Message:
+    return Message(role="user", content=text)
+
+
+def A(text: str) -> Message:
+    return Message(role="assistant", content=text)
+
+
+@pytest.fixture
+def database(pg_cluster: Cluster, request: pytest.FixtureRequest) -> Any:
+    name = "p_" + request.node.name.replace("[", "_").replace("]", "").lower()[:50]
+    url = pg_cluster.fresh_database(name)
+    yield name, url
+    pg_cluster.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def managers() -> Any:
+    made: list[ChatHistoryManager] = []
+
+    def make(url: str, **options: Any) -> ChatHistoryManager:
+        manager = ChatHistoryManager(PostgresStore(url, **options))
+        made.append(manager)
+        return manager
+
+    yield make
+    for manager in made:
+        manager.close()
+
+
+# -- row-level security --------------------------------------------------------------------------
+
+
+def test_two_roles_never_read_change_or_delete_each_others_history(
+    pg_cluster: Cluster, database: Any, managers: Any
+):
+    name, _ = database
+    for role in ("alice", "bob"):
+        pg_cluster.execute(f"DROP ROLE IF EXISTS {role}")
+        pg_cluster.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        alice = managers(pg_cluster.url(name, user="alice"))
+        bob = managers(pg_cluster.url(name, user="bob"))
+        alice.append(KEY, [U("alice's secret plan"), A("noted")])
+        alice.save_summary(KEY, "alice's summary")
+        bob.append(Key("ws", "other"), [U("bob's note")])
+        # Bob's server: not a row of Alice's, under the same workspace and conversation id.
+        assert bob.get(KEY).messages == ()
+        assert [
+            c.conversation_id for c in bob.list_conversations_page("ws", None, None).conversations
+        ] == ["other"]
+        bob.append(KEY, [U("bob in the same conversation id")])
+        assert [m.content for m in alice.get(KEY).messages] == ["alice's secret plan", "noted"]
+        # Bob with plain SQL.
+        with psycopg.connect(pg_cluster.url(name, user="bob"), autocommit=True) as sql:
+            seen = sql.execute("SELECT content FROM messages").fetchall()
+            assert seen == [("bob's note",), ("bob in the same conversation id",)]
+            assert sql.execute("SELECT count(*) FROM summaries").fetchone() == (0,)
+            changed = sql.execute("UPDATE messages SET content = 'x' WHERE owner = 'alice'")
+            assert changed.rowcount == 0
+            deleted = sql.execute("DELETE FROM messages WHERE content LIKE 'alice%'")
+            assert deleted.rowcount == 0
+            assert sql.execute("DELETE FROM conversations WHERE owner = 'alice'").rowcount == 0
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                sql.execute(
+                    "INSERT INTO messages (workspace, conversation, turn, role, content, "
+                    "timestamp, tokens, owner) VALUES ('ws', 'conv', 9, 'user', 'forged', 0, 1, "
+                    "'alice')"
+                )
+        assert [m.content for m in alice.get(KEY).messages] == ["alice's secret plan", "noted"]
+        assert alice.get(KEY).summary is not None
+        assert [m.content for m in bob.get(KEY).messages] == ["bob in the same conversation id"]
+        # Search sees one's own rows only.
+        assert found(bob, "secret") == []
+        assert found(alice, "secret") == ["alice's secret plan"]
+    finally:
+        pg_cluster.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        for role in ("alice", "bob"):
+            pg_cluster.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+# -- purge ---------------------------------------------------------------------------------------
+
+
+def files_holding(folder: Path, needle: bytes) -> list[str]:
+    return [
+        path.name
+        for path in sorted(folder.iterdir())
+        if path.is_file() and needle in path.read_bytes()
+    ]
+
+
+def test_deleted_text_leaves_the_relation_files_at_the_purge(
+    pg_cluster: Cluster, database: Any, managers: Any
+):
+    name, url = database
+    manager = managers(url, purge_seconds=3600)
+    store = manager.store
+    assert isinstance(store, PostgresStore)
+    secret = "qzxv-residue-marker-" + "ü" * 3
+    folded = "qzxv-residue-marker-uuu"
+    manager.append(KEY, [U(f"the {secret} text"), A("ok")])
+    manager.append(Key("ws", "kept"), [U("other history stays")])
+    manager.save_summary(KEY, f"summary with {secret}")
+    manager.clear(KEY)
+    # Gone from every read and search at once.
+    assert manager.get(KEY).messages == ()
+    assert found(manager, "qzxv") == []
+    pg_cluster.execute("CHECKPOINT", name)
+    folder = pg_cluster.database_folder(name)
+    assert files_holding(folder, secret.encode()), "the test must see the dead tuples first"
+    assert store.purge_now()
+    pg_cluster.execute("CHECKPOINT", name)
+    folder = pg_cluster.database_folder(name)
+    assert files_holding(folder, secret.encode()) == []
+    assert files_holding(folder, folded.encode()) == []
+    assert files_holding(folder, b"zxv") == [], "a trigram of it in the search index"
+    assert [m.content for m in manager.get(Key("ws", "kept")).messages] == ["other history stays"]
+
+
+def test_an_edit_purges_the_old_text_within_the_interval(
+    pg_cluster: Cluster, database: Any, managers: Any
+):
+    name, url = database
+    manager = managers(url, purge_seconds=0.2)
+    stored = manager.append(KEY, [U("old wording jqxk-edit-marker"), A("ok")]).messages
+    from chat_history.conversations import MessageEdit
+
+    manager.edit_message(KEY, stored[0].id, MessageEdit(content="new wording"))
+    store = manager.store
+    assert isinstance(store, PostgresStore)
+    for _ in range(100):
+        if store.purges:
+            break
+        threading.Event().wait(0.1)
+    assert store.purges == 1
+    pg_cluster.execute("CHECKPOINT", name)
+    assert files_holding(pg_cluster.database_folder(name), b"jqxk-edit-marker") == []
+
+
+# -- several processes ---------------------------------------------------------------------------
+
+_WORKER = """
+import sys
+from chat_history.conversations import MessageEdit
+from chat_history.errors import InvalidParams
+from chat_history.manager import ChatHistoryManager
+from chat_history.model import Message
+from chat_history.settings import load_settings
+from chat_history.store import Key
+from chat_history.store.postgres import PostgresStore
+
+url, worker, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+manager = ChatHistoryManager(PostgresStore(url), load_settings({"maxMessages": 40}).settings)
+key = Key("ws", "shared")
+for n in range(rounds):
+    question = Message(role="user", content=f"{worker}-{n}")
+    answer = Message(role="assistant", content=f"answer {worker}-{n}")
+    stored = manager.append(key, [question, answer]).messages
+    if n % 3 == 2:  # an edit (the same text again) while the others append and prune
+        try:
+            manager.edit_message(key, stored[0].id, MessageEdit(content=f"{worker}-{n}"))
+        except InvalidParams:
+            pass  # another process's retention deleted the row first
+    if n % 5 == 4:
+        manager.get(key)
+        manager.save_summary(key, f"summary by {worker} at {n}")
+manager.close()
+"""
+
+
+def test_several_processes_on_one_conversation_lose_and_double_nothing(
+    database: Any, managers: Any
+):
+    _, url = database
+    workers, rounds = 4, 25
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, url, f"w{w}", str(rounds)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(workers)
+    ]
+    for process in processes:
+        _, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+    with psycopg.connect(url) as sql:
+        ids = [r[0] for r in sql.execute("SELECT id FROM messages ORDER BY id").fetchall()]
+        total = sql.execute("SELECT message_count FROM conversations").fetchone()
+        turns = sql.execute(
+            "SELECT turn, count(*) FROM messages WHERE role = 'user' GROUP BY turn "
+            "HAVING count(*) > 1"
+        ).fetchall()
+    # Retention kept the newest 40 rows: 20 whole turns, each user row with its answer.
+    assert len(ids) == 40 == len(set(ids))
+    assert total == (40,)
+    assert turns == []
+    rows = managers(url).get(Key("ws", "shared")).messages
+    assert [r.turn for r in rows[::2]] == list(range(rows[0].turn, rows[0].turn + 20))
+    for question, answer in zip(rows[::2], rows[1::2], strict=True):
+        assert answer.content == f"answer {question.content}"
+    # Every append got its own turn: the highest is the number of appends.
+    assert rows[-1].turn == workers * rounds
+
+
+# -- coherence -----------------------------------------------------------------------------------
+
+
+def test_each_connection_sees_the_others_changes_at_its_next_request(database: Any, managers: Any):
+    _, url = database
+    one, two = managers(url), managers(url)
+    one.append(KEY, [U("first"), A("a1")])
+    assert [m.content for m in two.get(KEY).messages] == ["first", "a1"]  # now cached in two
+    one.append(KEY, [U("second"), A("a2")])
+    assert [m.content for m in two.get(KEY).messages] == ["first", "a1", "second", "a2"]
+    rows = one.get(KEY).messages
+    one.truncate(KEY, rows[2].id)
+    assert [m.content for m in two.get(KEY).messages] == ["first", "a1"]
+    two.append(KEY, [U("third")])
+    assert [m.content for m in one.get(KEY).messages] == ["first", "a1", "third"]
+    one.clear(KEY)
+    assert two.get(KEY).messages == ()
+
+
+# -- a restarted database server -----------------------------------------------------------------
+
+
+def test_a_restarted_server_fails_the_write_in_flight_and_the_next_request_reconnects(
+    pg_cluster: Cluster, database: Any, managers: Any
+):
+    _, url = database
+    manager = managers(url)
+    manager.append(KEY, [U("before"), A("kept")])
+    store = manager.store
+    assert isinstance(store, PostgresStore)
+    from chat_history.store.postgres.store import PostgresTransaction
+
+    with pytest.raises(StorageError), store.write() as tx:
+        assert isinstance(tx, PostgresTransaction)
+        tx.insert(KEY, [(U("in flight"), 2, 3)], tx.totals(KEY), 0)
+        pg_cluster.restart()
+    # The next requests connect again; nothing acknowledged is lost, nothing in flight landed.
+    assert [m.content for m in manager.get(KEY).messages] == ["before", "kept"]
+    pg_cluster.restart()
+    manager.append(KEY, [U("after")])
+    assert [m.content for m in manager.get(KEY).messages] == ["before", "kept", "after"]
+
+
+# -- migrations ----------------------------------------------------------------------------------
+
+
+def test_servers_starting_at_once_on_an_empty_database_migrate_it_once(pg_cluster: Cluster):
+    pg_cluster.execute('DROP DATABASE IF EXISTS "p_empty" WITH (FORCE)')
+    pg_cluster.execute('CREATE DATABASE "p_empty"')
+    url = pg_cluster.url("p_empty")
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            PostgresStore(url).close_after_migrating()
+        except BaseException as exc:  # pragma: no cover - the assertion shows it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert errors == []
+        with psycopg.connect(url) as sql:
+            found = sql.execute("SELECT version FROM schema_version").fetchall()
+            assert found == [(SCHEMA_VERSION,)]
+    finally:
+        pg_cluster.execute('DROP DATABASE IF EXISTS "p_empty" WITH (FORCE)')
+
+
+# -- the database option -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "postgresql://me:hunter2@db.example/history",
+        "host=db.example dbname=history password=hunter2",
+        "",
+        42,
+        "not a = = conninfo '",
+    ],
+)
+def test_a_database_option_with_a_password_or_unusable_is_refused_naming_the_field(value: Any):
+    with pytest.raises(InvalidParams) as caught:
+        check_database(value)
+    assert caught.value.field == "database"
+    assert "hunter2" not in str(caught.value)
+
+
+def test_the_database_comes_from_the_option_else_the_environment():
+    env = {"CHAT_HISTORY_DATABASE_URL": "postgresql://me@db/h"}
+    assert database_option({}, env) == "postgresql://me@db/h"
+    assert database_option({"database": "dbname=x"}, env) == "dbname=x"
+    assert database_option({}, {}) is None
+    with pytest.raises(InvalidParams) as caught:
+        database_option({}, {"CHAT_HISTORY_DATABASE_URL": "postgresql://me:pw@db/h"})
+    assert caught.value.field == "CHAT_HISTORY_DATABASE_URL"
+
+
+def test_text_with_nul_and_the_escape_character_round_trips(database: Any, managers: Any):
+    _, url = database
+    manager = managers(url)
+    key = Key("w\x00s", "c\ufffe0")
+    texts = ["a\x00b", "x\ufffe0y", "\ufffe", "\x00", "plain", "\ufffe\ufffe\x00"]
+    manager.append(key, [U(text) for text in texts])
+    assert [row.content for row in manager.get(key).messages] == texts
+    assert found(manager, "a\x00b") == ["a\x00b"]
+    assert [
+        c.conversation_id
+        for c in manager.list_conversations_page("w\x00s", None, None).conversations
+    ] == ["c\ufffe0"]
+
+
+def test_calibration_ratios_keep_the_newest_keys_on_postgres(database: Any, managers: Any):
+    from chat_history.store.calibration import MAX_KEYS
+
+    _, url = database
+    manager = managers(url)
+    for n in range(MAX_KEYS + 2):
+        manager.report_usage("openai", f"model-{n}", 100, 150)
+    assert manager.report_usage("openai", None, 100, 120).samples == 1
+    assert manager.report_usage("openai", f"model-{MAX_KEYS + 1}", 100, 150).samples == 2
+    with psycopg.connect(url) as sql:
+        kept = sql.execute("SELECT count(DISTINCT model) FROM calibration_samples").fetchone()
+    assert kept == (MAX_KEYS - 1,)  # the NULL model is a key of its own, not counted here
