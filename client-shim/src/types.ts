@@ -56,7 +56,7 @@ export const Notifications = {
 } as const;
 
 /** The protocol version this package speaks (`capabilities.experimental.chatHistory.protocolVersion`). */
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 
 // ---------------------------------------------------------------------------------------------
 // Providers

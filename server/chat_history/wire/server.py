@@ -49,7 +49,7 @@ from chat_history.wire import frames, framing, lsp_adapter, protocol
 from chat_history.wire.barrier import BOUND_SECONDS, SettingsBarrier
 
 log = logging.getLogger("chat_history")
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 TRIMMED = "chatHistory/trimmed"
 CHANGED = "chatHistory/changed"
 EXPECTED_CODES = protocol.EXPECTED_CODES
