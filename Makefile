@@ -28,8 +28,8 @@ wheels-check: $(BASE)
 	$(PY) packaging/wheels_check.py
 
 lint: $(DEV)
-	$(VENV)/bin/ruff check server tests bench packaging
-	$(VENV)/bin/ruff format --check server tests bench packaging
+	$(VENV)/bin/ruff check server tests bench packaging docs
+	$(VENV)/bin/ruff format --check server tests bench packaging docs
 	$(VENV)/bin/mypy
 
 pytest: $(DEV) postgresql

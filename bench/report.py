@@ -298,7 +298,8 @@ def write_report(run: dict[str, Any], path: Path, plot: Path) -> None:
         "LlamaIndex `aget_all()` have no page API and read the whole history.",
         "- **prepare**: a request at a 4,000-token budget (`context.maxContextTokens` 4000). "
         "Ours is `prepare` (turn limit, tool-context collapse, budget, breadcrumb, orphan "
-        "sweep, OpenAI body). Peers at their documented way of bounding a request: LangChain `messages` + `trim_messages` "
+        "sweep, OpenAI body). Peers at their documented way of bounding a request: "
+        "LangChain `messages` + `trim_messages` "
         "(approximate counter, `start_on='human'`); Agents `get_items()` + the same newest-first "
         "token trim by hand; LlamaIndex `Memory.aget()` (trims on write). The raw floor reads "
         "newest-first until the budget is spent, with no turn rules and no provider body.",
