@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from chat_history.errors import InvalidParams
 from chat_history.store.connection import Store
 from chat_history.store.postgres.url import (
     DATABASE_ENV,
@@ -24,11 +25,26 @@ def database_option(options: Mapping[str, Any], env: Mapping[str, str] = os.envi
     """The checked database URL of ``options`` (field ``database``) or the environment; None for
     SQLite. InvalidParams naming the field (``database``, or the variable) when it is unusable."""
     if options.get("database") is not None:
-        return check_database(options["database"], "database")
+        return check_database(_engine_installed(options["database"], "database"), "database")
     from_env = env.get(DATABASE_ENV, "")
     if from_env.strip():
-        return check_database(from_env, DATABASE_ENV)
+        return check_database(_engine_installed(from_env, DATABASE_ENV), DATABASE_ENV)
     return None
+
+
+def _engine_installed(url: object, field: str) -> object:
+    """``url`` when the PostgreSQL engine's driver can be imported here, else InvalidParams naming
+    ``field``: psycopg is the ``postgres`` extra (it has no wheel for every platform the server
+    runs on, Windows on Arm among them), so a server installed without it says so at once."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        raise InvalidParams(
+            field,
+            "the PostgreSQL engine needs psycopg 3, which is not installed with this server "
+            "(install chat-history-server[postgres] into the Python that runs it)",
+        ) from None
+    return url
 
 
 def purge_option(options: Mapping[str, Any], env: Mapping[str, str] = os.environ) -> float | None:
