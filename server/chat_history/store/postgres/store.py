@@ -179,6 +179,7 @@ class PostgresStore:
         with self._lock:
             connection = self._start(self._begin_write)
             self._tails.transactions += 1
+            self._tails.writes += 1  # Reading.revision: this connection's own writes
             try:
                 sync_cache(self.cache, cast("sqlite3.Connection", connection))
                 transaction = cast(Transaction, self._reading(PostgresTransaction, connection))
@@ -415,6 +416,7 @@ class PostgresStore:
         self.cache.clear()
         self.cache.version = None
         self._tails.clear()
+        self._tails.writes += 1  # what was remembered is gone: no revision read before matches
         self._ratios.clear()
         self._seen = None
         self._local_version += 1
