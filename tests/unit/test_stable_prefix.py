@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import attrs
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from rows import A, S, T, U, as_stored
 
@@ -95,6 +95,20 @@ def check_limits(out: Prepared, ctx: ContextSettings, keep: int) -> None:
 
 @settings(deadline=None, max_examples=120)
 @given(st.lists(turn_shapes, min_size=1, max_size=40), stepped_settings())
+# Found by a random run: at turn 8 the budget's move dropped turns 1-7, at turn 9 the turn limit's
+# grid dropped only 1-4 and the budget, then judged after it, kept 5-7 (the first sent turn moved
+# back). The budget is now judged before the turn limit.
+@example(
+    [Turn(1, (), 1)] * 9,
+    attrs.evolve(
+        default_settings().context,
+        max_context_tokens=200,
+        max_history_turns=9,
+        keep_tool_context_turns=0,
+        trim_low_water=0.5,
+        compaction_enabled=False,
+    ),
+)
 def test_a_growing_conversation_keeps_its_prefix_but_for_moves_the_headroom_bounds(
     shapes: list[Turn], ctx: ContextSettings
 ) -> None:

@@ -719,7 +719,12 @@ def _excess(units: Sequence[_Unit], turns: Sequence[Turn[Message]], request: _Re
 def _trim_stepped(
     window: _Window, steps: Steps, settings: ContextSettings, budget: int, keep_tools: int
 ) -> None:
-    """Steps 4 and 5 on the stable prefix's grids (``policy.steps``)."""
+    """Steps 4 and 5 on the stable prefix's grids (``policy.steps``). The budget is judged
+    first, from the oldest uncovered turn, so its line does not depend on where the turn
+    limit's grid puts the first turn (judged after it, a turn-limit jump could let the first
+    sent turn move back)."""
+    if budget > 0 and steps.token_step:
+        _trim_budget_stepped(window, steps, budget)
     if window.numbers:
         collapse = grid.collapse_line(steps, window.numbers[-1], keep_tools)
         first = grid.first_kept_turn(steps, collapse, keep_tools, settings.max_history_turns)
@@ -736,8 +741,11 @@ def _trim_stepped(
             return newest < first
 
         window.trim("turnLimit", None, beyond_limit)
-    if not (budget > 0 and steps.token_step):
-        return
+
+
+def _trim_budget_stepped(window: _Window, steps: Steps, budget: int) -> None:
+    """Step 5 on the budget's grid: drop up to the next line while the settled part is over
+    budget x trimLowWater or the request over the budget."""
     low_water = budget - steps.token_step
     calibration = window.calibration
     line: int | None = None
