@@ -94,17 +94,6 @@ def resolve(raw: str, mode: str) -> Identity:
     return Identity(normalized, normalized, folder, git, mode)
 
 
-def _fingerprint(record: FolderRow) -> Fingerprint:
-    return Fingerprint(
-        record.workspace,
-        record.machine,
-        record.folder,
-        record.remote,
-        record.inner_path,
-        record.recorded_at,
-    )
-
-
 def open_identity(tx: Transaction, identity: Identity, machine: str, now: int) -> list[str]:
     """The steps run before a session's first request (see the module); returns what moved, as
     log lines."""
@@ -139,7 +128,7 @@ def open_identity(tx: Transaction, identity: Identity, machine: str, now: int) -
         if not tx.conversation_ids(target):
             source = moved_from(
                 current,
-                [_fingerprint(r) for r in tx.folder_records()],
+                tx.folder_records(),
                 lambda workspace: bool(tx.conversation_ids(workspace)),
                 os.path.isdir,
             )

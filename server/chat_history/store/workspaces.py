@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 
+from chat_history.policy.identity import Fingerprint
 from chat_history.store.engine import sqlite3
 
 #: Schema step 7 (SQLite): one fingerprint per (identity, machine).
@@ -40,14 +41,8 @@ class WorkspaceRow:
     last_activity: int | None
 
 
-@attrs.frozen
-class FolderRow:
-    workspace: str
-    machine: str
-    folder: str
-    remote: str | None
-    inner_path: str
-    recorded_at: int
+#: A row of the recorded folders is the identity rule's fingerprint, field for field (one type).
+FolderRow = Fingerprint
 
 
 def workspaces(connection: sqlite3.Connection) -> list[WorkspaceRow]:
