@@ -75,6 +75,10 @@ class Cluster:
             "-D",
             str(self.data),
         )
+        self._start_postmaster()
+
+    def _start_postmaster(self) -> None:
+        """pg_ctl start on the data folder: a unix socket only, no fsync (a throwaway cluster)."""
         options = f"-c listen_addresses='' -k {self.socket} -c fsync=off -c full_page_writes=off"
         self.run(
             str(self.bin / "pg_ctl"),
@@ -95,19 +99,7 @@ class Cluster:
     def restart(self) -> None:
         """Stop the server (fast: sessions are cut) and start it again on the same folder."""
         self.run(str(self.bin / "pg_ctl"), "stop", "-m", "fast", "-w", "-D", str(self.data))
-        options = f"-c listen_addresses='' -k {self.socket} -c fsync=off -c full_page_writes=off"
-        self.run(
-            str(self.bin / "pg_ctl"),
-            "start",
-            "-w",
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.root / "server.log"),
-            "-o",
-            options,
-        )
-        self.pid = self._postmaster_pid()
+        self._start_postmaster()
 
     def stop(self) -> None:
         """Stop the postmaster by its PID (SIGINT: fast shutdown) and wait until it is gone;
