@@ -2,7 +2,10 @@
 # Issue 26 item 5: the panel installed from its linux-x64 .vsix with nothing else, in code-server.
 #   1. the .vsix with the frozen server (make vsix TARGET=linux-x64), no Python on PATH at all;
 #   2. the same, with only a Python 3.10 on PATH;
-#   3. a .vsix with bundled libraries only, only a Python 3.10 on PATH: one "too old" notification.
+#   3. a .vsix with bundled libraries only, only a Python 3.10 on PATH: one "too old" notification;
+#   4. (issue 24) 1. with chatPanel.database naming a throwaway PostgreSQL cluster (tests/pgcluster.py,
+#      Debian's postgresql: `make postgresql`): the frozen server's own psycopg and libpq store the
+#      turn there, and it survives the restart.
 # Builds both .vsix files into ../../dist/ (PyInstaller: a few minutes the first time).
 #   CHAT_HISTORY_PYTHON     the repo's venv Python that builds them (default ../../.venv/bin/python)
 #   CHAT_HISTORY_PYTHON310  a Python 3.10 (default: pyenv's, else python3.10 on PATH)
@@ -25,3 +28,4 @@ ROOT="$CACHE/code-server-4.100.3"
 node e2e/install.mjs --code-server-root "$ROOT" --vsix "$REPO/dist/chat-panel-linux-x64.vsix" --python none --expect works
 node e2e/install.mjs --code-server-root "$ROOT" --vsix "$REPO/dist/chat-panel-linux-x64.vsix" --python "$PY310" --expect works
 node e2e/install.mjs --code-server-root "$ROOT" --vsix "$REPO/dist/chat-panel-linux-x64-libs.vsix" --python "$PY310" --expect too-old
+node e2e/install.mjs --code-server-root "$ROOT" --vsix "$REPO/dist/chat-panel-linux-x64.vsix" --python none --expect works --postgres "$PYTHON"
