@@ -19,6 +19,9 @@
  *          psycopg and libpq itself. The turn is read back from the database with psql (and is
  *          nowhere in the extension's SQLite storage), survives the restart once, and the
  *          export reads it from the database too.
+ * no-driver: (--postgres, a .vsix built --without-postgres, as for win32-arm64, whose psycopg has
+ *          no wheel) the panel's notification says the server inside has no PostgreSQL driver
+ *          here and what to do; its Open Settings shows chatPanel.database; no server restarts.
  */
 
 import assert from "node:assert/strict";
@@ -43,7 +46,8 @@ const POSTGRES = args.postgres ? resolve(args.postgres) : null;
 const CHROMIUM = args.chromium ?? "/usr/bin/chromium";
 const ARTIFACTS = resolve(args.artifacts ?? join(here, "artifacts", `install-${PYTHON ? "py310" : "nopython"}-${EXPECT}${POSTGRES ? "-postgres" : ""}`));
 const STEP_TIMEOUT = 90_000;
-assert.ok(EXPECT === "works" || EXPECT === "too-old", "--expect works|too-old");
+assert.ok(["works", "too-old", "no-driver"].includes(EXPECT), "--expect works|too-old|no-driver");
+assert.ok(EXPECT !== "no-driver" || args.postgres, "--expect no-driver needs --postgres");
 
 rmSync(ARTIFACTS, { recursive: true, force: true });
 mkdirSync(ARTIFACTS, { recursive: true });
@@ -413,6 +417,32 @@ try {
       );
       assert.match(await editor.innerText(), /"conversationId"/);
       await page.screenshot({ path: join(ARTIFACTS, "03-export.png") });
+    });
+  } else if (EXPECT === "no-driver") {
+    await step("a notification: no PostgreSQL driver here, what to do, and Open Settings shows the setting", async () => {
+      const toast = page.locator(".notification-toast", { hasText: "no PostgreSQL driver" });
+      await toast.first().waitFor({ state: "visible", timeout: STEP_TIMEOUT });
+      const text = await toast.first().innerText();
+      log(text.replace(/\n/g, " | "));
+      assert.match(text, /database: the server inside this extension has no PostgreSQL driver for this platform \(Linux x86_64\)/);
+      assert.match(text, /Remove the database to keep the history in SQLite here, or run the server with a Python 3\.11\+/);
+      for (const label of ["Select Python…", "Open Settings", "Show Log"]) {
+        assert.equal(await toast.first().locator(".monaco-button", { hasText: label }).count(), 1, label);
+      }
+      await page.screenshot({ path: join(ARTIFACTS, "01-no-driver.png") });
+      await toast.first().locator(".monaco-button", { hasText: "Open Settings" }).click();
+      // code-server is a remote window: machine-scoped settings are under its Remote tab.
+      await page.locator(".settings-editor .settings-tabs-widget .action-label", { hasText: "Remote" }).first().click();
+      await page.locator(".settings-editor .setting-item-title", { hasText: "Database" }).first().waitFor({ state: "visible" });
+      await page.screenshot({ path: join(ARTIFACTS, "02-no-driver-settings.png") });
+      // The failed start is not taken for a crash to restart from (the language client's own
+      // "couldn't create connection" toast still shows: it forces it on any failed start).
+      assert.equal(await page.locator(".notification-toast", { hasText: "Restarting server failed" }).count(), 0);
+      // Each attempt (a later action retries) is refused at initialize and exits.
+      for (let i = 0; serverProcesses().length > 0; i++) {
+        assert.ok(i < 60, `no server keeps running: ${JSON.stringify(serverProcesses())}`);
+        await sleep(500);
+      }
     });
   } else {
     await step("one notification: the Python found is too old, with the three buttons", async () => {

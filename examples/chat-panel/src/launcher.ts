@@ -15,6 +15,7 @@ import { execFile } from "node:child_process";
 import * as vscode from "vscode";
 import { findServer, ServerNotFoundError, type ServerCommand } from "chat-history-client/launch";
 import { startChatHistoryServer, type ChatHistoryServer } from "chat-history-client/vscode";
+import { CloseAction, ErrorAction, type ErrorHandler } from "vscode-languageclient/node";
 
 const SELECT = "Select Python…";
 const SETTINGS = "Open Settings";
@@ -76,11 +77,19 @@ export class ServerLauncher {
 
   async start(): Promise<ChatHistoryServer> {
     const found = await this.find();
-    return startChatHistoryServer(this.context, {
+    // Until the server has started, a closed connection is the failed start itself (reported
+    // once by reportFailure), not a crash to restart from; afterwards the client's usual policy.
+    let usual: ErrorHandler | undefined;
+    const errorHandler: ErrorHandler = {
+      error: (error, message, count) => usual?.error(error, message, count) ?? { action: ErrorAction.Shutdown, handled: true },
+      closed: () => usual?.closed() ?? { action: CloseAction.DoNotRestart, handled: true },
+    };
+    const server = await startChatHistoryServer(this.context, {
       server: found,
       database: this.databaseSetting(),
       clientOptions: {
         outputChannel: this.output,
+        errorHandler,
         // A refused initialize (a database this server cannot use) is reported once, by
         // reportFailure with its buttons, not a second time by the language client.
         initializationFailedHandler: (error) => {
@@ -89,6 +98,8 @@ export class ServerLauncher {
         },
       },
     });
+    usual = server.languageClient.createDefaultErrorHandler();
+    return server;
   }
 
   /** Runs the `chat-history` CLI the same way the server runs; its stdout. */
