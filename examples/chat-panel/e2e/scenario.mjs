@@ -7,7 +7,8 @@
  *   node e2e/scenario.mjs --code-server BIN --vsix FILE --python PYTHON
  *
  * Each step prints "ok N - name" and saves a screenshot to e2e/artifacts/; the last line is
- * "N passed, N failed".
+ * "N passed, N failed". With E2E_ONLY=REGEX only the steps whose names match run (after the
+ * install): the scenarios that start their own window, such as E2E_ONLY=workspaces.
  */
 
 import assert from "node:assert/strict";
@@ -32,6 +33,7 @@ const ARTIFACTS = resolve(args.artifacts ?? join(here, "artifacts"));
 const EXTENSION_ID = "chat-history-examples.chat-panel";
 const STEP_TIMEOUT = 60_000;
 const API_KEY = "sk-e2e-not-a-real-key-7c1f";
+const ONLY = process.env.E2E_ONLY ? new RegExp(process.env.E2E_ONLY) : null;
 
 rmSync(ARTIFACTS, { recursive: true, force: true });
 mkdirSync(ARTIFACTS, { recursive: true });
@@ -130,12 +132,12 @@ async function stopCodeServer() {
   }
 }
 
-async function openWorkbench() {
+async function openWorkbench(folder = dirs.workspace) {
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
   const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
   page = await context.newPage();
   page.setDefaultTimeout(STEP_TIMEOUT);
-  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(dirs.workspace)}`);
+  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(folder)}`);
   await page.waitForSelector(".monaco-workbench", { timeout: 90_000 });
   await page.waitForSelector(".activitybar", { timeout: 90_000 });
 }
@@ -327,7 +329,11 @@ async function waitFor(what, check, timeoutMs = 20_000) {
 // Steps
 
 const results = [];
-async function step(name, body) {
+async function step(name, body, { always = false } = {}) {
+  if (ONLY && !always && !ONLY.test(name)) {
+    console.log(`skip - ${name}`);
+    return;
+  }
   const t0 = Date.now();
   try {
     await body();
@@ -381,7 +387,7 @@ try {
     );
     assert.equal(r.status, 0, r.stdout + r.stderr);
     assert.match(r.stdout, /successfully installed/i);
-  });
+  }, { always: true });
 
   await step("code-server starts and the workbench loads", async () => {
     await startCodeServer();
@@ -875,6 +881,106 @@ try {
     assert.match(await page.locator(".settings-editor .setting-item-contents").first().innerText(), /Token cap for a stored conversation/);
     assert.equal(await input.inputValue(), "4000000");
     await shot("30-panel-defaults");
+  });
+
+  // --- Version 3 (issue 24): history of other workspaces, and moving it here ---------------------
+  // Two workspaces' histories in the one storage folder (the extension's global storage): a
+  // first window on old-project (a git clone, so the server records its folder), then a window
+  // on new-project. Each window is its own code-server run (one page per run: editor-e2e.md).
+  const oldProject = join(root, "old-project");
+  const newProject = join(root, "new-project");
+  const sidebarRows = (text) => page.locator("#workbench\\.parts\\.sidebar .monaco-list-row", { hasText: text });
+  const viewAction = (label) => page.locator(`#workbench\\.parts\\.sidebar .action-label[aria-label="${label}"]`).first();
+  async function reopenOn(folder) {
+    await closeBrowser();
+    await stopCodeServer();
+    await waitFor("the history servers to exit with code-server", () => historyServers().length === 0);
+    await startCodeServer();
+    await openWorkbench(folder);
+    await page.locator('.activitybar [aria-label^="Chat History"]').first().click();
+  }
+
+  await step("workspaces: a first window on old-project (a git clone) stores a conversation", async () => {
+    mkdirSync(oldProject);
+    mkdirSync(newProject);
+    for (const git of [["init", "-q", oldProject], ["-C", oldProject, "remote", "add", "origin", "https://example.com/team/old-project.git"]]) {
+      const r = spawnSync("git", git, { encoding: "utf8" });
+      assert.equal(r.status, 0, r.stderr);
+    }
+    writeFileSync(join(newProject, "hello.txt"), "Hello from new-project.\n");
+    await reopenOn(oldProject);
+    await runCommand("Chat Panel: New Chat");
+    frame = await chatFrame();
+    await send(frame, "Notes from the old project");
+    await sidebarRows("Notes from the old project").first().waitFor({ state: "visible" });
+    await shot("33-old-project");
+  });
+
+  await step("workspaces: in new-project, All Workspaces lists old-project's conversation; it opens read-only", async () => {
+    await reopenOn(newProject);
+    await runCommand("Chat Panel: New Chat");
+    frame = await chatFrame();
+    await send(frame, "Plans for the new project");
+    await sidebarRows("Plans for the new project").first().waitFor({ state: "visible" });
+    assert.equal(await sidebarRows("Notes from the old project").count(), 0, "the list shows this workspace's conversations");
+    await viewAction("Show All Workspaces").click();
+    await page.locator("#workbench\\.parts\\.sidebar", { hasText: "All workspaces" }).first().waitFor({ state: "visible" });
+    const here = sidebarRows("new-project").first();
+    const there = sidebarRows("old-project").first();
+    await there.waitFor({ state: "visible" });
+    assert.match(await here.innerText(), /this workspace · 1 conversation/);
+    assert.match(await there.innerText(), /1 conversation/);
+    await there.click(); // expands it
+    await sidebarRows("Notes from the old project").first().click();
+    await frame.locator("#elsewhere:not([hidden])").waitFor();
+    await frame.waitForFunction(() => document.querySelectorAll("article.msg").length === 2);
+    assert.deepEqual(await userTexts(frame), ["Notes from the old project"]);
+    assert.match(await frame.locator("#elsewhere-text").innerText(), /This chat belongs to the workspace "old-project" and is read-only here\./);
+    assert.equal(await frame.locator("#title").innerText(), "Notes from the old project");
+    assert.ok(await frame.locator("#prompt").isDisabled(), "no reply from here");
+    assert.ok(await frame.locator("#send").isDisabled());
+    const actions = await frame.locator("article.msg button.action").allInnerTexts();
+    assert.ok(actions.length > 0 && actions.every((a) => a === "Copy"), `only Copy: ${actions}`);
+    await shot("34-all-workspaces-read-only");
+  });
+
+  await step("workspaces: Continue in this workspace copies the chat here; its next turn reads this workspace's files", async () => {
+    await frame.locator("#continue-here").click();
+    await frame.locator("#elsewhere").waitFor({ state: "hidden" });
+    await frame.waitForFunction(() => !document.getElementById("prompt").disabled);
+    assert.ok((await noticeTexts(frame)).some((t) => /Continued here: a copy of the chat from "old-project" \(the original stays there\)/.test(t)));
+    await send(frame, "Please read hello.txt here");
+    assert.deepEqual(await userTexts(frame), ["Notes from the old project", "Please read hello.txt here"]);
+    assert.match(await lastAssistantText(frame), /The file says: Hello from new-project\./);
+    await waitFor("the copy under new-project", async () => /this workspace · 2 conversations/.test(await sidebarRows("new-project").first().innerText()));
+    await shot("35-continued-here");
+  });
+
+  await step("workspaces: old-project's folder is deleted; Refresh offers to move its history; Move Here lists it under new-project", async () => {
+    rmSync(oldProject, { recursive: true, force: true });
+    await viewAction("Refresh Conversations").click();
+    const offer = page.locator(".notification-toast", { hasText: "no longer exists" }).first();
+    await offer.waitFor({ state: "visible" });
+    assert.match(await offer.innerText(), /The folder of "old-project" \(.*old-project\) no longer exists\. Move its conversation into this workspace\?/);
+    await waitFor("the list to say the folder is gone", async () => /folder no longer exists/.test(await sidebarRows("old-project").first().innerText().catch(() => "")));
+    await sleep(800); // the toast slides in
+    await shot("36-move-offer");
+    await offer.locator(".monaco-button", { hasText: "Move Here" }).click();
+    const moved = page.locator(".notification-toast", { hasText: "Moved 1 conversation" }).first();
+    await moved.waitFor({ state: "visible" });
+    assert.match(await moved.innerText(), /Moved 1 conversation from "old-project" into this workspace\./);
+    await waitFor("old-project to leave the list", async () => (await sidebarRows("old-project").count()) === 0);
+    await waitFor("new-project to hold it", async () => /this workspace · 3 conversations/.test(await sidebarRows("new-project").first().innerText()));
+    await shot("37-moved");
+    // This workspace's own list now holds the moved conversation beside the copy.
+    await viewAction("Show This Workspace Only").click();
+    await waitFor("the flat list of this workspace", async () => (await sidebarRows("new-project").count()) === 0);
+    await waitFor("both under new-project", async () => (await sidebarRows("Notes from the old project").count()) === 2);
+    const original = sidebarRows("Notes from the old project").filter({ hasText: "2 messages" }).first();
+    await original.click();
+    await frame.waitForFunction(() => document.querySelectorAll("article.msg").length === 2 && document.getElementById("elsewhere").hidden);
+    assert.ok(!(await frame.locator("#prompt").isDisabled()), "it is this workspace's now: it can be continued");
+    await shot("38-moved-listed-here");
   });
   exitCode = 0;
 } catch {

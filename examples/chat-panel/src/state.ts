@@ -154,7 +154,7 @@ export function keyOf(state: PanelState): { conversationId: string; workspace?: 
 /** The banner over a conversation of another workspace: why it is read-only and what can be done. */
 export function elsewhereText(elsewhere: Elsewhere | null): string | null {
   if (elsewhere === null) return null;
-  return `This chat belongs to the workspace "${elsewhere.name}": you can read it here. To reply, continue it in this workspace (a copy; the original stays there), or move that workspace's history here.`;
+  return `This chat belongs to the workspace "${elsewhere.name}" and is read-only here. To reply, continue it in this workspace (a copy; the original stays there) or move that workspace's history here.`;
 }
 
 function fromStored(row: StoredMessage): PanelMessage {

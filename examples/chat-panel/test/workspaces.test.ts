@@ -111,7 +111,7 @@ test("a chat of another workspace is read-only: its key names that workspace, on
   assert.deepEqual(S.keyOf(state), { conversationId: "c1", workspace: "file:///old" });
   const view = S.viewOf(state, 3);
   assert.deepEqual(view.messages.map((m) => m.actions), [["copy"], ["copy"]]);
-  assert.match(view.elsewhere ?? "", /^This chat belongs to the workspace "old": you can read it here\. To reply, continue it in this workspace/);
+  assert.match(view.elsewhere ?? "", /^This chat belongs to the workspace "old" and is read-only here\. To reply, continue it in this workspace/);
   // This workspace's chat: every action, no banner, the session's key.
   const own = { ...state, elsewhere: null };
   assert.deepEqual(S.keyOf(own), { conversationId: "c1" });
