@@ -17,7 +17,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { chromium } from "playwright-core";
 import { startFakeModelServer } from "./fake-model-server.mjs";
 
@@ -968,7 +968,7 @@ try {
     await offer.locator(".monaco-button", { hasText: "Move Here" }).click();
     const moved = page.locator(".notification-toast", { hasText: "Moved 1 conversation" }).first();
     await moved.waitFor({ state: "visible" });
-    assert.match(await moved.innerText(), /Moved 1 conversation from "old-project" into this workspace\./);
+    assert.match(await moved.innerText(), /Moved 1 conversation here from "old-project"\./);
     await waitFor("old-project to leave the list", async () => (await sidebarRows("old-project").count()) === 0);
     await waitFor("new-project to hold it", async () => /this workspace · 3 conversations/.test(await sidebarRows("new-project").first().innerText()));
     await shot("37-moved");
@@ -981,6 +981,74 @@ try {
     await frame.waitForFunction(() => document.querySelectorAll("article.msg").length === 2 && document.getElementById("elsewhere").hidden);
     assert.ok(!(await frame.locator("#prompt").isDisabled()), "it is this workspace's now: it can be continued");
     await shot("38-moved-listed-here");
+  });
+
+  await step("workspaces: Move History from Another Workspace… (QuickPick, confirmed): an id in both moves nothing, said in words; after deleting one, all of it moves", async () => {
+    // A third workspace's history, imported with the CLI into the same storage folder, holding a
+    // conversation id that new-project also holds.
+    const third = pathToFileURL(join(root, "third-project")).href;
+    const here = pathToFileURL(newProject).href;
+    const line = (workspace, conversationId, content) => JSON.stringify({ type: "message", workspace, conversationId, message: { role: "user", content, timestamp: Date.now() } });
+    const file = join(root, "third.jsonl");
+    writeFileSync(
+      file,
+      [
+        JSON.stringify({ type: "header", format: "chat-history", version: 1 }),
+        line(third, "team-notes", "Team notes from the third project"),
+        line(third, "shared-id", "Shared notes (third project)"),
+        line(here, "shared-id", "Shared notes (new project)"),
+      ].join("\n") + "\n",
+    );
+    const store = join(dirs.userData, "User", "globalStorage", EXTENSION_ID);
+    const r = spawnSync(PYTHON, ["-m", "chat_history.cli", "--db", store, "import", file], { env, encoding: "utf8" });
+    assert.equal(r.status, 0, r.stdout + r.stderr);
+    await viewAction("Refresh Conversations").click();
+    await sidebarRows("Shared notes (new project)").first().waitFor({ state: "visible" });
+
+    const moveFromThird = async () => {
+      log(`move command at ${since()}`);
+      await runCommand("Chat Panel: Move History from Another Workspace…");
+      log(`quick pick at ${since()}`);
+      const item = page.locator(".quick-input-list .monaco-list-row", { hasText: "third-project" }).first();
+      await item.waitFor({ state: "visible" });
+      assert.match(await item.innerText(), /2 conversations/);
+      await shot("39-move-quickpick");
+      await item.click();
+      const dialog = page.locator(".monaco-dialog-box");
+      await dialog.waitFor({ state: "visible" });
+      assert.match(await dialog.innerText(), /Move 2 conversations from "third-project" into this workspace\?/);
+      assert.match(await dialog.innerText(), /Nothing is deleted/);
+      await shot("40-move-confirm");
+      await dialog.locator(".monaco-button", { hasText: "Move" }).first().click();
+    };
+    await moveFromThird();
+    const refused = page.locator(".monaco-dialog-box", { hasText: "Nothing was moved" });
+    await refused.waitFor({ state: "visible" });
+    assert.match(await refused.innerText(), /Nothing was moved from "third-project"\./);
+    assert.match(await refused.innerText(), /Conversation 'shared-id' exists in both workspaces \(1 in all\)\. Both workspaces keep all their conversations\./);
+    await shot("41-move-refused");
+    await refused.locator(".monaco-button").first().click();
+    await refused.waitFor({ state: "hidden" });
+    // Nothing lost, nothing moved.
+    assert.equal(await sidebarRows("Team notes from the third project").count(), 0);
+    assert.equal(await sidebarRows("Shared notes (new project)").count(), 1);
+
+    // Delete this workspace's copy of the clashing id (the list's trash button), then move again.
+    const mine = sidebarRows("Shared notes (new project)").first();
+    await mine.hover();
+    await mine.locator('.action-label[aria-label="Delete Conversation"]').click();
+    const dialog = page.locator(".monaco-dialog-box");
+    await dialog.waitFor({ state: "visible" });
+    await dialog.locator(".monaco-button", { hasText: "Delete" }).first().click();
+    await waitFor("the deleted chat to leave the list", async () => (await sidebarRows("Shared notes (new project)").count()) === 0);
+    await moveFromThird();
+    const moved = page.locator(".notification-toast", { hasText: "Moved 2 conversations" }).first();
+    await moved.waitFor({ state: "visible" });
+    assert.match(await moved.innerText(), /Moved 2 conversations here from "third-project"\./);
+    await sidebarRows("Team notes from the third project").first().waitFor({ state: "visible" });
+    await sidebarRows("Shared notes (third project)").first().waitFor({ state: "visible" });
+    await sleep(800);
+    await shot("42-moved-from-quickpick");
   });
   exitCode = 0;
 } catch {

@@ -832,7 +832,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     await list.load().catch(() => undefined);
     list.refresh();
     if (!outcome.ok) {
-      void vscode.window.showErrorMessage(outcome.text);
+      // A refusal the person just asked for: told in full (a modal), not in a toast cut to one line.
+      await vscode.window.showErrorMessage(outcome.text, { modal: true, detail: outcome.detail });
       return;
     }
     void vscode.window.showInformationMessage(outcome.text);

@@ -108,7 +108,8 @@ export function confirmText(info: WorkspaceInfo): { message: string; detail: str
   };
 }
 
-export type MoveOutcome = { ok: true; moved: number; text: string } | { ok: false; text: string };
+/** What a move did, in words: `text` the outcome, `detail` (a refusal) why and what to do. */
+export type MoveOutcome = { ok: true; moved: number; text: string } | { ok: false; text: string; detail: string };
 
 /**
  * `moveWorkspace` from `from` into `to`, with its outcome in words. A conversation id present in
@@ -118,18 +119,23 @@ export async function moveHistory(client: ChatHistoryClient, from: WorkspaceInfo
   const name = workspaceName(from);
   try {
     const { conversations } = await client.moveWorkspace({ from: from.workspace, to });
-    return { ok: true, moved: conversations, text: `Moved ${plural(conversations, "conversation")} from "${name}" into this workspace.` };
+    return { ok: true, moved: conversations, text: `Moved ${plural(conversations, "conversation")} here from "${name}".` };
   } catch (error) {
     if (error instanceof InvalidParamsError && error.field === "to") {
       return {
         ok: false,
-        text:
-          `Nothing was moved from "${name}": ${error.message.replace(/^to: /, "")}. Both workspaces keep all their conversations. ` +
-          "Delete one of the two, or continue it under a new id (All Workspaces → open it → Continue in this workspace), then move again.",
+        text: `Nothing was moved from "${name}".`,
+        detail:
+          `${sentence(error.message.replace(/^to: /, ""))}. Both workspaces keep all their conversations. ` +
+          "Delete one of the two, or continue it here under a new id (All Workspaces → open it → Continue in this workspace), then move again.",
       };
     }
     throw error;
   }
+}
+
+function sentence(text: string): string {
+  return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
 /**

@@ -176,14 +176,15 @@ test("real server: a deleted git folder's history is offered and moved here; a c
 
   // "shared" is in both: the move is refused (-32602 `to`), in words, and nothing moved.
   const refused = await W.moveHistory(client, offer, current);
-  assert.equal(refused.ok, false);
-  assert.match(refused.text, /^Nothing was moved from "old-project": conversation 'shared' exists in both workspaces \(1 in all\)\. Both workspaces keep all their conversations\./);
+  assert.ok(!refused.ok);
+  assert.equal(refused.text, 'Nothing was moved from "old-project".');
+  assert.match(refused.detail, /^Conversation 'shared' exists in both workspaces \(1 in all\)\. Both workspaces keep all their conversations\. Delete one of the two/);
   assert.deepEqual((await W.conversationsOf(client, offer.workspace)).map((c) => c.conversationId).sort(), ["plan", "shared"]);
   assert.deepEqual((await W.conversationsOf(client, undefined)).map((c) => c.title), ["New shared"]);
 
   await client.clear({ conversationId: "shared" });
   const moved = await W.moveHistory(client, offer, current);
-  assert.deepEqual(moved, { ok: true, moved: 2, text: 'Moved 2 conversations from "old-project" into this workspace.' });
+  assert.deepEqual(moved, { ok: true, moved: 2, text: 'Moved 2 conversations here from "old-project".' });
   assert.deepEqual((await W.conversationsOf(client, undefined)).map((c) => c.title).sort(), ["Old shared", "The old plan"]);
   assert.deepEqual(W.moveOffers((await client.listWorkspaces()).workspaces, current, new Set()), [], "nothing left to offer");
 });
