@@ -148,7 +148,8 @@ async function closeBrowser() {
   page = null;
 }
 
-async function runCommand(title) {
+/** Runs a palette command; `opensQuickInput`: it shows its own QuickPick (the widget stays open). */
+async function runCommand(title, { opensQuickInput = false } = {}) {
   // Until the extension host has registered the extension, its commands are missing from the
   // palette: reopen it until the command shows (up to a minute).
   const deadline = Date.now() + STEP_TIMEOUT;
@@ -163,13 +164,15 @@ async function runCommand(title) {
     try {
       await row.waitFor({ state: "visible", timeout: 3000 });
     } catch (error) {
+      const shown = await page.locator(".quick-input-list .monaco-list-row").allInnerTexts().catch(() => []);
+      log(`runCommand: "${title}" not listed yet; the palette shows ${JSON.stringify(shown.slice(0, 5))} (value ${JSON.stringify(await input.inputValue().catch(() => "?"))})`);
       await page.keyboard.press("Escape");
       if (Date.now() > deadline) throw error;
       await sleep(1000);
       continue;
     }
     await row.click();
-    await page.locator(".quick-input-widget").waitFor({ state: "hidden" }).catch(() => undefined);
+    if (!opensQuickInput) await page.locator(".quick-input-widget").waitFor({ state: "hidden" }).catch(() => undefined);
     return;
   }
 }
@@ -1006,10 +1009,8 @@ try {
     await sidebarRows("Shared notes (new project)").first().waitFor({ state: "visible" });
 
     const moveFromThird = async () => {
-      log(`move command at ${since()}`);
-      await runCommand("Chat Panel: Move History from Another Workspace…");
-      log(`quick pick at ${since()}`);
-      const item = page.locator(".quick-input-list .monaco-list-row", { hasText: "third-project" }).first();
+      await runCommand("Chat Panel: Move History from Another Workspace…", { opensQuickInput: true });
+      const item = page.locator(".quick-input-widget .quick-input-list .monaco-list-row", { hasText: "third-project" }).first();
       await item.waitFor({ state: "visible" });
       assert.match(await item.innerText(), /2 conversations/);
       await shot("39-move-quickpick");
