@@ -945,6 +945,14 @@ try {
     const actions = await frame.locator("article.msg button.action").allInnerTexts();
     assert.ok(actions.length > 0 && actions.every((a) => a === "Copy"), `only Copy: ${actions}`);
     await shot("34-all-workspaces-read-only");
+    // The banner's move asks first; Cancel changes nothing.
+    await frame.locator("#move-here").click();
+    const dialog = page.locator(".monaco-dialog-box");
+    await dialog.waitFor({ state: "visible" });
+    assert.match(await dialog.innerText(), /Move 1 conversation from "old-project" into this workspace\?/);
+    await dialog.locator(".monaco-button", { hasText: "Cancel" }).first().click();
+    await dialog.waitFor({ state: "hidden" });
+    assert.ok(await frame.locator("#elsewhere").isVisible(), "still read-only: nothing moved");
   });
 
   await step("workspaces: Continue in this workspace copies the chat here; its next turn reads this workspace's files", async () => {
