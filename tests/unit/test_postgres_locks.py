@@ -257,3 +257,22 @@ def test_processes_on_their_own_and_one_shared_conversation_lose_and_double_noth
             assert [m.content for m in fork[::2]] == [
                 f"w{w}-{k}" for k in range(max(0, n - 14), n + 1)
             ]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_a_write_that_changes_a_conversation_it_did_not_lock_changes_nothing(
+    engine: str, tmp_path: Any, request: pytest.FixtureRequest
+):
+    from chat_history.store import Store
+    from chat_history.store.seam import write_retried
+
+    if engine == "postgres":
+        _, url = request.getfixturevalue("database")
+        manager = request.getfixturevalue("managers")(url)
+    else:
+        manager = ChatHistoryManager(Store(tmp_path))
+    manager.append(B_KEY, [U("b kept")])
+    with pytest.raises(RuntimeError, match="locked"):
+        write_retried(manager.store, (A_KEY,), lambda tx: tx.clear(B_KEY))
+    assert [m.content for m in manager.get(B_KEY).messages] == ["b kept"]
+    manager.close()

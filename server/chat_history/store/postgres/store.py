@@ -19,7 +19,7 @@ SQL (``dialect``).
   conversation) in ascending order. A write without keys (it spans workspaces, or changes rows
   every conversation shares: calibration, folder records, fork's block of row ids) takes
   ``GLOBAL_LOCK`` exclusively: it waits for every writer and every writer waits for it. Advisory
-  locks taken in one order never wait in a cycle; the only rows two writers of different
+  locks taken in one order never wait in a cycle; the only row two writers of different
   conversations both change is the version counter, updated last, just before the commit. A
   deadlock with something else (an operator's session holding a row lock, say) or a
   serialization failure aborts the write whole: it raises ``WriteConflict`` after rolling back
