@@ -12,11 +12,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Protocol
 
 from chat_history.errors import StorageError
+from chat_history.model import Key
 from chat_history.store import calibration, failures, files, keys
 from chat_history.store.cache import ConversationCache
 from chat_history.store.engine import sqlite3
@@ -133,10 +134,11 @@ class Store:
                 transaction.connection.execute("COMMIT")
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[Transaction]:
-        """One write transaction that takes the write lock up front (BEGIN IMMEDIATE). Whatever
-        raises inside rolls it all back: the operation changes nothing, and what this connection
-        remembers is dropped."""
+    def write(self, keys: Collection[Key] = ()) -> Iterator[Transaction]:
+        """One write transaction that takes the write lock up front (BEGIN IMMEDIATE: one writer
+        of the whole database, so the conversations it changes, ``keys``, need no lock of their
+        own). Whatever raises inside rolls it all back: the operation changes nothing, and what
+        this connection remembers is dropped."""
         with self._lock:
             connection = self._open()
             try:
