@@ -20,6 +20,7 @@ from chat_history.manager import ChatHistoryManager
 from chat_history.model import Message
 from chat_history.store import Key, Transaction
 from chat_history.store.postgres import PostgresStore
+from chat_history.watch import ChangeWatch
 
 A_KEY = Key("ws", "a")
 B_KEY = Key("ws", "b")
@@ -71,6 +72,9 @@ class Gate:
         assert self.go.wait(30)
 
     def after_write(self, transaction: Transaction) -> None:
+        pass
+
+    def write_failed(self) -> None:
         pass
 
 
@@ -155,6 +159,10 @@ def test_a_deadlock_that_aborts_the_servers_write_is_retried(
     pg_cluster.execute(f"ALTER DATABASE \"{name}\" SET deadlock_timeout = '100ms'")
     manager = managers(url)
     manager.append(A_KEY, [U("first")])
+    # The change watch of this server's session: its own write, aborted once and retried, is
+    # never reported as another process's change.
+    watch = ChangeWatch(manager.store, lambda: A_KEY.workspace)
+    assert watch.poll() == []
     with psycopg.connect(url, autocommit=True) as sql, psycopg.connect(url) as other:
         other.execute("SET deadlock_timeout = '20s'")
         # A row every write changes at its commit (the store's version counter)...
@@ -177,6 +185,7 @@ def test_a_deadlock_that_aborts_the_servers_write_is_retried(
     assert errors == []  # answered 1002 (deadlock detected) before the retry
     rows = manager.get(A_KEY).messages
     assert [(m.content, m.turn) for m in rows] == [("first", 1), ("second", 2)]
+    assert watch.poll() == []
 
 
 _WORKER = """
@@ -188,6 +197,7 @@ from chat_history.model import Message
 from chat_history.settings import load_settings
 from chat_history.store import Key
 from chat_history.store.postgres import PostgresStore
+from chat_history.watch import ChangeWatch
 
 url, worker, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 manager = ChatHistoryManager(PostgresStore(url), load_settings({"maxMessages": 30}).settings)

@@ -55,11 +55,14 @@ def _enable_wal(connection: sqlite3.Connection) -> None:
 
 class WriteObserver(Protocol):
     """Told of each write transaction: at its start, when the others' commits are settled (it
-    holds the write lock), and before its commit, when it has made its changes."""
+    holds the write lock), before its commit, when it has made its changes, and when it rolled
+    back after all (then what ``after_write`` saw never happened)."""
 
     def before_write(self, transaction: Transaction) -> None: ...
 
     def after_write(self, transaction: Transaction) -> None: ...
+
+    def write_failed(self) -> None: ...
 
 
 class Store:
@@ -159,6 +162,8 @@ class Store:
             except BaseException as exc:
                 with contextlib.suppress(sqlite3.Error):
                     connection.execute("ROLLBACK")
+                if self.observer is not None:
+                    self.observer.write_failed()
                 self.cache.clear()
                 self._tails.clear()
                 self._ratios.clear()

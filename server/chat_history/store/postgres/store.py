@@ -211,6 +211,8 @@ class PostgresStore:
                 self._commit(connection)
             except BaseException as exc:
                 self._rollback(connection)
+                if self.observer is not None:
+                    self.observer.write_failed()
                 self._forget()
                 if isinstance(exc, Exception) and _is_database_error(exc):
                     raise self._failure(exc) from exc
