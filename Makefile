@@ -93,6 +93,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/search.py
 	$(PY) bench/economy.py
 	$(PY) bench/engines.py
+	$(PY) bench/pg_writers.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

@@ -43,6 +43,9 @@ class Hold:
     def after_write(self, transaction):
         pass
 
+    def write_failed(self):
+        pass
+
 
 key = Key("ws", conversation)
 manager.append(key, [Message(role="user", content="warm up")])
