@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from test_context_properties import context_settings, histories
 from test_context_window import (
@@ -29,13 +29,13 @@ from test_context_window import (
 from chat_history import preparation
 from chat_history.errors import ContextOverflow
 from chat_history.manager import ChatHistoryManager
-from chat_history.model import Message, Trimmed
+from chat_history.model import Attachment, Message, Trimmed
 from chat_history.policy.budget import Route, resolve_route
 from chat_history.policy.calibration import calibration_of, key_of
 from chat_history.policy.context import prepare_rows
 from chat_history.preparation import PrepareOptions
 from chat_history.providers import format_body
-from chat_history.settings import ContextSettings
+from chat_history.settings import ContextSettings, default_settings
 from chat_history.store import queries, tail, transaction
 from chat_history.store import rows as row_codec
 
@@ -120,6 +120,13 @@ def windowed(manager: ChatHistoryManager, options: PrepareOptions, events: list[
     )
 
 
+IMAGE_QUESTION = Message(
+    role="user",
+    content="Q  [IMAGE:/tmp/shot.png]",
+    attachments=(Attachment(kind="image", mime_type="image/png", data="iVBORw0KGgo="),),
+)
+
+
 @st.composite
 def compaction_settings(draw: st.DrawFn) -> ContextSettings:
     """Context settings whose budgets are large enough for proposals to happen."""
@@ -148,6 +155,35 @@ def compaction_settings(draw: st.DrawFn) -> ContextSettings:
     st.one_of(st.none(), st.floats(0.0, 0.7), st.floats(0.0, 1.2)),
     st.lists(st.integers(1, 400), max_size=3),
     st.one_of(st.none(), st.tuples(st.integers(0, 40), st.booleans())),
+)
+# Found by a random run: the budget's line (trimLowWater 0.875, judged before the turn limit)
+# fell inside the omitted turns, which were dropped whole: the budget dropped 3 turns where
+# preparing every row drops 2 (and the turn limit 3 where it drops 2).
+@example(
+    pieces=[[IMAGE_QUESTION] * 6],
+    ctx=attrs.evolve(
+        default_settings().context,
+        max_context_tokens=None,
+        compact_ratio=None,
+        history_pruning_enabled=False,
+        history_pruning_max_tokens=0,
+        keep_tool_context_turns=None,
+        preset="default",
+        prompt_cache="auto",
+        compaction_prompt=None,
+        max_history_turns=0,
+        trim_low_water=0.875,
+        compaction_enabled=False,
+        compaction_trigger_ratio=1.0,
+        compaction_keep_recent_turns=1,
+        compaction_max_summary_tokens=100,
+    ),
+    options=PrepareOptions(),
+    batches=[],
+    summary=None,
+    coverage=None,
+    prompt_tokens=[167],
+    retention=None,
 )
 def test_a_compacted_windowed_prepare_answers_what_preparing_every_row_answers(
     pieces: list[list[Message]],

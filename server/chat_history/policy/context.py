@@ -753,12 +753,15 @@ def _trim_budget_stepped(window: _Window, steps: Steps, budget: int) -> None:
     def over_budget() -> bool:
         nonlocal line
         position = window.positions[0]
-        if line is not None and position < line:
-            return True  # a move goes on to the next line of the grid
-        settled = calibration.apply(window.estimate - window.excess_total)
-        if settled <= low_water and window.calibrated() <= budget:
-            return False
-        line = grid.next_line(position, steps.token_step)
+        if line is None or position >= line:
+            settled = calibration.apply(window.estimate - window.excess_total)
+            if settled <= low_water and window.calibrated() <= budget:
+                return False
+            line = grid.next_line(position, steps.token_step)
+        # a move goes on to the line; an omitted group is dropped whole, so the line must not
+        # fall inside it (where it ends, the next group or unit begins)
+        if window.omitted and len(window.positions) > 1 and window.positions[1] > line:
+            raise OmittedTurnsKept("the budget's line falls inside omitted turns")
         return True
 
     window.trim("tokenBudget", budget, over_budget)
