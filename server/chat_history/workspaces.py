@@ -158,19 +158,23 @@ def open_identity(tx: Transaction, identity: Identity, machine: str, now: int) -
 
 def move_workspace(tx: Transaction, source: str, target: str) -> int:
     """Re-key every conversation of ``source`` to ``target`` in this transaction; returns how
-    many. A conversation id present under both is InvalidParams ``to`` and nothing moves.
-    ``source`` is taken as stored (it may be an old spelling); ``target`` is normalized, as a
-    session's identity is."""
+    many. A conversation id present under both is InvalidParams ``to`` and nothing moves. Both
+    are normalized, as a session's identity is, and ``source`` names every spelling stored for
+    it (an old unnormalized key that no session has opened since moves too)."""
     target = normalize_uri(target)
-    if source == target:
-        return 0
-    count = len(tx.conversation_ids(source))
-    clash = tx.move_workspace(source, target)
-    if clash:
-        first = sorted(clash)[0]
-        raise InvalidParams(
-            "to", f"conversation {first!r} exists in both workspaces ({len(clash)} in all)"
-        )
+    wanted = normalize_uri(source)
+    spellings = {source, wanted} | {
+        row.workspace for row in tx.workspace_rows() if normalize_uri(row.workspace) == wanted
+    }
+    count = 0
+    for spelling in sorted(spellings - {target}):
+        count += len(tx.conversation_ids(spelling))
+        clash = tx.move_workspace(spelling, target)
+        if clash:
+            first = sorted(clash)[0]
+            raise InvalidParams(
+                "to", f"conversation {first!r} exists in both workspaces ({len(clash)} in all)"
+            )
     return count
 
 
