@@ -31,7 +31,11 @@ from chat_history.store.calibration import MAX_KEYS
 
 MIB = 1024 * 1024
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
+pytestmark = [
+    pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc"),
+    pytest.mark.engines,
+    pytest.mark.usefixtures("server_databases"),
+]
 
 
 def memory(server: Server, field: str) -> int:
