@@ -7,7 +7,8 @@
  *   node e2e/scenario.mjs --code-server BIN --vsix FILE --python PYTHON
  *
  * Each step prints "ok N - name" and saves a screenshot to e2e/artifacts/; the last line is
- * "N passed, N failed".
+ * "N passed, N failed". With E2E_ONLY=REGEX only the steps whose names match run (after the
+ * install): the scenarios that start their own window, such as E2E_ONLY=workspaces.
  */
 
 import assert from "node:assert/strict";
@@ -16,7 +17,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { chromium } from "playwright-core";
 import { startFakeModelServer } from "./fake-model-server.mjs";
 
@@ -32,6 +33,7 @@ const ARTIFACTS = resolve(args.artifacts ?? join(here, "artifacts"));
 const EXTENSION_ID = "chat-history-examples.chat-panel";
 const STEP_TIMEOUT = 60_000;
 const API_KEY = "sk-e2e-not-a-real-key-7c1f";
+const ONLY = process.env.E2E_ONLY ? new RegExp(process.env.E2E_ONLY) : null;
 
 rmSync(ARTIFACTS, { recursive: true, force: true });
 mkdirSync(ARTIFACTS, { recursive: true });
@@ -130,12 +132,12 @@ async function stopCodeServer() {
   }
 }
 
-async function openWorkbench() {
+async function openWorkbench(folder = dirs.workspace) {
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
   const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
   page = await context.newPage();
   page.setDefaultTimeout(STEP_TIMEOUT);
-  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(dirs.workspace)}`);
+  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(folder)}`);
   await page.waitForSelector(".monaco-workbench", { timeout: 90_000 });
   await page.waitForSelector(".activitybar", { timeout: 90_000 });
 }
@@ -146,7 +148,8 @@ async function closeBrowser() {
   page = null;
 }
 
-async function runCommand(title) {
+/** Runs a palette command; `opensQuickInput`: it shows its own QuickPick (the widget stays open). */
+async function runCommand(title, { opensQuickInput = false } = {}) {
   // Until the extension host has registered the extension, its commands are missing from the
   // palette: reopen it until the command shows (up to a minute).
   const deadline = Date.now() + STEP_TIMEOUT;
@@ -161,13 +164,15 @@ async function runCommand(title) {
     try {
       await row.waitFor({ state: "visible", timeout: 3000 });
     } catch (error) {
+      const shown = await page.locator(".quick-input-list .monaco-list-row").allInnerTexts().catch(() => []);
+      log(`runCommand: "${title}" not listed yet; the palette shows ${JSON.stringify(shown.slice(0, 5))} (value ${JSON.stringify(await input.inputValue().catch(() => "?"))})`);
       await page.keyboard.press("Escape");
       if (Date.now() > deadline) throw error;
       await sleep(1000);
       continue;
     }
     await row.click();
-    await page.locator(".quick-input-widget").waitFor({ state: "hidden" }).catch(() => undefined);
+    if (!opensQuickInput) await page.locator(".quick-input-widget").waitFor({ state: "hidden" }).catch(() => undefined);
     return;
   }
 }
@@ -327,7 +332,11 @@ async function waitFor(what, check, timeoutMs = 20_000) {
 // Steps
 
 const results = [];
-async function step(name, body) {
+async function step(name, body, { always = false } = {}) {
+  if (ONLY && !always && !ONLY.test(name)) {
+    console.log(`skip - ${name}`);
+    return;
+  }
   const t0 = Date.now();
   try {
     await body();
@@ -381,7 +390,7 @@ try {
     );
     assert.equal(r.status, 0, r.stdout + r.stderr);
     assert.match(r.stdout, /successfully installed/i);
-  });
+  }, { always: true });
 
   await step("code-server starts and the workbench loads", async () => {
     await startCodeServer();
@@ -875,6 +884,180 @@ try {
     assert.match(await page.locator(".settings-editor .setting-item-contents").first().innerText(), /Token cap for a stored conversation/);
     assert.equal(await input.inputValue(), "4000000");
     await shot("30-panel-defaults");
+  });
+
+  // --- Version 3 (issue 24): history of other workspaces, and moving it here ---------------------
+  // Two workspaces' histories in the one storage folder (the extension's global storage): a
+  // first window on old-project (a git clone, so the server records its folder), then a window
+  // on new-project. Each window is its own code-server run (one page per run: editor-e2e.md).
+  const oldProject = join(root, "old-project");
+  const newProject = join(root, "new-project");
+  const sidebarRows = (text) => page.locator("#workbench\\.parts\\.sidebar .monaco-list-row", { hasText: text });
+  const viewAction = (label) => page.locator(`#workbench\\.parts\\.sidebar .action-label[aria-label="${label}"]`).first();
+  async function reopenOn(folder) {
+    await closeBrowser();
+    await stopCodeServer();
+    await waitFor("the history servers to exit with code-server", () => historyServers().length === 0);
+    await startCodeServer();
+    await openWorkbench(folder);
+    await page.locator('.activitybar [aria-label^="Chat History"]').first().click();
+  }
+
+  await step("workspaces: a first window on old-project (a git clone) stores a conversation", async () => {
+    mkdirSync(oldProject);
+    mkdirSync(newProject);
+    for (const git of [["init", "-q", oldProject], ["-C", oldProject, "remote", "add", "origin", "https://example.com/team/old-project.git"]]) {
+      const r = spawnSync("git", git, { encoding: "utf8" });
+      assert.equal(r.status, 0, r.stderr);
+    }
+    writeFileSync(join(newProject, "hello.txt"), "Hello from new-project.\n");
+    await reopenOn(oldProject);
+    await runCommand("Chat Panel: New Chat");
+    frame = await chatFrame();
+    await send(frame, "Notes from the old project");
+    await sidebarRows("Notes from the old project").first().waitFor({ state: "visible" });
+    await shot("33-old-project");
+  });
+
+  await step("workspaces: in new-project, All Workspaces lists old-project's conversation; it opens read-only", async () => {
+    await reopenOn(newProject);
+    await runCommand("Chat Panel: New Chat");
+    frame = await chatFrame();
+    await send(frame, "Plans for the new project");
+    await sidebarRows("Plans for the new project").first().waitFor({ state: "visible" });
+    assert.equal(await sidebarRows("Notes from the old project").count(), 0, "the list shows this workspace's conversations");
+    await viewAction("Show All Workspaces").click();
+    await page.locator("#workbench\\.parts\\.sidebar", { hasText: "All workspaces" }).first().waitFor({ state: "visible" });
+    const here = sidebarRows("new-project").first();
+    const there = sidebarRows("old-project").first();
+    await there.waitFor({ state: "visible" });
+    assert.match(await here.innerText(), /this workspace · 1 conversation/);
+    assert.match(await there.innerText(), /1 conversation/);
+    await there.click(); // expands it
+    await sidebarRows("Notes from the old project").first().click();
+    await frame.locator("#elsewhere:not([hidden])").waitFor();
+    await frame.waitForFunction(() => document.querySelectorAll("article.msg").length === 2);
+    assert.deepEqual(await userTexts(frame), ["Notes from the old project"]);
+    assert.match(await frame.locator("#elsewhere-text").innerText(), /This chat belongs to the workspace "old-project" and is read-only here\./);
+    assert.equal(await frame.locator("#title").innerText(), "Notes from the old project");
+    assert.ok(await frame.locator("#prompt").isDisabled(), "no reply from here");
+    assert.ok(await frame.locator("#send").isDisabled());
+    const actions = await frame.locator("article.msg button.action").allInnerTexts();
+    assert.ok(actions.length > 0 && actions.every((a) => a === "Copy"), `only Copy: ${actions}`);
+    await shot("34-all-workspaces-read-only");
+    // The banner's move asks first; Cancel changes nothing.
+    await frame.locator("#move-here").click();
+    const dialog = page.locator(".monaco-dialog-box");
+    await dialog.waitFor({ state: "visible" });
+    assert.match(await dialog.innerText(), /Move 1 conversation from "old-project" into this workspace\?/);
+    await dialog.locator(".monaco-button", { hasText: "Cancel" }).first().click();
+    await dialog.waitFor({ state: "hidden" });
+    assert.ok(await frame.locator("#elsewhere").isVisible(), "still read-only: nothing moved");
+  });
+
+  await step("workspaces: Continue in this workspace copies the chat here; its next turn reads this workspace's files", async () => {
+    await frame.locator("#continue-here").click();
+    await frame.locator("#elsewhere").waitFor({ state: "hidden" });
+    await frame.waitForFunction(() => !document.getElementById("prompt").disabled);
+    assert.ok((await noticeTexts(frame)).some((t) => /Continued here: a copy of the chat from "old-project" \(the original stays there\)/.test(t)));
+    await send(frame, "Please read hello.txt here");
+    assert.deepEqual(await userTexts(frame), ["Notes from the old project", "Please read hello.txt here"]);
+    assert.match(await lastAssistantText(frame), /The file says: Hello from new-project\./);
+    await waitFor("the copy under new-project", async () => /this workspace · 2 conversations/.test(await sidebarRows("new-project").first().innerText()));
+    await shot("35-continued-here");
+  });
+
+  await step("workspaces: old-project's folder is deleted; Refresh offers to move its history; Move Here lists it under new-project", async () => {
+    rmSync(oldProject, { recursive: true, force: true });
+    await viewAction("Refresh Conversations").click();
+    const offer = page.locator(".notification-toast", { hasText: "no longer exists" }).first();
+    await offer.waitFor({ state: "visible" });
+    assert.match(await offer.innerText(), /The folder of "old-project" \(.*old-project\) no longer exists\. Move its conversation into this workspace\?/);
+    await waitFor("the list to say the folder is gone", async () => /folder no longer exists/.test(await sidebarRows("old-project").first().innerText().catch(() => "")));
+    await sleep(800); // the toast slides in
+    await shot("36-move-offer");
+    await offer.locator(".monaco-button", { hasText: "Move Here" }).click();
+    const moved = page.locator(".notification-toast", { hasText: "Moved 1 conversation" }).first();
+    await moved.waitFor({ state: "visible" });
+    assert.match(await moved.innerText(), /Moved 1 conversation here from "old-project"\./);
+    await waitFor("old-project to leave the list", async () => (await sidebarRows("old-project").count()) === 0);
+    await waitFor("new-project to hold it", async () => /this workspace · 3 conversations/.test(await sidebarRows("new-project").first().innerText()));
+    await shot("37-moved");
+    // This workspace's own list now holds the moved conversation beside the copy.
+    await viewAction("Show This Workspace Only").click();
+    await waitFor("the flat list of this workspace", async () => (await sidebarRows("new-project").count()) === 0);
+    await waitFor("both under new-project", async () => (await sidebarRows("Notes from the old project").count()) === 2);
+    const original = sidebarRows("Notes from the old project").filter({ hasText: "2 messages" }).first();
+    await original.click();
+    await frame.waitForFunction(() => document.querySelectorAll("article.msg").length === 2 && document.getElementById("elsewhere").hidden);
+    assert.ok(!(await frame.locator("#prompt").isDisabled()), "it is this workspace's now: it can be continued");
+    await shot("38-moved-listed-here");
+  });
+
+  await step("workspaces: Move History from Another Workspace… (QuickPick, confirmed): an id in both moves nothing, said in words; after deleting one, all of it moves", async () => {
+    // A third workspace's history, imported with the CLI into the same storage folder, holding a
+    // conversation id that new-project also holds.
+    const third = pathToFileURL(join(root, "third-project")).href;
+    const here = pathToFileURL(newProject).href;
+    const line = (workspace, conversationId, content) => JSON.stringify({ type: "message", workspace, conversationId, message: { role: "user", content, timestamp: Date.now() } });
+    const file = join(root, "third.jsonl");
+    writeFileSync(
+      file,
+      [
+        JSON.stringify({ type: "header", format: "chat-history", version: 1 }),
+        line(third, "team-notes", "Team notes from the third project"),
+        line(third, "shared-id", "Shared notes (third project)"),
+        line(here, "shared-id", "Shared notes (new project)"),
+      ].join("\n") + "\n",
+    );
+    const store = join(dirs.userData, "User", "globalStorage", EXTENSION_ID);
+    const r = spawnSync(PYTHON, ["-m", "chat_history.cli", "--db", store, "import", file], { env, encoding: "utf8" });
+    assert.equal(r.status, 0, r.stdout + r.stderr);
+    await viewAction("Refresh Conversations").click();
+    await sidebarRows("Shared notes (new project)").first().waitFor({ state: "visible" });
+
+    const moveFromThird = async () => {
+      await runCommand("Chat Panel: Move History from Another Workspace…", { opensQuickInput: true });
+      const item = page.locator(".quick-input-widget .quick-input-list .monaco-list-row", { hasText: "third-project" }).first();
+      await item.waitFor({ state: "visible" });
+      assert.match(await item.innerText(), /2 conversations/);
+      await shot("39-move-quickpick");
+      await item.click();
+      const dialog = page.locator(".monaco-dialog-box");
+      await dialog.waitFor({ state: "visible" });
+      assert.match(await dialog.innerText(), /Move 2 conversations from "third-project" into this workspace\?/);
+      assert.match(await dialog.innerText(), /Nothing is deleted/);
+      await shot("40-move-confirm");
+      await dialog.locator(".monaco-button", { hasText: "Move" }).first().click();
+    };
+    await moveFromThird();
+    const refused = page.locator(".monaco-dialog-box", { hasText: "Nothing was moved" });
+    await refused.waitFor({ state: "visible" });
+    assert.match(await refused.innerText(), /Nothing was moved from "third-project"\./);
+    assert.match(await refused.innerText(), /Conversation 'shared-id' exists in both workspaces \(1 in all\)\. Both workspaces keep all their conversations\./);
+    await shot("41-move-refused");
+    await refused.locator(".monaco-button").first().click();
+    await refused.waitFor({ state: "hidden" });
+    // Nothing lost, nothing moved.
+    assert.equal(await sidebarRows("Team notes from the third project").count(), 0);
+    assert.equal(await sidebarRows("Shared notes (new project)").count(), 1);
+
+    // Delete this workspace's copy of the clashing id (the list's trash button), then move again.
+    const mine = sidebarRows("Shared notes (new project)").first();
+    await mine.hover();
+    await mine.locator('.action-label[aria-label="Delete Conversation"]').click();
+    const dialog = page.locator(".monaco-dialog-box");
+    await dialog.waitFor({ state: "visible" });
+    await dialog.locator(".monaco-button", { hasText: "Delete" }).first().click();
+    await waitFor("the deleted chat to leave the list", async () => (await sidebarRows("Shared notes (new project)").count()) === 0);
+    await moveFromThird();
+    const moved = page.locator(".notification-toast", { hasText: "Moved 2 conversations" }).first();
+    await moved.waitFor({ state: "visible" });
+    assert.match(await moved.innerText(), /Moved 2 conversations here from "third-project"\./);
+    await sidebarRows("Team notes from the third project").first().waitFor({ state: "visible" });
+    await sidebarRows("Shared notes (third project)").first().waitFor({ state: "visible" });
+    await sleep(800);
+    await shot("42-moved-from-quickpick");
   });
   exitCode = 0;
 } catch {

@@ -7,13 +7,22 @@
 import { randomBytes } from "node:crypto";
 import * as vscode from "vscode";
 import { ConversationChangedError, InvalidParamsError } from "chat-history-client";
-import type { ChangedNotification, ChatHistoryClient, CompactionProposal, ConversationInfo, ToolCall, TrimmedNotification } from "chat-history-client";
+import type {
+  ChangedNotification,
+  ChatHistoryClient,
+  CompactionProposal,
+  ConversationInfo,
+  ToolCall,
+  TrimmedNotification,
+  WorkspaceInfo,
+} from "chat-history-client";
 import type { ChatHistoryServer } from "chat-history-client/vscode";
 import { InterruptedReply, runTurn, summarize, type TurnEvent } from "./chat";
 import { ServerLauncher } from "./launcher";
 import { MODEL_KINDS, type ModelKind, type ModelSettings } from "./providers";
 import * as S from "./state";
 import { READ_FILE_TOOL, readWorkspaceFile } from "./tools";
+import * as W from "./workspaces";
 
 const SECTION = "chatPanel";
 
@@ -51,46 +60,74 @@ function nonce(): string {
   return randomBytes(18).toString("base64url");
 }
 
+/** A conversation in the list: this workspace's, or (under "all workspaces") another's, read-only here. */
 class ConversationItem extends vscode.TreeItem {
-  constructor(readonly info: ConversationInfo) {
+  constructor(
+    readonly info: ConversationInfo,
+    readonly elsewhere: S.Elsewhere | null = null,
+  ) {
     const title = S.titleOf(info);
     super(title, vscode.TreeItemCollapsibleState.None);
-    this.id = info.conversationId;
+    this.id = elsewhere === null ? info.conversationId : JSON.stringify([elsewhere.workspace, info.conversationId]);
     this.description = `${S.plural(info.messageCount, "message")} · ${new Date(info.lastActivity ?? info.createdAt ?? 0).toLocaleString()}`;
     this.tooltip = `${title}\n${info.conversationId}\n${S.plural(info.messageCount, "message")}, ~${S.plural(info.tokens, "token")}`;
-    this.contextValue = "conversation";
+    this.contextValue = elsewhere === null ? "conversation" : "otherConversation";
     this.iconPath = new vscode.ThemeIcon("comment-discussion");
-    this.command = { command: "chatPanel.openConversation", title: "Open", arguments: [info.conversationId] };
+    this.command = { command: "chatPanel.openConversation", title: "Open", arguments: [info.conversationId, elsewhere, title] };
   }
 }
+
+/** A workspace under "all workspaces": this one first (expanded), then the others with their conversations. */
+class WorkspaceItem extends vscode.TreeItem {
+  constructor(
+    readonly info: WorkspaceInfo,
+    readonly current: boolean,
+  ) {
+    super(W.workspaceName(info), current ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.Collapsed);
+    this.id = `workspace:${info.workspace}`;
+    this.description = W.workspaceDescription(info, current);
+    this.tooltip = W.workspaceTooltip(info);
+    this.contextValue = current ? "currentWorkspace" : "otherWorkspace";
+    this.iconPath = new vscode.ThemeIcon(current ? "root-folder-opened" : info.folderExists === false ? "warning" : "folder");
+  }
+}
+
+type ListNode = WorkspaceItem | ConversationItem;
 
 /**
  * The activity-bar list. Titles are the server's (listConversations: the title set with
  * updateConversation, else the automatic one from the first prompt): the panel keeps no second
  * store of them.
  */
-class ConversationsView implements vscode.TreeDataProvider<ConversationItem> {
+class ConversationsView implements vscode.TreeDataProvider<ListNode> {
   private readonly changed = new vscode.EventEmitter<void>();
   readonly onDidChangeTreeData = this.changed.event;
   /** The last listing, by conversation id (titles for the panel and for search hits). */
   readonly infos = new Map<string, ConversationInfo>();
   /** The server answered a version-2 listing (titles), whatever version it advertises. */
   v2 = false;
+  /** "All workspaces": every workspace of the database, each with its conversations (else this workspace's only). */
+  allWorkspaces = false;
+  /** The session's workspace identity, once asked. */
+  private current: Promise<string> | undefined;
   constructor(private readonly client: () => Promise<ChatHistoryClient>) {}
   refresh(): void {
     this.changed.fire();
   }
-  getTreeItem(item: ConversationItem): vscode.TreeItem {
+  getTreeItem(item: ListNode): vscode.TreeItem {
     return item;
   }
+  /** This window's workspace identity as the server keys it. */
+  currentWorkspace(): Promise<string> {
+    this.current ??= this.client().then(W.sessionWorkspace);
+    this.current.catch(() => (this.current = undefined));
+    return this.current;
+  }
+  async workspaces(): Promise<WorkspaceInfo[]> {
+    return (await (await this.client()).listWorkspaces()).workspaces;
+  }
   async load(): Promise<ConversationInfo[]> {
-    const conversations: ConversationInfo[] = [];
-    let cursor: string | undefined;
-    do {
-      const page = await (await this.client()).listConversations({ limit: 200, ...(cursor ? { cursor } : {}) });
-      conversations.push(...page.conversations);
-      cursor = page.nextCursor ?? undefined;
-    } while (cursor !== undefined && conversations.length < 2000);
+    const conversations = await W.conversationsOf(await this.client(), undefined);
     this.infos.clear();
     for (const c of conversations) {
       this.infos.set(c.conversationId, c);
@@ -101,9 +138,16 @@ class ConversationsView implements vscode.TreeDataProvider<ConversationItem> {
   titles(): Map<string, string> {
     return new Map([...this.infos].map(([id, info]) => [id, S.titleOf(info)]));
   }
-  async getChildren(): Promise<ConversationItem[]> {
+  async getChildren(node?: ListNode): Promise<ListNode[]> {
     try {
-      return (await this.load()).map((c) => new ConversationItem(c));
+      if (node instanceof ConversationItem) return [];
+      if (!this.allWorkspaces || (node !== undefined && node.current)) return (await this.load()).map((c) => new ConversationItem(c));
+      if (node === undefined) {
+        const current = await this.currentWorkspace();
+        return W.workspaceGroups(await this.workspaces(), current).map((w) => new WorkspaceItem(w, w.workspace === current));
+      }
+      const elsewhere = { workspace: node.info.workspace, name: W.workspaceName(node.info) };
+      return (await W.conversationsOf(await this.client(), node.info.workspace)).map((c) => new ConversationItem(c, elsewhere));
     } catch (error) {
       if (error !== startFailure) void vscode.window.showErrorMessage(`Chat history: ${(error as Error).message}`);
       return [];
@@ -124,7 +168,9 @@ type FromWebview =
   | { type: "search"; query: string }
   | { type: "closeSearch" }
   | { type: "openHit"; conversationId: string; id: number }
-  | { type: "undoSummary" };
+  | { type: "undoSummary" }
+  | { type: "continueHere" }
+  | { type: "moveHere" };
 
 class ChatPanel {
   private panel: vscode.WebviewPanel | undefined;
@@ -144,6 +190,11 @@ class ChatPanel {
 
   get conversationId(): string {
     return this.state.conversationId;
+  }
+
+  /** The chat shown belongs to another workspace (read-only here). */
+  get elsewhere(): S.Elsewhere | null {
+    return this.state.elsewhere;
   }
 
   private pageSize(): number {
@@ -201,6 +252,7 @@ class ChatPanel {
 </header>
 <div id="search-results" hidden></div>
 <div id="summary" hidden><span id="summary-text"></span><button id="undo-summary" type="button">Undo</button></div>
+<div id="elsewhere" hidden><span id="elsewhere-text"></span><span id="elsewhere-actions"><button id="continue-here" type="button">Continue in this workspace</button><button id="move-here" type="button">Move that workspace's history here…</button></span></div>
 <div id="notices" role="status" aria-live="polite"></div>
 <main id="messages" aria-live="polite"></main>
 <form id="composer">
@@ -236,7 +288,7 @@ class ChatPanel {
     const id = this.state.conversationId;
     const shown = this.state.messages.filter((m) => m.id !== null).length;
     // Enough to reach back to the oldest row shown, with room for what was added since.
-    const page = await (await this.client()).get({ conversationId: id, limit: Math.min(10_000, shown + this.pageSize()) });
+    const page = await (await this.client()).get({ ...S.keyOf(this.state), limit: Math.min(10_000, shown + this.pageSize()) });
     if (id !== this.state.conversationId) return;
     this.update(S.reloaded(this.state, page));
     await this.refreshTitle().catch(() => undefined);
@@ -258,7 +310,7 @@ class ChatPanel {
 
   /** Another window or the CLI changed a conversation of this workspace (chatHistory/changed). */
   onChanged(event: ChangedNotification): void {
-    if (event.conversationId !== this.state.conversationId) {
+    if (event.conversationId !== this.state.conversationId || this.state.elsewhere !== null) {
       void this.list.load().then(() => this.list.refresh(), () => undefined);
       return;
     }
@@ -274,13 +326,15 @@ class ChatPanel {
 
   /**
    * Opens a conversation (a new one without an id): newest page first; with `focusId` (a search
-   * hit), older pages until the one holding that row.
+   * hit), older pages until the one holding that row. With `elsewhere`, a conversation of another
+   * workspace, read-only (titled `title`, as the list showed it).
    */
-  async open(conversationId?: string, focusId?: number): Promise<void> {
+  async open(conversationId?: string, focusId?: number, elsewhere: S.Elsewhere | null = null, title?: string): Promise<void> {
     this.ensurePanel();
     const id = conversationId ?? newConversationId();
     const search = this.state.search;
-    this.state = { ...S.emptyState(id, S.titleOf(conversationId ? this.list.infos.get(conversationId) : undefined)), search };
+    const shownTitle = title ?? S.titleOf(conversationId ? this.list.infos.get(conversationId) : undefined);
+    this.state = { ...S.emptyState(id, shownTitle, conversationId === undefined ? null : elsewhere), search };
     this.setTitle(this.state.title);
     if (conversationId !== undefined) {
       await this.loadNewest();
@@ -314,14 +368,14 @@ class ChatPanel {
   private async loadSummary(): Promise<void> {
     if (this.protocolVersion() < 2) return;
     const id = this.state.conversationId;
-    const summary = await (await this.client()).getSummary({ conversationId: id });
+    const summary = await (await this.client()).getSummary(S.keyOf(this.state));
     if (id !== this.state.conversationId) return;
     this.update(S.summaryShown(this.state, summary === null ? null : { coversThroughId: summary.coversThroughId, turns: null }));
   }
 
   private async loadNewest(): Promise<void> {
     const id = this.state.conversationId;
-    const page = await (await this.client()).get({ conversationId: id, limit: this.pageSize() });
+    const page = await (await this.client()).get({ ...S.keyOf(this.state), limit: this.pageSize() });
     if (id === this.state.conversationId) this.update(S.pageLoaded(this.state, page, false));
   }
 
@@ -330,7 +384,7 @@ class ChatPanel {
     const id = this.state.conversationId;
     const beforeId = S.oldestId(this.state)!;
     this.update(S.olderRequested(this.state));
-    const page = await (await this.client()).get({ conversationId: id, limit: this.pageSize(), beforeId });
+    const page = await (await this.client()).get({ ...S.keyOf(this.state), limit: this.pageSize(), beforeId });
     if (id === this.state.conversationId) this.update(S.pageLoaded(this.state, page, true));
   }
 
@@ -372,6 +426,10 @@ class ChatPanel {
 
   private async send(text: string, promptStored = false): Promise<void> {
     if (this.state.busy || text.trim() === "") return;
+    if (this.state.elsewhere !== null) {
+      this.update(S.addNotice(this.state, "info", "Nothing was sent: this chat belongs to another workspace. Continue it in this workspace to reply."));
+      return;
+    }
     // The prompt of a failed turn typed again is a Retry: it is stored once, not twice in a row.
     if (!promptStored && S.isRetryOf(this.state, text)) promptStored = true;
     const conversationId = this.state.conversationId;
@@ -566,6 +624,8 @@ class ChatPanel {
   private async messageAction(action: string, key: string): Promise<void> {
     const target = this.state.messages.find((m) => m.key === key);
     if (target === undefined) return;
+    // Another workspace's chat is read-only here: only what changes nothing.
+    if (this.state.elsewhere !== null && !S.READ_ONLY_ACTIONS.includes(action)) return;
     const conversationId = this.state.conversationId;
     const client = await this.client();
     switch (action) {
@@ -656,7 +716,34 @@ class ChatPanel {
         return this.update(S.searchClosed(this.state));
       case "undoSummary":
         return this.undoSummary();
+      case "continueHere":
+        return this.continueHere();
+      case "moveHere":
+        if (this.state.elsewhere !== null) await vscode.commands.executeCommand("chatPanel.moveWorkspace", this.state.elsewhere.workspace);
+        return;
     }
+  }
+
+  /**
+   * Continue a chat of another workspace: a copy in this workspace (fork with `newWorkspace`),
+   * opened ready to reply, whose tools read this workspace's files. The original stays there.
+   */
+  private async continueHere(): Promise<void> {
+    const elsewhere = this.state.elsewhere;
+    if (elsewhere === null || this.state.busy) return;
+    const to = await this.list.currentWorkspace();
+    const source = { conversationId: this.state.conversationId, workspace: elsewhere.workspace };
+    const copy = await W.continueHere(await this.client(), source, to, newConversationId());
+    await this.list.load();
+    this.list.refresh();
+    await this.open(copy.conversationId);
+    this.update(S.addNotice(this.state, "info", `Continued here: a copy of the chat from "${elsewhere.name}" (the original stays there).`));
+    void this.panel?.webview.postMessage({ type: "focusPrompt" });
+  }
+
+  /** `from`'s history moved into this workspace: a chat of it shown read-only is now this workspace's. */
+  async movedHere(from: string): Promise<void> {
+    if (this.panel && this.state.elsewhere?.workspace === from) await this.open(this.state.conversationId);
   }
 
   /** New Chat: an empty conversation, with the prompt box focused to type at once. */
@@ -667,7 +754,7 @@ class ChatPanel {
 
   /** The conversation was deleted: the panel starts a new chat if it showed it. */
   async deleted(conversationId: string): Promise<void> {
-    if (this.panel && this.state.conversationId === conversationId) await this.open();
+    if (this.panel && this.state.conversationId === conversationId && this.state.elsewhere === null) await this.open();
   }
 }
 
@@ -679,6 +766,20 @@ function turnFailureWords(error: unknown): string {
   if (typeof (error as { code?: unknown })?.code === "number") return `The chat history server refused the turn: ${message}`;
   return `The turn failed: ${message}`;
 }
+
+/**
+ * The conversation a list or palette command acts on: the item's, else the panel's, unless the
+ * panel shows another workspace's chat (read-only here: those commands act on this workspace's).
+ */
+function ownConversation(item: ConversationItem | undefined): string | undefined {
+  if (item !== undefined) return item.elsewhere === null ? item.info.conversationId : undefined;
+  if (chatPanel?.elsewhere) {
+    void vscode.window.showInformationMessage(`The chat shown belongs to the workspace "${chatPanel.elsewhere.name}": continue it in this workspace first.`);
+    return undefined;
+  }
+  return chatPanel?.conversationId;
+}
+let chatPanel: ChatPanel | undefined;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   launcher = new ServerLauncher(context);
@@ -711,15 +812,92 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   };
   const list = new ConversationsView(client);
   const panel = new ChatPanel(context, client, protocolVersion, list);
+  chatPanel = panel;
+  const tree = vscode.window.createTreeView("chatPanel.conversations", { treeDataProvider: list });
+
+  /** "All workspaces" in the list, or this workspace's conversations only (kept per workspace). */
+  const showAllWorkspaces = async (all: boolean): Promise<void> => {
+    list.allWorkspaces = all;
+    tree.description = all ? "All workspaces" : undefined;
+    await vscode.commands.executeCommand("setContext", "chatPanel.allWorkspaces", all);
+    await context.workspaceState.update("chatPanel.allWorkspaces", all);
+    list.refresh();
+  };
+  void showAllWorkspaces(context.workspaceState.get<boolean>("chatPanel.allWorkspaces", false));
+
+  /** Moves `info`'s history into this workspace (moveWorkspace) and says what happened. */
+  const moveHere = async (info: WorkspaceInfo): Promise<void> => {
+    const to = await list.currentWorkspace();
+    const outcome = await W.moveHistory(await client(), info, to);
+    await list.load().catch(() => undefined);
+    list.refresh();
+    if (!outcome.ok) {
+      // A refusal the person just asked for: told in full (a modal), not in a toast cut to one line.
+      await vscode.window.showErrorMessage(outcome.text, { modal: true, detail: outcome.detail });
+      return;
+    }
+    void vscode.window.showInformationMessage(outcome.text);
+    await panel.movedHere(info.workspace);
+  };
+  /** Workspaces whose folder no longer exists, offered once each per window (a notification with Move Here). */
+  const asked = new Set<string>();
+  const offerMoves = async (): Promise<void> => {
+    if (protocolVersion() < 3) return;
+    const offers = W.moveOffers(await list.workspaces(), await list.currentWorkspace(), asked);
+    for (const info of offers) {
+      asked.add(info.workspace);
+      const answer = await vscode.window.showInformationMessage(W.offerText(info), "Move Here", "Not Now");
+      if (answer === "Move Here") await moveHere(info);
+    }
+  };
+  const quiet = (error: unknown) => {
+    if (error !== startFailure) void vscode.window.showErrorMessage(`Chat history: ${(error as Error).message}`);
+  };
+  /** The palette's "Move History from Another Workspace…" (a QuickPick), or a workspace of the list or the panel: confirmed, then moved. */
+  const moveWorkspace = async (target?: WorkspaceItem | string): Promise<void> => {
+    const current = await list.currentWorkspace();
+    const others = (await list.workspaces()).filter((w) => w.workspace !== current);
+    let info: WorkspaceInfo | undefined;
+    if (target instanceof WorkspaceItem) info = target.info;
+    else if (typeof target === "string") info = others.find((w) => w.workspace === target);
+    else {
+      if (others.length === 0) {
+        void vscode.window.showInformationMessage("No other workspace has chat history in this database.");
+        return;
+      }
+      const pick = await vscode.window.showQuickPick(
+        others.map((w) => ({ label: W.workspaceName(w), description: W.workspaceDescription(w, false), detail: w.folder ?? w.workspace, info: w })),
+        { title: "Move history from another workspace into this one", placeHolder: "The workspace whose conversations move here", matchOnDetail: true },
+      );
+      info = pick?.info;
+    }
+    if (info === undefined) {
+      if (typeof target === "string") void vscode.window.showInformationMessage("That workspace has no conversations any more.");
+      return;
+    }
+    const confirm = W.confirmText(info);
+    const answer = await vscode.window.showWarningMessage(confirm.message, { modal: true, detail: confirm.detail }, "Move");
+    if (answer === "Move") await moveHere(info);
+  };
 
   context.subscriptions.push(
-    vscode.window.registerTreeDataProvider("chatPanel.conversations", list),
+    tree,
     vscode.commands.registerCommand("chatPanel.show", () => panel.reveal()),
     vscode.commands.registerCommand("chatPanel.newChat", () => panel.newChat()),
-    vscode.commands.registerCommand("chatPanel.openConversation", (id: string) => panel.open(id)),
-    vscode.commands.registerCommand("chatPanel.refresh", () => list.refresh()),
+    vscode.commands.registerCommand("chatPanel.openConversation", (id: string, elsewhere?: S.Elsewhere | null, title?: string) =>
+      panel.open(id, undefined, elsewhere ?? null, title),
+    ),
+    vscode.commands.registerCommand("chatPanel.refresh", () => {
+      list.refresh();
+      void offerMoves().catch(quiet);
+    }),
+    vscode.commands.registerCommand("chatPanel.showAllWorkspaces", () => showAllWorkspaces(true)),
+    vscode.commands.registerCommand("chatPanel.showThisWorkspace", () => showAllWorkspaces(false)),
+    vscode.commands.registerCommand("chatPanel.moveWorkspace", (target?: WorkspaceItem | string) => moveWorkspace(target).catch(quiet)),
+    vscode.commands.registerCommand("chatPanel.moveWorkspaceHere", (target?: WorkspaceItem | string) => moveWorkspace(target).catch(quiet)),
     vscode.commands.registerCommand("chatPanel.deleteConversation", async (item?: ConversationItem) => {
-      const id = item?.info.conversationId ?? panel.conversationId;
+      const id = ownConversation(item);
+      if (id === undefined) return;
       const title = S.titleOf(list.infos.get(id));
       const answer = await vscode.window.showWarningMessage(
         `Delete the conversation "${title}" for good?`,
@@ -731,12 +909,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       list.refresh();
       await panel.deleted(id);
     }),
-    vscode.commands.registerCommand("chatPanel.renameConversation", (item?: ConversationItem) =>
-      panel.rename(item?.info.conversationId ?? panel.conversationId),
-    ),
-    vscode.commands.registerCommand("chatPanel.exportConversation", (item?: ConversationItem) =>
-      panel.export(item?.info.conversationId ?? panel.conversationId),
-    ),
+    vscode.commands.registerCommand("chatPanel.renameConversation", async (item?: ConversationItem) => {
+      const id = ownConversation(item);
+      if (id !== undefined) await panel.rename(id);
+    }),
+    vscode.commands.registerCommand("chatPanel.exportConversation", async (item?: ConversationItem) => {
+      const id = ownConversation(item);
+      if (id !== undefined) await panel.export(id);
+    }),
     vscode.commands.registerCommand("chatPanel.setApiKey", async () => {
       const kind = (await modelSettings(context)).kind;
       const key = await vscode.window.showInputBox({
@@ -756,8 +936,15 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       if (event.affectsConfiguration("chatPanel.pythonPath") && !server) list.refresh();
     }),
   );
-  // Start the server now, so that the list fills and the first prompt does not wait for it.
-  void client().then(() => list.refresh(), () => undefined);
+  // Start the server now, so that the list fills and the first prompt does not wait for it; then
+  // offer to move the history of workspaces whose folder is gone.
+  void client().then(
+    () => {
+      list.refresh();
+      void offerMoves().catch(quiet);
+    },
+    () => undefined,
+  );
 }
 
 export async function deactivate(): Promise<void> {

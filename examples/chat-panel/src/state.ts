@@ -109,11 +109,23 @@ export interface PanelState {
   focusId: number | null;
   /** The last turn failed or was interrupted: Retry (and Keep) are offered. */
   retry: RetryOffer | null;
+  /**
+   * A conversation of another workspace, opened from "all workspaces": shown read-only (its rows
+   * are read with its `workspace`); Continue copies it here. Null: this workspace's.
+   */
+  elsewhere: Elsewhere | null;
+}
+
+/** The workspace a conversation shown read-only belongs to. */
+export interface Elsewhere {
+  workspace: string;
+  /** Its name as the list shows it (the folder's name). */
+  name: string;
 }
 
 export const MAX_NOTICES = 5;
 
-export function emptyState(conversationId: string, title = "New chat"): PanelState {
+export function emptyState(conversationId: string, title = "New chat", elsewhere: Elsewhere | null = null): PanelState {
   return {
     conversationId,
     title,
@@ -130,7 +142,19 @@ export function emptyState(conversationId: string, title = "New chat"): PanelSta
     search: null,
     focusId: null,
     retry: null,
+    elsewhere,
   };
+}
+
+/** The key of the conversation shown, for the requests that read it (its workspace when it is another's). */
+export function keyOf(state: PanelState): { conversationId: string; workspace?: string } {
+  return state.elsewhere === null ? { conversationId: state.conversationId } : { conversationId: state.conversationId, workspace: state.elsewhere.workspace };
+}
+
+/** The banner over a conversation of another workspace: why it is read-only and what can be done. */
+export function elsewhereText(elsewhere: Elsewhere | null): string | null {
+  if (elsewhere === null) return null;
+  return `This chat belongs to the workspace "${elsewhere.name}" and is read-only here. To reply, continue it in this workspace (a copy; the original stays there) or move that workspace's history here.`;
 }
 
 function fromStored(row: StoredMessage): PanelMessage {
@@ -598,10 +622,14 @@ export function actionLabel(id: string): string {
   return MESSAGE_ACTIONS.find((a) => a.id === id)?.label ?? id;
 }
 
-export function actionsFor(message: PanelMessage, protocolVersion: number, actions = MESSAGE_ACTIONS): string[] {
+/** Actions that change nothing: the only ones on a conversation of another workspace (read-only here). */
+export const READ_ONLY_ACTIONS: readonly string[] = ["copy"];
+
+export function actionsFor(message: PanelMessage, protocolVersion: number, actions = MESSAGE_ACTIONS, readOnly = false): string[] {
   if (message.id === null || message.streaming) return [];
   return actions
     .filter((a) => a.roles.includes(message.role) && a.since <= protocolVersion && !(a.needsText && message.content === ""))
+    .filter((a) => !readOnly || READ_ONLY_ACTIONS.includes(a.id))
     .map((a) => a.id);
 }
 
@@ -651,6 +679,8 @@ export interface PanelView {
   compacting: boolean;
   search: SearchView | null;
   focusId: number | null;
+  /** A conversation of another workspace: the banner's words (the composer is off). Null: this workspace's. */
+  elsewhere: string | null;
 }
 
 function argumentsText(args: ToolCall["arguments"]): string {
@@ -714,7 +744,7 @@ export function viewOf(state: PanelState, protocolVersion = 1): PanelView {
         arguments: argumentsText(call.arguments),
         result: results.get(call.id) ?? null,
       })),
-      actions: actionsFor(m, protocolVersion),
+      actions: actionsFor(m, protocolVersion, MESSAGE_ACTIONS, state.elsewhere !== null),
     });
   }
   return {
@@ -730,6 +760,7 @@ export function viewOf(state: PanelState, protocolVersion = 1): PanelView {
     compacting: state.compacting,
     search: state.search,
     focusId: state.focusId,
+    elsewhere: elsewhereText(state.elsewhere),
   };
 }
 

@@ -20,6 +20,7 @@ const promptEl = $<HTMLTextAreaElement>("prompt");
 const sendEl = $<HTMLButtonElement>("send");
 const stopEl = $<HTMLButtonElement>("stop");
 const statusEl = $<HTMLElement>("status");
+const PROMPT_PLACEHOLDER = promptEl.placeholder;
 
 function el<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
   const node = document.createElement(tag);
@@ -215,6 +216,12 @@ function draw(view: PanelView): void {
   summary.dataset.compacting = String(view.compacting);
   $("summary-text").textContent = view.summary ?? (view.compacting ? "Summarizing earlier turns in the background…" : "");
   $<HTMLButtonElement>("undo-summary").hidden = view.summary === null;
+  // A chat of another workspace: read-only here, with what can be done about it.
+  const elsewhere = view.elsewhere ?? null;
+  $("elsewhere").hidden = elsewhere === null;
+  $("elsewhere-text").textContent = elsewhere ?? "";
+  promptEl.disabled = elsewhere !== null;
+  promptEl.placeholder = elsewhere !== null ? "Read only: this chat belongs to another workspace." : PROMPT_PLACEHOLDER;
 
   noticesEl.replaceChildren(
     ...view.notices.map((notice) => {
@@ -266,7 +273,7 @@ function draw(view: PanelView): void {
   else if (prepended) messagesEl.scrollTop = messagesEl.scrollHeight - fromBottom;
   olderPending = view.loadingOlder;
 
-  sendEl.disabled = view.busy;
+  sendEl.disabled = view.busy || elsewhere !== null;
   stopEl.hidden = !view.busy;
   statusEl.textContent = view.busy ? "Thinking…" : "";
   document.body.classList.toggle("busy", view.busy);
@@ -281,7 +288,7 @@ stopEl.addEventListener("click", () => vscode.postMessage({ type: "stop" }));
 
 function send(): void {
   const text = promptEl.value;
-  if (text.trim() === "" || current?.busy) return;
+  if (text.trim() === "" || current?.busy || current?.elsewhere) return;
   vscode.postMessage({ type: "send", text });
   promptEl.value = "";
 }
@@ -303,6 +310,8 @@ $("search-form").addEventListener("submit", (event) => {
   vscode.postMessage(query.trim() === "" ? { type: "closeSearch" } : { type: "search", query });
 });
 $("undo-summary").addEventListener("click", () => vscode.postMessage({ type: "undoSummary" }));
+$("continue-here").addEventListener("click", () => vscode.postMessage({ type: "continueHere" }));
+$("move-here").addEventListener("click", () => vscode.postMessage({ type: "moveHere" }));
 
 messagesEl.addEventListener("scroll", () => {
   if (messagesEl.scrollTop < 40 && current?.hasMore && !olderPending) {
