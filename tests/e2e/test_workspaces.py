@@ -87,16 +87,27 @@ async def test_conversations_under_an_unnormalized_spelling_are_rekeyed_when_ope
     )
     assert await titles(new) == ["c1"]
     listed = await new.request("chatHistory/listConversations", {"allWorkspaces": True})
+    # Every old spelling, this folder's or another's (requests reach normalized keys only).
     assert sorted(c["workspace"] for c in listed["conversations"]) == [
-        "file:///C:/Users/me/other",  # no session opened it yet: still the old key
+        "file:///c:/Users/me/other",
         "file:///c:/Users/me/proj",
     ]
-    # moveWorkspace finds an old key by any spelling of its folder.
-    moved = await new.request(
-        "chatHistory/moveWorkspace", {"from": "file:///c%3A/Users/me/other/", "to": "file:///o"}
+    assert await titles(new, "file:///C:/Users/me/other") == ["c2"]
+
+
+async def test_move_workspace_finds_an_old_key_by_any_spelling_of_its_folder(
+    start_session: StartSession, tmp_path: Path, databases: Databases | None
+):
+    storage = tmp_path / "store"
+    session = await start_session(storage=storage)  # no folder: nothing re-keyed on opening
+    manager = ChatHistoryManager(open_store(storage, databases))
+    manager.append(Key("file:///C:/Users/me/other/", "c2"), [Message(role="user", content="o")])
+    manager.close()
+    moved = await session.request(
+        "chatHistory/moveWorkspace", {"from": "file:///c%3A/Users/me/other", "to": "file:///o"}
     )
     assert moved == {"conversations": 1}
-    assert await titles(new, "file:///o") == ["c2"]
+    assert await titles(session, "file:///o") == ["c2"]
 
 
 async def test_a_request_names_one_folder_in_every_editor_s_spelling(
