@@ -82,8 +82,9 @@ dist-check: dist
 	$(PY) packaging/dist_check.py
 
 # The linux-x64 .vsix installed in code-server with nothing else (no pip install of the server):
-# no Python on PATH, then only a Python 3.10 (examples/chat-panel/e2e/install-run.sh).
-e2e-install: $(BASE) $(PANEL_NODE) shim-build
+# no Python on PATH, then only a Python 3.10, then with a PostgreSQL database named
+# (examples/chat-panel/e2e/install-run.sh).
+e2e-install: $(DEV) $(PANEL_NODE) shim-build postgresql
 	cd $(PANEL) && CHAT_HISTORY_PYTHON="$(CURDIR)/$(PY)" bash e2e/install-run.sh
 
 bench: $(VENV)/.installed-bench
@@ -92,6 +93,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/search.py
 	$(PY) bench/economy.py
 	$(PY) bench/engines.py
+	$(PY) bench/pg_writers.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

@@ -4,16 +4,25 @@
   this machine's pip configuration): ``chat-history-server --check`` passes there and the
   ``chat-history`` CLI answers;
 - the shim's npm tarball into a fresh npm project: its entry points load, and it starts that
-  venv's server over stdio (initialize answered, shut down)."""
+  venv's server over stdio (initialize answered, shut down);
+- every .vsix target's bundled libraries, assembled from that wheel as `make vsix` does (without
+  vsce): each compiled file (apsw's, psycopg_binary's and the libpq it loads) is that target's
+  format, machine and C library, every Python 3.11-3.14 has its modules, and the PostgreSQL
+  driver is in, or knowingly left out (``postgres_gap`` in targets.py: win32-arm64).
+
+``python packaging/dist_check.py bundles [TARGET...]``: only the last part."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from targets import TARGETS
+from vsix import bundle_libs, check_compiled, check_postgres, check_python_versions
 from wheels_check import pip_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,8 +67,30 @@ def venv_with(artifact: Path, folder: Path) -> Path:
     return python
 
 
+def check_bundles(wheel: Path, names: list[str]) -> None:
+    """Each target's bundled libraries from ``wheel``, checked as `make vsix` checks them."""
+    with tempfile.TemporaryDirectory() as folder:
+        for name in names:
+            target = TARGETS[name]
+            work = Path(folder) / name
+            stage = work / "extension"
+            bundle_libs(target, wheel, work, stage)
+            compiled = check_compiled(target, stage)
+            pythons = check_python_versions(stage)
+            postgres = check_postgres(target, stage)
+            print(
+                f"{name}: bundled libs for Python {', '.join(pythons)}: {compiled} compiled "
+                f"files are {target.binary_format} {target.machine}; PostgreSQL driver: {postgres}",
+                flush=True,
+            )
+            shutil.rmtree(work)
+
+
 def main() -> int:
     (wheel,) = DIST.glob("chat_history_server-*.whl")
+    if sys.argv[1:2] == ["bundles"]:
+        check_bundles(wheel, sys.argv[2:] or list(TARGETS))
+        return 0
     (sdist,) = DIST.glob("chat_history_server-*.tar.gz")
     (tarball,) = DIST.glob("chat-history-client-*.tgz")
     with tempfile.TemporaryDirectory() as folder:
@@ -73,6 +104,7 @@ def main() -> int:
         print(
             run(["node", "-e", NODE_SMOKE, str(python), str(work / "store")], cwd=project).strip()
         )
+    check_bundles(wheel, list(TARGETS))
     return 0
 
 

@@ -1,6 +1,6 @@
 """The platforms a .vsix is built for (VS Code's ``--target`` names), the wheel platform tags pip
-may choose for each, and the Pythons the server supports: the one table `make wheels-check` and
-`make vsix` read."""
+may choose for each, the Pythons the server supports, and which targets carry the PostgreSQL
+engine's driver: the one table `make wheels-check`, `make vsix` and `make dist-check` read."""
 
 from __future__ import annotations
 
@@ -24,6 +24,10 @@ class Target:
     #: what `file` says about a compiled module built for it (checked in every packaged .so/.pyd)
     machine: str
     binary_format: str  # ELF, Mach-O or PE32+
+    #: Why the ``postgres`` extra (psycopg with its binary wheel, libpq inside) is left out of
+    #: this target's .vsix; None: it is bundled. Only a known gap, checked by `make wheels-check`
+    #: (a new wheel there is reported, so the gap gets closed here).
+    postgres_gap: str | None = None
 
     @property
     def windows(self) -> bool:
@@ -34,7 +38,13 @@ TARGETS = {
     t.name: t
     for t in (
         Target("win32-x64", ("win_amd64",), "x86-64", "PE32+"),
-        Target("win32-arm64", ("win_arm64",), "Aarch64", "PE32+"),
+        Target(
+            "win32-arm64",
+            ("win_arm64",),
+            "Aarch64",
+            "PE32+",
+            postgres_gap="psycopg-binary publishes no win_arm64 wheel",
+        ),
         Target(
             "darwin-x64",
             (

@@ -10,13 +10,20 @@ Payloads (the shim's findServer looks for them in this order, after an explicit 
   for each of Python 3.11-3.14, merged: the pure files are the same for every version, the
   compiled ones carry the version in their names. Run as ``python -I -S bundled/boot.py``.
 
+Both carry the ``postgres`` extra (psycopg 3 and psycopg-binary, libpq inside) so that a
+database URL works from the .vsix alone, except on the targets where it has no wheel
+(``postgres_gap`` in targets.py: win32-arm64), whose server answers a database URL with -32602
+naming the field. The server imports psycopg only when a database is named.
+
 Default payload: ``frozen,libs`` on the host's own target, ``libs`` elsewhere. Every compiled file
-packed is checked against the target (format and machine: ELF/Mach-O/PE, x86-64/arm64), and the
-size is printed. Output: dist/chat-panel-<target>.vsix."""
+packed is checked against the target (format and machine: ELF/Mach-O/PE, x86-64/arm64), the
+PostgreSQL driver's presence (or known absence) too, and the size is printed. Output:
+dist/chat-panel-<target>.vsix."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import filecmp
 import json
 import os
@@ -31,7 +38,7 @@ import zipfile
 from pathlib import Path
 
 from targets import PYTHONS, TARGETS, Target
-from wheels_check import pip_env
+from wheels_check import POSTGRES_EXTRA, marker_gaps, pip_env
 
 ROOT = Path(__file__).resolve().parent.parent
 PANEL = ROOT / "examples" / "chat-panel"
@@ -92,6 +99,14 @@ def server_wheel(work: Path) -> Path:
 # -- libs ----------------------------------------------------------------------------------------
 
 
+def requirements(target: Target, wheel: Path) -> list[str]:
+    """What is installed for ``target``: the server's wheel, with the ``postgres`` extra where
+    it has wheels (and what pip, judging markers by this host, would leave out of it)."""
+    if target.postgres_gap is not None:
+        return [str(wheel)]
+    return [f"{wheel}[{POSTGRES_EXTRA}]", *marker_gaps(target)]
+
+
 def bundle_libs(target: Target, wheel: Path, work: Path, stage: Path) -> None:
     libs = stage / "bundled" / "libs"
     libs.mkdir(parents=True)
@@ -102,7 +117,7 @@ def bundle_libs(target: Target, wheel: Path, work: Path, stage: Path) -> None:
             [
                 sys.executable, "-m", "pip", "install", "--quiet", "--no-compile",
                 "--only-binary=:all:", *platforms, "--python-version", python,
-                "--implementation", "cp", "--target", str(into), str(wheel),
+                "--implementation", "cp", "--target", str(into), *requirements(target, wheel),
             ],
             env=pip_env(),
         )  # fmt: skip
@@ -122,8 +137,8 @@ def merge(source: Path, into: Path) -> None:
             continue
         destination = into / relative
         if destination.exists():
-            if relative.parts[0].endswith(".dist-info") and relative.name in ("RECORD", "WHEEL"):
-                continue  # per-version bookkeeping
+            if relative.parts[0].endswith(".dist-info") and relative.name != "METADATA":
+                continue  # per-wheel bookkeeping: tags, hashes, auditwheel's SBOM, delvewheel's
             if not filecmp.cmp(path, destination, shallow=False):
                 raise SystemExit(f"{relative} differs between Python versions: cannot merge")
             continue
@@ -134,24 +149,56 @@ def merge(source: Path, into: Path) -> None:
 # -- frozen --------------------------------------------------------------------------------------
 
 
-def freeze(wheel: Path, work: Path, stage: Path) -> None:
-    """PyInstaller onedir build of boot.py from a clean venv holding only the server's wheel."""
+def freeze(target: Target, wheel: Path, work: Path, stage: Path) -> None:
+    """PyInstaller onedir build of boot.py from a clean venv holding only the server's wheel
+    (with the ``postgres`` extra where the target has it). psycopg is imported only inside the
+    engine choice and some of its modules are loaded from psycopg_binary's compiled code, so
+    psycopg is collected whole and psycopg_binary's two compiled modules named (it refuses to be
+    imported on its own, so it cannot be collected); libpq and the libraries it links
+    (psycopg_binary.libs) come with them through PyInstaller's analysis of the compiled
+    modules. ``smoke_postgres`` proves it loads."""
     venv = work / "freeze-venv"
     run([sys.executable, "-m", "venv", str(venv)])
     python = venv / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
-    run([str(python), "-m", "pip", "install", "--quiet", str(wheel), "pyinstaller>=6.10"])
+    wanted = requirements(target, wheel)
+    run([str(python), "-m", "pip", "install", "--quiet", *wanted, "pyinstaller>=6.10"])
+    postgres = []
+    if target.postgres_gap is None:
+        postgres = ["--collect-submodules", "psycopg"]
+        postgres += [
+            "--hidden-import",
+            "psycopg_binary.pq",
+            "--hidden-import",
+            "psycopg_binary._psycopg",
+        ]
     run(
         [
             str(python), "-m", "PyInstaller", "--noconfirm", "--clean", "--log-level", "WARN",
             "--onedir", "--strip", "--name", "chat-history-server",
             "--collect-submodules", "chat_history", "--collect-data", "chat_history",
-            "--collect-submodules", "pygls", "--exclude-module", "apsw.tests",
+            "--collect-submodules", "pygls", *postgres, "--exclude-module", "apsw.tests",
             "--exclude-module", "apsw.shell", "--exclude-module", "apsw.speedtest",
             "--distpath", str(work / "frozen"), "--workpath", str(work / "pyinstaller"),
             "--specpath", str(work), str(Path(__file__).parent / "boot.py"),
         ]
     )  # fmt: skip
-    shutil.copytree(work / "frozen" / "chat-history-server", stage / "server")
+    server = stage / "server"
+    shutil.copytree(work / "frozen" / "chat-history-server", server, symlinks=True)
+    drop_library_aliases(server)
+
+
+def drop_library_aliases(server: Path) -> None:
+    """PyInstaller keeps a wheel's vendored libraries where the wheel had them (auditwheel's
+    ``psycopg_binary.libs/``, found there through the modules' own RPATH) and adds a symbolic
+    link to each at the top of ``_internal``. A .vsix cannot hold a link (vsce would pack the
+    library twice: 9 MB for libpq, OpenSSL and Kerberos), and nothing loads them by that path:
+    the links go. ``smoke_postgres`` then proves libpq still loads."""
+    for link in sorted(server.rglob("*")):
+        if not link.is_symlink():
+            continue
+        target = link.resolve()
+        if target.is_relative_to(server.resolve()) and target.parent.name.endswith(".libs"):
+            link.unlink()
 
 
 # -- checks --------------------------------------------------------------------------------------
@@ -248,6 +295,94 @@ def check_python_versions(stage: Path) -> list[str]:
     return versions
 
 
+def check_postgres(target: Target, stage: Path) -> str:
+    """The PostgreSQL driver in every payload of ``stage``: psycopg, psycopg_binary's two
+    compiled modules for every Python of ``bundled/libs`` (for the frozen server's own Python in
+    ``server/``) and the libpq they load. On a target with a known gap (``postgres_gap``): none of
+    it, so the server says a database cannot be used there rather than failing to load it.
+    What was found, in words; SystemExit naming what is wrong."""
+    payloads = [
+        (part, PYTHONS if part.name == "libs" else None)
+        for part in (stage / "bundled" / "libs", stage / "server")
+        if part.is_dir()
+    ]
+    wrong = []
+    versions = set()
+    for part, pythons in payloads:
+        where = part.relative_to(stage).as_posix()
+        drivers = [p for p in part.rglob("*") if p.parent.name in ("psycopg", "psycopg_binary")]
+        if target.postgres_gap is not None:
+            wrong += [f"{where}: {p.relative_to(part)} (expected none)" for p in drivers[:3]]
+            continue
+        in_files = pythons is not None  # the frozen server keeps pure modules in its archive
+        if in_files and not any(
+            p.parent.name == "psycopg" and p.name == "__init__.py" for p in drivers
+        ):
+            wrong.append(f"{where}: no psycopg package")
+        compiled = [p.name for p in drivers if p.parent.name == "psycopg_binary"]
+        compiled = [n for n in compiled if n.endswith((".so", ".pyd"))]
+        for module in ("_psycopg", "pq"):
+            mine = [n for n in compiled if n.startswith(module + ".")]
+            if pythons is None and not mine:
+                wrong.append(f"{where}: no compiled psycopg_binary.{module}")
+            for python in pythons or ():
+                tag = python.replace(".", "")
+                if not any(f"-{tag}" in n or f"cp{tag}" in n for n in mine):
+                    wrong.append(f"{where}: no psycopg_binary.{module} for Python {python}")
+        if not any(p.name.startswith("libpq") for p in part.rglob("*libpq*")):
+            wrong.append(f"{where}: no libpq")
+        versions |= {
+            p.name.removesuffix(".dist-info").split("-")[1]
+            for p in part.glob("psycopg-*.dist-info")
+            if p.is_dir()
+        }
+    if wrong:
+        raise SystemExit(f"the PostgreSQL driver in the {target.name} bundle:\n" + "\n".join(wrong))
+    if target.postgres_gap is not None:
+        return f"left out ({target.postgres_gap})"
+    version = f"psycopg {', '.join(sorted(versions))} " if versions else "psycopg "
+    return (
+        version
+        + "with psycopg_binary and libpq in "
+        + ", ".join(part.relative_to(stage).as_posix() for part, _ in payloads)
+    )
+
+
+def smoke_postgres(target: Target, stage: Path) -> list[str]:
+    """On the host's own target: each payload loads psycopg and libpq for real. The CLI of each
+    is pointed at a database socket that does not exist: the answer must be libpq's own
+    connection error (psycopg and libpq loaded), or, on a target with a known gap, the server's
+    "no PostgreSQL driver" refusal. The payloads smoked."""
+    with tempfile.TemporaryDirectory() as nowhere:
+        url = f"postgresql://nobody@/nothing?host={nowhere}"
+        commands = {}
+        frozen = (
+            stage
+            / "server"
+            / ("chat-history-server.exe" if target.windows else "chat-history-server")
+        )
+        if frozen.is_file():
+            commands["frozen"] = [str(frozen), "cli"]
+        boot = stage / "bundled" / "boot.py"
+        if boot.is_file() and f"{sys.version_info[0]}.{sys.version_info[1]}" in PYTHONS:
+            commands["libs"] = [sys.executable, "-I", "-S", str(boot), "cli"]
+        for name, command in commands.items():
+            done = subprocess.run(
+                [*command, "--database", url, "workspaces"],
+                capture_output=True, text=True, timeout=120, env={"PATH": os.defpath},
+            )  # fmt: skip
+            if target.postgres_gap is None:
+                expected, code = "connection to server on socket", 3
+            else:
+                expected, code = "no PostgreSQL driver", 2
+            if done.returncode != code or expected not in done.stderr:
+                raise SystemExit(
+                    f"the {name} payload's PostgreSQL driver: exit {done.returncode}, "
+                    f"expected {code} and {expected!r}:\n{done.stderr.strip()}"
+                )
+    return sorted(commands)
+
+
 # -- package -------------------------------------------------------------------------------------
 
 
@@ -280,8 +415,16 @@ def main() -> int:
     parser.add_argument("--target", required=True, choices=sorted(TARGETS))
     parser.add_argument("--payload", default="", help="frozen,libs / frozen / libs")
     parser.add_argument("--out", help="the .vsix to write (default dist/chat-panel-<target>.vsix)")
+    parser.add_argument(
+        "--without-postgres",
+        action="store_true",
+        help="leave the PostgreSQL driver out, as on a target with a known gap (what a user "
+        "there sees, tested on this host by make e2e-install)",
+    )
     options = parser.parse_args()
     target = TARGETS[options.target]
+    if options.without_postgres and target.postgres_gap is None:
+        target = dataclasses.replace(target, postgres_gap="left out by --without-postgres")
     here = host_target() == target.name
     payload = set((options.payload or ("frozen,libs" if here else "libs")).split(","))
     if "frozen" in payload and not here:
@@ -297,9 +440,11 @@ def main() -> int:
         if "libs" in payload:
             bundle_libs(target, wheel, work, stage)
         if "frozen" in payload:
-            freeze(wheel, work, stage)
+            freeze(target, wheel, work, stage)
         compiled = check_compiled(target, stage)
         versions = check_python_versions(stage) if "libs" in payload else []
+        postgres = check_postgres(target, stage)
+        smoked = smoke_postgres(target, stage) if here else []
         glibc = glibc_floor(stage)
         sizes = {part: folder_size(stage / part) for part in ("server", "bundled")}
         default = DIST / f"chat-panel-{target.name}.vsix"
@@ -318,6 +463,8 @@ def main() -> int:
         "unpackedBytes": unpacked,
         "compiledFilesChecked": compiled,
         "bundledPythons": versions,
+        "postgres": postgres,
+        "postgresLoadedBy": smoked,
         "frozenGlibcFloor": glibc,
         "unpackedBytesByPart": sizes,
         "seconds": round(time.monotonic() - started, 1),
@@ -326,7 +473,7 @@ def main() -> int:
     print(
         f"{target.name}: {vsix.name} {vsix.stat().st_size / 1e6:.1f} MB ({len(files)} files, "
         f"{unpacked / 1e6:.1f} MB unpacked), {compiled} compiled files checked "
-        f"({target.binary_format} {target.machine})"
+        f"({target.binary_format} {target.machine}); PostgreSQL driver: {postgres}"
     )
     return 0
 

@@ -156,3 +156,31 @@ class Cluster:
             ).fetchone()
         assert row is not None
         return self.data / "base" / str(row[0])
+
+
+def serve() -> int:
+    """``python -m tests.pgcluster serve``: a cluster for a test written in another language (the
+    panel's install e2e). Prints one JSON line, ``{"url", "bin", "pid"}`` (a database
+    ``chat_history`` owned by the superuser; ``bin``: the folder of ``psql``), keeps the cluster
+    while its stdin is open, then stops it by its PID."""
+    import json
+    import sys
+
+    cluster = Cluster()
+    try:
+        cluster.start()
+        cluster.execute("CREATE DATABASE chat_history")
+        answer = {"url": cluster.url("chat_history"), "bin": str(cluster.bin), "pid": cluster.pid}
+        print(json.dumps(answer), flush=True)
+        sys.stdin.read()  # until the test closes it (or exits)
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["serve"]:
+        sys.exit("usage: python -m tests.pgcluster serve")
+    sys.exit(serve())

@@ -91,6 +91,12 @@ class StorageError(ChatHistoryError):
         self.reason = reason
 
 
+class WriteConflict(StorageError):
+    """The database aborted a write to break a deadlock or a serialization failure (PostgreSQL's
+    SQLSTATE 40P01, 40001): nothing of it happened and running it again may succeed, which the
+    store's ``write_retried`` does. Still a 1002 when the attempts run out."""
+
+
 class ConversationChanged(ChatHistoryError):
     """A rewind named the newest row the client saw, and the conversation's newest row is
     another (1003): nothing changed."""

@@ -47,6 +47,7 @@ from chat_history.store import (
     Transaction,
     open_store,
 )
+from chat_history.store.seam import write_retried
 
 if TYPE_CHECKING:  # preparation loads every provider: imported when a request needs it
     from chat_history.preparation import (
@@ -186,7 +187,8 @@ class ChatHistoryManager:
         Raises InvalidParams (a tool row answering no pending call, ...), StorageError."""
         with self._lock:
             now = self._clock()
-            with self.store.write() as tx:
+
+            def record(tx: Transaction) -> tuple[list[StoredMessage], RetentionPlan]:
                 stored, totals = self._record_in(
                     tx,
                     key,
@@ -195,7 +197,9 @@ class ChatHistoryManager:
                     max_tool_result_chars=self.settings.max_tool_result_chars,
                     now=now,
                 )
-                plan = self._retention.apply(tx, key, now, totals)
+                return stored, self._retention.apply(tx, key, now, totals)
+
+            stored, plan = self._write((key,), record)
             self._retention.finish(key, plan)
             return AppendResult(tuple(stored), plan.report)
 
@@ -304,10 +308,13 @@ class ChatHistoryManager:
         estimated, prompt = check_usage(estimated_tokens, prompt_tokens)
         with self._lock:
             key = usage_key(provider, model, self.settings)
-            with self.store.write() as tx:
-                ratios = tx.add_calibration_ratio(
+            # Shared by every conversation: the write names none (it takes the whole database).
+            ratios = self._write(
+                (),
+                lambda tx: tx.add_calibration_ratio(
                     key.kind, key.model, usage_ratio(estimated, prompt)
-                )
+                ),
+            )
             return calibration_of(ratios)
 
     def save_summary(self, key: Key, summary: str, covers_through_id: int | None = None) -> Summary:
@@ -318,13 +325,16 @@ class ChatHistoryManager:
             saved = Summary(
                 summary=summary, updated_at=self._clock(), covers_through_id=covers_through_id
             )
-            with self.store.write() as tx:
+
+            def save(tx: Transaction) -> bool:
                 if covers_through_id is not None and not tx.has_row(key, covers_through_id):
                     raise InvalidParams(
                         "covers_through_id",
                         f"{covers_through_id} is not a row of this conversation",
                     )
-                replaced = conversations.save_summary(tx, key, saved)
+                return conversations.save_summary(tx, key, saved)
+
+            replaced = self._write((key,), save)
             if replaced:  # the old text is replaced, so it goes like deleted text
                 self.store.reset_wal()
             return saved
@@ -341,8 +351,7 @@ class ChatHistoryManager:
         """Delete the conversation: its rows, summary and totals. Returns the rows deleted.
         Raises StorageError."""
         with self._lock:
-            with self.store.write() as tx:
-                deleted = tx.clear(key)
+            deleted = self._write((key,), lambda tx: tx.clear(key))
             self.store.reset_wal()
             return deleted
 
@@ -368,8 +377,9 @@ class ChatHistoryManager:
     def update_conversation(self, key: Key, change: ConversationUpdate) -> ConversationInfo:
         """Set the title and/or replace the metadata (protocol.md ``updateConversation``)."""
         with self._lock:
-            with self.store.write() as tx:
-                info = conversations.update(tx, key, change, self._clock())
+            info = self._write(
+                (key,), lambda tx: conversations.update(tx, key, change, self._clock())
+            )
             self.store.reset_wal()  # a replaced title or metadata is text that goes
             return info
 
@@ -378,8 +388,9 @@ class ChatHistoryManager:
         the newest row is the ``expected`` one (when given).
         Raises InvalidParams ``from_id``, ConversationChanged, StorageError."""
         with self._lock:
-            with self.store.write() as tx:
-                result = conversations.truncate(tx, key, from_id, self._clock(), expected)
+            result = self._write(
+                (key,), lambda tx: conversations.truncate(tx, key, from_id, self._clock(), expected)
+            )
             self.store.reset_wal()
             return result
 
@@ -392,8 +403,10 @@ class ChatHistoryManager:
 
         check_turns(turns)
         with self._lock:
-            with self.store.write() as tx:
-                result = conversations.delete_turns(tx, key, turns, self._clock(), expected)
+            result = self._write(
+                (key,),
+                lambda tx: conversations.delete_turns(tx, key, turns, self._clock(), expected),
+            )
             if result.deleted_messages:
                 self.store.reset_wal()
             return result
@@ -405,8 +418,9 @@ class ChatHistoryManager:
         row is the ``expected`` one (when given); returns the row as now stored.
         Raises InvalidParams ``id``/``content``, ConversationChanged, StorageError."""
         with self._lock:
-            with self.store.write() as tx:
-                edited = conversations.edit_message(
+            edited = self._write(
+                (key,),
+                lambda tx: conversations.edit_message(
                     tx,
                     key,
                     row_id,
@@ -414,21 +428,27 @@ class ChatHistoryManager:
                     max_tool_result_chars=self.settings.max_tool_result_chars,
                     now=self._clock(),
                     expected=expected,
-                )
+                ),
+            )
             self.store.reset_wal()  # the old text goes
             return edited
 
     def fork(self, key: Key, target: Key, through_id: int | None = None) -> ConversationInfo:
         """Copy the conversation through ``through_id`` (default: all) into ``target``.
         Raises InvalidParams ``new_conversation_id``/``conversation_id``/``through_id``."""
-        with self._lock, self.store.write() as tx:
-            return conversations.fork(tx, key, target, through_id, self._clock())
+        # It names no conversation: the copy takes a block of consecutive row ids, which only a
+        # write of the whole database may (store.postgres.dialect).
+        with self._lock:
+            return self._write(
+                (), lambda tx: conversations.fork(tx, key, target, through_id, self._clock())
+            )
 
     def delete_summary(self, key: Key) -> bool:
         """Delete the summary; returns whether there was one. Raises StorageError."""
         with self._lock:
-            with self.store.write() as tx:
-                deleted = conversations.delete_summary(tx, key, self._clock())
+            deleted = self._write(
+                (key,), lambda tx: conversations.delete_summary(tx, key, self._clock())
+            )
             if deleted:
                 self.store.reset_wal()
             return deleted
@@ -438,14 +458,16 @@ class ChatHistoryManager:
     def open_identity(self, identity: workspaces.Identity, machine: str) -> list[str]:
         """Before a session's first request under ``identity``: re-key other spellings and a
         moved folder's history, record the fingerprint (one transaction). Returns what moved."""
-        with self._lock, self.store.write() as tx:
-            return workspaces.open_identity(tx, identity, machine, self._clock())
+        with self._lock:  # it re-keys across workspaces: the whole database
+            return self._write(
+                (), lambda tx: workspaces.open_identity(tx, identity, machine, self._clock())
+            )
 
     def move_workspace(self, source: str, target: str) -> int:
         """Re-key every conversation of ``source`` to ``target`` (one transaction); returns how
         many. Raises InvalidParams ``to`` when a conversation id is in both, StorageError."""
-        with self._lock, self.store.write() as tx:
-            return workspaces.move_workspace(tx, source, target)
+        with self._lock:  # every conversation of two workspaces: the whole database
+            return self._write((), lambda tx: workspaces.move_workspace(tx, source, target))
 
     def purge(self) -> bool:
         """The engine's purge of deleted text, now (the CLI's ``purge``)."""
@@ -488,8 +510,7 @@ class ChatHistoryManager:
             with self.store.read() as reading:
                 backlog = reading.search_backlog()
             if backlog:
-                with self.store.write() as tx:
-                    tx.index_for_search()
+                self._write((), lambda tx: tx.index_for_search())
             checked: set[Key] = set()
             while True:  # until every conversation on the page has had its retention
                 with self.store.snapshot() as reading:
@@ -526,6 +547,12 @@ class ChatHistoryManager:
             return result
 
     # -- steps ------------------------------------------------------------------------------
+
+    def _write(self, keys: Sequence[Key], body: Callable[[Transaction], T]) -> T:
+        """``body`` in one write transaction that changes the conversations ``keys`` (none: any,
+        under a lock of the whole database), run again when the database aborted it to break a
+        deadlock (``store.seam.write_retried``)."""
+        return write_retried(self.store, keys, body)
 
     def _retained_read(self, key: Key, read: Callable[[Reading, PruneReport | None], T]) -> T:
         """``read`` in a snapshot after retention: the snapshot that checked nothing is due
@@ -610,28 +637,36 @@ class ChatHistoryManager:
     ) -> tuple[ImportResult, bool]:
         """``import_conversation`` in one write transaction: its result, and whether it replaced
         a stored summary."""
-        with self.store.write() as tx:
-            totals = tx.totals(key)
-            match = match_stored(tx.rows_from(key, 0) if totals else [], messages)
-            new = [
-                m if m.timestamp is not None else attrs.evolve(m, timestamp=self._clock())
-                for m in messages[match.start :]
-            ]
-            inserted = self._import_rows(tx, key, totals, new, match.start) if new else []
-            saved = replaced = False
-            current = tx.summary(key)
-            if summary is not None and (current is None or current.updated_at < summary.updated_at):
-                through = covered_id(summary.covers_messages, match, inserted)
-                replaced = tx.save_summary(
-                    key,
-                    Summary(
-                        summary=summary.summary,
-                        updated_at=summary.updated_at,
-                        covers_through_id=through,
-                    ),
-                )
-                saved = True
-            return ImportResult(tuple(inserted), match.start, saved), replaced
+        return self._write((key,), lambda tx: self._import_with(tx, key, messages, summary))
+
+    def _import_with(
+        self,
+        tx: Transaction,
+        key: Key,
+        messages: Sequence[Message],
+        summary: ImportedSummary | None,
+    ) -> tuple[ImportResult, bool]:
+        totals = tx.totals(key)
+        match = match_stored(tx.rows_from(key, 0) if totals else [], messages)
+        new = [
+            m if m.timestamp is not None else attrs.evolve(m, timestamp=self._clock())
+            for m in messages[match.start :]
+        ]
+        inserted = self._import_rows(tx, key, totals, new, match.start) if new else []
+        saved = replaced = False
+        current = tx.summary(key)
+        if summary is not None and (current is None or current.updated_at < summary.updated_at):
+            through = covered_id(summary.covers_messages, match, inserted)
+            replaced = tx.save_summary(
+                key,
+                Summary(
+                    summary=summary.summary,
+                    updated_at=summary.updated_at,
+                    covers_through_id=through,
+                ),
+            )
+            saved = True
+        return ImportResult(tuple(inserted), match.start, saved), replaced
 
     def _import_rows(
         self,

@@ -19,6 +19,7 @@ from chat_history.policy.retention import (
 )
 from chat_history.settings import Settings
 from chat_history.store import ConversationTotals, HistoryStore, Reading, Transaction
+from chat_history.store.seam import write_retried
 
 #: Retention plans that delete no rows.
 _KEEP_ALL = RetentionPlan(frozenset(), None, ())
@@ -93,8 +94,9 @@ class StorageRetention:
 
     def run(self, key: Key, now: int) -> RetentionPlan:
         """Retention of one conversation in its own write transaction, finished."""
-        with self._store.write() as tx:
-            plan = self.apply(tx, key, now, tx.totals(key))
+        plan = write_retried(
+            self._store, (key,), lambda tx: self.apply(tx, key, now, tx.totals(key))
+        )
         self.finish(key, plan)
         return plan
 

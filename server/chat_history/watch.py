@@ -35,6 +35,10 @@ class ChangeWatch:
         self._seen: tuple[str, dict[str, Fingerprint]] | None = None
         self._token: object = None
         self._pending: list[Change] = []
+        #: what the last write's ``after_write`` replaced, until the next write begins
+        self._undo: (
+            tuple[tuple[str, dict[str, Fingerprint]], dict[str, Fingerprint | None]] | None
+        ) = None
         store.observer = self
 
     def poll(self) -> list[Change]:
@@ -53,6 +57,7 @@ class ChangeWatch:
     # -- the store's observer -------------------------------------------------------------
 
     def before_write(self, transaction: Transaction) -> None:
+        self._undo = None
         self._catch_up(transaction)
 
     def after_write(self, transaction: Transaction) -> None:
@@ -60,14 +65,32 @@ class ChangeWatch:
         if seen is None:
             return
         workspace, fingerprints = seen
+        undo: dict[str, Fingerprint | None] = {}
         for key in transaction.touched:
             if key.workspace != workspace:
                 continue
+            undo.setdefault(key.conversation, fingerprints.get(key.conversation))
             found = transaction.fingerprint(key)
             if found is None:
                 fingerprints.pop(key.conversation, None)
             else:
                 fingerprints[key.conversation] = found
+        self._undo = (seen, undo)
+
+    def write_failed(self) -> None:
+        """The write rolled back after ``after_write`` (its commit failed: a deadlock, a lost
+        connection, a full disk): its conversations are as before it, so their fingerprints go
+        back to what they were; else the next look would report the rollback as another
+        process's change."""
+        undo, self._undo = self._undo, None
+        if undo is None or undo[0] is not self._seen:
+            return
+        fingerprints = undo[0][1]
+        for conversation, before in undo[1].items():
+            if before is None:
+                fingerprints.pop(conversation, None)
+            else:
+                fingerprints[conversation] = before
 
     # -- steps ----------------------------------------------------------------------------
 

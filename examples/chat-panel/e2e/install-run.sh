@@ -2,7 +2,12 @@
 # Issue 26 item 5: the panel installed from its linux-x64 .vsix with nothing else, in code-server.
 #   1. the .vsix with the frozen server (make vsix TARGET=linux-x64), no Python on PATH at all;
 #   2. the same, with only a Python 3.10 on PATH;
-#   3. a .vsix with bundled libraries only, only a Python 3.10 on PATH: one "too old" notification.
+#   3. a .vsix with bundled libraries only, only a Python 3.10 on PATH: one "too old" notification;
+#   4. (issue 24) 1. with chatPanel.database naming a throwaway PostgreSQL cluster (tests/pgcluster.py,
+#      Debian's postgresql: `make postgresql`): the frozen server's own psycopg and libpq store the
+#      turn there, and it survives the restart;
+#   5. a frozen .vsix built --without-postgres (as win32-arm64's, which has no psycopg wheel) and a
+#      database named: one notification says there is no driver here and what to do.
 # Builds both .vsix files into ../../dist/ (PyInstaller: a few minutes the first time).
 #   CHAT_HISTORY_PYTHON     the repo's venv Python that builds them (default ../../.venv/bin/python)
 #   CHAT_HISTORY_PYTHON310  a Python 3.10 (default: pyenv's, else python3.10 on PATH)
@@ -21,7 +26,10 @@ fi
 bash e2e/install-code-server.sh "$CACHE"
 (cd "$REPO" && "$PYTHON" packaging/vsix.py --target linux-x64 --payload frozen,libs)
 (cd "$REPO" && "$PYTHON" packaging/vsix.py --target linux-x64 --payload libs --out dist/chat-panel-linux-x64-libs.vsix)
+(cd "$REPO" && "$PYTHON" packaging/vsix.py --target linux-x64 --payload frozen --without-postgres --out dist/chat-panel-linux-x64-nopg.vsix)
 ROOT="$CACHE/code-server-4.100.3"
 node e2e/install.mjs --code-server-root "$ROOT" --vsix "$REPO/dist/chat-panel-linux-x64.vsix" --python none --expect works
 node e2e/install.mjs --code-server-root "$ROOT" --vsix "$REPO/dist/chat-panel-linux-x64.vsix" --python "$PY310" --expect works
 node e2e/install.mjs --code-server-root "$ROOT" --vsix "$REPO/dist/chat-panel-linux-x64-libs.vsix" --python "$PY310" --expect too-old
+node e2e/install.mjs --code-server-root "$ROOT" --vsix "$REPO/dist/chat-panel-linux-x64.vsix" --python none --expect works --postgres "$PYTHON"
+node e2e/install.mjs --code-server-root "$ROOT" --vsix "$REPO/dist/chat-panel-linux-x64-nopg.vsix" --python none --expect no-driver --postgres "$PYTHON"

@@ -5,12 +5,23 @@
  * (`--python /path/to/python3.10`, linked as python3.10, python3 and python).
  *
  *   node e2e/install.mjs --code-server-root DIR --vsix FILE --python none|PATH --expect works|too-old
+ *                        [--postgres REPO_PYTHON]
  *
  * works:   the frozen server starts; a chat turn is answered; after a restart of code-server the
  *          conversation is still listed and opens with its messages; Export (JSONL) runs the CLI
  *          through the same frozen server.
  * too-old: (a .vsix with bundled libraries only) one notification says the Python found is too
  *          old, with the Select Python…, Open Settings and Show Log buttons.
+ *
+ * --postgres: the history in a PostgreSQL database instead (issue 24): a throwaway cluster
+ *          (tests/pgcluster.py, started with the repo's Python, which the extension host never
+ *          sees) named in the user's chatPanel.database; the server inside the .vsix must carry
+ *          psycopg and libpq itself. The turn is read back from the database with psql (and is
+ *          nowhere in the extension's SQLite storage), survives the restart once, and the
+ *          export reads it from the database too.
+ * no-driver: (--postgres, a .vsix built --without-postgres, as for win32-arm64, whose psycopg has
+ *          no wheel) the panel's notification says the server inside has no PostgreSQL driver
+ *          here and what to do; its Open Settings shows chatPanel.database; no server restarts.
  */
 
 import assert from "node:assert/strict";
@@ -31,10 +42,12 @@ const ENTRY = join(resolve(args["code-server-root"]), "bin", "entry.js");
 const VSIX = resolve(args.vsix);
 const PYTHON = args.python === "none" ? null : resolve(args.python);
 const EXPECT = args.expect;
+const POSTGRES = args.postgres ? resolve(args.postgres) : null;
 const CHROMIUM = args.chromium ?? "/usr/bin/chromium";
-const ARTIFACTS = resolve(args.artifacts ?? join(here, "artifacts", `install-${PYTHON ? "py310" : "nopython"}-${EXPECT}`));
+const ARTIFACTS = resolve(args.artifacts ?? join(here, "artifacts", `install-${PYTHON ? "py310" : "nopython"}-${EXPECT}${POSTGRES ? "-postgres" : ""}`));
 const STEP_TIMEOUT = 90_000;
-assert.ok(EXPECT === "works" || EXPECT === "too-old", "--expect works|too-old");
+assert.ok(["works", "too-old", "no-driver"].includes(EXPECT), "--expect works|too-old|no-driver");
+assert.ok(EXPECT !== "no-driver" || args.postgres, "--expect no-driver needs --postgres");
 
 rmSync(ARTIFACTS, { recursive: true, force: true });
 mkdirSync(ARTIFACTS, { recursive: true });
@@ -241,7 +254,51 @@ function serverProcesses() {
   return found;
 }
 
+/** A throwaway PostgreSQL cluster (tests/pgcluster.py serve): {url, bin, stop()}. */
+async function startCluster(python) {
+  const repo = resolve(here, "..", "..", "..");
+  const child = spawn(python, ["-m", "tests.pgcluster", "serve"], { cwd: repo, stdio: ["pipe", "pipe", "inherit"] });
+  let out = "";
+  const line = await new Promise((res, rej) => {
+    child.stdout.on("data", (d) => {
+      out += d;
+      if (out.includes("\n")) res(out.split("\n")[0]);
+    });
+    child.once("exit", (code) => rej(new Error(`tests/pgcluster.py serve exited ${code}: ${out}`)));
+  });
+  const cluster = JSON.parse(line);
+  const exited = new Promise((r) => child.once("exit", r));
+  cluster.stop = async () => {
+    child.stdin.end(); // the helper stops the postmaster by its PID and removes the folder
+    await Promise.race([exited, sleep(30_000)]);
+  };
+  return cluster;
+}
+
+/** The one JSON value one query returns, run by psql as the test (never by the extension host). */
+function psql(cluster, sql) {
+  const r = spawnSync(join(cluster.bin, "psql"), [cluster.url, "-X", "-A", "-t", "-c", sql], { encoding: "utf8" });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+/** Files under `folder` whose bytes contain `text`. */
+function filesHolding(folder, text) {
+  const found = [];
+  const walk = (dir) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (entry.isFile() && readFileSync(path).includes(text)) found.push(path);
+    }
+  };
+  walk(folder);
+  return found;
+}
+
 const fake = await startFakeModelServer({ chunkDelayMs: 5 });
+const cluster = POSTGRES ? await startCluster(POSTGRES) : null;
+if (cluster) log(`PostgreSQL cluster: ${cluster.url}`);
 let exitCode = 1;
 try {
   writeFileSync(dirs.config, "bind-addr: 127.0.0.1:0\nauth: none\ncert: false\n");
@@ -260,6 +317,7 @@ try {
         "extensions.autoCheckUpdates": false,
         "extensions.autoUpdate": false,
         "update.mode": "none",
+        ...(cluster ? { "chatPanel.database": cluster.url } : {}),
       },
       null,
       2,
@@ -308,6 +366,19 @@ try {
       }
     });
 
+    if (cluster) {
+      await step("the turn is stored in the PostgreSQL database, not in the extension's SQLite storage", async () => {
+        const rows = psql(cluster, "SELECT json_agg(json_build_object('role', role, 'content', content) ORDER BY id) FROM messages");
+        log(JSON.stringify(rows));
+        assert.deepEqual(rows.map((r) => r.role), ["user", "assistant"]);
+        assert.equal(rows[0].content, prompt);
+        assert.match(rows[1].content, /^Reply #1 to: Hello from the installed vsix/);
+        // The SQLite store the server keeps in the extension's storage without a database.
+        const stores = filesHolding(dirs.userData, prompt).filter((f) => /chat-history\.sqlite3/.test(f));
+        assert.deepEqual(stores, [], "no SQLite store holds the turn");
+      });
+    }
+
     await step("history survives a restart of code-server", async () => {
       await closeBrowser();
       await stopCodeServer();
@@ -326,6 +397,7 @@ try {
       );
       assert.match(await frame.locator("article.role-assistant").last().innerText(), /Reply #1 to/);
       await page.screenshot({ path: join(ARTIFACTS, "02-after-restart.png") });
+      if (cluster) assert.equal(psql(cluster, "SELECT count(*) FROM messages"), 2, "nothing doubled by the restart");
     });
 
     await step("Export as JSONL runs the CLI through the same server inside the extension", async () => {
@@ -345,6 +417,32 @@ try {
       );
       assert.match(await editor.innerText(), /"conversationId"/);
       await page.screenshot({ path: join(ARTIFACTS, "03-export.png") });
+    });
+  } else if (EXPECT === "no-driver") {
+    await step("a notification: no PostgreSQL driver here, what to do, and Open Settings shows the setting", async () => {
+      const toast = page.locator(".notification-toast", { hasText: "no PostgreSQL driver" });
+      await toast.first().waitFor({ state: "visible", timeout: STEP_TIMEOUT });
+      const text = await toast.first().innerText();
+      log(text.replace(/\n/g, " | "));
+      assert.match(text, /database: the server inside this extension has no PostgreSQL driver for this platform \(Linux x86_64\)/);
+      assert.match(text, /Remove the database to keep the history in SQLite here, or run the server with a Python 3\.11\+/);
+      for (const label of ["Select Python…", "Open Settings", "Show Log"]) {
+        assert.equal(await toast.first().locator(".monaco-button", { hasText: label }).count(), 1, label);
+      }
+      await page.screenshot({ path: join(ARTIFACTS, "01-no-driver.png") });
+      await toast.first().locator(".monaco-button", { hasText: "Open Settings" }).click();
+      // code-server is a remote window: machine-scoped settings are under its Remote tab.
+      await page.locator(".settings-editor .settings-tabs-widget .action-label", { hasText: "Remote" }).first().click();
+      await page.locator(".settings-editor .setting-item-title", { hasText: "Database" }).first().waitFor({ state: "visible" });
+      await page.screenshot({ path: join(ARTIFACTS, "02-no-driver-settings.png") });
+      // The failed start is not taken for a crash to restart from (the language client's own
+      // "couldn't create connection" toast still shows: it forces it on any failed start).
+      assert.equal(await page.locator(".notification-toast", { hasText: "Restarting server failed" }).count(), 0);
+      // Each attempt (a later action retries) is refused at initialize and exits.
+      for (let i = 0; serverProcesses().length > 0; i++) {
+        assert.ok(i < 60, `no server keeps running: ${JSON.stringify(serverProcesses())}`);
+        await sleep(500);
+      }
     });
   } else {
     await step("one notification: the Python found is too old, with the three buttons", async () => {
@@ -369,6 +467,7 @@ try {
   await closeBrowser();
   await stopCodeServer();
   await fake.close?.();
+  await cluster?.stop();
   if (!process.env.E2E_KEEP) rmSync(root, { recursive: true, force: true });
   console.log(`${passed} passed, ${failed} failed`);
   process.exit(exitCode);

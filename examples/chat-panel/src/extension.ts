@@ -590,7 +590,7 @@ class ChatPanel {
       content = S.toMarkdown(S.titleOf(this.list.infos.get(conversationId)), messages);
       language = "markdown";
     } else {
-      content = await launcher.cli(["--db", this.context.globalStorageUri.fsPath, "export", conversationId]);
+      content = await launcher.cli([...launcher.storageArgs(this.context.globalStorageUri.fsPath), "export", conversationId]);
       language = "jsonl";
     }
     const doc = await vscode.workspace.openTextDocument({ content, language });
@@ -934,6 +934,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.workspace.onDidChangeConfiguration((event) => {
       // A Python chosen after a failed start (Select Python…): try again at once.
       if (event.affectsConfiguration("chatPanel.pythonPath") && !server) list.refresh();
+      if (event.affectsConfiguration("chatPanel.database")) {
+        if (server) void launcher.offerReload();
+        else list.refresh();
+      }
     }),
   );
   // Start the server now, so that the list fills and the first prompt does not wait for it; then

@@ -5,12 +5,17 @@
  * frozen server inside this extension (server/), then its bundled libraries (bundled/) run by a
  * Python >= 3.11 found on the machine (the Python extension's environments when it is installed,
  * `py -3.x` on Windows, python3.x on PATH). A failure is one notification with buttons.
+ *
+ * The history lives in SQLite in the extension's storage, or in the PostgreSQL database that
+ * `chatPanel.database` names (machine-scoped, read from user/machine settings only, so a
+ * workspace cannot redirect it), else `CHAT_HISTORY_DATABASE_URL` from the environment.
  */
 
 import { execFile } from "node:child_process";
 import * as vscode from "vscode";
 import { findServer, ServerNotFoundError, type ServerCommand } from "chat-history-client/launch";
 import { startChatHistoryServer, type ChatHistoryServer } from "chat-history-client/vscode";
+import { CloseAction, ErrorAction, type ErrorHandler } from "vscode-languageclient/node";
 
 const SELECT = "Select Python…";
 const SETTINGS = "Open Settings";
@@ -33,6 +38,30 @@ export class ServerLauncher {
     return value ? value : undefined;
   }
 
+  /** The database setting: user or machine settings only (never a workspace's); undefined: none. */
+  databaseSetting(): string | undefined {
+    const inspected = vscode.workspace.getConfiguration("chatPanel").inspect<string>("database");
+    const value = inspected?.globalValue?.trim();
+    return value ? value : undefined;
+  }
+
+  /** The CLI's arguments naming the history the server uses: the database, else the SQLite store. */
+  storageArgs(storagePath: string): string[] {
+    const database = this.databaseSetting();
+    if (database !== undefined) return ["--database", database];
+    if (process.env.CHAT_HISTORY_DATABASE_URL?.trim()) return []; // the CLI reads it as the server does
+    return ["--db", storagePath];
+  }
+
+  /** The database setting changed while a server runs on the old one. */
+  async offerReload(): Promise<void> {
+    const choice = await vscode.window.showInformationMessage(
+      "The chat history database setting changed: reload the window to use it.",
+      "Reload Window",
+    );
+    if (choice === "Reload Window") await vscode.commands.executeCommand("workbench.action.reloadWindow");
+  }
+
   async find(): Promise<ServerCommand> {
     const started = Date.now();
     const found = await findServer({
@@ -48,10 +77,29 @@ export class ServerLauncher {
 
   async start(): Promise<ChatHistoryServer> {
     const found = await this.find();
-    return startChatHistoryServer(this.context, {
+    // Until the server has started, a closed connection is the failed start itself (reported
+    // once by reportFailure), not a crash to restart from; afterwards the client's usual policy.
+    let usual: ErrorHandler | undefined;
+    const errorHandler: ErrorHandler = {
+      error: (error, message, count) => usual?.error(error, message, count) ?? { action: ErrorAction.Shutdown, handled: true },
+      closed: () => usual?.closed() ?? { action: CloseAction.DoNotRestart, handled: true },
+    };
+    const server = await startChatHistoryServer(this.context, {
       server: found,
-      clientOptions: { outputChannel: this.output },
+      database: this.databaseSetting(),
+      clientOptions: {
+        outputChannel: this.output,
+        errorHandler,
+        // A refused initialize (a database this server cannot use) is reported once, by
+        // reportFailure with its buttons, not a second time by the language client.
+        initializationFailedHandler: (error) => {
+          this.output.error(`initialize refused: ${error instanceof Error ? error.message : String(error)}`);
+          return false;
+        },
+      },
     });
+    usual = server.languageClient.createDefaultErrorHandler();
+    return server;
   }
 
   /** Runs the `chat-history` CLI the same way the server runs; its stdout. */
@@ -71,9 +119,12 @@ export class ServerLauncher {
     if (error instanceof ServerNotFoundError) {
       for (const attempt of error.attempts) this.output.info(`  tried ${attempt.describe}: ${attempt.problem}: ${attempt.detail}`);
     }
+    // A refused database (-32602 naming it: a password in it, no driver on this platform) is
+    // mended in chatPanel.database, everything else in chatPanel.pythonPath.
+    const setting = refusedField(error) === "database" ? "chatPanel.database" : "chatPanel.pythonPath";
     const choice = await vscode.window.showErrorMessage(`Chat history server: ${message}`, SELECT, SETTINGS, LOG);
     if (choice === SELECT) await this.selectPython();
-    else if (choice === SETTINGS) await vscode.commands.executeCommand("workbench.action.openSettings", "chatPanel.pythonPath");
+    else if (choice === SETTINGS) await vscode.commands.executeCommand("workbench.action.openSettings", setting);
     else if (choice === LOG) this.output.show();
   }
 
@@ -89,6 +140,15 @@ export class ServerLauncher {
     if (!picked?.[0]) return;
     await vscode.workspace.getConfiguration("chatPanel").update("pythonPath", picked[0].fsPath, vscode.ConfigurationTarget.Global);
   }
+}
+
+/** The `data.field` of a -32602 the server answered (found along the error's causes). */
+function refusedField(error: unknown): string | undefined {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const data = (e as { data?: { field?: unknown } }).data;
+    if (typeof data?.field === "string") return data.field;
+  }
+  return undefined;
 }
 
 /** The Python extension's known environments when it is installed (optional, never required). */

@@ -6,6 +6,8 @@ settings must not redirect history."""
 from __future__ import annotations
 
 import os
+import platform
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,16 +37,40 @@ def database_option(options: Mapping[str, Any], env: Mapping[str, str] = os.envi
 def _engine_installed(url: object, field: str) -> object:
     """``url`` when the PostgreSQL engine's driver can be imported here, else InvalidParams naming
     ``field``: psycopg is the ``postgres`` extra (it has no wheel for every platform the server
-    runs on, Windows on Arm among them), so a server installed without it says so at once."""
+    runs on, Windows on Arm among them), so a server installed or packaged without it says so at
+    once. psycopg is imported here and nowhere before: a server on SQLite never loads it."""
     try:
         import psycopg  # noqa: F401
-    except ImportError:
-        raise InvalidParams(
-            field,
-            "the PostgreSQL engine needs psycopg 3, which is not installed with this server "
-            "(install chat-history-server[postgres] into the Python that runs it)",
-        ) from None
+    except ImportError as exc:
+        raise InvalidParams(field, _no_driver(exc)) from None
     return url
+
+
+def _no_driver(exc: ImportError) -> str:
+    """Why the PostgreSQL engine cannot run here, and what a person can do about it."""
+    cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if _packaged():
+        return (
+            f"the server inside this extension has no PostgreSQL driver for this platform "
+            f"({platform.system()} {platform.machine()}): psycopg 3 publishes no binary build "
+            f"for it ({cause}). Remove the database to keep the history in SQLite here, or run "
+            f"the server with a Python 3.11+ where chat-history-server and psycopg are installed "
+            f"(psycopg with PostgreSQL's libpq on the PATH)"
+        )
+    return (
+        f"the PostgreSQL engine needs psycopg 3, which is not installed with this server "
+        f"({cause}): install chat-history-server[postgres] into the Python that runs it "
+        f"({sys.executable})"
+    )
+
+
+def _packaged() -> bool:
+    """The server inside an editor extension (frozen, or ``bundled/libs`` run by boot.py): no one
+    can install into its environment, so the advice differs."""
+    if getattr(sys, "frozen", False):
+        return True
+    libs = Path(__file__).resolve().parents[2]  # libs/chat_history/store/choice.py
+    return libs.name == "libs" and libs.parent.name == "bundled"
 
 
 def purge_option(options: Mapping[str, Any], env: Mapping[str, str] = os.environ) -> float | None:

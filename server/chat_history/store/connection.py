@@ -12,11 +12,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Protocol
 
 from chat_history.errors import StorageError
+from chat_history.model import Key
 from chat_history.store import calibration, failures, files, keys
 from chat_history.store.cache import ConversationCache
 from chat_history.store.engine import sqlite3
@@ -54,11 +55,14 @@ def _enable_wal(connection: sqlite3.Connection) -> None:
 
 class WriteObserver(Protocol):
     """Told of each write transaction: at its start, when the others' commits are settled (it
-    holds the write lock), and before its commit, when it has made its changes."""
+    holds the write lock), before its commit, when it has made its changes, and when it rolled
+    back after all (then what ``after_write`` saw never happened)."""
 
     def before_write(self, transaction: Transaction) -> None: ...
 
     def after_write(self, transaction: Transaction) -> None: ...
+
+    def write_failed(self) -> None: ...
 
 
 class Store:
@@ -133,10 +137,11 @@ class Store:
                 transaction.connection.execute("COMMIT")
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[Transaction]:
-        """One write transaction that takes the write lock up front (BEGIN IMMEDIATE). Whatever
-        raises inside rolls it all back: the operation changes nothing, and what this connection
-        remembers is dropped."""
+    def write(self, keys: Collection[Key] = ()) -> Iterator[Transaction]:
+        """One write transaction that takes the write lock up front (BEGIN IMMEDIATE: one writer
+        of the whole database, so the conversations it changes, ``keys``, need no lock of their
+        own). Whatever raises inside rolls it all back: the operation changes nothing, and what
+        this connection remembers is dropped."""
         with self._lock:
             connection = self._open()
             try:
@@ -157,6 +162,8 @@ class Store:
             except BaseException as exc:
                 with contextlib.suppress(sqlite3.Error):
                     connection.execute("ROLLBACK")
+                if self.observer is not None:
+                    self.observer.write_failed()
                 self.cache.clear()
                 self._tails.clear()
                 self._ratios.clear()

@@ -8,6 +8,14 @@ back whole when anything inside raises, so a failed operation changes nothing), 
 every query and change an operation makes; each engine runs them in its own dialect. Failures of
 the engine surface as ``StorageError`` (1002).
 
+``write(keys)`` names the conversations the write changes. SQLite ignores them (``BEGIN
+IMMEDIATE``: one writer of the whole file). PostgreSQL locks each of them, in one order, beside
+the other writers of other conversations; a write without keys (one that spans workspaces, or
+changes rows every conversation shares: calibration, workspace records, a block of row ids)
+locks the whole database. A write that the database aborts to break a deadlock raises
+``WriteConflict``: ``write_retried`` is the one place that runs a write section, and runs it
+again then (its body must change nothing but the transaction, so running it twice is safe).
+
 ``purge_deleted()`` runs after every operation that deleted or replaced text: the engine's own
 step that takes the old bytes out of its files (SQLite: the WAL checkpoint-and-truncate, at once;
 PostgreSQL: a table rewrite within its purge interval). It never raises. ``reset_wal`` is its
@@ -15,10 +23,15 @@ older name, which the manager still calls."""
 
 from __future__ import annotations
 
+import random
+import time
+from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
+from chat_history.errors import WriteConflict
+from chat_history.model import Key
 from chat_history.store.cache import ConversationCache
 from chat_history.store.connection import WriteObserver
 from chat_history.store.transaction import Reading, Transaction
@@ -39,7 +52,9 @@ class HistoryStore(Protocol):
 
     def snapshot(self) -> AbstractContextManager[Reading]: ...
 
-    def write(self) -> AbstractContextManager[Transaction]: ...
+    def write(self, keys: Collection[Key] = ()) -> AbstractContextManager[Transaction]:
+        """One write transaction changing the conversations ``keys`` (none: anything)."""
+        ...
 
     def purge_deleted(self) -> bool: ...
 
@@ -54,3 +69,40 @@ class HistoryStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+T = TypeVar("T")
+#: How often a write the database aborted (``WriteConflict``) is run, in all.
+WRITE_ATTEMPTS = 6
+#: The longest pause before the last attempt (each is up to twice the one before, random).
+_LONGEST_PAUSE_S = 0.4
+
+
+def write_retried(
+    store: HistoryStore, keys: Collection[Key], body: Callable[[Transaction], T]
+) -> T:
+    """``body`` in one write transaction of ``store`` that changes the conversations ``keys``
+    (none: anything; it takes the whole database), returning what it returns. A write the
+    database aborted to break a deadlock or a serialization failure changed nothing: it runs
+    again, after a short random pause, up to ``WRITE_ATTEMPTS`` times in all.
+
+    A write with keys that changed another conversation is a bug that could lose an update on
+    PostgreSQL: it raises (on both engines, so either engine's tests find it) and changes
+    nothing."""
+    named = frozenset(keys)
+    for attempt in range(1, WRITE_ATTEMPTS + 1):
+        try:
+            with store.write(named) as tx:
+                result = body(tx)
+                if named and not tx.touched <= named:
+                    raise RuntimeError(
+                        f"a write locked {sorted(named, key=str)} but changed "
+                        f"{sorted(tx.touched - named, key=str)}"
+                    )
+                return result
+        except WriteConflict:
+            if attempt == WRITE_ATTEMPTS:
+                raise
+            pause = _LONGEST_PAUSE_S / 2 ** (WRITE_ATTEMPTS - 1 - attempt)
+            time.sleep(random.uniform(pause / 2, pause))
+    raise AssertionError("unreachable")  # pragma: no cover

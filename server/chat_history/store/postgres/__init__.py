@@ -1,6 +1,6 @@
 """The PostgreSQL engine (protocol.md "Version 3" → Storage engines), one file per job:
 
-- ``store.py``   ``PostgresStore``: connection, sections, write lock, coherence, purge
+- ``store.py``   ``PostgresStore``: connection, sections, per-conversation locks, coherence, purge
 - ``dialect.py`` the shared SQL as PostgreSQL runs it (a ``sqlite3``-shaped connection)
 - ``schema.py``  the schema, row-level security and migrations under an advisory lock
 - ``search.py``  search through a GIN trigram index over the folded text

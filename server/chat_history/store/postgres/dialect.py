@@ -40,7 +40,8 @@ _EXACT: dict[str, str] = {
     # The sequence never hands out an id twice: nothing to raise.
     queries._RAISE_ID_FLOOR: "SELECT 1",
     # edits.copy: the id before a block of fresh ids (the copy then moves the sequence past it,
-    # see _COPY_ROWS). Writes hold the store's write lock, so no other writer takes ids between.
+    # see _COPY_ROWS). A fork's write locks the whole database (it names no conversations:
+    # manager.fork), so no other writer takes ids between.
     "SELECT (SELECT MAX(highest_deleted, COALESCE((SELECT MAX(id) FROM messages), 0)) "
     "FROM id_floor)": "SELECT nextval('message_ids') - 1",
 }

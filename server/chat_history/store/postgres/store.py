@@ -10,14 +10,25 @@ SQL (``dialect``).
   (the server restarted, the network dropped) fails the request in flight with 1002 (its
   transaction never committed: nothing changed) and the next request connects again; what the
   connection remembered (cache, tails, ratios) is dropped.
-- **Writes.** One write section at a time per database, as SQLite's ``BEGIN IMMEDIATE``: every
-  write transaction takes the transaction-level advisory lock ``WRITE_LOCK`` first, so the
-  shared read-modify-write code (totals, turn numbers, retention) can never interleave with
-  another process's on one conversation (a lost update without it: server-database.md §3.6), and
-  no two writers ever wait on each other's row locks (no deadlock can form). Waiting past
-  ``lock_timeout`` answers 1002 and changes nothing.
+- **Writes.** Every write transaction names the conversations it changes (``write(keys)``) and
+  locks them first, so the shared read-modify-write code (totals, turn numbers, retention) never
+  interleaves with another process's on one conversation (a lost update without it:
+  server-database.md §3.6), while writers of other conversations run beside it. The locks are
+  transaction-level advisory locks in one order: ``GLOBAL_LOCK`` shared, then each
+  conversation's own key (``conversation_lock``: 64 bits of a hash of workspace and
+  conversation) in ascending order. A write without keys (it spans workspaces, or changes rows
+  every conversation shares: calibration, folder records, fork's block of row ids) takes
+  ``GLOBAL_LOCK`` exclusively: it waits for every writer and every writer waits for it. Advisory
+  locks taken in one order never wait in a cycle; the only row two writers of different
+  conversations both change is the version counter, updated last, just before the commit. A
+  deadlock with something else (an operator's session holding a row lock, say) or a
+  serialization failure aborts the write whole: it raises ``WriteConflict`` after rolling back
+  and forgetting what the connection remembered, and ``seam.write_retried`` runs it again.
+  Waiting past ``lock_timeout`` answers 1002 and changes nothing.
 - **Coherence.** ``store_version`` counts committed writes; every write bumps it just before it
-  commits (under the write lock, so the value it read before is exactly the previous commit's).
+  commits. A write that reads the counter after its locks and finds it one below its own bump
+  saw every commit before its own; else another writer (of another conversation) committed in
+  between, and what this connection remembers is dropped.
   ``data_version`` (what SQLite's ``PRAGMA data_version`` is to the shared code) changes when the
   counter moved by another connection's commit since this connection last looked, so the cache
   and the remembered tails are dropped exactly when another process wrote.
@@ -35,13 +46,15 @@ SQL (``dialect``).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
-from chat_history.errors import StorageError
+from chat_history.errors import StorageError, WriteConflict
+from chat_history.model import Key
 from chat_history.policy.search import SearchQuery
 from chat_history.policy.search_rank import SearchRow, SearchScope
 from chat_history.store import calibration, keys
@@ -59,8 +72,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("chat_history")
 
-#: pg_advisory_xact_lock key every write transaction holds ('chwr').
-WRITE_LOCK = 0x63687772
+#: pg_advisory_xact_lock key of the whole database ('chwr'): every write holds it, shared when
+#: it names its conversations, else exclusive.
+GLOBAL_LOCK = 0x63687772
+#: SQLSTATEs of a transaction the database aborted that may succeed when run again: a deadlock
+#: was broken, a serialization failure.
+RETRIED_STATES = frozenset({"40P01", "40001"})
 #: Bounds of one statement and of a wait for a lock (the busy timeout's part on SQLite).
 STATEMENT_TIMEOUT_MS = 30_000
 LOCK_TIMEOUT_MS = 5_000
@@ -121,9 +138,10 @@ class PostgresStore:
         #: (what ``PRAGMA data_version`` answers): it moves when the counter moved by others
         self._seen: int | None = None
         self._local_version = 0
-        #: inside a write (under the write lock) or a snapshot the counter read when it began
-        #: cannot change: ``data_version`` answers without a statement; a read section's first
-        #: check uses the value read as it began (one round trip fewer)
+        #: inside a write or a snapshot ``data_version`` answers the value read as it began,
+        #: without a statement (a write's own conversations cannot change under its locks; a
+        #: commit of others in between is found at its commit, ``_commit``); a read section's
+        #: first check uses the value read as it began (one round trip fewer)
         self._pinned = False
         self._peeked = False
         self._secrets: dict[str, bytes] = {}
@@ -172,12 +190,14 @@ class PostgresStore:
                 self._tails.transactions += 1
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[Transaction]:
-        """One write transaction under the store's write lock. Whatever raises inside rolls it
-        all back: the operation changes nothing, and what this connection remembers is
-        dropped."""
+    def write(self, keys: Collection[Key] = ()) -> Iterator[Transaction]:
+        """One write transaction under the locks of the conversations ``keys`` (none: the whole
+        database). Whatever raises inside rolls it all back: the operation changes nothing, and
+        what this connection remembers is dropped. A deadlock or serialization failure raises
+        ``WriteConflict`` (``seam.write_retried`` runs the write again)."""
+        locks = sorted({conversation_lock(key) for key in keys})
         with self._lock:
-            connection = self._start(self._begin_write)
+            connection = self._start(lambda c: self._begin_write(c, locks))
             self._tails.transactions += 1
             self._tails.writes += 1  # Reading.revision: this connection's own writes
             try:
@@ -191,6 +211,8 @@ class PostgresStore:
                 self._commit(connection)
             except BaseException as exc:
                 self._rollback(connection)
+                if self.observer is not None:
+                    self.observer.write_failed()
                 self._forget()
                 if isinstance(exc, Exception) and _is_database_error(exc):
                     raise self._failure(exc) from exc
@@ -240,12 +262,15 @@ class PostgresStore:
         self._observe(_last_value(cursor))
         self._pinned = True
 
-    def _begin_write(self, connection: Connection) -> None:
-        # One round trip: begin, the write lock, the version (which no other writer can move
-        # while this transaction holds the lock).
-        cursor = connection.raw.execute(
-            f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK}); {_VERSION}"
-        )
+    def _begin_write(self, connection: Connection, locks: list[int]) -> None:
+        # One round trip: begin, the locks in their one order, then the version (read after
+        # them: every earlier writer of these conversations has committed and bumped it).
+        if locks:
+            taken = [f"SELECT pg_advisory_xact_lock_shared({GLOBAL_LOCK})"]
+            taken += [f"SELECT pg_advisory_xact_lock({lock})" for lock in locks]
+        else:
+            taken = [f"SELECT pg_advisory_xact_lock({GLOBAL_LOCK})"]
+        cursor = connection.raw.execute(f"BEGIN; {'; '.join(taken)}; {_VERSION}")
         self._observe(_last_value(cursor))
         self._pinned = True
 
@@ -430,6 +455,9 @@ class PostgresStore:
         connects again)."""
         import psycopg
 
+        broken = self._raw is None or self._raw.closed or self._raw.broken
+        if getattr(exc, "sqlstate", None) in RETRIED_STATES and not broken:
+            return WriteConflict(_reason(exc))
         if isinstance(exc, psycopg.OperationalError) or (
             self._raw is not None and self._raw.closed
         ):
@@ -446,6 +474,15 @@ class PostgresStore:
 
 
 _VERSION = "SELECT version FROM store_version"
+
+
+def conversation_lock(key: Key) -> int:
+    """The advisory lock key of one conversation: the first 64 bits (signed, as ``bigint``) of
+    a BLAKE2b hash of its workspace and id, the same in every process and on every machine. Two
+    conversations sharing one only wait for each other."""
+    text = f"{len(key.workspace)}:{key.workspace}:{key.conversation}"
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def _last_value(cursor: Any) -> int:

@@ -1,0 +1,288 @@
+"""PostgreSQL writers under per-conversation locks (protocol.md "Version 3" → Storage engines;
+server-database.md §3.6): writers of different conversations run side by side, writers of one
+conversation wait for each other, several processes on many conversations lose and double
+nothing, and a deadlock the database breaks by aborting the server's write is retried, never
+answered as a lost write."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import psycopg
+import pytest
+from tests.pgcluster import Cluster
+
+from chat_history.manager import ChatHistoryManager
+from chat_history.model import Message
+from chat_history.store import Key, Transaction
+from chat_history.store.postgres import PostgresStore
+from chat_history.watch import ChangeWatch
+
+A_KEY = Key("ws", "a")
+B_KEY = Key("ws", "b")
+#: The store's database-wide lock key (``store.postgres.store.GLOBAL_LOCK``, which is the
+#: single write lock's key of before): written out, so the test speaks plain SQL to it.
+GLOBAL_LOCK = 0x63687772
+
+
+def U(text: str) -> Message:
+    return Message(role="user", content=text)
+
+
+def R(text: str) -> Message:
+    return Message(role="assistant", content=text)
+
+
+@pytest.fixture
+def database(pg_cluster: Cluster, request: pytest.FixtureRequest) -> Any:
+    name = "l_" + request.node.name.replace("[", "_").replace("]", "").lower()[:50]
+    url = pg_cluster.fresh_database(name)
+    yield name, url
+    pg_cluster.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def managers() -> Any:
+    made: list[ChatHistoryManager] = []
+
+    def make(url: str) -> ChatHistoryManager:
+        manager = ChatHistoryManager(PostgresStore(url))
+        made.append(manager)
+        return manager
+
+    yield make
+    for manager in made:
+        manager.close()
+
+
+class Gate:
+    """A write observer that holds the write it is told of (after its locks are taken) until
+    ``release``: a server caught in the middle of a write."""
+
+    def __init__(self) -> None:
+        self.inside = threading.Event()
+        self.go = threading.Event()
+
+    def before_write(self, transaction: Transaction) -> None:
+        self.inside.set()
+        assert self.go.wait(30)
+
+    def after_write(self, transaction: Transaction) -> None:
+        pass
+
+    def write_failed(self) -> None:
+        pass
+
+
+def held_write(manager: ChatHistoryManager, key: Key, text: str) -> tuple[Gate, threading.Thread]:
+    """``manager`` appends ``text`` to ``key`` in a thread and stays inside that write."""
+    gate = Gate()
+    manager.store.observer = gate
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            manager.append(key, [U(text)])
+        except BaseException as exc:  # pragma: no cover - the assertion shows it
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.errors = errors  # type: ignore[attr-defined]
+    thread.start()
+    assert gate.inside.wait(30)
+    return gate, thread
+
+
+def test_a_write_on_another_conversation_runs_while_one_is_held(database: Any, managers: Any):
+    _, url = database
+    holder, other = managers(url), managers(url)
+    other.append(B_KEY, [U("b first")])
+    gate, thread = held_write(holder, A_KEY, "a held")
+    try:
+        started = time.monotonic()
+        other.append(B_KEY, [U("b while a is held")])  # waited past lock_timeout before: 1002
+        assert time.monotonic() - started < 2.0
+    finally:
+        gate.go.set()
+        thread.join(30)
+    assert thread.errors == []  # type: ignore[attr-defined]
+    assert [m.content for m in other.get(A_KEY).messages] == ["a held"]
+    assert [m.content for m in other.get(B_KEY).messages] == ["b first", "b while a is held"]
+
+
+def test_a_write_on_the_same_conversation_waits_for_the_held_one(database: Any, managers: Any):
+    _, url = database
+    holder, other = managers(url), managers(url)
+    gate, thread = held_write(holder, A_KEY, "a held")
+    done = threading.Event()
+
+    def second() -> None:
+        other.append(A_KEY, [U("a second")])
+        done.set()
+
+    waiter = threading.Thread(target=second)
+    waiter.start()
+    try:
+        assert not done.wait(1.0)  # it waits for the held write's conversation lock
+    finally:
+        gate.go.set()
+        thread.join(30)
+        waiter.join(30)
+    assert done.is_set()
+    rows = other.get(A_KEY).messages
+    assert [(m.content, m.turn) for m in rows] == [("a held", 1), ("a second", 2)]
+
+
+def server_waits_on_a_lock(sql: psycopg.Connection[Any], timeout: float = 20) -> None:
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        row = sql.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+            "'chat-history-server' AND wait_event_type = 'Lock'"
+        ).fetchone()
+        if row and row[0]:
+            return
+        time.sleep(0.02)
+    raise AssertionError("the server's write never waited on the row lock")
+
+
+def test_a_deadlock_that_aborts_the_servers_write_is_retried(
+    pg_cluster: Cluster, database: Any, managers: Any
+):
+    name, url = database
+    # The server's connection finds the deadlock first (so the database aborts its write); the
+    # plain session below waits far longer before it would look.
+    pg_cluster.execute(f"ALTER DATABASE \"{name}\" SET deadlock_timeout = '100ms'")
+    manager = managers(url)
+    manager.append(A_KEY, [U("first")])
+    # The change watch of this server's session: its own write, aborted once and retried, is
+    # never reported as another process's change.
+    watch = ChangeWatch(manager.store, lambda: A_KEY.workspace)
+    assert watch.poll() == []
+    with psycopg.connect(url, autocommit=True) as sql, psycopg.connect(url) as other:
+        other.execute("SET deadlock_timeout = '20s'")
+        # A row every write changes at its commit (the store's version counter)...
+        other.execute("SELECT version FROM store_version FOR UPDATE")
+        errors: list[BaseException] = []
+
+        def append() -> None:
+            try:
+                manager.append(A_KEY, [U("second")])
+            except BaseException as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=append)
+        thread.start()
+        server_waits_on_a_lock(sql)
+        # ... then the lock the server's write holds: a cycle, broken by aborting the server's.
+        other.execute("SELECT pg_advisory_xact_lock(%s)", (GLOBAL_LOCK,))
+        other.commit()
+        thread.join(30)
+    assert errors == []  # answered 1002 (deadlock detected) before the retry
+    rows = manager.get(A_KEY).messages
+    assert [(m.content, m.turn) for m in rows] == [("first", 1), ("second", 2)]
+    assert watch.poll() == []
+
+
+_WORKER = """
+import sys
+from chat_history.conversations import MessageEdit
+from chat_history.errors import InvalidParams
+from chat_history.manager import ChatHistoryManager
+from chat_history.model import Message
+from chat_history.settings import load_settings
+from chat_history.store import Key
+from chat_history.store.postgres import PostgresStore
+from chat_history.watch import ChangeWatch
+
+url, worker, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+manager = ChatHistoryManager(PostgresStore(url), load_settings({"maxMessages": 30}).settings)
+own, shared = Key("ws", f"own-{worker}"), Key("ws", "shared")
+for n in range(rounds):
+    for key in (own, shared):
+        question = Message(role="user", content=f"{worker}-{n}")
+        answer = Message(role="assistant", content=f"answer {worker}-{n}")
+        stored = manager.append(key, [question, answer]).messages
+        if n % 3 == 2:  # an edit (the same text again) while the others append and prune
+            try:
+                manager.edit_message(key, stored[0].id, MessageEdit(content=f"{worker}-{n}"))
+            except InvalidParams:
+                pass  # another process's retention deleted the row first
+    if n % 7 == 6:  # a fork takes a block of ids while the others append
+        manager.fork(own, Key("ws", f"fork-{worker}-{n}"))
+    if n % 5 == 4:
+        manager.save_summary(own, f"summary by {worker} at {n}")
+        manager.get(shared)
+manager.close()
+"""
+
+
+def test_processes_on_their_own_and_one_shared_conversation_lose_and_double_nothing(
+    database: Any, managers: Any
+):
+    _, url = database
+    workers, rounds = 4, 21
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, url, f"w{w}", str(rounds)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(workers)
+    ]
+    for process in processes:
+        _, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+    with psycopg.connect(url) as sql:
+        doubled = sql.execute(
+            "SELECT workspace, conversation, turn FROM messages WHERE role = 'user' "
+            "GROUP BY workspace, conversation, turn HAVING count(*) > 1"
+        ).fetchall()
+        counts = dict(
+            sql.execute(
+                "SELECT c.conversation, c.message_count - (SELECT count(*) FROM messages m "
+                "WHERE m.workspace = c.workspace AND m.conversation = c.conversation) "
+                "FROM conversations c"
+            ).fetchall()
+        )
+    assert doubled == []
+    assert set(counts.values()) == {0}  # every conversation's total is its rows
+    reader = managers(url)
+    shared = reader.get(Key("ws", "shared")).messages
+    assert len(shared) == 30
+    assert [r.turn for r in shared[::2]] == list(range(shared[0].turn, shared[0].turn + 15))
+    assert shared[-1].turn == workers * rounds  # every append got its own turn
+    for w in range(workers):
+        own = reader.get(Key("ws", f"own-w{w}")).messages
+        assert [m.content for m in own[::2]] == [f"w{w}-{n}" for n in range(rounds - 15, rounds)]
+        assert [r.turn for r in own[::2]] == list(range(rounds - 14, rounds + 1))
+        for question, answer in zip(own[::2], own[1::2], strict=True):
+            assert answer.content == f"answer {question.content}"
+        for n in range(6, rounds, 7):
+            fork = reader.get(Key("ws", f"fork-w{w}-{n}")).messages
+            assert [m.content for m in fork[::2]] == [
+                f"w{w}-{k}" for k in range(max(0, n - 14), n + 1)
+            ]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_a_write_that_changes_a_conversation_it_did_not_lock_changes_nothing(
+    engine: str, tmp_path: Any, request: pytest.FixtureRequest
+):
+    from chat_history.store import Store
+    from chat_history.store.seam import write_retried
+
+    if engine == "postgres":
+        _, url = request.getfixturevalue("database")
+        manager = request.getfixturevalue("managers")(url)
+    else:
+        manager = ChatHistoryManager(Store(tmp_path))
+    manager.append(B_KEY, [U("b kept")])
+    with pytest.raises(RuntimeError, match="locked"):
+        write_retried(manager.store, (A_KEY,), lambda tx: tx.clear(B_KEY))
+    assert [m.content for m in manager.get(B_KEY).messages] == ["b kept"]
+    manager.close()
