@@ -30,7 +30,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marked = metafunc.definition.get_closest_marker
     if "engine" in metafunc.fixturenames and marked("engines") and not marked("sqlite_only"):
-        metafunc.parametrize("engine", ENGINES)
+        # Module scope: a module's tests run on one engine, then on the other, and a module's
+        # own fixtures (one server for a module's tests) may take the engine too.
+        metafunc.parametrize("engine", ENGINES, scope="module")
 
 
 @pytest.fixture

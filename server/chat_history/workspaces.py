@@ -4,9 +4,10 @@ git (``gitfolder``). No SQL and no pygls here.
 
 - ``resolve``: a session's identity from its raw workspace URI and ``workspaceIdentity``;
 - ``open_identity``: run once per identity before the session's first request: re-keys
-  conversations stored under another spelling of the folder's URI, takes the history of a moved
-  git folder (never from a folder that still exists), records the folder's fingerprint, and in
-  ``"repository"`` mode takes the folder's history when the repository identity has none;
+  conversations stored under an unnormalized spelling of any folder's URI, takes the history
+  of a moved git folder (never from a folder that still exists), records the folder's
+  fingerprint, and in ``"repository"`` mode takes the folder's history when the repository
+  identity has none;
 - ``move_workspace``, ``list_workspaces``: the methods of the same names and the CLI's
   ``move-workspace`` and ``workspaces``.
 """
@@ -112,9 +113,12 @@ def open_identity(tx: Transaction, identity: Identity, machine: str, now: int) -
         else:
             moved.append(f"history of {source} moved to {into} ({why})")
 
+    # Every stored spelling, not only this folder's: requests name normalized identities only,
+    # so an old spelling left for later could be reached by moveWorkspace alone.
     for row in tx.workspace_rows():
-        if row.workspace != target and normalize_uri(row.workspace) == target:
-            take(row.workspace, "another spelling of the folder's URI", target)
+        normalized = normalize_uri(row.workspace)
+        if normalized != row.workspace:
+            take(row.workspace, "another spelling of the folder's URI", normalized)
     git = identity.git
     if git is not None and identity.folder is not None:
         current = Fingerprint(
@@ -158,19 +162,23 @@ def open_identity(tx: Transaction, identity: Identity, machine: str, now: int) -
 
 def move_workspace(tx: Transaction, source: str, target: str) -> int:
     """Re-key every conversation of ``source`` to ``target`` in this transaction; returns how
-    many. A conversation id present under both is InvalidParams ``to`` and nothing moves.
-    ``source`` is taken as stored (it may be an old spelling); ``target`` is normalized, as a
-    session's identity is."""
+    many. A conversation id present under both is InvalidParams ``to`` and nothing moves. Both
+    are normalized, as a session's identity is, and ``source`` names every spelling stored for
+    it (an old unnormalized key that no session has opened since moves too)."""
     target = normalize_uri(target)
-    if source == target:
-        return 0
-    count = len(tx.conversation_ids(source))
-    clash = tx.move_workspace(source, target)
-    if clash:
-        first = sorted(clash)[0]
-        raise InvalidParams(
-            "to", f"conversation {first!r} exists in both workspaces ({len(clash)} in all)"
-        )
+    wanted = normalize_uri(source)
+    spellings = {source, wanted} | {
+        row.workspace for row in tx.workspace_rows() if normalize_uri(row.workspace) == wanted
+    }
+    count = 0
+    for spelling in sorted(spellings - {target}):
+        count += len(tx.conversation_ids(spelling))
+        clash = tx.move_workspace(spelling, target)
+        if clash:
+            first = sorted(clash)[0]
+            raise InvalidParams(
+                "to", f"conversation {first!r} exists in both workspaces ({len(clash)} in all)"
+            )
     return count
 
 

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 from tests.conftest import Databases
+from tests.e2e import reliability
 
 from chat_history.wire.server import _converter as json_converter
 
@@ -74,6 +75,38 @@ def make_client() -> LanguageClient:
 
 
 StartSession = Callable[..., Awaitable[Session]]
+
+
+@pytest.fixture(scope="module")
+def module_databases(engine: str, request: pytest.FixtureRequest) -> Iterator[Databases | None]:
+    """``databases`` for a module-scoped fixture (one server for a module's tests)."""
+    if engine != "postgres":
+        yield None
+        return
+    found = Databases(request.getfixturevalue("pg_cluster"))
+    yield found
+    found.drop()
+
+
+@contextlib.contextmanager
+def servers_on(databases: Databases | None) -> Iterator[None]:
+    """The reliability helpers' servers started in the block use ``databases``."""
+    reliability.DATABASES = databases
+    try:
+        yield
+    finally:
+        reliability.DATABASES = None
+
+
+@pytest.fixture
+def server_databases(databases: Databases | None) -> Iterator[Databases | None]:
+    """The reliability helpers' servers (tests/e2e/reliability.py) on the test's engine: a module
+    marked ``engines`` takes it with ``pytest.mark.usefixtures("server_databases")``."""
+    reliability.DATABASES = databases
+    try:
+        yield databases
+    finally:
+        reliability.DATABASES = None
 
 
 @pytest.fixture

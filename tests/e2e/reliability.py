@@ -1,6 +1,10 @@
 """Helpers of the reliability tests: real server processes (``python -m chat_history``) driven
 through the package's stdio client, with a deadline on every answer (a hang fails the test instead
-of stalling it), and the bytes of the database files."""
+of stalling it), and the bytes of the database files.
+
+On PostgreSQL (a module marked ``engines`` using the ``server_databases`` fixture, tests/e2e/
+conftest.py), every server and ``open_store`` of a storage folder use that folder's database
+(``CHAT_HISTORY_DATABASE_URL``): two processes on one folder share one database, as on SQLite."""
 
 from __future__ import annotations
 
@@ -14,14 +18,29 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import Databases
 from tests.e2e.rawclient import RpcError, StdioClient
 
+from chat_history.store import HistoryStore, Store
+from chat_history.store.choice import DATABASE_ENV
 from chat_history.store.schema import DATABASE_FILE
 
 #: Retention that never interferes with a test that counts rows.
 KEEP_ALL = {"maxMessages": 100_000, "maxTokens": 0, "maxAgeHours": 0}
 SUFFIXES = ("", "-wal", "-shm")
 ANSWER_SECONDS = 20.0
+
+#: The test's PostgreSQL databases by storage folder, while a test runs on PostgreSQL.
+DATABASES: Databases | None = None
+
+
+def open_store(storage: Path) -> HistoryStore:
+    """The store a server on ``storage`` opens: its SQLite file, or on PostgreSQL its database."""
+    if DATABASES is None:
+        return Store(storage)
+    from chat_history.store.postgres import PostgresStore
+
+    return PostgresStore(DATABASES.url(storage))
 
 
 class Server(StdioClient):
@@ -51,6 +70,8 @@ class Server(StdioClient):
                 "main()",
             ]
         )
+        if DATABASES is not None:
+            env = {**(env if env is not None else os.environ), DATABASE_ENV: DATABASES.url(storage)}
         self.log_path = log
         self._log = log.open("ab")
         super().__init__(storage, command=[sys.executable, "-c", code], stderr=self._log, env=env)

@@ -13,6 +13,8 @@ from tests.e2e.wire import Wire
 
 USER = {"role": "user", "content": "hello"}
 
+pytestmark = [pytest.mark.engines, pytest.mark.usefixtures("server_databases")]
+
 
 @pytest.fixture
 def wire(tmp_path: Path) -> Any:
@@ -192,6 +194,7 @@ def test_a_section_of_the_wrong_type_is_reported_like_a_bad_value(tmp_path: Path
         wire.close()
 
 
+@pytest.mark.sqlite_only  # where the SQLite file goes (CHAT_HISTORY_STORAGE)
 def test_initialization_options_as_an_empty_array(tmp_path: Path) -> None:
     wire = Wire(tmp_path / "unused", env={"CHAT_HISTORY_STORAGE": str(tmp_path / "env")})
     try:

@@ -9,12 +9,15 @@ import json
 import re
 from typing import Any
 
+import pytest
 from tests.e2e.conftest import Session, StartSession
 
 KEEP_ALL = {"maxMessages": 100_000, "maxTokens": 0, "maxAgeHours": 0}
 EPHEMERAL = {"type": "ephemeral"}
 POINT = {"cachePoint": {"type": "default"}}
 SKIP = "skip_thought_signature_validator"
+
+pytestmark = pytest.mark.engines
 
 
 async def fmt(session: Session, provider: str, model: str | None = None, conversation: str = "c"):

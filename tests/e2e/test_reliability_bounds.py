@@ -13,21 +13,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.conftest import Databases
+from tests.e2e.conftest import servers_on
 from tests.e2e.reliability import (
     KEEP_ALL,
     Server,
     assistant,
     deadline,
     frame,
+    open_store,
     request_body,
     start,
     user,
 )
 
 from chat_history.model import MAX_JSON_DEPTH
-from chat_history.store import Key, Store
+from chat_history.store import Key
 from chat_history.wire.framing import MAX_CONTAINERS
 from chat_history.wire.protocol import MAX_CONTENT_CHARS
+
+pytestmark = [pytest.mark.engines, pytest.mark.usefixtures("server_databases")]
 
 #: A hang guard, not a timing assertion: the old code needed hours for these inputs.
 SLOW_ANSWER = 120.0
@@ -129,9 +134,10 @@ def test_an_unanswered_configuration_request_does_not_hold_the_exit(tmp_path: Pa
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def server(tmp_path_factory: pytest.TempPathFactory, module_databases: Databases | None) -> Any:
     root = tmp_path_factory.mktemp("bounds")
-    process = start(root / "store", KEEP_ALL, log=root / "server.log")
+    with servers_on(module_databases):
+        process = start(root / "store", KEEP_ALL, log=root / "server.log")
     yield process
     process.close()
 
@@ -324,7 +330,7 @@ def test_a_row_stored_with_deep_arguments_before_the_limit_is_still_formatted(
 
     storage = tmp_path / "store"
     deep = deep_arguments(975)
-    manager = ChatHistoryManager(Store(storage))
+    manager = ChatHistoryManager(open_store(storage))
     call = ToolCall(id="call_1", name="t", arguments=deep)
     manager.append(
         Key("ws", "old"),

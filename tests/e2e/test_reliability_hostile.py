@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.conftest import Databases
+from tests.e2e.conftest import servers_on
 from tests.e2e.reliability import (
     ANSWER_SECONDS,
     KEEP_ALL,
@@ -29,6 +31,8 @@ from tests.e2e.reliability import (
     tree,
     user,
 )
+
+pytestmark = [pytest.mark.engines, pytest.mark.usefixtures("server_databases")]
 
 #: Every method and the params it names (a field in an error must start with one of them).
 METHODS: dict[str, set[str]] = {
@@ -80,9 +84,10 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(root: Path) -> Iterator[Server]:
-    (root / "cwd").mkdir()
-    process = start(root / "store", KEEP_ALL, log=root / "server.log", cwd=root / "cwd")
+def server(root: Path, module_databases: Databases | None) -> Iterator[Server]:
+    (root / "cwd").mkdir(exist_ok=True)
+    with servers_on(module_databases):
+        process = start(root / "store", KEEP_ALL, log=root / "server.log", cwd=root / "cwd")
     yield process
     process.close()
 

@@ -24,6 +24,8 @@ from tests.e2e.reliability import (
     user,
 )
 
+pytestmark = [pytest.mark.engines, pytest.mark.usefixtures("server_databases")]
+
 #: A hang guard, not a timing assertion.
 SLOW_ANSWER = 120.0
 

@@ -13,8 +13,10 @@ import os
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from tests.e2e import reliability
 from tests.e2e.reliability import (
     KEEP_ALL,
     Server,
@@ -31,7 +33,11 @@ from chat_history.store.calibration import MAX_KEYS
 
 MIB = 1024 * 1024
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
+pytestmark = [
+    pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc"),
+    pytest.mark.engines,
+    pytest.mark.usefixtures("server_databases"),
+]
 
 
 def memory(server: Server, field: str) -> int:
@@ -128,7 +134,24 @@ def test_paging_conversations_of_large_images_leaves_nothing_resident(tmp_path: 
 
 
 def database_size(folder: Path) -> int:
-    return sum(len(blob) for blob in database_bytes(folder).values())
+    """The bytes the database takes: SQLite's files, or PostgreSQL's relations of calibration."""
+    if reliability.DATABASES is None:
+        return sum(len(blob) for blob in database_bytes(folder).values())
+    (size,) = query(folder, "SELECT pg_total_relation_size('calibration_samples')")
+    return int(size)
+
+
+def query(folder: Path, sql: str) -> tuple[Any, ...]:
+    """One row of ``sql`` on the database of ``folder`` (either engine)."""
+    if reliability.DATABASES is None:
+        with contextlib.closing(sqlite3.connect(database_path(folder))) as db:
+            return tuple(db.execute(sql).fetchone())
+    import psycopg
+
+    with psycopg.connect(reliability.DATABASES.url(folder)) as db:
+        row = db.execute(sql).fetchone()  # type: ignore[arg-type]
+        assert row is not None
+        return tuple(row)
 
 
 def test_calibration_keys_are_bounded_in_length_and_number(tmp_path: Path) -> None:
@@ -147,11 +170,11 @@ def test_calibration_keys_are_bounded_in_length_and_number(tmp_path: Path) -> No
         assert database_size(storage) - size_before < 2 * MIB
         for n in range(MAX_KEYS + 20):
             server.ok("chatHistory/reportUsage", {"model": f"model-{n}", **usage})
-        with contextlib.closing(sqlite3.connect(database_path(storage))) as db:
-            keys = db.execute(
-                "SELECT COUNT(*) FROM (SELECT 1 FROM calibration_samples GROUP BY kind, model)"
-            ).fetchone()[0]
-            longest = db.execute("SELECT MAX(LENGTH(model)) FROM calibration_samples").fetchone()
+        (keys,) = query(
+            storage,
+            "SELECT COUNT(*) FROM (SELECT 1 FROM calibration_samples GROUP BY kind, model) AS k",
+        )
+        longest = query(storage, "SELECT MAX(LENGTH(model)) FROM calibration_samples")
         assert keys == MAX_KEYS
         assert longest[0] < 300
         # the keys reported longest ago were forgotten; the newest kept

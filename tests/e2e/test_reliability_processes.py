@@ -16,6 +16,8 @@ from tests.e2e.reliability import KEEP_ALL, Server, assistant, frame, request_bo
 from chat_history.errors import StorageError
 from chat_history.store import Store
 
+pytestmark = [pytest.mark.engines, pytest.mark.usefixtures("server_databases")]
+
 PROCESSES = 4
 APPENDS = 500
 
@@ -192,6 +194,7 @@ def test_what_a_process_remembers_of_a_conversation_follows_another_process(
         b.close()
 
 
+@pytest.mark.sqlite_only  # the race to create the SQLite file and switch it to WAL
 def test_connections_opening_a_new_database_at_once_all_succeed(tmp_path: Path) -> None:
     """Editor windows started together race to create the file and switch it to WAL. Found here:
     the loser of the O_EXCL create, and a WAL switch while another connection holds the new file

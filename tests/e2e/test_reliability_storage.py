@@ -36,6 +36,8 @@ from tests.e2e.reliability import (
 
 from chat_history.store.schema import MIGRATIONS, SCHEMA_VERSION
 
+pytestmark = [pytest.mark.engines, pytest.mark.usefixtures("server_databases")]
+
 PAGE = 4096
 
 
@@ -62,6 +64,7 @@ def _secret(size: str) -> tuple[str, str]:
 OLD = 1_577_836_800_000  # 2020-01-01: older than any maxAgeHours below
 
 
+@pytest.mark.sqlite_only  # SQLite's file and -wal bytes (PostgreSQL's: test_postgres.py)
 @pytest.mark.parametrize("size", ["short", "20 KB"])
 @pytest.mark.parametrize("path", ["age", "count", "tokens", "clear", "summary clear"])
 def test_deleted_text_leaves_no_byte_in_the_database_files(
@@ -133,6 +136,7 @@ DAMAGE = {
 }
 
 
+@pytest.mark.sqlite_only  # a damaged SQLite file
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
 def test_a_damaged_or_foreign_file_is_refused_untouched_and_the_server_keeps_answering(
     tmp_path: Path, damage: str
@@ -159,6 +163,7 @@ def test_a_damaged_or_foreign_file_is_refused_untouched_and_the_server_keeps_ans
     assert file.read_bytes() == before
 
 
+@pytest.mark.sqlite_only  # SQLite's corruption report
 def test_after_sqlite_reports_corruption_nothing_more_is_written_to_the_file(
     tmp_path: Path,
 ) -> None:
@@ -238,6 +243,7 @@ def read_only(folder: Path) -> Iterator[str]:
         yield "read-only tmpfs"
 
 
+@pytest.mark.sqlite_only  # the SQLite file's folder (PostgreSQL keeps no data there)
 @pytest.mark.parametrize("holds_database", [False, True], ids=["empty", "with-database"])
 def test_an_unwritable_folder_answers_1002_and_changes_nothing(
     tmp_path: Path, holds_database: bool
@@ -268,6 +274,7 @@ def test_an_unwritable_folder_answers_1002_and_changes_nothing(
         assert database_bytes(folder) == before
 
 
+@pytest.mark.sqlite_only  # where the SQLite file would go
 def test_a_storage_path_below_a_regular_file_answers_1002(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where a folder should be")
@@ -310,6 +317,7 @@ def _integrity(folder: Path) -> str:
         connection.close()
 
 
+@pytest.mark.sqlite_only  # a full disk under the SQLite file
 def test_a_full_disk_answers_1002_loses_nothing_and_recovers(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "disk", "size=1m,mode=0700") as disk:
         filler = disk / "filler"
@@ -329,6 +337,7 @@ def test_a_full_disk_answers_1002_loses_nothing_and_recovers(tmp_path: Path) -> 
         assert _integrity(folder) == "ok"
 
 
+@pytest.mark.sqlite_only  # RLIMIT_FSIZE on the SQLite file
 def test_a_file_size_limit_answers_1002_and_loses_nothing(tmp_path: Path) -> None:
     """The full-disk case for any user: RLIMIT_FSIZE makes writes past 1 MB fail (EFBIG)."""
     folder = tmp_path / "store"
@@ -351,6 +360,7 @@ def test_a_file_size_limit_answers_1002_and_loses_nothing(tmp_path: Path) -> Non
 # -- schema versions --------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only  # a version 1 SQLite file (PostgreSQL starts at its own schema)
 def test_a_first_version_database_is_migrated_with_every_row(tmp_path: Path) -> None:
     folder = tmp_path / "store"
     folder.mkdir(mode=0o700)
@@ -407,6 +417,7 @@ def test_a_first_version_database_is_migrated_with_every_row(tmp_path: Path) -> 
         connection.close()
 
 
+@pytest.mark.sqlite_only  # the SQLite file's user_version
 def test_a_newer_schema_is_refused_with_a_clear_1002_and_left_unchanged(tmp_path: Path) -> None:
     folder = tmp_path / "store"
     folder.mkdir(mode=0o700)
@@ -436,6 +447,7 @@ def test_a_newer_schema_is_refused_with_a_clear_1002_and_left_unchanged(tmp_path
 # -- permissions ------------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only  # SQLite file modes
 def test_folder_and_every_database_file_are_owner_only_under_a_permissive_umask(
     tmp_path: Path,
 ) -> None:
@@ -481,6 +493,7 @@ def _rows_in(file: Path) -> list[str]:
         connection.close()
 
 
+@pytest.mark.sqlite_only  # the SQLite file deleted
 @pytest.mark.parametrize("deleted", ["the database file", "the file, -wal and -shm"])
 def test_a_database_deleted_while_in_use_is_replaced_by_a_new_one_that_keeps_every_later_row(
     tmp_path: Path, deleted: str
@@ -507,6 +520,7 @@ def test_a_database_deleted_while_in_use_is_replaced_by_a_new_one_that_keeps_eve
         again.close()
 
 
+@pytest.mark.sqlite_only  # the SQLite file moved
 @pytest.mark.parametrize("moved", ["the folder", "the file"])
 def test_a_database_moved_while_in_use_keeps_its_rows_and_the_path_gets_the_new_ones(
     tmp_path: Path, moved: str
@@ -534,6 +548,7 @@ def test_a_database_moved_while_in_use_keeps_its_rows_and_the_path_gets_the_new_
     assert _rows_in(database_path(folder)) == ["after"]
 
 
+@pytest.mark.sqlite_only  # the SQLite file replaced
 def test_a_database_moved_over_the_open_one_is_used_from_the_next_request(tmp_path: Path) -> None:
     """Restoring a backup with ``mv`` while the server runs: the next request sees it."""
     folder, backup = tmp_path / "store", tmp_path / "backup"
@@ -575,6 +590,7 @@ def _fill(disk: Path) -> Path:
     return filler
 
 
+@pytest.mark.sqlite_only  # SQLite's WAL on a full disk
 def test_a_full_disk_after_the_commit_answers_the_change_and_resets_the_wal_later(
     tmp_path: Path,
 ) -> None:
@@ -610,6 +626,7 @@ def test_a_full_disk_after_the_commit_answers_the_change_and_resets_the_wal_late
         assert _integrity(folder) == "ok"
 
 
+@pytest.mark.sqlite_only  # SQLite's WAL bytes
 @pytest.mark.parametrize("retried", ["by the next request", "while idle"])
 def test_deleted_text_held_in_the_wal_by_a_reader_is_gone_once_the_reader_leaves(
     tmp_path: Path, retried: str
@@ -641,6 +658,7 @@ def test_deleted_text_held_in_the_wal_by_a_reader_is_gone_once_the_reader_leaves
     assert occurrences(folder, needle) == 0
 
 
+@pytest.mark.sqlite_only  # SQLite's file bytes
 def test_a_replaced_summary_leaves_no_byte_in_the_database_files(tmp_path: Path) -> None:
     folder = tmp_path / "store"
     server = start(folder, KEEP_ALL, log=tmp_path / "server.log")
@@ -661,6 +679,7 @@ def _modes(folder: Path) -> dict[str, int]:
     return {p.name: stat.S_IMODE(p.stat().st_mode) for p in [folder, *folder.iterdir()]}
 
 
+@pytest.mark.sqlite_only  # SQLite file modes
 def test_a_loose_store_of_ours_is_made_owner_only_and_a_shared_folder_is_warned_about(
     tmp_path: Path,
 ) -> None:
@@ -691,6 +710,7 @@ def test_a_loose_store_of_ours_is_made_owner_only_and_a_shared_folder_is_warned_
             assert _modes(folder) == {"shared": 0o777, base: 0o600, "notes.txt": 0o644}
 
 
+@pytest.mark.sqlite_only  # the SQLite file as a symlink
 def test_a_dangling_symlink_as_the_database_gets_an_owner_only_target(tmp_path: Path) -> None:
     folder, target = tmp_path / "store", tmp_path / "elsewhere" / "history.sqlite3"
     folder.mkdir(mode=0o700)
@@ -714,6 +734,7 @@ AS_NOBODY = (
 )
 
 
+@pytest.mark.sqlite_only  # the SQLite file's owner
 def test_a_store_that_belongs_to_another_user_is_refused_and_left_untouched() -> None:
     assert is_root(), "this test runs as root (CI does) to act as two users"
     shared = Path(tempfile.mkdtemp(prefix="chat-history-owner-"))
@@ -753,6 +774,7 @@ def test_a_store_that_belongs_to_another_user_is_refused_and_left_untouched() ->
         shutil.rmtree(shared)
 
 
+@pytest.mark.sqlite_only  # the SQLite file's owner and modes
 def test_a_root_server_makes_another_users_readable_store_owner_only() -> None:
     assert is_root(), "this test runs as root (CI does) to act as two users"
     shared = Path(tempfile.mkdtemp(prefix="chat-history-root-"))

@@ -18,6 +18,8 @@ from tests.e2e.reliability import KEEP_ALL, Server, database_path, start, user
 from chat_history.store.engine import sqlite3
 from chat_history.store.schema import MIGRATIONS, statements
 
+pytestmark = [pytest.mark.engines, pytest.mark.usefixtures("server_databases")]
+
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
@@ -80,6 +82,7 @@ def test_rows_copied_by_fork_are_found_by_the_first_search(server: Server) -> No
     assert len(search(server, "crème r0249", limit=200)) == 20  # 10 in each
 
 
+@pytest.mark.sqlite_only  # a SQLite file of schema version 4 (before its index)
 def test_a_database_written_before_the_index_is_searched_whole_by_the_first_search(
     tmp_path: Path,
 ) -> None:

@@ -3,10 +3,13 @@ and one warning per bad value."""
 
 from __future__ import annotations
 
+import pytest
 from lsprotocol import types
 from tests.e2e.conftest import Session, StartSession
 
 from chat_history.policy.context import BREADCRUMB
+
+pytestmark = pytest.mark.engines
 
 
 def turn(i: int) -> list[dict[str, str]]:

@@ -14,6 +14,8 @@ from tests.e2e.wire import Wire
 
 from chat_history.wire.barrier import BOUND_SECONDS
 
+pytestmark = [pytest.mark.engines, pytest.mark.usefixtures("server_databases")]
+
 #: 30 turns: 60 rows, 10 more than the default maxMessages (50) keeps.
 TURNS = 30
 SHORT_BOUND = {"CHAT_HISTORY_SETTINGS_WAIT": "1"}

@@ -17,6 +17,11 @@ from tests.conftest import Databases
 from tests.e2e.conftest import StartSession
 from tests.pgcluster import Cluster
 
+from chat_history.manager import ChatHistoryManager
+from chat_history.model import Message
+from chat_history.store import HistoryStore, Key, Store
+from chat_history.store.postgres import PostgresStore
+
 pytestmark = pytest.mark.engines
 
 REMOTE = "git@github.com:example/proj.git"
@@ -33,6 +38,11 @@ def git_folder(path: Path, remote: str = REMOTE) -> Path:
         '\tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch "main"]\n\tremote = origin\n'
     )
     return path
+
+
+def open_store(folder: Path, databases: Databases | None) -> HistoryStore:
+    """The store a server on ``folder`` opens: its SQLite file, or its PostgreSQL database."""
+    return Store(folder) if databases is None else PostgresStore(databases.url(folder))
 
 
 def folder(uri: str) -> list[types.WorkspaceFolder]:
@@ -63,19 +73,113 @@ async def test_vscode_and_neovim_spellings_of_one_windows_folder_share_history(
 
 
 async def test_conversations_under_an_unnormalized_spelling_are_rekeyed_when_opened(
-    start_session: StartSession, tmp_path: Path
+    start_session: StartSession, tmp_path: Path, databases: Databases | None
 ):
     storage = tmp_path / "store"
-    old = await start_session(storage=storage)
-    # What a version 2 server stored: the raw URI as the key.
-    await old.append("c1", user("old key"), workspace="file:///C:/Users/me/proj/")
-    await old.append("c2", user("other folder"), workspace="file:///C:/Users/me/other")
+    # What a version 2 server stored: the raw URI as the key (today's requests are normalized,
+    # so the old keys are written through the store).
+    manager = ChatHistoryManager(open_store(storage, databases))
+    manager.append(Key("file:///C:/Users/me/proj/", "c1"), [Message(role="user", content="old")])
+    manager.append(Key("file:///C:/Users/me/other", "c2"), [Message(role="user", content="o")])
+    manager.close()
     new = await start_session(
         storage=storage, workspace_folders=folder("file:///c%3a/Users/me/proj")
     )
     assert await titles(new) == ["c1"]
-    assert await titles(new, "file:///C:/Users/me/proj/") == []
+    listed = await new.request("chatHistory/listConversations", {"allWorkspaces": True})
+    # Every old spelling, this folder's or another's (requests reach normalized keys only).
+    assert sorted(c["workspace"] for c in listed["conversations"]) == [
+        "file:///c:/Users/me/other",
+        "file:///c:/Users/me/proj",
+    ]
     assert await titles(new, "file:///C:/Users/me/other") == ["c2"]
+
+
+async def test_move_workspace_finds_an_old_key_by_any_spelling_of_its_folder(
+    start_session: StartSession, tmp_path: Path, databases: Databases | None
+):
+    storage = tmp_path / "store"
+    session = await start_session(storage=storage)  # no folder: nothing re-keyed on opening
+    manager = ChatHistoryManager(open_store(storage, databases))
+    manager.append(Key("file:///C:/Users/me/other/", "c2"), [Message(role="user", content="o")])
+    manager.close()
+    moved = await session.request(
+        "chatHistory/moveWorkspace", {"from": "file:///c%3A/Users/me/other", "to": "file:///o"}
+    )
+    assert moved == {"conversations": 1}
+    assert await titles(session, "file:///o") == ["c2"]
+
+
+async def test_a_request_names_one_folder_in_every_editor_s_spelling(
+    start_session: StartSession, tmp_path: Path
+):
+    """A request's own ``workspace`` is normalized as the session's identity is: Neovim's and
+    VS Code's spellings of one Windows folder read and write one history, from a session of
+    another workspace."""
+    neovim, vscode = "file:///C:/Users/me/proj/", "file:///c%3A/Users/me/proj"
+    session = await start_session(workspace_folders=folder("file:///elsewhere"))
+    await session.append("c1", user("written the Neovim way"), workspace=neovim)
+    await session.append("c1", user("written the VS Code way"), workspace=vscode)
+    await session.request(
+        "chatHistory/saveSummary", {"conversationId": "c1", "summary": "s", "workspace": neovim}
+    )
+    for spelling in (neovim, vscode, "file://localhost/c:/Users/me/proj"):
+        got = await session.request(
+            "chatHistory/get", {"conversationId": "c1", "workspace": spelling}
+        )
+        assert [m["content"] for m in got["messages"]] == [
+            "written the Neovim way",
+            "written the VS Code way",
+        ]
+        assert got["summary"]["summary"] == "s"
+        assert await titles(session, spelling) == ["c1"]
+        found = await session.request(
+            "chatHistory/search", {"query": "written", "workspace": spelling}
+        )
+        assert len(found["results"]) == 2
+    listed = await session.request("chatHistory/listConversations", {"allWorkspaces": True})
+    assert [c["workspace"] for c in listed["conversations"]] == ["file:///c:/Users/me/proj"]
+    await session.request(
+        "chatHistory/fork",
+        {
+            "conversationId": "c1",
+            "workspace": vscode,
+            "newConversationId": "c2",
+            "newWorkspace": "file:///D:/x/",
+        },
+    )
+    assert await titles(session, "file:///d:/x") == ["c2"]
+    moved = await session.request(
+        "chatHistory/moveWorkspace", {"from": neovim, "to": "file:///D%3a/x/"}
+    )
+    assert moved == {"conversations": 1}
+    assert await titles(session, "file:///d:/x") == ["c1", "c2"]
+    assert await titles(session, vscode) == []
+
+
+async def test_in_repository_mode_a_request_naming_the_session_s_folder_is_its_history(
+    start_session: StartSession, tmp_path: Path
+):
+    """The session's identity is ``repo:…``: a request that spells out the session's own folder
+    (any spelling) reads and writes the session's history, never a second one beside it; another
+    folder's URI is that folder's identity."""
+    proj = git_folder(tmp_path / "proj")
+    session = await start_session(
+        storage=tmp_path / "store",
+        workspace_folders=folder(proj.as_uri()),
+        init_options={"workspaceIdentity": "repository"},
+    )
+    await session.append("c1", user("default workspace"))
+    await session.append("c1", user("named folder"), workspace=proj.as_uri() + "/")
+    got = await session.request("chatHistory/get", {"conversationId": "c1"})
+    assert [m["content"] for m in got["messages"]] == ["default workspace", "named folder"]
+    assert await titles(session, proj.as_uri()) == ["c1"]
+    await session.append("c2", user("another folder"), workspace=(tmp_path / "other").as_uri())
+    listed = (await session.request("chatHistory/listWorkspaces", {}))["workspaces"]
+    assert sorted(w["workspace"] for w in listed) == [
+        (tmp_path / "other").as_uri(),
+        "repo:github.com/example/proj/",
+    ]
 
 
 async def test_a_moved_git_folder_keeps_its_history_and_a_live_clone_never_takes_it(

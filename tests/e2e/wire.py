@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from chat_history.store.choice import DATABASE_ENV
+
 SERVER = [sys.executable, "-m", "chat_history"]
 WAIT = 60.0  # generous: a loaded CI machine is slow, and a hang must still fail
 
@@ -23,13 +25,20 @@ class Wire:
     """One server process; every message it sends is kept in ``received`` in arrival order."""
 
     def __init__(self, storage: Path, *, env: Mapping[str, str] | None = None) -> None:
+        from tests.e2e import reliability  # its DATABASES: the test's engine (server_databases)
+
         self.storage = storage
+        database = (
+            {}
+            if reliability.DATABASES is None
+            else {DATABASE_ENV: reliability.DATABASES.url(storage)}
+        )
         self.process = subprocess.Popen(
             SERVER,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env={**os.environ, **(env or {})},
+            env={**os.environ, **database, **(env or {})},
         )
         self.received: list[dict[str, Any]] = []
         self._inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()

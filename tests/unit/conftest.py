@@ -55,14 +55,34 @@ def db_folder(tmp_path: Path) -> Path:
     return tmp_path / "storage"
 
 
+MakeStore = Callable[..., HistoryStore]
+
+
 @pytest.fixture
-def make_manager(
-    db_folder: Path, clock: FixedClock, databases: Databases | None
-) -> Iterator[MakeManager]:
-    """``make_manager(settings, folder=..., notify=...)``: a manager on its own store (its own
-    connection) over the database of ``folder`` (default: the test's ``db_folder``): the SQLite
-    file in it, or on PostgreSQL the database the test made for that folder."""
+def make_store(db_folder: Path, databases: Databases | None) -> Iterator[MakeStore]:
+    """``make_store(folder=..., **options)``: a store (its own connection) over the database of
+    ``folder`` (default: the test's ``db_folder``): the SQLite file in it, or on PostgreSQL the
+    database the test made for that folder. Closed at the end of the test."""
     stores: list[HistoryStore] = []
+
+    def make(folder: Path | None = None, **store_options: Any) -> HistoryStore:
+        store: HistoryStore
+        if databases is None:
+            store = Store(folder or db_folder, **store_options)
+        else:
+            store = PostgresStore(databases.url(folder or db_folder), **store_options)
+        stores.append(store)
+        return store
+
+    yield make
+    for store in stores:
+        store.close()
+
+
+@pytest.fixture
+def make_manager(make_store: MakeStore, clock: FixedClock) -> MakeManager:
+    """``make_manager(settings, folder=..., notify=...)``: a manager on its own store
+    (``make_store``)."""
 
     def make(
         settings: Mapping[str, Any] | Settings | None = None,
@@ -71,14 +91,7 @@ def make_manager(
         notify: Notify | None = None,
         **store_options: Any,
     ) -> ChatHistoryManager:
-        store: HistoryStore
-        if databases is None:
-            store = Store(folder or db_folder, **store_options)
-        else:
-            store = PostgresStore(databases.url(folder or db_folder), **store_options)
-        stores.append(store)
+        store = make_store(folder, **store_options)
         return ChatHistoryManager(store, settings_from(settings), notify=notify, clock=clock)
 
-    yield make
-    for store in stores:
-        store.close()
+    return make

@@ -4,10 +4,9 @@ reason, a process's own writes never, and a write never hiding what another did 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import attrs
 import pytest
+from tests.unit.conftest import MakeStore
 
 from chat_history.errors import ConversationChanged
 from chat_history.manager import ChatHistoryManager
@@ -15,7 +14,6 @@ from chat_history.model import ExpectedLast, Key, Message, ToolCall
 from chat_history.policy.changes import Change, Fingerprint, Growth, changes, merge, reason
 from chat_history.policy.rewind import fork_end, fork_through
 from chat_history.settings import default_settings
-from chat_history.store import Store
 from chat_history.watch import ChangeWatch
 
 BASE = Fingerprint(
@@ -29,6 +27,8 @@ BASE = Fingerprint(
     summary_at=None,
 )
 NONE = Growth(0, 0)
+
+pytestmark = pytest.mark.engines
 
 
 @pytest.mark.parametrize(
@@ -108,10 +108,10 @@ def test_fork_end_carries_a_cut_inside_a_tool_exchange_through_its_answers() -> 
 W = "file:///w"
 
 
-def managers(tmp_path: Path) -> tuple[ChatHistoryManager, ChatHistoryManager, ChangeWatch]:
+def managers(make_store: MakeStore) -> tuple[ChatHistoryManager, ChatHistoryManager, ChangeWatch]:
     settings = attrs.evolve(default_settings(), enable_auto_pruning=False)
-    mine = ChatHistoryManager(Store(tmp_path), settings)
-    other = ChatHistoryManager(Store(tmp_path), settings)
+    mine = ChatHistoryManager(make_store(), settings)
+    other = ChatHistoryManager(make_store(), settings)
     return mine, other, ChangeWatch(mine.store, lambda: W)
 
 
@@ -123,8 +123,8 @@ def say(manager: ChatHistoryManager, conversation: str, text: str) -> int:
     return stored.messages[-1].id
 
 
-def test_the_watch_tells_others_changes_with_their_reason(tmp_path: Path) -> None:
-    _, other, watch = managers(tmp_path)
+def test_the_watch_tells_others_changes_with_their_reason(make_store: MakeStore) -> None:
+    _, other, watch = managers(make_store)
     say(other, "c", "one")
     assert watch.poll() == []  # the first look is the baseline
     last = say(other, "c", "two")
@@ -139,8 +139,8 @@ def test_the_watch_tells_others_changes_with_their_reason(tmp_path: Path) -> Non
     assert watch.poll() == [Change("elsewhere", newest, "append")]
 
 
-def test_own_writes_are_not_told_and_do_not_hide_anothers(tmp_path: Path) -> None:
-    mine, other, watch = managers(tmp_path)
+def test_own_writes_are_not_told_and_do_not_hide_anothers(make_store: MakeStore) -> None:
+    mine, other, watch = managers(make_store)
     say(mine, "c", "one")
     watch.poll()
     say(mine, "c", "two")
@@ -152,8 +152,8 @@ def test_own_writes_are_not_told_and_do_not_hide_anothers(tmp_path: Path) -> Non
     assert mine_after > theirs
 
 
-def test_a_stale_rewind_changes_nothing(tmp_path: Path) -> None:
-    mine, other, _ = managers(tmp_path)
+def test_a_stale_rewind_changes_nothing(make_store: MakeStore) -> None:
+    mine, other, _ = managers(make_store)
     seen = say(mine, "c", "one")
     newest = say(other, "c", "two")
     with pytest.raises(ConversationChanged) as caught:
@@ -166,12 +166,14 @@ def test_a_stale_rewind_changes_nothing(tmp_path: Path) -> None:
     assert len(mine.get(Key(W, "c")).messages) == 3
 
 
-def test_each_kind_of_change_by_another_process_is_told_with_its_reason(tmp_path: Path) -> None:
+def test_each_kind_of_change_by_another_process_is_told_with_its_reason(
+    make_store: MakeStore,
+) -> None:
     """Every write a client or retention makes, one at a time, through a second store on the
     same file, is found by the watch with the reason of the wire."""
     from chat_history.conversations import ConversationUpdate, MessageEdit
 
-    _, other, watch = managers(tmp_path)
+    _, other, watch = managers(make_store)
     key = Key(W, "c")
     clock = iter(range(1_000_000, 2_000_000, 1_000))
     other._clock = lambda: next(clock)  # each write at its own millisecond
@@ -203,13 +205,13 @@ def test_each_kind_of_change_by_another_process_is_told_with_its_reason(tmp_path
         assert found[0].last_id == (rows[-1].id if rows else None)
 
 
-def test_retention_by_another_process_is_told_as_retention(tmp_path: Path) -> None:
+def test_retention_by_another_process_is_told_as_retention(make_store: MakeStore) -> None:
     settings = attrs.evolve(default_settings(), max_messages=2)
-    _, other, watch = managers(tmp_path)
+    _, other, watch = managers(make_store)
     for n in range(3):
         say(other, "c", str(n))
     watch.poll()
-    pruning = ChatHistoryManager(Store(tmp_path), settings)
+    pruning = ChatHistoryManager(make_store(), settings)
     pruning.retain(Key(W, "c"))
     assert [c.reason for c in watch.poll()] == ["retention"]
     # An append that retention trimmed in the same write took the oldest rows: retention too.

@@ -8,7 +8,6 @@ the context note)."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +16,12 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from test_context_properties import context_settings, histories
-from test_context_window import (
+from test_context_window import (  # engine_stores: the autouse fixture of both modules
     KEY,
     append_in_pieces,
     budget_settings,
+    engine_stores,  # noqa: F401
+    example_folder,
     long_conversation,
     open_manager,
     options_strategy,
@@ -38,6 +39,8 @@ from chat_history.providers import format_body
 from chat_history.settings import ContextSettings, default_settings
 from chat_history.store import queries, tail, transaction
 from chat_history.store import rows as row_codec
+
+pytestmark = pytest.mark.engines
 
 
 def request_rows(
@@ -144,7 +147,11 @@ def compaction_settings(draw: st.DrawFn) -> ContextSettings:
 @settings(
     deadline=None,
     max_examples=150,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
 )
 @given(
     st.lists(histories(), min_size=1, max_size=6),
@@ -199,8 +206,8 @@ def test_a_compacted_windowed_prepare_answers_what_preparing_every_row_answers(
     if not rows:
         return
     events: list[Trimmed] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        manager = open_manager(Path(tmp), budget_settings(), events)
+    with example_folder() as folder:
+        manager = open_manager(folder, budget_settings(), events)
         manager.settings = attrs.evolve(manager.settings, context=ctx)
         try:
             try:

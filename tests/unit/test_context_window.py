@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_context_properties import TOOL_NAMES, context_settings, histories
+from tests.conftest import Databases
 
 from chat_history import preparation
 from chat_history.errors import ContextOverflow, InvalidParams
@@ -27,12 +28,15 @@ from chat_history.policy.turns import segment
 from chat_history.preparation import PrepareOptions
 from chat_history.providers import format_body
 from chat_history.settings import ContextSettings, Settings, default_settings
-from chat_history.store import Key, Store
+from chat_history.store import HistoryStore, Key, Store
+from chat_history.store.postgres import PostgresStore
 from chat_history.store.schema import DATABASE_FILE, MIGRATIONS, SCHEMA_VERSION
 
 KEY = Key("ws", "conv")
 T0 = 1_764_480_000_000
 HOUR = 3_600_000
+
+pytestmark = pytest.mark.engines
 
 
 def request_rows(
@@ -114,9 +118,47 @@ def assert_same(
         assert windowed == full
 
 
+#: The engine's store over a folder's database (``engine_stores`` sets it for the test).
+OPEN_STORE: list[Callable[[Path], HistoryStore]] = [Store]
+#: On PostgreSQL, the one folder (database) of a property's examples; None on SQLite.
+EXAMPLES: list[Path | None] = [None]
+
+
+@pytest.fixture(autouse=True)
+def engine_stores(databases: Databases | None, tmp_path: Path) -> Iterator[None]:
+    """``open_manager`` on the test's engine (the module is marked ``engines``)."""
+    if databases is not None:
+        OPEN_STORE[0] = lambda folder: PostgresStore(databases.url(folder))
+        EXAMPLES[0] = tmp_path / "examples"
+    try:
+        yield
+    finally:
+        OPEN_STORE[0], EXAMPLES[0] = Store, None
+
+
+@contextlib.contextmanager
+def example_folder() -> Iterator[Path]:
+    """The folder of one example of a property, its database empty: a fresh SQLite file, or on
+    PostgreSQL the test's one database, ``KEY`` cleared after the example (a database per
+    example costs seconds)."""
+    if EXAMPLES[0] is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            yield Path(tmp)
+        return
+    try:
+        yield EXAMPLES[0]
+    finally:
+        store = OPEN_STORE[0](EXAMPLES[0])
+        try:
+            with store.write() as tx:
+                tx.clear(KEY)
+        finally:
+            store.close()
+
+
 def open_manager(folder: Path, settings: Settings, events: list[Trimmed]) -> ChatHistoryManager:
     return ChatHistoryManager(
-        Store(folder),
+        OPEN_STORE[0](folder),
         settings,
         notify=lambda key, batch: events.extend(batch),
         clock=lambda: T0,
@@ -154,7 +196,11 @@ options_strategy = st.builds(
 @settings(
     deadline=None,
     max_examples=150,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
 )
 @given(
     st.lists(histories(), min_size=1, max_size=4),
@@ -175,8 +221,8 @@ def test_a_windowed_prepare_answers_what_preparing_every_row_answers(
     if not rows:
         return
     events: list[Trimmed] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        manager = open_manager(Path(tmp), keep_everything(ctx), events)
+    with example_folder() as folder:
+        manager = open_manager(folder, keep_everything(ctx), events)
         try:
             try:
                 append_in_pieces(manager, rows, batches)
@@ -325,6 +371,7 @@ def test_prompt_mode_calls_with_tool_names_fall_back_to_every_row(tmp_path: Path
     assert_same(manager, PrepareOptions(), events)
 
 
+@pytest.mark.sqlite_only  # a version 1 SQLite file
 def test_a_version_1_database_keeps_its_rows_and_is_prepared_in_full(tmp_path: Path) -> None:
     legacy = sqlite3.connect(tmp_path / DATABASE_FILE)
     for statement in MIGRATIONS[0].split(";"):
@@ -364,7 +411,9 @@ def test_a_version_1_database_keeps_its_rows_and_is_prepared_in_full(tmp_path: P
     assert_same(manager, PrepareOptions(), events)
 
 
-@settings(deadline=None, max_examples=200)
+@settings(
+    deadline=None, max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(histories())
 def test_the_floor_never_exceeds_what_a_turn_sends(rows: list[Message]) -> None:
     """request_floor is a lower bound of each turn's non-system estimate as prepare sends it,
@@ -489,7 +538,11 @@ steps = st.lists(
 @settings(
     deadline=None,
     max_examples=60,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
 )
 @given(steps, st.integers(1_500, 6_000))
 def test_two_connections_in_any_order_never_see_a_stale_conversation(
@@ -499,8 +552,7 @@ def test_two_connections_in_any_order_never_see_a_stale_conversation(
     # (served partly from what it remembers) equals preparing every row as a fresh reader sees
     # them; and the appends' turn numbers and pending calls follow the other's writes.
     source = long_conversation(200)
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
+    with example_folder() as folder:
         settings_ = budget_settings(max_context_tokens=budget)
         events: list[Trimmed] = []
         managers = {  # b also prunes what it appends to (its own deletes)

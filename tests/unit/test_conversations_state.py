@@ -20,7 +20,15 @@ import attrs
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+from tests.conftest import Databases
 from tests.unit.conftest import FixedClock, settings_from
 
 from chat_history.conversations import ConversationUpdate, MessageEdit
@@ -42,7 +50,8 @@ from chat_history.policy.tokens import stored_tokens
 from chat_history.policy.turns import is_real_user
 from chat_history.preparation import PrepareOptions
 from chat_history.providers import format_body
-from chat_history.store import Store
+from chat_history.store import HistoryStore, Store
+from chat_history.store.postgres import PostgresStore
 from chat_history.store.schema import FIGURES
 
 KEYS = (Key("w1", "a"), Key("w1", "b"), Key("w2", "a"))
@@ -113,15 +122,24 @@ def orphans(body: dict[str, Any]) -> list[str]:
 class ConversationsMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.folder = Path(tempfile.mkdtemp(prefix="chat-history-state-"))
         self.clock = FixedClock()
-        self.store = Store(self.folder)
+        self.folder: Path | None = None
+        self.store: HistoryStore
+        if SHARED[0] is None:  # SQLite: a fresh file per run
+            self.folder = Path(tempfile.mkdtemp(prefix="chat-history-state-"))
+            self.store = Store(self.folder)
+        else:  # PostgreSQL: the test's database, emptied by each run's teardown
+            self.store = SHARED[0]
         self.manager = ChatHistoryManager(self.store, SETTINGS, clock=self.clock)
         self.model = {key: Conversation() for key in KEYS}
         self.serial = itertools.count(1)
         self.highest_id = 0
 
     def teardown(self) -> None:
+        if self.folder is None:
+            for key in KEYS:
+                self.manager.clear(key)
+            return
         self.store.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
@@ -400,10 +418,27 @@ class ConversationsMachine(RuleBasedStateMachine):
         assert activity == sorted(activity, reverse=True)
 
 
-ConversationsMachine.TestCase.settings = settings(
-    max_examples=80,
-    stateful_step_count=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-)
-test_conversations_state_machine = ConversationsMachine.TestCase
+#: The store every run shares on PostgreSQL (None: each run opens a SQLite file of its own).
+SHARED: list[HistoryStore | None] = [None]
+
+
+@pytest.mark.engines
+def test_conversations_state_machine(databases: Databases | None, tmp_path: Path) -> None:
+    """The machine on each engine; on PostgreSQL every run on one database (a fresh database per
+    run costs seconds), which each run's teardown empties."""
+    if databases is not None:
+        SHARED[0] = PostgresStore(databases.url(tmp_path))
+    try:
+        run_state_machine_as_test(
+            ConversationsMachine,
+            settings=settings(
+                max_examples=80,
+                stateful_step_count=30,
+                deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+            ),
+        )
+    finally:
+        if SHARED[0] is not None:
+            SHARED[0].close()
+        SHARED[0] = None

@@ -18,6 +18,8 @@ from chat_history.preparation import PreparedRequest, PrepareOptions
 from chat_history.store import Key
 
 KEY = Key("ws", "memo")
+pytestmark = pytest.mark.engines
+
 SETTINGS: dict[str, Any] = {
     "maxMessages": 1_000_000,
     "maxTokens": 0,

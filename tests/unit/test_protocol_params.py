@@ -22,6 +22,7 @@ from chat_history.wire.protocol import (
     ListParams,
     PrepareParams,
     SaveSummaryParams,
+    SessionWorkspace,
     check_id,
     check_int,
     check_key,
@@ -63,7 +64,7 @@ VALID = append(
 def messages_of(params: dict[str, Any]) -> list[Message]:
     """What a handler does with an append: structure, check the key, convert the messages."""
     structured = structure(params, AppendParams)
-    check_key(structured, "default-ws")
+    check_key(structured, SessionWorkspace("default-ws"))
     return to_messages(structured)
 
 
@@ -110,9 +111,9 @@ def test_a_valid_append_becomes_domain_messages() -> None:
 
 def test_key_defaults_to_the_session_workspace() -> None:
     structured = structure(VALID, AppendParams)
-    assert check_key(structured, "file:///ws") == ("file:///ws", "conv-1")
+    assert check_key(structured, SessionWorkspace("file:///ws")) == ("file:///ws", "conv-1")
     other = structure({**VALID, "workspace": "w2"}, AppendParams)
-    assert check_key(other, "file:///ws") == ("w2", "conv-1")
+    assert check_key(other, SessionWorkspace("file:///ws")) == ("w2", "conv-1")
 
 
 def test_empty_content_is_fine() -> None:
@@ -145,7 +146,7 @@ def test_limits_at_their_bounds_are_accepted() -> None:
     structured = structure(
         {"conversationId": "c" * 256, "messages": [{"role": "user"}]}, AppendParams
     )
-    assert check_key(structured, "ws") == ("ws", "c" * 256)
+    assert check_key(structured, SessionWorkspace("ws")) == ("ws", "c" * 256)
 
 
 # -- timestamps ------------------------------------------------------------------------------------

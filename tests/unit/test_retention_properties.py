@@ -6,13 +6,13 @@ and token rules, no more deleted than the rules need, and a second run deletes n
 from __future__ import annotations
 
 import itertools
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 
 import attrs
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.unit.conftest import MakeStore
 
 from chat_history.manager import ChatHistoryManager
 from chat_history.model import Message, StoredMessage, ToolCall
@@ -20,7 +20,7 @@ from chat_history.policy.recording import plan_append
 from chat_history.policy.retention import RetentionPlan, needs_retention, plan_retention
 from chat_history.policy.tokens import stored_tokens
 from chat_history.settings import Settings, default_settings
-from chat_history.store import Key, Store
+from chat_history.store import HistoryStore, Key
 
 T0 = 1_764_480_000_000
 HOUR = 3_600_000
@@ -309,6 +309,16 @@ def test_auto_pruning_off_never_deletes(steps: list[Step], later: int) -> None:
     assert plan.delete_ids == frozenset()
 
 
+#: One database for the property's examples (hypothesis runs them in one call of the test): a
+#: conversation of its own for each.
+EXAMPLES = itertools.count(1)
+
+
+@pytest.fixture
+def store(make_store: MakeStore) -> HistoryStore:
+    return make_store()
+
+
 @st.composite
 def chunked(draw: st.DrawFn) -> list[list[Message]]:
     """A generated history split into append requests at random points."""
@@ -318,15 +328,24 @@ def chunked(draw: st.DrawFn) -> list[list[Message]]:
     return [messages[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(
     requests=chunked(),
     max_messages=st.integers(0, 20),
     max_tokens=st.one_of(st.just(0), st.integers(1, 1_500)),
     preserve=st.booleans(),
 )
+@pytest.mark.engines
 def test_manager_appends_keep_stored_history_consistent(
-    requests: list[list[Message]], max_messages: int, max_tokens: int, preserve: bool
+    store: HistoryStore,
+    requests: list[list[Message]],
+    max_messages: int,
+    max_tokens: int,
+    preserve: bool,
 ) -> None:
     """The same histories appended request by request through a real database: every append is
     accepted (the running turn is never pruned from under a pending call), stored turn numbers
@@ -340,24 +359,19 @@ def test_manager_appends_keep_stored_history_consistent(
     )
     every = [message for request in requests for message in request]
     expected_turns = [row.turn for row in stored_rows(every)]
-    key = Key("ws", "prop")
-    with tempfile.TemporaryDirectory() as folder:
-        store = Store(Path(folder))
-        manager = ChatHistoryManager(store, rule_settings, clock=lambda: T0)
-        try:
-            appended: list[StoredMessage] = []
-            for request in requests:
-                result = manager.append(key, request)
-                assert [row.content for row in result.messages] == [m.content for m in request]
-                appended.extend(result.messages)
-                stored = list(manager.get(key).messages)
-                assert_no_orphans(appended, stored)
-                assert manager.get(key).pruned is None
-                if preserve:
-                    assert [r.id for r in appended if r.role == "system"] == [
-                        r.id for r in stored if r.role == "system"
-                    ]
-            assert [row.turn for row in appended] == expected_turns
-            assert [row.id for row in appended] == sorted(row.id for row in appended)
-        finally:
-            store.close()
+    key = Key("ws", f"prop{next(EXAMPLES)}")
+    manager = ChatHistoryManager(store, rule_settings, clock=lambda: T0)
+    appended: list[StoredMessage] = []
+    for request in requests:
+        result = manager.append(key, request)
+        assert [row.content for row in result.messages] == [m.content for m in request]
+        appended.extend(result.messages)
+        stored = list(manager.get(key).messages)
+        assert_no_orphans(appended, stored)
+        assert manager.get(key).pruned is None
+        if preserve:
+            assert [r.id for r in appended if r.role == "system"] == [
+                r.id for r in stored if r.role == "system"
+            ]
+    assert [row.turn for row in appended] == expected_turns
+    assert [row.id for row in appended] == sorted(row.id for row in appended)

@@ -32,6 +32,7 @@ from chat_history.errors import InvalidParams, StorageError
 from chat_history.manager import ChatHistoryManager
 from chat_history.model import ROLES, JsonText
 from chat_history.paths import STORAGE_ENV, default_storage_folder
+from chat_history.policy.identity import normalize_uri
 from chat_history.settings import SECTION, Settings, default_settings, load_settings
 from chat_history.settings_file import SettingsFileError, read_settings_file
 from chat_history.storage_retention import PruneRun, tally
@@ -331,7 +332,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         limit=args.limit,
     )
     try:
-        scope, query, limit = protocol.search_args(params, "")
+        scope, query, limit = protocol.search_args(params, protocol.SessionWorkspace(""))
     except InvalidParams as exc:
         flag = {"query": "QUERY", "limit": "--limit", "workspace": "--workspace"}
         name = flag.get(exc.field, "--conversation" if exc.field == "conversationId" else "--role")
@@ -514,12 +515,17 @@ def _settings_parent() -> argparse.ArgumentParser:
 
 def _inspect_commands(command: Command, settings: argparse.ArgumentParser) -> None:
     p = command("conversations", cmd_conversations, "list conversations (all workspaces)")
-    p.add_argument("--workspace", metavar="W", help="only this workspace")
+    p.add_argument("--workspace", metavar="W", type=normalize_uri, help="only this workspace")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = command("show", cmd_show, "print a conversation's stored history", settings)
     p.add_argument("conversation", metavar="CONVERSATION")
-    p.add_argument("--workspace", metavar="W", help="needed when several workspaces hold it")
+    p.add_argument(
+        "--workspace",
+        metavar="W",
+        type=normalize_uri,
+        help="needed when several workspaces hold it",
+    )
     p.add_argument("--provider", metavar="KIND", help="print the provider body (format) instead")
     p.add_argument("--model", metavar="MODEL", help="model for --provider")
     p.add_argument("--json", action="store_true", help="the stored rows as JSON")
@@ -527,7 +533,9 @@ def _inspect_commands(command: Command, settings: argparse.ArgumentParser) -> No
 
     p = command("search", cmd_search, "find stored messages by their text (as chatHistory/search)")
     p.add_argument("query", metavar="QUERY", help='words to find; "quoted words" in order')
-    p.add_argument("--workspace", metavar="W", help="only this workspace (default: all)")
+    p.add_argument(
+        "--workspace", metavar="W", type=normalize_uri, help="only this workspace (default: all)"
+    )
     p.add_argument("--conversation", metavar="C", help="only this conversation")
     p.add_argument(
         "--role",
@@ -542,32 +550,49 @@ def _inspect_commands(command: Command, settings: argparse.ArgumentParser) -> No
 def _change_commands(command: Command, settings: argparse.ArgumentParser) -> None:
     p = command("prune", cmd_prune, "apply storage retention to every conversation now", settings)
     p.add_argument("--dry-run", action="store_true", help="report what would go; delete nothing")
-    p.add_argument("--workspace", metavar="W", help="only this workspace")
+    p.add_argument("--workspace", metavar="W", type=normalize_uri, help="only this workspace")
     p.add_argument("--json", action="store_true", help="machine-readable report")
 
     p = command("rename", cmd_rename, "set a conversation's title")
     p.add_argument("conversation", metavar="CONVERSATION")
     p.add_argument("title", nargs="?", metavar="TITLE", help="1-200 characters")
     p.add_argument("--automatic", action="store_true", help="back to the automatic title")
-    p.add_argument("--workspace", metavar="W", help="needed when several workspaces hold it")
+    p.add_argument(
+        "--workspace",
+        metavar="W",
+        type=normalize_uri,
+        help="needed when several workspaces hold it",
+    )
 
     p = command("truncate", cmd_truncate, "delete message #ID and every later one, for good")
     p.add_argument("conversation", metavar="CONVERSATION")
     p.add_argument("--from", dest="from_id", type=int, required=True, metavar="ID")
-    p.add_argument("--workspace", metavar="W", help="needed when several workspaces hold it")
+    p.add_argument(
+        "--workspace",
+        metavar="W",
+        type=normalize_uri,
+        help="needed when several workspaces hold it",
+    )
 
     p = command("fork", cmd_fork, "copy a conversation into a new one")
     p.add_argument("conversation", metavar="CONVERSATION")
     p.add_argument("new", metavar="NEW", help="the new conversation's id")
     p.add_argument("--through", type=int, metavar="ID", help="copy up to message #ID")
-    p.add_argument("--workspace", metavar="W", help="needed when several workspaces hold it")
-    p.add_argument("--to-workspace", metavar="W", help="the new conversation's workspace")
+    p.add_argument(
+        "--workspace",
+        metavar="W",
+        type=normalize_uri,
+        help="needed when several workspaces hold it",
+    )
+    p.add_argument(
+        "--to-workspace", metavar="W", type=normalize_uri, help="the new conversation's workspace"
+    )
 
 
 def _archive_commands(command: Command, settings: argparse.ArgumentParser) -> None:
     p = command("export", cmd_export, "write conversations as JSONL to stdout")
     p.add_argument("conversations", nargs="*", metavar="CONVERSATION", help="default: all")
-    p.add_argument("--workspace", metavar="W", help="only this workspace")
+    p.add_argument("--workspace", metavar="W", type=normalize_uri, help="only this workspace")
 
     p = command("import", cmd_import, "import a JSONL export (never duplicates)")
     p.add_argument("file", metavar="FILE", help="the .jsonl file, or - for stdin")

@@ -5,6 +5,10 @@
   a Windows drive letter is lower-case, the scheme is lower-case and there is no trailing ``/``:
   VS Code's ``file:///c%3A/Users/me/proj`` and Neovim's ``file:///C:/Users/me/proj/`` are one
   identity. Anything that is not a ``file:`` URI is kept as it is.
+- ``request_workspace``: a request's ``workspace`` as an identity: normalized as above, and the
+  session's own folder (in any spelling) names the session's identity, its ``repo:`` one in
+  ``"repository"`` mode (a client that spells its folder out reads and writes the history its
+  session does, never a second one beside it).
 - ``normalize_remote``: a git remote URL as ``host/path`` (scheme, user, ``.git`` and trailing
   ``/`` dropped, host lower-case), so ``git@github.com:o/r.git`` and ``https://github.com/o/r``
   are one repository.
@@ -54,6 +58,13 @@ def normalize_uri(uri: str) -> str:
     while len(path) > 1 and path.endswith("/"):
         path = path[:-1]
     return f"file://{authority.lower()}{path}"
+
+
+def request_workspace(named: str, identity: str, folder_identity: str) -> str:
+    """The identity a request's ``workspace`` names in a session whose identity is ``identity``
+    and whose normalized folder URI is ``folder_identity`` (see the module)."""
+    workspace = normalize_uri(named)
+    return identity if workspace == folder_identity else workspace
 
 
 def folder_of(uri: str) -> str | None:

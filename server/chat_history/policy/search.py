@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import unicodedata
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 import attrs
@@ -320,6 +321,23 @@ def filter_terms(query: SearchQuery) -> tuple[str, ...]:
         if not any(term in longer for longer in kept):
             kept.append(term)
     return tuple(kept)
+
+
+#: How many of the scope's newest rows (their first SAMPLE_CHARS code points) a query of more
+#: than two terms samples to check its rarest terms first (``rarest_first``).
+SAMPLE_ROWS = 64
+SAMPLE_CHARS = 4_096
+
+
+def rarest_first(terms: Sequence[str], sample: Iterable[str]) -> tuple[str, ...]:
+    """``terms`` (``filter_terms``) ordered by how few of the ``sample`` texts (the first
+    ``SAMPLE_CHARS`` code points of the scope's newest ``SAMPLE_ROWS`` folded rows) hold them,
+    then longest first: a scan that checks them in this order rejects most rows at the first
+    term, so a query of many short words costs about one check per row, not one per word. Both
+    engines order their exact checks by it."""
+    texts = list(sample)
+    held = {term: sum(term in text for text in texts) for term in terms}
+    return tuple(sorted(terms, key=lambda term: (held[term], -len(term))))
 
 
 def scored_terms(query: SearchQuery) -> tuple[str, ...]:

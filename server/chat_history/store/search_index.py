@@ -38,10 +38,13 @@ from collections.abc import Sequence
 from chat_history.policy.search import (
     DAMPING_LENGTHS,
     RELEVANCE_CAP,
+    SAMPLE_CHARS,
+    SAMPLE_ROWS,
     WORD_BREAKS,
     SearchQuery,
     filter_terms,
     fts_plan,
+    rarest_first,
     scored_terms,
     stored_fold,
 )
@@ -111,10 +114,6 @@ CATCH_UP_ROWS = 2_000
 #: A conversation of at most this many rows is searched by reading its rows; a longer one
 #: through the search index.
 SCAN_CONVERSATION_ROWS = 256
-#: How many of the scope's newest rows (their first SAMPLE_CHARS code points) a query of more
-#: than two terms looks at to check its rarest terms first.
-SAMPLE_ROWS = 64
-SAMPLE_CHARS = 4_096
 #: Matches scored in one statement.
 SCORE_BATCH = 500
 #: A deletion of at least this many indexed rows, and at least 1/BULK_SHARE of them all, rewrites
@@ -227,18 +226,14 @@ def _score(query: SearchQuery) -> tuple[str, list[object]]:
 def _rarest_first(
     connection: sqlite3.Connection, where: str, params: Sequence[object], terms: Sequence[str]
 ) -> tuple[str, ...]:
-    """``terms`` ordered by how few of the scope's newest ``SAMPLE_ROWS`` rows hold them (then
-    longest first), so that checking them in order rejects most rows at the first term: a query
-    of many short words costs about one check per row, not one per word."""
+    """``terms`` rarest first in the scope's newest rows (``policy.search.rarest_first``)."""
     if len(terms) <= 2:
         return tuple(terms)
     sample = connection.execute(
         f"SELECT substr({_FOLDED}, 1, ?) FROM messages m WHERE {where} ORDER BY m.id DESC LIMIT ?",
         [SAMPLE_CHARS, *params, SAMPLE_ROWS],
     ).fetchall()
-    texts = [text for (text,) in sample]
-    held = {term: sum(term in text for text in texts) for term in terms}
-    return tuple(sorted(terms, key=lambda term: (held[term], -len(term))))
+    return rarest_first(terms, (text for (text,) in sample))
 
 
 def _few_rows(connection: sqlite3.Connection, scope: SearchScope) -> bool:

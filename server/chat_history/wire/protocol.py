@@ -46,6 +46,7 @@ from chat_history.model import (
     nesting_exceeds,
 )
 from chat_history.policy.changes import Change
+from chat_history.policy.identity import normalize_uri, request_workspace
 from chat_history.policy.rewind import check_turns
 from chat_history.policy.search import check_query
 from chat_history.policy.search_rank import SearchScope
@@ -451,20 +452,35 @@ def check_json(value: Any, field: str) -> Any:
     return value
 
 
-def check_key(params: KeyParams, default_workspace: str) -> tuple[str, str]:
+@attrs.frozen
+class SessionWorkspace:
+    """The session's workspace identity and the normalized folder URI it came from (the same
+    string in ``"folder"`` mode): what a request's ``workspace`` is read against."""
+
+    identity: str
+    folder: str = ""
+
+    def named(self, value: str | None, field: str = "workspace") -> str:
+        """The identity a request's ``workspace`` (``field``) names, checked: the session's when
+        absent; else normalized, the session's own folder in any spelling being the session's
+        identity (policy.identity.request_workspace)."""
+        if value is None:
+            return self.identity
+        return request_workspace(check_workspace(value, field), self.identity, self.folder)
+
+
+def check_key(params: KeyParams, session: SessionWorkspace) -> tuple[str, str]:
     """The request's (workspace, conversationId), checked; the session's workspace when it names
     none."""
     conversation = check_id(params.conversation_id, "conversationId")
-    workspace = (
-        check_workspace(params.workspace) if params.workspace is not None else default_workspace
-    )
-    return workspace, conversation
+    return session.named(params.workspace), conversation
 
 
 def check_workspace(value: str, field: str = "workspace") -> str:
-    """A workspace identity: the one rule of the server's requests and of ``chat-history
+    """A workspace identity, normalized (a ``file:`` URI has one spelling per folder, protocol.md
+    "Workspace identity"): the one rule of the server's requests and of ``chat-history
     import``, so whatever the server stored can be exported and imported again."""
-    return check_id(value, field, MAX_WORKSPACE_CHARS)
+    return normalize_uri(check_id(value, field, MAX_WORKSPACE_CHARS))
 
 
 def check_id(value: str, field: str, max_chars: int = MAX_ID_CHARS) -> str:
@@ -768,7 +784,7 @@ SEARCH_LIMIT = 50
 MAX_SEARCH_LIMIT = 200
 
 
-def search_args(params: SearchParams, default_workspace: str) -> tuple[SearchScope, str, int]:
+def search_args(params: SearchParams, session: SessionWorkspace) -> tuple[SearchScope, str, int]:
     """``chatHistory/search``'s (scope, query, limit), checked. ``allWorkspaces`` searches every
     workspace (a ``workspace`` given with it is still checked, then not used); ``roles`` may be
     empty (nothing is found). The query's text is data: any character is accepted."""
@@ -779,9 +795,7 @@ def search_args(params: SearchParams, default_workspace: str) -> tuple[SearchSco
             raise InvalidParams(
                 f"roles[{i}]", f"unknown role {quoted(role)}; expected one of {', '.join(ROLES)}"
             )
-    workspace = (
-        check_workspace(params.workspace) if params.workspace is not None else default_workspace
-    )
+    workspace = session.named(params.workspace)
     conversation = (
         check_id(params.conversation_id, "conversationId")
         if params.conversation_id is not None
@@ -886,11 +900,11 @@ MAX_LIST_PAGE = 1_000
 
 
 def list_args(
-    params: ListParams, default_workspace: str
+    params: ListParams, session: SessionWorkspace
 ) -> tuple[str | None, int | None, str | None]:
     """``listConversations``'s (workspace — None for every workspace —, limit, cursor); the
     cursor is checked against the database's key when the listing reads it."""
-    workspace = None if params.all_workspaces else list_workspace(params, default_workspace)
+    workspace = None if params.all_workspaces else session.named(params.workspace)
     limit = check_int(params.limit, "limit", 1, MAX_LIST_PAGE)
     return workspace, limit, params.cursor
 
@@ -957,11 +971,13 @@ def edit_args(params: EditMessageParams) -> tuple[int, MessageEdit]:
     return row_id(params.id, "id"), edit
 
 
-def fork_args(params: ForkParams, source_workspace: str) -> tuple[str, str, int | None]:
+def fork_args(
+    params: ForkParams, source_workspace: str, session: SessionWorkspace
+) -> tuple[str, str, int | None]:
     """``fork``'s (target workspace — the source's by default —, target id, throughId)."""
     target = check_id(params.new_conversation_id, "newConversationId")
     workspace = (
-        check_workspace(params.new_workspace, "newWorkspace")
+        session.named(params.new_workspace, "newWorkspace")
         if params.new_workspace is not None
         else source_workspace
     )
@@ -1015,13 +1031,6 @@ def wire_deleted(deleted: bool) -> dict[str, Any]:
 def capabilities(protocol_version: int, provider_kinds: Sequence[str]) -> dict[str, Any]:
     """``initialize``'s ``capabilities.experimental``: the protocol version and the kinds."""
     return {"chatHistory": {"protocolVersion": protocol_version, "providers": list(provider_kinds)}}
-
-
-def list_workspace(params: ListParams, default_workspace: str) -> str:
-    """``chatHistory/listConversations``'s workspace: the one named, else the session's."""
-    if params.workspace is None:
-        return default_workspace
-    return check_workspace(params.workspace)
 
 
 # -- errors --------------------------------------------------------------------------------------

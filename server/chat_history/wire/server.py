@@ -206,6 +206,8 @@ class ChatHistoryServer(LanguageServer):
         self.in_flight: set[asyncio.Task[Any]] = set()
         self.barrier = self._new_barrier(default_settings())
         self.workspace_identity = "default"
+        #: the normalized folder URI the identity came from (the identity in "folder" mode)
+        self.folder_identity = "default"
         #: the workspace as the client named it, and the identity mode initializationOptions
         #: fixed (None: the settings' ``workspaceIdentity``); the mode opened so far
         self.raw_workspace = "default"
@@ -407,6 +409,7 @@ class ChatHistoryServer(LanguageServer):
                 return
             identity = workspaces.resolve(self.raw_workspace, mode)
             self.workspace_identity = identity.workspace
+            self.folder_identity = identity.folder_identity
             if identity.workspace.startswith(("file:", "repo:")):
                 machine = self.machine if identity.git is not None else ""
                 for line in manager.open_identity(identity, machine):
@@ -415,8 +418,13 @@ class ChatHistoryServer(LanguageServer):
 
     def key(self, params: protocol.KeyParams) -> Key:
         """The request's conversation key, checked; the session's workspace when it names none."""
-        workspace, conversation = protocol.check_key(params, self.workspace_identity)
+        workspace, conversation = protocol.check_key(params, self.session_workspace)
         return Key(workspace, conversation)
+
+    @property
+    def session_workspace(self) -> protocol.SessionWorkspace:
+        """What a request's ``workspace`` is read against (protocol.SessionWorkspace)."""
+        return protocol.SessionWorkspace(self.workspace_identity, self.folder_identity)
 
 
 _LOG_LEVELS = {
@@ -463,7 +471,7 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
     if not isinstance(options, dict):
         options = {}
     ls.raw_workspace = _workspace_identity(params, options)
-    ls.workspace_identity = normalize_uri(ls.raw_workspace)
+    ls.workspace_identity = ls.folder_identity = normalize_uri(ls.raw_workspace)
     mode = options.get("workspaceIdentity")
     if mode is not None and mode not in ("folder", "repository"):
         ls.tell(
@@ -620,7 +628,7 @@ def list_page(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ListPara
     """``chatHistory/listConversations``: a page of the listing (version 1's call, without paging,
     is the whole listing in one page)."""
     return protocol.wire_page(
-        m.list_conversations_page(*protocol.list_args(p, ls.workspace_identity))
+        m.list_conversations_page(*protocol.list_args(p, ls.session_workspace))
     )
 
 
@@ -659,7 +667,7 @@ def edit_message(
 def fork(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ForkParams) -> Any:
     """``chatHistory/fork``: into ``newWorkspace`` when given, else the source's workspace."""
     key = ls.key(p)
-    workspace, target, through = protocol.fork_args(p, key.workspace)
+    workspace, target, through = protocol.fork_args(p, key.workspace, ls.session_workspace)
     return protocol.wire(m.fork(key, Key(workspace, target), through))
 
 
@@ -670,7 +678,7 @@ def delete_summary(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.Key
 
 def search(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.SearchParams) -> Any:
     """``chatHistory/search``: full-text search of one conversation, a workspace or all of them."""
-    return protocol.wire_search(m.search(*protocol.search_args(p, ls.workspace_identity)))
+    return protocol.wire_search(m.search(*protocol.search_args(p, ls.session_workspace)))
 
 
 def report_usage(

@@ -10,7 +10,14 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from chat_history.policy.search import SearchQuery, filter_terms, folded_relevance
+from chat_history.policy.search import (
+    SAMPLE_CHARS,
+    SAMPLE_ROWS,
+    SearchQuery,
+    filter_terms,
+    folded_relevance,
+    rarest_first,
+)
 from chat_history.policy.search_rank import SearchRow, SearchScope
 from chat_history.store.postgres.schema import FOLDED
 
@@ -40,7 +47,15 @@ def best_rows(raw: Any, scope: SearchScope, query: SearchQuery, count: int) -> l
     if scope.conversation is not None:
         clauses.append("m.conversation = %s")
         params.append(scope.conversation)
-    for term in filter_terms(query):
+    terms = filter_terms(query)
+    if len(terms) > 2:  # checked in this order (equal costs keep it): the rarest first
+        sample = raw.execute(
+            f"SELECT substr({FOLDED}, 1, %s) FROM messages m WHERE {' AND '.join(clauses)} "
+            "ORDER BY m.id DESC LIMIT %s",
+            [SAMPLE_CHARS, *params, SAMPLE_ROWS],
+        )
+        terms = rarest_first(terms, (text for (text,) in sample))
+    for term in terms:
         clauses.append(f"{FOLDED} LIKE %s")
         params.append(_pattern(term))
     matches = raw.execute(
