@@ -192,6 +192,36 @@ def compaction_settings(draw: st.DrawFn) -> ContextSettings:
     prompt_tokens=[167],
     retention=None,
 )
+# The same, found by another run: the budget reported where preparing every row reports the
+# turn limit (a compaction proposal due, trimLowWater 0.5).
+@example(
+    pieces=[
+        [IMAGE_QUESTION, Message(role="user", content="Q "), Message(role="user", content="Q ")]
+    ],
+    ctx=attrs.evolve(
+        default_settings().context,
+        max_context_tokens=300,
+        compact_ratio=None,
+        history_pruning_enabled=False,
+        history_pruning_max_tokens=0,
+        keep_tool_context_turns=None,
+        preset="default",
+        prompt_cache="auto",
+        compaction_prompt=None,
+        max_history_turns=0,
+        trim_low_water=0.5,
+        compaction_enabled=True,
+        compaction_trigger_ratio=1.0,
+        compaction_keep_recent_turns=1,
+        compaction_max_summary_tokens=100,
+    ),
+    options=PrepareOptions(keep_tool_context_turns=0),
+    batches=[],
+    summary=None,
+    coverage=None,
+    prompt_tokens=[],
+    retention=None,
+)
 def test_a_compacted_windowed_prepare_answers_what_preparing_every_row_answers(
     pieces: list[list[Message]],
     ctx: ContextSettings,
