@@ -33,7 +33,7 @@ lint: $(DEV)
 	$(VENV)/bin/mypy
 
 pytest: $(DEV) postgresql
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 3 --dist loadfile
 
 # The storage suites run on SQLite and on a throwaway PostgreSQL cluster (tests/pgcluster.py):
 # Debian's server and pg_trgm, installed with apt on first use.
