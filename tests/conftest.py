@@ -79,6 +79,12 @@ class Databases:
 @pytest.fixture
 def databases(engine: str, request: pytest.FixtureRequest) -> Iterator[Databases | None]:
     """PostgreSQL databases by storage folder when the test's engine is PostgreSQL, else None."""
+    yield from databases_of(engine, request)
+
+
+def databases_of(engine: str, request: pytest.FixtureRequest) -> Iterator[Databases | None]:
+    """The ``databases`` of a fixture of any scope: None on SQLite; on PostgreSQL, dropped when
+    the fixture ends."""
     if engine != "postgres":
         yield None
         return

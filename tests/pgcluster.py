@@ -184,3 +184,21 @@ if __name__ == "__main__":
     if sys.argv[1:] != ["serve"]:
         sys.exit("usage: python -m tests.pgcluster serve")
     sys.exit(serve())
+
+
+def run_workers(source: str, url: str, workers: int, rounds: int) -> None:
+    """``workers`` Python processes running ``source`` at once, each with the arguments ``url``,
+    its name (``w0``, ``w1``, ...) and ``rounds``; raises when one fails (with its stderr)."""
+    import sys
+
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", source, url, f"w{w}", str(rounds)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(workers)
+    ]
+    for process in processes:
+        _, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err

@@ -16,7 +16,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pytest_lsp import ClientServerConfig, LanguageClient
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
-from tests.conftest import Databases
+from tests.conftest import Databases, databases_of
 from tests.e2e import reliability
 
 from chat_history.wire.server import _converter as json_converter
@@ -80,12 +80,7 @@ StartSession = Callable[..., Awaitable[Session]]
 @pytest.fixture(scope="module")
 def module_databases(engine: str, request: pytest.FixtureRequest) -> Iterator[Databases | None]:
     """``databases`` for a module-scoped fixture (one server for a module's tests)."""
-    if engine != "postgres":
-        yield None
-        return
-    found = Databases(request.getfixturevalue("pg_cluster"))
-    yield found
-    found.drop()
+    yield from databases_of(engine, request)
 
 
 @contextlib.contextmanager

@@ -130,6 +130,27 @@ IMAGE_QUESTION = Message(
 )
 
 
+def example_context(**changes: Any) -> ContextSettings:
+    """The context settings of an explicit example: no budget, no turn limit, no pruning,
+    compaction at its ratio 1 with one recent turn, then ``changes``."""
+    base = attrs.evolve(
+        default_settings().context,
+        max_context_tokens=None,
+        compact_ratio=None,
+        history_pruning_enabled=False,
+        history_pruning_max_tokens=0,
+        keep_tool_context_turns=None,
+        preset="default",
+        prompt_cache="auto",
+        compaction_prompt=None,
+        max_history_turns=0,
+        compaction_trigger_ratio=1.0,
+        compaction_keep_recent_turns=1,
+        compaction_max_summary_tokens=100,
+    )
+    return attrs.evolve(base, **changes)
+
+
 @st.composite
 def compaction_settings(draw: st.DrawFn) -> ContextSettings:
     """Context settings whose budgets are large enough for proposals to happen."""
@@ -168,23 +189,7 @@ def compaction_settings(draw: st.DrawFn) -> ContextSettings:
 # preparing every row drops 2 (and the turn limit 3 where it drops 2).
 @example(
     pieces=[[IMAGE_QUESTION] * 6],
-    ctx=attrs.evolve(
-        default_settings().context,
-        max_context_tokens=None,
-        compact_ratio=None,
-        history_pruning_enabled=False,
-        history_pruning_max_tokens=0,
-        keep_tool_context_turns=None,
-        preset="default",
-        prompt_cache="auto",
-        compaction_prompt=None,
-        max_history_turns=0,
-        trim_low_water=0.875,
-        compaction_enabled=False,
-        compaction_trigger_ratio=1.0,
-        compaction_keep_recent_turns=1,
-        compaction_max_summary_tokens=100,
-    ),
+    ctx=example_context(trim_low_water=0.875, compaction_enabled=False),
     options=PrepareOptions(),
     batches=[],
     summary=None,
@@ -198,23 +203,7 @@ def compaction_settings(draw: st.DrawFn) -> ContextSettings:
     pieces=[
         [IMAGE_QUESTION, Message(role="user", content="Q "), Message(role="user", content="Q ")]
     ],
-    ctx=attrs.evolve(
-        default_settings().context,
-        max_context_tokens=300,
-        compact_ratio=None,
-        history_pruning_enabled=False,
-        history_pruning_max_tokens=0,
-        keep_tool_context_turns=None,
-        preset="default",
-        prompt_cache="auto",
-        compaction_prompt=None,
-        max_history_turns=0,
-        trim_low_water=0.5,
-        compaction_enabled=True,
-        compaction_trigger_ratio=1.0,
-        compaction_keep_recent_turns=1,
-        compaction_max_summary_tokens=100,
-    ),
+    ctx=example_context(max_context_tokens=300, trim_low_water=0.5, compaction_enabled=True),
     options=PrepareOptions(keep_tool_context_turns=0),
     batches=[],
     summary=None,

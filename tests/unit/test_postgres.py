@@ -5,15 +5,13 @@ database server, migrations by several servers at once, and the ``database`` opt
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from tests.pgcluster import Cluster
+from tests.pgcluster import Cluster, run_workers
 
 from chat_history.errors import InvalidParams, StorageError
 from chat_history.manager import ChatHistoryManager
@@ -208,17 +206,7 @@ def test_several_processes_on_one_conversation_lose_and_double_nothing(
 ):
     _, url = database
     workers, rounds = 4, 25
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", _WORKER, url, f"w{w}", str(rounds)],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for w in range(workers)
-    ]
-    for process in processes:
-        _, err = process.communicate(timeout=300)
-        assert process.returncode == 0, err
+    run_workers(_WORKER, url, workers, rounds)
     with psycopg.connect(url) as sql:
         ids = [r[0] for r in sql.execute("SELECT id FROM messages ORDER BY id").fetchall()]
         total = sql.execute("SELECT message_count FROM conversations").fetchone()

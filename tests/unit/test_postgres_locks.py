@@ -6,15 +6,13 @@ answered as a lost write."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from typing import Any
 
 import psycopg
 import pytest
-from tests.pgcluster import Cluster
+from tests.pgcluster import Cluster, run_workers
 
 from chat_history.manager import ChatHistoryManager
 from chat_history.model import Message
@@ -226,17 +224,7 @@ def test_processes_on_their_own_and_one_shared_conversation_lose_and_double_noth
 ):
     _, url = database
     workers, rounds = 4, 21
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", _WORKER, url, f"w{w}", str(rounds)],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for w in range(workers)
-    ]
-    for process in processes:
-        _, err = process.communicate(timeout=300)
-        assert process.returncode == 0, err
+    run_workers(_WORKER, url, workers, rounds)
     with psycopg.connect(url) as sql:
         doubled = sql.execute(
             "SELECT workspace, conversation, turn FROM messages WHERE role = 'user' "
