@@ -166,7 +166,7 @@ def write_section(sizes: tuple[int, ...], results: dict[tuple[str, int], dict[st
         "local unix socket, fsync off, psycopg 3 without server-side prepared statements), at "
         f"{' and '.join(f'{s:,}' for s in sizes)} stored messages in {CONVERSATIONS} "
         "conversations. Medians in ms (the purge: one run); load average "
-        f"{LOAD} on 2 CPUs during the run (other test suites ran on the machine).",
+        f"{LOAD} on 2 CPUs during the run.",
         "",
         f"| operation | {head} |",
         "|---" * (1 + 2 * len(sizes)) + "|",
