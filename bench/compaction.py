@@ -44,8 +44,8 @@ def _turn_start(rows: list[Any]) -> int:
 
 
 def run_size(size: int, reps: int, budget_s: float) -> dict[str, Any]:
-    from chat_history.manager import ChatHistoryManager
-    from chat_history.preparation import PrepareOptions
+    from chat_history.service.manager import ChatHistoryManager
+    from chat_history.service.preparation import PrepareOptions
     from chat_history.settings import load_settings
     from chat_history.store import Key, Store
 

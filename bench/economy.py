@@ -306,7 +306,7 @@ class System:
 
 class Ours(System):
     def __init__(self, name: str, settings: dict[str, Any], folder: Path) -> None:
-        from chat_history.manager import ChatHistoryManager
+        from chat_history.service.manager import ChatHistoryManager
         from chat_history.settings import load_settings
         from chat_history.store import Key, Store
 
@@ -320,7 +320,7 @@ class Ours(System):
         self.manager.append(self.key, rows)
 
     def body(self) -> dict[str, Any]:
-        from chat_history.preparation import PrepareOptions
+        from chat_history.service.preparation import PrepareOptions
 
         prepared = self.manager.prepare(self.key, PrepareOptions(provider="anthropic"))
         return spec_markers(json.loads(json.dumps(prepared.body)))

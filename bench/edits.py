@@ -16,9 +16,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "server"))
 
-from chat_history.conversations import MessageEdit  # noqa: E402
-from chat_history.manager import ChatHistoryManager  # noqa: E402
 from chat_history.model import Key, Message  # noqa: E402
+from chat_history.service.conversations import MessageEdit  # noqa: E402
+from chat_history.service.manager import ChatHistoryManager  # noqa: E402
 from chat_history.settings import load_settings  # noqa: E402
 
 KEEP_ALL = {"maxMessages": 10_000_000, "maxTokens": 0, "maxAgeHours": 0}

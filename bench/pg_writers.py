@@ -24,7 +24,7 @@ from tests.pgcluster import Cluster  # noqa: E402
 _WORKER = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from chat_history.manager import ChatHistoryManager
+from chat_history.service.manager import ChatHistoryManager
 from chat_history.model import Key, Message
 from chat_history.settings import load_settings
 from chat_history.store.postgres import PostgresStore

@@ -105,7 +105,7 @@ def our_wire_message(message: Msg) -> dict[str, Any]:
 def preload_ours(folder: Path, target: list[Msg], others: dict[str, list[Msg]]) -> None:
     """Batched ``append`` calls (the API takes many messages per call): the fastest legitimate
     way, with every rule of the write path applied."""
-    from chat_history.manager import ChatHistoryManager
+    from chat_history.service.manager import ChatHistoryManager
     from chat_history.settings import load_settings
     from chat_history.store import Key, Store
 
@@ -126,8 +126,8 @@ class OursInProcess(System):
     get_note = "page of 50 (`get` with `limit`)"
 
     def preload(self, target: list[Msg], others: dict[str, list[Msg]]) -> None:
-        from chat_history.manager import ChatHistoryManager
-        from chat_history.preparation import PrepareOptions
+        from chat_history.service.manager import ChatHistoryManager
+        from chat_history.service.preparation import PrepareOptions
         from chat_history.settings import load_settings
         from chat_history.store import Key, Store
 

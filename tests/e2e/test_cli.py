@@ -16,11 +16,11 @@ from typing import Any
 import attrs
 import pytest
 
-from chat_history.conversations import ConversationUpdate
-from chat_history.manager import ChatHistoryManager
+from chat_history.cli.settings_file import section_of, strip_jsonc
 from chat_history.model import Attachment, Message, ToolCall
+from chat_history.service.conversations import ConversationUpdate
+from chat_history.service.manager import ChatHistoryManager
 from chat_history.settings import default_settings
-from chat_history.settings_file import section_of, strip_jsonc
 from chat_history.store import Key, Store
 from chat_history.wire import protocol
 

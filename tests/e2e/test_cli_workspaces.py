@@ -11,8 +11,8 @@ import pytest
 from tests.conftest import Databases
 from tests.e2e.test_cli import run
 
-from chat_history.manager import ChatHistoryManager
 from chat_history.model import Message
+from chat_history.service.manager import ChatHistoryManager
 from chat_history.store import HistoryStore, Key, Store
 from chat_history.store.postgres import PostgresStore
 

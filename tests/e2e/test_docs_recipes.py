@@ -21,8 +21,8 @@ import pytest
 from tests.e2e.test_cli import run
 from tests.pgcluster import Cluster
 
-from chat_history.manager import ChatHistoryManager
 from chat_history.model import Message
+from chat_history.service.manager import ChatHistoryManager
 from chat_history.store import Key, Store
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "server-database.md"

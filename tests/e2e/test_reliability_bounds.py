@@ -325,8 +325,8 @@ def test_a_row_stored_with_deep_arguments_before_the_limit_is_still_formatted(
 ) -> None:
     """A row written before appends bounded the depth (through the store, as an old server
     did): every provider's format is answered, the deep string passed on as text."""
-    from chat_history.manager import ChatHistoryManager
     from chat_history.model import Message, ToolCall
+    from chat_history.service.manager import ChatHistoryManager
 
     storage = tmp_path / "store"
     deep = deep_arguments(975)

@@ -17,8 +17,8 @@ from tests.conftest import Databases
 from tests.e2e.conftest import StartSession
 from tests.pgcluster import Cluster
 
-from chat_history.manager import ChatHistoryManager
 from chat_history.model import Message
+from chat_history.service.manager import ChatHistoryManager
 from chat_history.store import HistoryStore, Key, Store
 from chat_history.store.postgres import PostgresStore
 

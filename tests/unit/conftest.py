@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tests.conftest import Databases
 
-from chat_history.manager import ChatHistoryManager, Notify
+from chat_history.service.manager import ChatHistoryManager, Notify
 from chat_history.settings import Settings, load_settings
 from chat_history.store import HistoryStore, Store
 from chat_history.store.postgres import PostgresStore

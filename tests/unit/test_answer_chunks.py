@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pygls.protocol import JsonRPCResponseMessage
 
-from chat_history.manager import GetResult
 from chat_history.model import Attachment, StoredMessage, ToolCall
+from chat_history.service.manager import GetResult
 from chat_history.wire import frames, protocol
 from chat_history.wire.server import _converter
 

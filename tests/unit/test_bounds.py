@@ -26,7 +26,7 @@ from chat_history.policy.tokens import IMAGE_MARKER, find_image_markers, row_tok
 from chat_history.policy.turns import tool_call_blocks
 from chat_history.settings import load_settings
 from chat_history.store import Key
-from chat_history.store.cache import ConversationCache, row_bytes
+from chat_history.store.conversation_cache import ConversationCache, row_bytes
 from chat_history.wire import frames, framing
 from chat_history.wire.protocol import MAX_JSON_FIELD_CHARS, check_json
 from chat_history.wire.server import _converter

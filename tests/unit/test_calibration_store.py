@@ -76,8 +76,8 @@ def test_the_memo_sees_another_connections_commit(connections):
 
 
 def test_a_version_3_database_gains_the_table_and_keeps_its_rows(tmp_path: Path) -> None:
-    from chat_history.manager import ChatHistoryManager
     from chat_history.model import Message
+    from chat_history.service.manager import ChatHistoryManager
     from chat_history.store import Key, Store
     from chat_history.store.schema import DATABASE_FILE, MIGRATIONS, SCHEMA_VERSION
 

@@ -1,5 +1,5 @@
 """What another process changed, told from fingerprints (policy.changes), and the change watch
-over two real stores on one SQLite file (chat_history.watch): others' writes found with their
+over two real stores on one SQLite file (service.watch): others' writes found with their
 reason, a process's own writes never, and a write never hiding what another did before it."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import pytest
 from tests.unit.conftest import MakeStore
 
 from chat_history.errors import ConversationChanged
-from chat_history.manager import ChatHistoryManager
 from chat_history.model import ExpectedLast, Key, Message, ToolCall
 from chat_history.policy.changes import Change, Fingerprint, Growth, changes, merge, reason
 from chat_history.policy.rewind import fork_end, fork_through
+from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.watch import ChangeWatch
 from chat_history.settings import default_settings
-from chat_history.watch import ChangeWatch
 
 BASE = Fingerprint(
     last_id=10,
@@ -171,7 +171,7 @@ def test_each_kind_of_change_by_another_process_is_told_with_its_reason(
 ) -> None:
     """Every write a client or retention makes, one at a time, through a second store on the
     same file, is found by the watch with the reason of the wire."""
-    from chat_history.conversations import ConversationUpdate, MessageEdit
+    from chat_history.service.conversations import ConversationUpdate, MessageEdit
 
     _, other, watch = managers(make_store)
     key = Key(W, "c")

@@ -27,15 +27,15 @@ from test_context_window import (  # engine_stores: the autouse fixture of both 
     options_strategy,
 )
 
-from chat_history import preparation
 from chat_history.errors import ContextOverflow
-from chat_history.manager import ChatHistoryManager
 from chat_history.model import Attachment, Message, Trimmed
 from chat_history.policy.budget import Route, resolve_route
 from chat_history.policy.calibration import calibration_of, key_of
 from chat_history.policy.context import prepare_rows
-from chat_history.preparation import PrepareOptions
 from chat_history.providers import format_body
+from chat_history.service import preparation
+from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.preparation import PrepareOptions
 from chat_history.settings import ContextSettings, default_settings
 from chat_history.store import queries, tail, transaction
 from chat_history.store import rows as row_codec

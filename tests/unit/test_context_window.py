@@ -18,15 +18,15 @@ from hypothesis import strategies as st
 from test_context_properties import TOOL_NAMES, context_settings, histories
 from tests.conftest import Databases
 
-from chat_history import preparation
 from chat_history.errors import ContextOverflow, InvalidParams
-from chat_history.manager import ChatHistoryManager
 from chat_history.model import Message, ToolCall, ToolSpec, Trimmed, resident_bytes
 from chat_history.policy.budget import Route, resolve_route
 from chat_history.policy.context import prepare_rows, request_floor, turn_figures
 from chat_history.policy.turns import segment
-from chat_history.preparation import PrepareOptions
 from chat_history.providers import format_body
+from chat_history.service import preparation
+from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.preparation import PrepareOptions
 from chat_history.settings import ContextSettings, Settings, default_settings
 from chat_history.store import HistoryStore, Key, Store
 from chat_history.store.postgres import PostgresStore

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from tests.unit.conftest import HOUR
 
-from chat_history.conversations import ConversationUpdate
 from chat_history.errors import InvalidParams
 from chat_history.model import Key, Message
+from chat_history.service.conversations import ConversationUpdate
 from chat_history.store.schema import DATABASE_FILE, MIGRATIONS, SCHEMA_VERSION
 
 pytestmark = pytest.mark.engines

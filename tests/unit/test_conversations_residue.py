@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from chat_history.conversations import ConversationUpdate, MessageEdit
 from chat_history.model import Key, Message, ToolCall
+from chat_history.service.conversations import ConversationUpdate, MessageEdit
 from chat_history.store.schema import DATABASE_FILE
 
 KEY = Key("ws", "conv")

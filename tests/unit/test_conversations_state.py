@@ -31,9 +31,7 @@ from hypothesis.stateful import (
 from tests.conftest import Databases
 from tests.unit.conftest import FixedClock, settings_from
 
-from chat_history.conversations import ConversationUpdate, MessageEdit
 from chat_history.errors import InvalidParams
-from chat_history.manager import ChatHistoryManager
 from chat_history.model import Key, Message, StoredMessage, Summary, ToolCall
 from chat_history.policy.budget import resolve_route
 from chat_history.policy.context import RequestOptions, prepare_rows, turn_figures
@@ -48,8 +46,10 @@ from chat_history.policy.rewind import (
 from chat_history.policy.titles import auto_title, fork_title
 from chat_history.policy.tokens import stored_tokens
 from chat_history.policy.turns import is_real_user
-from chat_history.preparation import PrepareOptions
 from chat_history.providers import format_body
+from chat_history.service.conversations import ConversationUpdate, MessageEdit
+from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.preparation import PrepareOptions
 from chat_history.store import HistoryStore, Store
 from chat_history.store.postgres import PostgresStore
 from chat_history.store.schema import FIGURES

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from chat_history.gitfolder import git_folder, remotes
 from chat_history.policy.identity import (
     Fingerprint,
     folder_of,
@@ -15,6 +14,7 @@ from chat_history.policy.identity import (
     normalize_uri,
     repository_identity,
 )
+from chat_history.service.gitfolder import git_folder, remotes
 
 
 @pytest.mark.parametrize(

@@ -44,16 +44,6 @@ LAYERS: dict[str, set[str]] = {
     "entry": {"wire", "version"},
     "version": set(),
 }
-#: The service layer: the manager and the modules it composes.
-SERVICE = {
-    "manager",
-    "conversations",
-    "preparation",
-    "storage_retention",
-    "watch",
-    "workspaces",
-    "gitfolder",
-}
 #: Modules that may spell wire names: the wire's translator, the export format's translator,
 #: the settings document's reader, the provider bodies (each provider's own wire), the stdio
 #: client and the demo (a client of the wire), and ``frames``, below ``protocol``, which builds
@@ -75,14 +65,10 @@ def room_of(module: str) -> str:
     if not parts:
         return "version"  # chat_history/__init__.py holds only __version__
     head = parts[0]
-    if head in SERVICE:
-        return "service"
-    if head in {"policy", "providers", "store", "wire", "cli"}:
+    if head in {"policy", "providers", "store", "service", "wire", "cli"}:
         return head
     if head in {"__main__", "launch_check"}:
         return "entry"
-    if head == "settings_file":
-        return "cli"
     return head
 
 

@@ -14,9 +14,9 @@ import pytest
 from tests.pgcluster import Cluster, run_workers
 
 from chat_history.errors import InvalidParams, StorageError
-from chat_history.manager import ChatHistoryManager
 from chat_history.model import Message
 from chat_history.policy.search_rank import SearchScope
+from chat_history.service.manager import ChatHistoryManager
 from chat_history.store import Key, database_option
 from chat_history.store.postgres import PostgresStore
 from chat_history.store.postgres.schema import SCHEMA_VERSION
@@ -156,7 +156,7 @@ def test_an_edit_purges_the_old_text_within_the_interval(
     name, url = database
     manager = managers(url, purge_seconds=0.2)
     stored = manager.append(KEY, [U("old wording jqxk-edit-marker"), A("ok")]).messages
-    from chat_history.conversations import MessageEdit
+    from chat_history.service.conversations import MessageEdit
 
     manager.edit_message(KEY, stored[0].id, MessageEdit(content="new wording"))
     store = manager.store
@@ -174,9 +174,9 @@ def test_an_edit_purges_the_old_text_within_the_interval(
 
 _WORKER = """
 import sys
-from chat_history.conversations import MessageEdit
+from chat_history.service.conversations import MessageEdit
 from chat_history.errors import InvalidParams
-from chat_history.manager import ChatHistoryManager
+from chat_history.service.manager import ChatHistoryManager
 from chat_history.model import Message
 from chat_history.settings import load_settings
 from chat_history.store import Key

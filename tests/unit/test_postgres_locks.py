@@ -14,11 +14,11 @@ import psycopg
 import pytest
 from tests.pgcluster import Cluster, run_workers
 
-from chat_history.manager import ChatHistoryManager
 from chat_history.model import Message
+from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.watch import ChangeWatch
 from chat_history.store import Key, Transaction
 from chat_history.store.postgres import PostgresStore
-from chat_history.watch import ChangeWatch
 
 A_KEY = Key("ws", "a")
 B_KEY = Key("ws", "b")
@@ -188,14 +188,14 @@ def test_a_deadlock_that_aborts_the_servers_write_is_retried(
 
 _WORKER = """
 import sys
-from chat_history.conversations import MessageEdit
+from chat_history.service.conversations import MessageEdit
 from chat_history.errors import InvalidParams
-from chat_history.manager import ChatHistoryManager
+from chat_history.service.manager import ChatHistoryManager
 from chat_history.model import Message
 from chat_history.settings import load_settings
 from chat_history.store import Key
 from chat_history.store.postgres import PostgresStore
-from chat_history.watch import ChangeWatch
+from chat_history.service.watch import ChangeWatch
 
 url, worker, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 manager = ChatHistoryManager(PostgresStore(url), load_settings({"maxMessages": 30}).settings)

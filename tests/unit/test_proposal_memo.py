@@ -12,9 +12,9 @@ import attrs
 import pytest
 from rows import A, T, U
 
-from chat_history.conversations import MessageEdit
-from chat_history.manager import ChatHistoryManager
-from chat_history.preparation import PreparedRequest, PrepareOptions
+from chat_history.service.conversations import MessageEdit
+from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.preparation import PreparedRequest, PrepareOptions
 from chat_history.store import Key
 
 KEY = Key("ws", "memo")

@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.unit.conftest import MakeStore
 
-from chat_history.manager import ChatHistoryManager
 from chat_history.model import Message, StoredMessage, ToolCall
 from chat_history.policy.recording import plan_append
 from chat_history.policy.retention import RetentionPlan, needs_retention, plan_retention
 from chat_history.policy.tokens import stored_tokens
+from chat_history.service.manager import ChatHistoryManager
 from chat_history.settings import Settings, default_settings
 from chat_history.store import HistoryStore, Key
 

@@ -18,7 +18,7 @@ import pytest
 from chat_history.errors import InvalidParams, StorageError
 from chat_history.model import Message, StoredMessage, ToolCall
 from chat_history.store import Key
-from chat_history.store.cache import ConversationCache
+from chat_history.store.conversation_cache import ConversationCache
 from chat_history.store.schema import DATABASE_FILE, MIGRATIONS, SCHEMA_VERSION
 
 pytestmark = pytest.mark.engines
@@ -281,7 +281,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from chat_history.manager import ChatHistoryManager
+    from chat_history.service.manager import ChatHistoryManager
     from chat_history.model import Message
     from chat_history.settings import load_settings
     from chat_history.store import Key, Store

@@ -19,6 +19,7 @@ import attrs
 from chat_history import __version__
 from chat_history.cli.progress import Progress
 from chat_history.cli.render import conversations_table, history_text, prune_text, search_text, when
+from chat_history.cli.settings_file import SettingsFileError, read_settings_file
 from chat_history.cli.transfer import (
     ConversationImport,
     ImportFileError,
@@ -27,18 +28,17 @@ from chat_history.cli.transfer import (
     header_line,
     read_import,
 )
-from chat_history.conversations import ConversationInfo
 from chat_history.errors import InvalidParams, StorageError
-from chat_history.manager import ChatHistoryManager
 from chat_history.model import ROLES, JsonText
 from chat_history.paths import STORAGE_ENV, default_storage_folder
 from chat_history.policy.identity import normalize_uri
+from chat_history.service.conversations import ConversationInfo
+from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.storage_retention import PruneRun, tally
+from chat_history.service.workspaces import machine_id
 from chat_history.settings import SECTION, Settings, default_settings, load_settings
-from chat_history.settings_file import SettingsFileError, read_settings_file
-from chat_history.storage_retention import PruneRun, tally
 from chat_history.store import DATABASE_FILE, Key, database_option
 from chat_history.wire import protocol
-from chat_history.workspaces import machine_id
 
 EXIT_FAILURE = 1  # missing database or conversation, a bad import file, a bad settings file
 EXIT_USAGE = 2  # bad arguments (argparse's own status)
@@ -285,7 +285,7 @@ def edited(run: Callable[[], Any]) -> Any:
 def cmd_rename(args: argparse.Namespace) -> int:
     """Set a conversation's title (chatHistory/updateConversation), or back to the automatic
     one with --automatic."""
-    from chat_history.conversations import ConversationUpdate
+    from chat_history.service.conversations import ConversationUpdate
 
     manager = open_manager(args)
     key = find_key(manager, args.conversation, args.workspace)

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from chat_history.conversations import ConversationInfo
 from chat_history.model import Key, StoredMessage, Summary, ToolCall
 from chat_history.policy.compaction import covered_row_ids
 from chat_history.policy.search_rank import SearchHit
+from chat_history.service.conversations import ConversationInfo
+from chat_history.service.storage_retention import PruneRun
 from chat_history.settings import Settings
-from chat_history.storage_retention import PruneRun
 
 #: Without --full, a tool result or call arguments are cut to this many characters / lines.
 PREVIEW_CHARS = 1_000

@@ -13,8 +13,8 @@ from typing import Any
 import attrs
 
 from chat_history.errors import InvalidParams
-from chat_history.manager import ImportedSummary
 from chat_history.model import Key, Message, StoredMessage, Summary
+from chat_history.service.manager import ImportedSummary
 from chat_history.wire import protocol
 
 FORMAT = "chat-history"

@@ -15,7 +15,7 @@ from chat_history.policy.sweep import sweep_orphans
 from chat_history.providers import (
     anthropic,
     bedrock,
-    cache,
+    cache_points,
     cohere,
     gemini,
     mistral,
@@ -55,7 +55,7 @@ def format_body(
     table), from provider-neutral rows in stored order. Pure: no I/O, rows are not changed.
     The orphan sweep runs first unless the rows come ``swept`` already (``prepare_rows``).
     With ``breakpoints`` (``promptCache`` ``"auto"``) the body carries the prompt-cache marks
-    of ``providers.cache``; ``note`` is the request's context note, one of ``rows``."""
+    of ``providers.cache_points``; ``note`` is the request's context note, one of ``rows``."""
     formatter = _FORMATTERS.get(kind)
     if formatter is None:  # routes are resolved by policy.budget.resolve_route; this is a guard
         raise InvalidParams(
@@ -65,4 +65,4 @@ def format_body(
     body = formatter(sent, model)
     if not breakpoints:
         return body
-    return cache.mark(kind, body, model, cache.note_blocks(sent, note))
+    return cache_points.mark(kind, body, model, cache_points.note_blocks(sent, note))

@@ -1,4 +1,4 @@
-"""Stateless SQL of the change watch (``chat_history.watch``): each conversation's fingerprint
+"""Stateless SQL of the change watch (``service.watch``): each conversation's fingerprint
 (policy.changes) and how its rows grew past an id. Every value comes from a primary key or the
 ``messages_by_conversation`` index: a fingerprint costs a few lookups, not the history."""
 

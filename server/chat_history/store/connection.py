@@ -19,7 +19,7 @@ from typing import Protocol
 from chat_history.errors import StorageError
 from chat_history.model import Key
 from chat_history.store import calibration, failures, files, keys
-from chat_history.store.cache import ConversationCache
+from chat_history.store.conversation_cache import ConversationCache
 from chat_history.store.engine import sqlite3
 from chat_history.store.schema import DATABASE_FILE, NewerSchema, check_version, migrate
 from chat_history.store.tail import Tails
@@ -92,7 +92,7 @@ class Store:
         self._sidecars: dict[str, tuple[int, int] | None] = {}
         self._wal = WalReset(self.path, self._lock, self._idle_connection)
         #: told of every write transaction at its start and before its commit (the change
-        #: watch, chat_history.watch); None: nobody watches (the CLI)
+        #: watch, chat_history.service.watch); None: nobody watches (the CLI)
         self.observer: WriteObserver | None = None
         #: the database's keys (store.keys) read through the open connection
         self._secrets: dict[str, bytes] = {}

@@ -1,6 +1,6 @@
 """The database's own secrets, one per use: the key that authenticates ``listConversations``
-cursors (policy.cursor) and the key of every request's ``cacheKey`` (providers.cache). Kept in
-the database, so every process on it accepts the cursors another handed out and derives the
+cursors (policy.cursor) and the key of every request's ``cacheKey`` (providers.cache_points). Kept
+in the database, so every process on it accepts the cursors another handed out and derives the
 same cache keys, and a database made anew refuses the old cursors; drawn from the operating
 system's random source (``secrets``), not SQLite's ``randomblob``, whose Windows seed is the
 clock."""

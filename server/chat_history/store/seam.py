@@ -32,8 +32,8 @@ from typing import Protocol, TypeVar
 
 from chat_history.errors import WriteConflict
 from chat_history.model import Key
-from chat_history.store.cache import ConversationCache
 from chat_history.store.connection import WriteObserver
+from chat_history.store.conversation_cache import ConversationCache
 from chat_history.store.transaction import Reading, Transaction
 
 

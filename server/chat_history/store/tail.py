@@ -1,7 +1,7 @@
 """The remembered tail: what this connection last saw of a conversation's end (its totals, its
 newest rows, the running sums of its turn figures), so an append or a prepare on a long history
 costs a pragma instead of a read while no other connection has committed. Sits next to the
-cache (``cache.py``), which remembers whole conversations."""
+cache (``conversation_cache.py``), which remembers whole conversations."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from chat_history.store import (
     search_index,
 )
 from chat_history.store import workspaces as workspace_sql
-from chat_history.store.cache import ConversationCache
+from chat_history.store.conversation_cache import ConversationCache
 from chat_history.store.engine import sqlite3
 from chat_history.store.overview import DatabaseStats
 from chat_history.store.queries import ConversationTotals, RowMetaRecord
@@ -208,7 +208,7 @@ class Reading:
         """How many of the conversation's rows have ids ≤ ``row_id``."""
         return edits.rows_through(self.connection, key, row_id)
 
-    # -- the change watch (chat_history.watch) ---------------------------------------------
+    # -- the change watch (chat_history.service.watch) ---------------------------------------------
 
     def change_token(self) -> tuple[int, int]:
         """Moves whenever another connection commits (SQLite's ``data_version`` on this

@@ -20,7 +20,6 @@ from cattrs.cols import list_structure_factory
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, override
 
-from chat_history.conversations import ConversationUpdate, MessageEdit
 from chat_history.errors import (
     ChatHistoryError,
     ContextOverflow,
@@ -50,14 +49,15 @@ from chat_history.policy.identity import normalize_uri, request_workspace
 from chat_history.policy.rewind import check_turns
 from chat_history.policy.search import check_query
 from chat_history.policy.search_rank import SearchScope
+from chat_history.service.conversations import ConversationUpdate, MessageEdit
 from chat_history.settings import empty_object
 from chat_history.wire import frames
 
 if TYPE_CHECKING:  # the manager's result types, translated below (no import at run time)
-    from chat_history.conversations import ConversationInfo, ConversationPage
-    from chat_history.manager import AppendResult, GetResult, SearchResult
-    from chat_history.preparation import PrepareOptions
-    from chat_history.storage_retention import PruneRun
+    from chat_history.service.conversations import ConversationInfo, ConversationPage
+    from chat_history.service.manager import AppendResult, GetResult, SearchResult
+    from chat_history.service.preparation import PrepareOptions
+    from chat_history.service.storage_retention import PruneRun
     from chat_history.store import DatabaseStats
 
 # Limits (README "Limits"): large enough for real chats, small enough that no request can
@@ -756,7 +756,7 @@ def format_args(params: FormatParams) -> tuple[str | None, str | None]:
 
 def prepare_options(params: PrepareParams) -> PrepareOptions:
     """``chatHistory/prepare``'s options, range-checked."""
-    from chat_history.preparation import PrepareOptions  # lazily: it loads every provider
+    from chat_history.service.preparation import PrepareOptions  # lazily: it loads every provider
 
     return PrepareOptions(
         provider=params.provider,

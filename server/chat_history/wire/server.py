@@ -25,7 +25,7 @@ from pygls.protocol import (
     lsp_method,
 )
 
-from chat_history import __version__, watch, workspaces
+from chat_history import __version__
 from chat_history.errors import (
     ContextOverflow,
     ConversationChanged,
@@ -33,10 +33,11 @@ from chat_history.errors import (
     StorageError,
     quoted,
 )
-from chat_history.manager import ChatHistoryManager
 from chat_history.model import Key, Trimmed
 from chat_history.paths import default_storage_folder
 from chat_history.policy.identity import normalize_uri
+from chat_history.service import watch, workspaces
+from chat_history.service.manager import ChatHistoryManager
 from chat_history.settings import (
     PROVIDER_KINDS,
     SECTION,

@@ -58,8 +58,8 @@ from chat_history.model import Key
 from chat_history.policy.search import SearchQuery
 from chat_history.policy.search_rank import SearchRow, SearchScope
 from chat_history.store import calibration, keys
-from chat_history.store.cache import ConversationCache
 from chat_history.store.connection import WriteObserver
+from chat_history.store.conversation_cache import ConversationCache
 from chat_history.store.postgres import schema, search
 from chat_history.store.postgres.dialect import Connection, register_types
 from chat_history.store.tail import Tails

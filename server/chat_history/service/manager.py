@@ -17,15 +17,6 @@ from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
-from chat_history import conversations, workspaces
-from chat_history.conversations import (
-    ConversationInfo,
-    ConversationPage,
-    ConversationUpdate,
-    DeleteTurnsResult,
-    MessageEdit,
-    TruncateResult,
-)
 from chat_history.errors import InvalidParams
 from chat_history.model import Expected, Key, Message, PruneReport, StoredMessage, Summary, Trimmed
 from chat_history.policy.calibration import Calibration
@@ -36,8 +27,17 @@ from chat_history.policy.search import parse_query
 from chat_history.policy.search_rank import SearchHit, SearchScope, rank
 from chat_history.policy.tokens import stored_tokens
 from chat_history.policy.turns import is_real_user
+from chat_history.service import conversations, workspaces
+from chat_history.service.conversations import (
+    ConversationInfo,
+    ConversationPage,
+    ConversationUpdate,
+    DeleteTurnsResult,
+    MessageEdit,
+    TruncateResult,
+)
+from chat_history.service.storage_retention import StorageRetention
 from chat_history.settings import Settings, default_settings
-from chat_history.storage_retention import StorageRetention
 from chat_history.store import (
     ConversationTotals,
     DatabaseStats,
@@ -50,7 +50,7 @@ from chat_history.store import (
 from chat_history.store.seam import write_retried
 
 if TYPE_CHECKING:  # preparation loads every provider: imported when a request needs it
-    from chat_history.preparation import (
+    from chat_history.service.preparation import (
         PreparedRequest,
         PrepareOptions,
         ProposalMemo,
@@ -232,8 +232,8 @@ class ChatHistoryManager:
         None) for ``model``.
         Raises InvalidParams (an unknown provider), StorageError."""
         from chat_history.policy.budget import resolve_route
-        from chat_history.preparation import ProviderRequest
         from chat_history.providers import format_body
+        from chat_history.service.preparation import ProviderRequest
 
         route = resolve_route(provider or self.settings.active_provider, model, self.settings)
         rows, _ = self.history(key)
@@ -246,9 +246,9 @@ class ChatHistoryManager:
         )
 
     def cache_key(self, key: Key) -> str:
-        """The ``cacheKey`` of every request of ``key``'s conversation (providers.cache).
+        """The ``cacheKey`` of every request of ``key``'s conversation (providers.cache_points).
         Raises StorageError."""
-        from chat_history.providers.cache import cache_key
+        from chat_history.providers.cache_points import cache_key
         from chat_history.store.keys import CACHE
 
         return cache_key(self.store.secret(CACHE), key)
@@ -264,8 +264,8 @@ class ChatHistoryManager:
         Returns the body with its estimates, budget, window, what was trimmed, collapsed or
         compacted, and the proposal. Raises InvalidParams (an unknown provider),
         ContextOverflow, StorageError."""
-        from chat_history import preparation
         from chat_history.policy.budget import resolve_route
+        from chat_history.service import preparation
 
         route = resolve_route(
             options.provider or self.settings.active_provider, options.model, self.settings
@@ -355,7 +355,7 @@ class ChatHistoryManager:
             self.store.reset_wal()
             return deleted
 
-    # -- version 2: conversations and edits (chat_history.conversations) ---------------------
+    # -- version 2: conversations and edits (service.conversations) ------------------------------
     # One transaction each, no retention and no chatHistory/trimmed (the client asked for this
     # change); the WAL is reset after the ones that delete or replace text.
 
@@ -453,7 +453,7 @@ class ChatHistoryManager:
                 self.store.reset_wal()
             return deleted
 
-    # -- version 3: workspace identity (chat_history.workspaces) ----------------------------
+    # -- version 3: workspace identity (service.workspaces) ----------------------------------------
 
     def open_identity(self, identity: workspaces.Identity, machine: str) -> list[str]:
         """Before a session's first request under ``identity``: re-key other spellings and a

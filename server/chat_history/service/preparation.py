@@ -39,7 +39,7 @@ RequestRows = tuple[list[StoredMessage], OmittedTurns | None, Summary | None]
 @attrs.frozen(kw_only=True)
 class ProviderRequest:
     """``format``: the whole history as the provider's body; ``cache_key`` is the same for every
-    request of the conversation (providers.cache)."""
+    request of the conversation (providers.cache_points)."""
 
     provider: str
     model: str | None

@@ -22,7 +22,6 @@ from pathlib import Path
 import attrs
 
 from chat_history.errors import InvalidParams
-from chat_history.gitfolder import GitFolder, git_folder
 from chat_history.policy.identity import (
     REPOSITORY_PREFIX,
     Fingerprint,
@@ -32,6 +31,7 @@ from chat_history.policy.identity import (
     normalize_uri,
     repository_identity,
 )
+from chat_history.service.gitfolder import GitFolder, git_folder
 from chat_history.store import Reading, Transaction
 from chat_history.store.workspaces import FolderRow
 
