@@ -38,7 +38,9 @@ LAYERS: dict[str, set[str]] = {
         "wire",
         "version",
         "demo",
+        "mcp",
     },
+    "mcp": {"errors", "model", "settings", "policy", "store", "service", "version"},
     "client": set(),
     "demo": {"client"},
     "entry": {"wire", "version"},
@@ -52,6 +54,8 @@ CAMEL_ALLOWED = {
     "wire/protocol.py",
     "wire/frames.py",
     "cli/transfer.py",
+    "mcp/tools.py",
+    "mcp/server.py",
     "settings.py",
     "client.py",
     "demo.py",
@@ -65,7 +69,7 @@ def room_of(module: str) -> str:
     if not parts:
         return "version"  # chat_history/__init__.py holds only __version__
     head = parts[0]
-    if head in {"policy", "providers", "store", "service", "wire", "cli"}:
+    if head in {"policy", "providers", "store", "service", "wire", "cli", "mcp"}:
         return head
     if head in {"__main__", "launch_check"}:
         return "entry"

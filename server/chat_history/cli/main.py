@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from chat_history import __version__
+from chat_history.cli import agents
 from chat_history.cli.progress import Progress
 from chat_history.cli.render import conversations_table, history_text, prune_text, search_text, when
 from chat_history.cli.settings_file import SettingsFileError, read_settings_file
@@ -604,14 +605,14 @@ def _archive_commands(command: Command, settings: argparse.ArgumentParser) -> No
 # -- version 3: workspaces and the engine's purge ------------------------------------------
 
 
-def _machine(args: argparse.Namespace) -> str:
+def machine_of(args: argparse.Namespace) -> str:
     folder, _ = database_location(getattr(args, "db", None))
     return machine_id(folder)
 
 
 def cmd_workspaces(args: argparse.Namespace) -> int:
     manager = open_manager(args)
-    infos = manager.workspace_infos(_machine(args))
+    infos = manager.workspace_infos(machine_of(args))
     if args.json:
         print_json({"workspaces": protocol.wire(infos)})
         return 0
@@ -693,6 +694,7 @@ def build_parser() -> argparse.ArgumentParser:
     _change_commands(command, settings)
     _archive_commands(command, settings)
     _workspace_commands(command)
+    agents.add_commands(command)
     sub.add_parser("demo", help="run the live demo (python -m chat_history.demo)", add_help=False)
     return parser
 

@@ -463,6 +463,17 @@ class ChatHistoryManager:
                 (), lambda tx: workspaces.open_identity(tx, identity, machine, self._clock())
             )
 
+    def has_history(self, workspace: str) -> bool:
+        """Whether ``workspace`` holds any conversation."""
+        with self._lock, self.store.snapshot() as tx:
+            return bool(tx.conversation_ids(workspace))
+
+    def recall_workspace(self, identity: workspaces.Identity, machine: str) -> str:
+        """The workspace whose history a read-only reader of ``identity`` sees (the MCP server's
+        scope): the identity, else its moved folder's history; nothing is moved or recorded."""
+        with self._lock, self.store.snapshot() as tx:
+            return workspaces.recall_workspace(tx, identity, machine, self._clock())
+
     def move_workspace(self, source: str, target: str) -> int:
         """Re-key every conversation of ``source`` to ``target`` (one transaction); returns how
         many. Raises InvalidParams ``to`` when a conversation id is in both, StorageError."""

@@ -217,3 +217,29 @@ def list_workspaces(reading: Reading, machine: str) -> list[WorkspaceInfo]:
             )
         )
     return found
+
+
+def recall_workspace(reading: Reading, identity: Identity, machine: str, now: int) -> str:
+    """The workspace a read-only reader of ``identity`` (the MCP server) reads: the identity
+    itself when it holds history, else the moved folder's history that ``open_identity`` would
+    bring to it (the same rule, ``moved_from``), found without moving anything."""
+    if reading.conversation_ids(identity.workspace):
+        return identity.workspace
+    git = identity.git
+    if git is None or identity.folder is None or git.remote is None:
+        return identity.workspace
+    current = Fingerprint(
+        identity.folder_identity,
+        machine,
+        identity.folder,
+        normalize_remote(git.remote),
+        git.inner_path,
+        now,
+    )
+    source = moved_from(
+        current,
+        reading.folder_records(),
+        lambda workspace: bool(reading.conversation_ids(workspace)),
+        os.path.isdir,
+    )
+    return identity.workspace if source is None else source.workspace

@@ -1,0 +1,77 @@
+"""The CLI's commands for agents: ``chat-history mcp`` (the MCP recall server on stdio). The
+MCP SDK is imported only when the command runs, so the rest of the CLI starts without it."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+from chat_history.policy.identity import normalize_uri
+from chat_history.settings import default_settings
+
+Command = Callable[..., argparse.ArgumentParser]
+
+
+def max_tokens(text: str) -> int:
+    """``--max-tokens``: a whole number within the MCP tools' bounds."""
+    from chat_history.mcp.tools import MAX_MAX_TOKENS, MIN_MAX_TOKENS
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a whole number") from None
+    if not MIN_MAX_TOKENS <= value <= MAX_MAX_TOKENS:
+        raise argparse.ArgumentTypeError(f"must be from {MIN_MAX_TOKENS} to {MAX_MAX_TOKENS}")
+    return value
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """``mcp``: serve the recall tools on stdio until the client closes it."""
+    from chat_history.cli import main
+    from chat_history.mcp.server import RecallServer, serve
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
+    manager = main.open_manager(args, main.reading(default_settings()), create=True)
+    recall = RecallServer(
+        manager,
+        workspace=args.workspace,
+        all_workspaces=args.all_workspaces,
+        max_tokens=args.max_tokens,
+        machine=main.machine_of(args),
+    )
+    try:
+        serve(recall)
+    finally:
+        manager.close()
+    return 0
+
+
+def add_commands(command: Command) -> None:
+    """The agents' subcommands of ``chat-history``."""
+    from chat_history.mcp.tools import DEFAULT_MAX_TOKENS
+
+    p = command(
+        "mcp",
+        cmd_mcp,
+        "serve this workspace's history to agents over MCP (stdio): search_history, "
+        "list_conversations, read_conversation",
+    )
+    p.add_argument(
+        "--workspace",
+        metavar="URI",
+        type=normalize_uri,
+        help="the workspace to serve (default: the client's first root, else the working folder)",
+    )
+    p.add_argument(
+        "--all-workspaces",
+        action="store_true",
+        help="serve every workspace's history (an agent cannot ask for this itself)",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=max_tokens,
+        default=DEFAULT_MAX_TOKENS,
+        metavar="N",
+        help=f"bound of each answer in estimated tokens (default {DEFAULT_MAX_TOKENS})",
+    )
