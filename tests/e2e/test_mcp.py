@@ -122,10 +122,12 @@ async def session(
         async def callback(context: Any) -> types.ListRootsResult:
             return types.ListRootsResult(roots=[types.Root(uri=uri) for uri in roots])
 
-    async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write, list_roots_callback=callback) as client:
-            await client.initialize()
-            yield client
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write, list_roots_callback=callback) as client,
+    ):
+        await client.initialize()
+        yield client
 
 
 async def call(client: ClientSession, name: str, **arguments: Any) -> types.CallToolResult:

@@ -7,6 +7,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable
+
 from chat_history.policy.identity import normalize_uri
 from chat_history.settings import default_settings
 
