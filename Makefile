@@ -15,12 +15,12 @@ ifneq ($(NODE_HEADERS),)
 export npm_config_nodedir := $(patsubst %/include/node/node.h,%,$(NODE_HEADERS))
 endif
 
-.PHONY: demo test lint pytest shim-test panel-test e2e e2e-install shim-build bench clean wheels-check vsix vsix-all dist dist-check postgresql
+.PHONY: demo test lint pytest shim-test mcp-inspector panel-test e2e e2e-install shim-build bench clean wheels-check vsix vsix-all dist dist-check postgresql
 
 demo: $(BASE)
 	$(PY) -m chat_history.demo
 
-test: lint wheels-check pytest shim-test panel-test dist-check e2e e2e-install
+test: lint wheels-check pytest shim-test mcp-inspector panel-test dist-check e2e e2e-install
 
 # Every runtime dependency resolves to wheels for every .vsix target and Python 3.11-3.14
 # (pip download --only-binary=:all: --platform P --python-version V; needs PyPI).
@@ -46,6 +46,15 @@ postgresql:
 
 shim-test: $(DEV) $(NODE)
 	cd client-shim && CHAT_HISTORY_PYTHON="$(CURDIR)/$(PY)" npm test
+
+# `chat-history mcp` checked with the MCP Inspector's command-line mode (tests/mcp-inspector).
+MCP_INSPECTOR := tests/mcp-inspector/node_modules/.installed
+mcp-inspector: $(DEV) $(MCP_INSPECTOR)
+	cd tests/mcp-inspector && CHAT_HISTORY_PYTHON="$(CURDIR)/$(PY)" npm test
+
+$(MCP_INSPECTOR): tests/mcp-inspector/package-lock.json
+	cd tests/mcp-inspector && npm ci --no-audit --no-fund
+	touch $@
 
 # The sample chat panel (examples/chat-panel): unit tests of its pure modules, then the
 # end-to-end test in code-server + headless Chromium (installs chromium, ripgrep, libkrb5-dev
@@ -120,4 +129,4 @@ $(PANEL_NODE): $(PANEL)/package-lock.json $(NODE)
 	touch $@
 
 clean:
-	rm -rf build dist $(VENV) client-shim/node_modules client-shim/dist $(PANEL)/node_modules $(PANEL)/dist $(PANEL)/dist-test
+	rm -rf build dist $(VENV) client-shim/node_modules tests/mcp-inspector/node_modules client-shim/dist $(PANEL)/node_modules $(PANEL)/dist $(PANEL)/dist-test
