@@ -38,7 +38,8 @@ WORDS = [
     "config",
     "flag",
     "module",
-    "test",
+]
+WORDS += [
     "fixture",
     "mock",
     "build",
@@ -50,8 +51,8 @@ WORDS = [
     "script",
     "shell",
     "docker",
-    "image",
-    "port",
+]
+WORDS += [
     "socket",
     "buffer",
     "stream",
@@ -63,7 +64,6 @@ WORDS = [
     "handler",
     "route",
     "request",
-    "response",
 ]
 #: (conversation, question, answer in our workspace, answer the other workspaces hold)
 DECISIONS = (
