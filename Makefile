@@ -103,6 +103,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/economy.py
 	$(PY) bench/engines.py
 	$(PY) bench/pg_writers.py
+	$(PY) bench/recall.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 
 from chat_history.policy.identity import normalize_uri
-from chat_history.settings import default_settings
+from chat_history.service.manager import ChatHistoryManager
 
 Command = Callable[..., argparse.ArgumentParser]
 
@@ -27,19 +27,17 @@ def max_tokens(text: str) -> int:
     return value
 
 
-def cmd_mcp(args: argparse.Namespace) -> int:
-    """``mcp``: serve the recall tools on stdio until the client closes it."""
-    from chat_history.cli import main
+def serve_mcp(args: argparse.Namespace, manager: ChatHistoryManager, machine: str) -> int:
+    """``mcp``: serve the recall tools on stdio over ``manager`` until the client closes it."""
     from chat_history.mcp.server import RecallServer, serve
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
-    manager = main.open_manager(args, main.reading(default_settings()), create=True)
     recall = RecallServer(
         manager,
         workspace=args.workspace,
         all_workspaces=args.all_workspaces,
         max_tokens=args.max_tokens,
-        machine=main.machine_of(args),
+        machine=machine,
     )
     try:
         serve(recall)
@@ -48,13 +46,13 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(command: Command) -> None:
+def add_commands(command: Command, run_mcp: Callable[[argparse.Namespace], int]) -> None:
     """The agents' subcommands of ``chat-history``."""
     from chat_history.mcp.tools import DEFAULT_MAX_TOKENS
 
     p = command(
         "mcp",
-        cmd_mcp,
+        run_mcp,
         "serve this workspace's history to agents over MCP (stdio): search_history, "
         "list_conversations, read_conversation",
     )

@@ -646,6 +646,12 @@ def cmd_purge(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """``mcp``: the recall server on stdio, read-only (storage retention off)."""
+    manager = open_manager(args, reading(default_settings()), create=True)
+    return agents.serve_mcp(args, manager, machine_of(args))
+
+
 def _workspace_commands(command: Command) -> None:
     p = command("workspaces", cmd_workspaces, "list workspaces with conversations (listWorkspaces)")
     p.add_argument("--json", action="store_true", help="the result as chatHistory/listWorkspaces's")
@@ -694,7 +700,7 @@ def build_parser() -> argparse.ArgumentParser:
     _change_commands(command, settings)
     _archive_commands(command, settings)
     _workspace_commands(command)
-    agents.add_commands(command)
+    agents.add_commands(command, cmd_mcp)
     sub.add_parser("demo", help="run the live demo (python -m chat_history.demo)", add_help=False)
     return parser
 
