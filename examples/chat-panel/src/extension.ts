@@ -18,6 +18,7 @@ import type {
 } from "chat-history-client";
 import type { ChatHistoryServer } from "chat-history-client/vscode";
 import { InterruptedReply, runTurn, summarize, type TurnEvent } from "./chat";
+import { copyMcpConfiguration, registerMcpServer } from "./agents";
 import { ServerLauncher } from "./launcher";
 import { MODEL_KINDS, type ModelKind, type ModelSettings } from "./providers";
 import * as S from "./state";
@@ -811,6 +812,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     return Math.max(advertised, list.v2 ? 2 : 1);
   };
   const list = new ConversationsView(client);
+  registerMcpServer(context, launcher);
   const panel = new ChatPanel(context, client, protocolVersion, list);
   chatPanel = panel;
   const tree = vscode.window.createTreeView("chatPanel.conversations", { treeDataProvider: list });
@@ -891,6 +893,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       list.refresh();
       void offerMoves().catch(quiet);
     }),
+    vscode.commands.registerCommand("chatPanel.copyMcpConfiguration", () =>
+      copyMcpConfiguration(context, launcher).catch((error) => launcher.reportFailure(error)),
+    ),
     vscode.commands.registerCommand("chatPanel.showAllWorkspaces", () => showAllWorkspaces(true)),
     vscode.commands.registerCommand("chatPanel.showThisWorkspace", () => showAllWorkspaces(false)),
     vscode.commands.registerCommand("chatPanel.moveWorkspace", (target?: WorkspaceItem | string) => moveWorkspace(target).catch(quiet)),
