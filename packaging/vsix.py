@@ -177,6 +177,8 @@ def freeze(target: Target, wheel: Path, work: Path, stage: Path) -> None:
             "--onedir", "--strip", "--name", "chat-history-server",
             "--collect-submodules", "chat_history", "--collect-data", "chat_history",
             "--collect-submodules", "pygls", *postgres, "--exclude-module", "apsw.tests",
+            # chat-history mcp: the MCP SDK and its types, loaded only when that command runs
+            "--collect-submodules", "mcp_types",
             "--exclude-module", "apsw.shell", "--exclude-module", "apsw.speedtest",
             "--distpath", str(work / "frozen"), "--workpath", str(work / "pyinstaller"),
             "--specpath", str(work), str(Path(__file__).parent / "boot.py"),
@@ -348,6 +350,19 @@ def check_postgres(target: Target, stage: Path) -> str:
     )
 
 
+def payload_clis(target: Target, stage: Path) -> dict[str, list[str]]:
+    """The CLI command of each payload this host can run (``frozen``, ``libs``)."""
+    commands = {}
+    name = "chat-history-server.exe" if target.windows else "chat-history-server"
+    frozen = stage / "server" / name
+    if frozen.is_file():
+        commands["frozen"] = [str(frozen), "cli"]
+    boot = stage / "bundled" / "boot.py"
+    if boot.is_file() and f"{sys.version_info[0]}.{sys.version_info[1]}" in PYTHONS:
+        commands["libs"] = [sys.executable, "-I", "-S", str(boot), "cli"]
+    return commands
+
+
 def smoke_postgres(target: Target, stage: Path) -> list[str]:
     """On the host's own target: each payload loads psycopg and libpq for real. The CLI of each
     is pointed at a database socket that does not exist: the answer must be libpq's own
@@ -355,17 +370,7 @@ def smoke_postgres(target: Target, stage: Path) -> list[str]:
     "no PostgreSQL driver" refusal. The payloads smoked."""
     with tempfile.TemporaryDirectory() as nowhere:
         url = f"postgresql://nobody@/nothing?host={nowhere}"
-        commands = {}
-        frozen = (
-            stage
-            / "server"
-            / ("chat-history-server.exe" if target.windows else "chat-history-server")
-        )
-        if frozen.is_file():
-            commands["frozen"] = [str(frozen), "cli"]
-        boot = stage / "bundled" / "boot.py"
-        if boot.is_file() and f"{sys.version_info[0]}.{sys.version_info[1]}" in PYTHONS:
-            commands["libs"] = [sys.executable, "-I", "-S", str(boot), "cli"]
+        commands = payload_clis(target, stage)
         for name, command in commands.items():
             done = subprocess.run(
                 [*command, "--database", url, "workspaces"],
@@ -380,6 +385,45 @@ def smoke_postgres(target: Target, stage: Path) -> list[str]:
                     f"the {name} payload's PostgreSQL driver: exit {done.returncode}, "
                     f"expected {code} and {expected!r}:\n{done.stderr.strip()}"
                 )
+    return sorted(commands)
+
+
+def smoke_mcp(target: Target, stage: Path) -> list[str]:
+    """On the host's own target: each payload's ``cli mcp`` answers an MCP client's initialize
+    and ``tools/list`` with the three tools (docs/mcp.md names these commands to users). The
+    payloads smoked."""
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "vsix-smoke", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+    ]  # fmt: skip
+    commands = payload_clis(target, stage)
+    for name, command in commands.items():
+        with tempfile.TemporaryDirectory() as folder:
+            process = subprocess.Popen(
+                [*command, "--db", folder, "mcp", "--workspace", "file:///vsix/smoke"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env={"PATH": os.defpath}, text=True,
+            )  # fmt: skip
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write("".join(json.dumps(line) + "\n" for line in lines))
+            process.stdin.flush()
+            tools: list[str] = []
+            for raw in process.stdout:
+                answer = json.loads(raw)
+                if answer.get("id") == 2:
+                    tools = [tool["name"] for tool in answer.get("result", {}).get("tools", [])]
+                    break
+            process.stdin.close()
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            if tools != ["search_history", "list_conversations", "read_conversation"]:
+                error = process.stderr.read() if process.stderr else ""
+                raise SystemExit(f"the {name} payload's chat-history mcp: tools {tools}\n{error}")
     return sorted(commands)
 
 
@@ -445,6 +489,7 @@ def main() -> int:
         versions = check_python_versions(stage) if "libs" in payload else []
         postgres = check_postgres(target, stage)
         smoked = smoke_postgres(target, stage) if here else []
+        mcp_smoked = smoke_mcp(target, stage) if here else []
         glibc = glibc_floor(stage)
         sizes = {part: folder_size(stage / part) for part in ("server", "bundled")}
         default = DIST / f"chat-panel-{target.name}.vsix"
@@ -465,6 +510,7 @@ def main() -> int:
         "bundledPythons": versions,
         "postgres": postgres,
         "postgresLoadedBy": smoked,
+        "mcpServedBy": mcp_smoked,
         "frozenGlibcFloor": glibc,
         "unpackedBytesByPart": sizes,
         "seconds": round(time.monotonic() - started, 1),
