@@ -971,17 +971,6 @@ try {
     await showChatList();
     await listRow("A base turn for two windows").waitFor({ state: "visible" });
     const context2 = await browser.newContext({ viewport: { width: 1400, height: 900 } });
-    // In every frame of window two, before its scripts run (so before the panel's own listener):
-    // while `__hold` is set, the views the extension posts are kept, not drawn.
-    await context2.addInitScript(() => {
-      window.__held = [];
-      window.addEventListener("message", (event) => {
-        if (window.__hold && event.data?.type === "view") {
-          event.stopImmediatePropagation();
-          window.__held.push(event.data.view);
-        }
-      });
-    });
     const two = await context2.newPage();
     two.setDefaultTimeout(STEP_TIMEOUT);
     await two.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(dirs.workspace)}`);
@@ -993,11 +982,18 @@ try {
       await listRow("A base turn for two windows").click();
       frameTwo = await chatFrame();
       await frameTwo.waitForFunction(() => document.body.innerText.includes("to: A base turn for two windows"));
-      // Window two's screen falls one redraw behind: the views its extension posts are held (not
-      // drawn) while its state follows the other window, as on a busy machine.
+      // Window two's screen falls one redraw behind: the views its extension posts are held on
+      // their way in (VS Code's webview host hands each to the page's own postMessage), not
+      // received, while its state follows the other window, as on a busy machine.
       await frameTwo.evaluate(() => {
         window.__held = [];
         window.__hold = true;
+        const post = window.postMessage.bind(window);
+        window.__post = post;
+        window.postMessage = (message, ...rest) => {
+          if (window.__hold && message?.type === "view") window.__held.push(message.view);
+          else post(message, ...rest);
+        };
       });
       page = one;
       await send(frameOne, "The newest turn from window one");
@@ -1012,7 +1008,7 @@ try {
       await sleep(500);
       await frameTwo.evaluate(() => {
         window.__hold = false;
-        window.dispatchEvent(new MessageEvent("message", { data: { type: "view", view: window.__held.at(-1) } }));
+        window.__post({ type: "view", view: window.__held.at(-1) }, "*");
       });
       await noticeShown(frameTwo, /This chat changed in another window, so nothing was changed here/);
       await frameTwo.waitForFunction(() => document.body.innerText.includes("to: The newest turn from window one"));
