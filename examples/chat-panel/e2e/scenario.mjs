@@ -874,6 +874,176 @@ try {
     await shot("32-stopped", { editorOnly: true });
   });
 
+  // --- Issue 35, items 17-20: the panel as a person uses it ---------------------------------------
+  // Each step starts its own chat, so `E2E_ONLY=person` runs them alone (about a minute).
+  const sidebarAction = (label) => page.locator(`#workbench\\.parts\\.sidebar .action-label[aria-label="${label}"]`).first();
+  async function showChatList() {
+    if (!(await sidebarAction("New Chat").isVisible().catch(() => false))) await page.locator('.activitybar [aria-label^="Chat History"]').first().click();
+    await sidebarAction("New Chat").waitFor({ state: "visible" });
+  }
+  /** The prompt box's text once the webview has drawn (what a person typed into it). */
+  const promptValue = (f) => f.evaluate(() => document.getElementById("prompt").value);
+
+  await step("person: New Chat from the list's + puts the cursor in the prompt box, every time (every key typed right after the click that reaches the panel; and into a panel made anew)", async () => {
+    await showChatList();
+    await runCommand("Chat Panel: New Chat");
+    frame = await chatFrame();
+    await send(frame, "A chat to leave with the + button");
+    for (let i = 1; i <= 5; i++) {
+      // The chat again from the list, a click on its text, then the list again: the focus is
+      // outside the prompt box, as a person leaves it.
+      await listRow("A chat to leave with the + button").click();
+      await frame.waitForFunction(() => document.querySelectorAll("article.msg").length >= 2);
+      await frame.locator("article.role-assistant").last().click();
+      await listRow("A chat to leave with the + button").click();
+      // Every key that reaches the panel's page from now on is recorded, wherever it lands.
+      await frame.evaluate(() => {
+        window.__keys = [];
+        if (!window.__recording) document.addEventListener("keydown", (e) => e.key.length === 1 && window.__keys.push(e.key), true);
+        window.__recording = true;
+      });
+      const typed = `typed at once ${i}`;
+      await sidebarAction("New Chat").click();
+      // Typing at once, at a quick person's pace. Keys typed before VS Code has run the command
+      // and moved the focus into the panel reach the list, which no extension can take back; every
+      // key that reaches the panel must land in the prompt box.
+      await page.keyboard.type(typed, { delay: 20 });
+      await frame.waitForFunction(() => document.querySelectorAll("article.msg").length === 0, null, { timeout: 10_000 });
+      const reached = (await frame.evaluate(() => window.__keys.join("")));
+      log(`+ (${i}): ${reached.length} of ${typed.length} keys reached the panel`);
+      assert.ok(reached.length >= typed.length / 2 && typed.endsWith(reached), `the panel took the focus while typing: ${JSON.stringify(reached)}`);
+      await waitFor(`every key the panel got after + (${i}) in the prompt box`, async () => (await promptValue(frame)) === reached, 5_000);
+      if (i === 1) await shot("43-new-chat-typed", { editorOnly: true });
+      await frame.fill("#prompt", "");
+    }
+    // Once more with the chat's tab closed: the panel is made anew, and the cursor is still there.
+    await runCommand("View: Close All Editors");
+    await sidebarAction("New Chat").click();
+    frame = await chatFrame();
+    await frame.waitForFunction(() => document.activeElement?.id === "prompt" && document.hasFocus(), null, { timeout: 10_000 });
+    await page.keyboard.type("typed into a new panel");
+    await waitFor("the text typed into a new panel", async () => (await promptValue(frame)) === "typed into a new panel", 5_000);
+    await frame.fill("#prompt", "");
+  });
+
+  await step("person: Edit (unchanged) of a prompt whose reply failed with a 500 sends it to the model and stores prompt and reply", async () => {
+    await runCommand("Chat Panel: New Chat");
+    frame = await chatFrame();
+    const prompt = "Why did the build break? [500]";
+    await frame.fill("#prompt", prompt);
+    await frame.press("#prompt", "Enter");
+    await noticeShown(frame, /answered 500/);
+    await frame.waitForFunction(() => !document.body.classList.contains("busy"));
+    const before = fake.requests.length;
+    await messageAction(frame, "user", prompt, "Edit");
+    await answerInputBox(prompt);
+    await waitTurn(frame, prompt);
+    const sent = fake.requests.slice(before).map((r) => r.body.messages);
+    assert.equal(sent.length, 1, "one request");
+    assert.ok(sent[0].some((m) => m.role === "user" && JSON.stringify(m.content).includes("Why did the build break?")), `the prompt is sent: ${JSON.stringify(sent[0])}`);
+    assert.match(await lastAssistantText(frame), /Reply #\d+ to: Why did the build break\? \[500\]/);
+    assert.ok(!(await noticeTexts(frame)).some((t) => /answered 500/.test(t)), "the failure notice went with the answer");
+    await shot("44-edit-after-500", { editorOnly: true });
+    // As stored: open it again from the list.
+    await showChatList();
+    await listRow("Why did the build break?").click();
+    await frame.waitForFunction(() => document.querySelectorAll("article.msg").length === 2);
+    assert.deepEqual(await userTexts(frame), [prompt]);
+    assert.match(await lastAssistantText(frame), /to: Why did the build break\?/);
+  });
+
+  await step("person: Edit-resend of the prompt of an interrupted reply stores the prompt, then its reply", async () => {
+    await runCommand("Chat Panel: New Chat");
+    frame = await chatFrame();
+    await send(frame, "Where is the config read?");
+    const prompt = "And where is it written? [cut-text]";
+    await frame.fill("#prompt", prompt);
+    await frame.press("#prompt", "Enter");
+    await noticeShown(frame, /reply ended without saying it was complete/);
+    await frame.waitForFunction(() => !document.body.classList.contains("busy") && document.querySelectorAll("article.msg.interrupted").length === 1);
+    await messageAction(frame, "user", prompt, "Edit");
+    await answerInputBox(prompt);
+    // The interrupted bubble goes as the new turn starts (until then the old view looks finished).
+    await frame.waitForFunction(() => document.querySelectorAll("article.msg.interrupted").length === 0);
+    await waitTurn(frame, prompt);
+    assert.match(await lastAssistantText(frame), /to: And where is it written\?/);
+    await shot("45-edit-after-interrupted", { editorOnly: true });
+    await showChatList();
+    await listRow("Where is the config read?").click();
+    await frame.waitForFunction(() => document.querySelectorAll("article.msg").length === 4);
+    assert.deepEqual(await userTexts(frame), ["Where is the config read?", prompt]);
+    const roles = await frame.locator("article.msg").evaluateAll((rows) => rows.map((r) => r.className.match(/role-(\w+)/)[1]));
+    assert.deepEqual(roles, ["user", "assistant", "user", "assistant"]);
+    assert.match(await lastAssistantText(frame), /to: And where is it written\?/);
+  });
+
+  await step("person: a Regenerate clicked on a screen one redraw behind deletes nothing; the panel says the chat changed and shows it", async () => {
+    const one = page;
+    await runCommand("Chat Panel: New Chat");
+    const frameOne = await chatFrame();
+    frame = frameOne;
+    await send(frameOne, "A base turn for two windows");
+    await showChatList();
+    await listRow("A base turn for two windows").waitFor({ state: "visible" });
+    const context2 = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+    const two = await context2.newPage();
+    two.setDefaultTimeout(STEP_TIMEOUT);
+    await two.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(dirs.workspace)}`);
+    await two.waitForSelector(".monaco-workbench", { timeout: 90_000 });
+    page = two;
+    let frameTwo;
+    try {
+      await showChatList();
+      await listRow("A base turn for two windows").click();
+      frameTwo = await chatFrame();
+      await frameTwo.waitForFunction(() => document.body.innerText.includes("to: A base turn for two windows"));
+      // Window two's screen falls one redraw behind: the views its extension posts are held on
+      // their way in (VS Code's webview host hands each to the page's own postMessage), not
+      // received, while its state follows the other window, as on a busy machine.
+      await frameTwo.evaluate(() => {
+        window.__held = [];
+        window.__hold = true;
+        const post = window.postMessage.bind(window);
+        window.__post = post;
+        window.postMessage = (message, ...rest) => {
+          if (window.__hold && message?.type === "view") window.__held.push(message.view);
+          else post(message, ...rest);
+        };
+      });
+      page = one;
+      await send(frameOne, "The newest turn from window one");
+      // Window two's state has the new turn (a view holding it was posted), its screen does not.
+      await frameTwo.waitForFunction(() => window.__held.some((v) => v.messages.some((m) => m.content.includes("to: The newest turn from window one"))), null, { timeout: 10_000 });
+      assert.ok(!(await frameTwo.locator("#messages").innerText()).includes("The newest turn"), "window two's screen is behind");
+      const requests = fake.requests.length;
+      const held = await frameTwo.evaluate(() => window.__held.length);
+      await messageAction(frameTwo, "assistant", "to: A base turn for two windows", "Regenerate");
+      // The extension answered the click (a view after it), then the screen catches up.
+      await frameTwo.waitForFunction((n) => window.__held.length > n && !window.__held.at(-1).busy, held, { timeout: 10_000 });
+      await sleep(500);
+      await frameTwo.evaluate(() => {
+        window.__hold = false;
+        window.__post({ type: "view", view: window.__held.at(-1) }, "*");
+      });
+      await noticeShown(frameTwo, /This chat changed in another window, so nothing was changed here/);
+      await frameTwo.waitForFunction(() => document.body.innerText.includes("to: The newest turn from window one"));
+      assert.equal(fake.requests.length, requests, "no turn was run again");
+      assert.deepEqual(await userTexts(frameTwo), ["A base turn for two windows", "The newest turn from window one"]);
+      page = two;
+      await shot("46-stale-screen-refused", { editorOnly: true });
+      page = one;
+      // Window one keeps its turn, also as stored.
+      await showChatList();
+      await listRow("A base turn for two windows").click();
+      await frameOne.waitForFunction(() => document.querySelectorAll("article.msg").length === 4);
+      assert.deepEqual(await userTexts(frameOne), ["A base turn for two windows", "The newest turn from window one"]);
+      await shot("47-first-window-kept-newest-turn", { editorOnly: true });
+    } finally {
+      page = one;
+      await context2.close();
+    }
+  });
+
   await step("the panel's own retention defaults (maxTokens 4,000,000) show in the Settings UI", async () => {
     await runCommand("Preferences: Open User Settings");
     await page.locator(".settings-editor .suggest-input-container").first().waitFor({ state: "visible" });

@@ -163,7 +163,8 @@ type FromWebview =
   | { type: "noticeAction"; action: string }
   | { type: "loadOlder" }
   | { type: "dismiss"; id: number }
-  | { type: "action"; action: string; key: string }
+  /** `seenId`: the newest stored row the webview had drawn when the person clicked. */
+  | { type: "action"; action: string; key: string; seenId?: number | null }
   | { type: "openLink"; href: string }
   | { type: "newChat" }
   | { type: "search"; query: string }
@@ -394,13 +395,13 @@ class ChatPanel {
 
   /**
    * A rewind (truncate, deleteTurns, editMessage) made only while the newest stored row is the
-   * one this panel shows (`expectedLastId`). Undefined when the view was stale: the server
-   * changed nothing (1003), and the panel reloads and says so. A server from before version 3
-   * gets the request without the field.
+   * one the person saw when they clicked (`expectedLastId`: `seenId`, from what the webview
+   * drew). Undefined when the view was stale: the server changed nothing (1003), and the panel
+   * reloads and says so. A server from before version 3 gets the request without the field.
    */
-  private async guarded<T>(run: (expected: { expectedLastId?: number | null }) => Promise<T>): Promise<T | undefined> {
+  private async guarded<T>(seenId: unknown, run: (expected: { expectedLastId?: number | null }) => Promise<T>): Promise<T | undefined> {
     try {
-      return await run(this.expectedLastIdKnown ? { expectedLastId: S.newestId(this.state) } : {});
+      return await run(this.expectedLastIdKnown ? { expectedLastId: S.expectedLastId(this.state, seenId) } : {});
     } catch (error) {
       if (error instanceof ConversationChangedError) {
         await this.changedElsewhere();
@@ -598,7 +599,7 @@ class ChatPanel {
     await vscode.window.showTextDocument(doc, { preview: false });
   }
 
-  private async rewind(key: string, kind: "edit" | "regenerate"): Promise<void> {
+  private async rewind(key: string, kind: "edit" | "regenerate", seenId: unknown): Promise<void> {
     if (this.state.busy) return;
     const target = this.state.messages.find((m) => m.key === key);
     if (target === undefined) return;
@@ -616,13 +617,13 @@ class ChatPanel {
     if (rewind === null) return;
     const conversationId = this.state.conversationId;
     const client = await this.client();
-    const done = await this.guarded((expected) => client.truncate({ conversationId, fromId: rewind.fromId, ...expected }));
+    const done = await this.guarded(seenId, (expected) => client.truncate({ conversationId, fromId: rewind.fromId, ...expected }));
     if (done === undefined) return;
     this.update(S.truncated(this.state, rewind.fromId));
     await this.send(rewind.prompt, rewind.promptStored);
   }
 
-  private async messageAction(action: string, key: string): Promise<void> {
+  private async messageAction(action: string, key: string, seenId: unknown): Promise<void> {
     const target = this.state.messages.find((m) => m.key === key);
     if (target === undefined) return;
     // Another workspace's chat is read-only here: only what changes nothing.
@@ -634,11 +635,11 @@ class ChatPanel {
         return vscode.env.clipboard.writeText(target.content);
       case "edit":
       case "regenerate":
-        return this.rewind(key, action);
+        return this.rewind(key, action, seenId);
       case "deleteExchange": {
         if (target.turn === null || this.state.busy) return;
         const turn = target.turn;
-        const done = await this.guarded((expected) => client.deleteTurns({ conversationId, turns: [turn], ...expected }));
+        const done = await this.guarded(seenId, (expected) => client.deleteTurns({ conversationId, turns: [turn], ...expected }));
         if (done === undefined) return;
         this.update(S.turnsDeleted(this.state, [target.turn]));
         // The first turn's prompt is the automatic title: the panel's tab and the list follow.
@@ -659,7 +660,7 @@ class ChatPanel {
           return;
         }
         const id = target.id;
-        const row = await this.guarded((expected) => client.editMessage({ conversationId, id, content, ...expected }));
+        const row = await this.guarded(seenId, (expected) => client.editMessage({ conversationId, id, content, ...expected }));
         if (row === undefined) return;
         this.update(S.rowEdited(this.state, row));
         // A redacted first prompt is the automatic title: header, tab and list show it redacted.
@@ -706,7 +707,7 @@ class ChatPanel {
         return;
       }
       case "action":
-        return this.messageAction(String(message.action), String(message.key));
+        return this.messageAction(String(message.action), String(message.key), message.seenId);
       case "search":
         return this.search(String(message.query));
       case "closeSearch":

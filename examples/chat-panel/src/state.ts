@@ -7,6 +7,7 @@
 
 import { codePointSpanToUtf16 } from "chat-history-client";
 import type { PreparedRequest, SearchResultItem, StoredMessage, ToolCall, TrimmedNotification } from "chat-history-client";
+import { newestStoredId } from "./rows";
 
 /** A row of the conversation as the panel holds it: a stored row, or one not stored yet. */
 export interface PanelMessage {
@@ -171,11 +172,20 @@ function fromStored(row: StoredMessage): PanelMessage {
   };
 }
 
-/** The newest stored row the panel shows: a rewind's `expectedLastId` (null: none). */
+/** The newest stored row the panel's state holds (null: none). */
 export function newestId(state: PanelState): number | null {
-  let newest: number | null = null;
-  for (const m of state.messages) if (m.id !== null && (newest === null || m.id > newest)) newest = m.id;
-  return newest;
+  return newestStoredId(state.messages);
+}
+
+/**
+ * A rewind's `expectedLastId`: the newest stored row the person could see when they clicked
+ * (`seenId`, sent by the webview from what it drew), not the state's, which can be a redraw
+ * ahead of the screen (another window's turn arrived, not drawn yet). Without a valid one (an
+ * older webview), the state's.
+ */
+export function expectedLastId(state: PanelState, seenId: unknown): number | null {
+  if (seenId === null || (typeof seenId === "number" && Number.isSafeInteger(seenId) && seenId > 0)) return seenId;
+  return newestId(state);
 }
 
 /**
@@ -191,8 +201,19 @@ export function reloaded(state: PanelState, page: { messages: StoredMessage[]; h
   const kept = oldest === null ? page.messages : page.messages.filter((row) => row.id >= oldest);
   const hasMore = page.hasMore || kept.length < page.messages.length;
   const stored = kept.map(fromStored);
-  const retry = state.retry !== null && state.retry.promptId !== null && !stored.some((m) => m.id === state.retry!.promptId) ? null : state.retry;
-  return { ...state, messages: [...stored, ...local], hasMore, loadingOlder: false, retry };
+  return withoutStaleRetry({ ...state, messages: [...stored, ...local], hasMore, loadingOlder: false });
+}
+
+/**
+ * The offer of a failed or interrupted turn holds only while its stored prompt is still shown:
+ * once a rewind (Edit, Delete) or another window removed that row, Retry would run the turn on
+ * a conversation without its prompt (an empty request, a reply after the previous turn's). The
+ * offer, its notice and the interrupted reply's text go with the prompt.
+ */
+function withoutStaleRetry(state: PanelState): PanelState {
+  const promptId = state.retry?.promptId ?? null;
+  if (promptId === null || state.messages.some((m) => m.id === promptId)) return state;
+  return { ...dropNotice(state, TURN_NOTICE), messages: state.messages.filter((m) => !m.interrupted), retry: null };
 }
 
 /** The id to pass as `beforeId` for the next older page, or null when nothing is loaded. */
@@ -353,7 +374,8 @@ export function turnSucceeded(state: PanelState): PanelState {
 
 /** Whether sending `text` now is a retry of the failed turn (the same prompt, stored, unanswered). */
 export function isRetryOf(state: PanelState, text: string): boolean {
-  return state.retry !== null && state.retry.promptId !== null && state.retry.prompt === text;
+  const offer = state.retry;
+  return offer !== null && offer.promptId !== null && offer.prompt === text && state.messages.some((m) => m.id === offer.promptId);
 }
 
 export function turnFinished(state: PanelState): PanelState {
@@ -444,13 +466,13 @@ export function rewindFor(state: PanelState, key: string, kind: "edit" | "regene
 
 /** Rows of the panel that a `truncate` from `fromId` removed. */
 export function truncated(state: PanelState, fromId: number): PanelState {
-  return { ...state, messages: state.messages.filter((m) => m.id === null || m.id < fromId) };
+  return withoutStaleRetry({ ...state, messages: state.messages.filter((m) => m.id === null || m.id < fromId) });
 }
 
 /** Rows of the panel that a `deleteTurns` removed. */
 export function turnsDeleted(state: PanelState, turns: number[]): PanelState {
   const gone = new Set(turns);
-  return { ...state, messages: state.messages.filter((m) => m.turn === null || !gone.has(m.turn)) };
+  return withoutStaleRetry({ ...state, messages: state.messages.filter((m) => m.turn === null || !gone.has(m.turn)) });
 }
 
 /** A row `editMessage` changed. */

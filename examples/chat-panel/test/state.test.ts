@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { StoredMessage, TrimmedNotification } from "chat-history-client";
+import { newestStoredId } from "../src/rows";
 import * as S from "../src/state";
 
 let nextId = 1;
@@ -402,4 +403,45 @@ test("a reload keeps the list starting at the oldest row shown (the scroll posit
   state = S.reloaded(state, { messages: page, hasMore: false });
   assert.deepEqual(state.messages.map((m) => m.id), [5, 6, 9]);
   assert.equal(state.hasMore, true, "the older rows are a scroll away");
+});
+
+test("Edit of a failed prompt: the truncate takes the Retry offer with the prompt, so the same text is appended again (issue 35 item 18)", () => {
+  const earlier = [row("user", "first", { id: 20, turn: 1 }), row("assistant", "answer", { id: 21, turn: 1 })];
+  let state = S.pageLoaded(S.emptyState("c1"), { messages: earlier, hasMore: false }, false);
+  state = S.rowsStored(S.promptSent(state, "why? [500]"), [row("user", "why? [500]", { id: 22, turn: 2 })]);
+  state = S.turnFailed(S.streamDiscarded(state), "why? [500]", "The model server answered 500.");
+  assert.ok(S.isRetryOf(state, "why? [500]"));
+  const rewind = S.rewindFor(state, "id:22", "edit", "why? [500]");
+  assert.deepEqual(rewind, { fromId: 22, prompt: "why? [500]", promptStored: false });
+  state = S.truncated(state, rewind!.fromId);
+  assert.equal(S.isRetryOf(state, "why? [500]"), false, "the prompt is gone: sending it again appends it");
+  assert.equal(state.retry, null);
+  assert.deepEqual(state.notices, [], "no Retry is offered for a prompt that is no longer stored");
+});
+
+test("Edit of the prompt of an interrupted reply: the partial text, the offer and its notice go with the prompt (issue 35 item 19)", () => {
+  let state = S.pageLoaded(S.emptyState("c1"), { messages: [row("user", "q1", { id: 30 }), row("assistant", "a1", { id: 31 })], hasMore: false }, false);
+  state = S.rowsStored(S.promptSent(state, "q2 [cut-text]"), [row("user", "q2 [cut-text]", { id: 32, turn: 2 })]);
+  state = S.streamInterrupted(S.streamDelta(S.streamStarted(state), "half"), "half");
+  state = S.turnFailed(state, "q2 [cut-text]", "cut");
+  state = S.truncated(state, 32);
+  assert.equal(S.isRetryOf(state, "q2 [cut-text]"), false);
+  assert.deepEqual(state.messages.map((m) => m.id), [30, 31], "no interrupted bubble left to Keep after the previous reply");
+  assert.deepEqual(state.notices, []);
+  // Delete of that exchange does the same; a truncate after the prompt (Regenerate) keeps the offer.
+  let failed = S.rowsStored(S.promptSent(S.pageLoaded(S.emptyState("c1"), { messages: [], hasMore: false }, false), "q"), [row("user", "q", { id: 40, turn: 3 })]);
+  failed = S.turnFailed(S.streamDiscarded(failed), "q", "500");
+  assert.equal(S.turnsDeleted(failed, [3]).retry, null);
+  assert.ok(S.isRetryOf(S.truncated(failed, 41), "q"));
+});
+
+test("a rewind expects the newest row the screen showed, not the state's (issue 35 item 17)", () => {
+  const page = [row("user", "a", { id: 5 }), row("assistant", "b", { id: 6 }), row("user", "c", { id: 9 }), row("assistant", "d", { id: 10 })];
+  const state = S.pageLoaded(S.emptyState("c1"), { messages: page, hasMore: false }, false);
+  // The webview drew rows 5 and 6; the state already holds 9 and 10 (another window's turn).
+  assert.equal(S.expectedLastId(state, 6), 6);
+  assert.equal(S.expectedLastId(state, null), null, "an empty screen expects an empty chat");
+  for (const bad of [undefined, "6", 6.5, -1, 0, Number.NaN]) assert.equal(S.expectedLastId(state, bad), 10, String(bad));
+  assert.equal(newestStoredId([{ id: null }, { id: 3 }, { id: 2 }]), 3);
+  assert.equal(newestStoredId([{ id: null }]), null);
 });

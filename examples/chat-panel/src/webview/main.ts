@@ -5,6 +5,7 @@
  */
 
 import { parseMarkdown, type Block, type Inline } from "../markdown";
+import { newestStoredId } from "../rows";
 import type { MessageView, PanelView, SearchView } from "../state";
 
 interface VsCodeApi {
@@ -284,6 +285,24 @@ window.addEventListener("message", (event: MessageEvent) => {
   if (data?.type === "view" && data.view) draw(data.view);
   if (data?.type === "focusPrompt") promptEl.focus();
 });
+
+// The prompt box is where the keyboard lands in this panel. The workbench focuses the webview
+// (New Chat, a conversation opened from the list) before the extension's "focusPrompt" can
+// arrive, and it focuses the page's body when the window comes back: in both cases nothing of
+// ours has the focus, so the prompt box takes it, and a character typed at the body in that
+// moment is redirected into it (focus moved in keydown receives the key's text).
+const nothingFocused = () => document.activeElement === null || document.activeElement === document.body;
+window.addEventListener("focus", () => {
+  if (nothingFocused()) promptEl.focus();
+});
+document.addEventListener(
+  "keydown",
+  (event) => {
+    if (nothingFocused() && !promptEl.disabled && event.key.length === 1 && !event.ctrlKey && !event.metaKey && !event.altKey) promptEl.focus();
+  },
+  true,
+);
+if (document.hasFocus() && nothingFocused()) promptEl.focus();
 stopEl.addEventListener("click", () => vscode.postMessage({ type: "stop" }));
 
 function send(): void {
@@ -331,7 +350,8 @@ document.addEventListener("click", (event) => {
   const action = target.closest<HTMLElement>("button[data-action]");
   if (action) {
     const key = action.closest<HTMLElement>("article")?.dataset.key;
-    if (key) vscode.postMessage({ type: "action", action: action.dataset.action, key });
+    // The newest row this screen shows: a rewind from it must not delete a row drawn after it.
+    if (key) vscode.postMessage({ type: "action", action: action.dataset.action, key, seenId: newestStoredId(current?.messages ?? []) });
     return;
   }
   const toggle = target.closest<HTMLElement>("button[data-toggle]");
