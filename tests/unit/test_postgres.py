@@ -306,6 +306,12 @@ def test_servers_starting_at_once_on_an_empty_database_migrate_it_once(pg_cluste
     [
         "postgresql://me:hunter2@db.example/history",
         "host=db.example dbname=history password=hunter2",
+        # issue 35 item 8: a password inside another parameter's value (a connection string or
+        # URI there, as libpq expands a database name), and libpq's other secret
+        "host=db.example dbname='postgresql://me:hunter2@db.example/db'",
+        "host=db.example dbname='host=db.example password=hunter2'",
+        "postgresql://me@db.example/h?dbname=postgres://me:hunter2@db.example/db",
+        "postgresql://me@db.example/h?sslpassword=hunter2",
         "",
         42,
         "not a = = conninfo '",
@@ -316,6 +322,19 @@ def test_a_database_option_with_a_password_or_unusable_is_refused_naming_the_fie
         check_database(value)
     assert caught.value.field == "database"
     assert "hunter2" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "postgresql://me@/db?host=/tmp/socket",
+        "host=db.example dbname=history user=me sslmode=require",
+        "dbname='my history' options='-c search_path=chat'",
+        "service=team",
+    ],
+)
+def test_a_database_option_without_a_password_is_kept_as_given(value: str):
+    assert check_database(value) == value
 
 
 def test_the_database_comes_from_the_option_else_the_environment():
