@@ -12,6 +12,7 @@ which libpq expands where a database name may be a connection string)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from chat_history.errors import InvalidParams
 
@@ -52,7 +53,7 @@ _URI_SECRET = re.compile(r"[a-z][a-z0-9+.-]*://[^/?#@\s]*:[^/?#@\s]*@", re.IGNOR
 _KEYWORD_SECRET = re.compile(r"(?:^|[\s&?'\"])(?:ssl)?password\s*=", re.IGNORECASE)
 
 
-def _holds_password(parts: dict[str, object], depth: int) -> bool:
+def _holds_password(parts: Mapping[str, object], depth: int) -> bool:
     """Whether the parsed parameters ``parts`` carry a password: as a parameter of their own, or
     inside a value that is a connection string or URI itself (read as libpq reads it)."""
     from psycopg import conninfo
@@ -68,7 +69,7 @@ def _holds_password(parts: dict[str, object], depth: int) -> bool:
                 nested = conninfo.conninfo_to_dict(text)
             except Exception:
                 continue  # not a connection string: libpq would not expand it either
-            if _holds_password(dict(nested), depth + 1):
+            if _holds_password(nested, depth + 1):
                 return True
     return False
 
