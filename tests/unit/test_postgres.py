@@ -256,7 +256,7 @@ def test_a_restarted_server_fails_the_write_in_flight_and_the_next_request_recon
     manager.append(KEY, [U("before"), A("kept")])
     store = manager.store
     assert isinstance(store, PostgresStore)
-    from chat_history.store.postgres.store import PostgresTransaction
+    from chat_history.store.postgres.readings import PostgresTransaction
 
     with pytest.raises(StorageError), store.write() as tx:
         assert isinstance(tx, PostgresTransaction)

@@ -22,7 +22,7 @@ from chat_history.store.postgres import PostgresStore
 
 A_KEY = Key("ws", "a")
 B_KEY = Key("ws", "b")
-#: The store's database-wide lock key (``store.postgres.store.GLOBAL_LOCK``, which is the
+#: The store's database-wide lock key (``store.postgres.locks.GLOBAL_LOCK``, which is the
 #: single write lock's key of before): written out, so the test speaks plain SQL to it.
 GLOBAL_LOCK = 0x63687772
 
