@@ -9,7 +9,7 @@ What differs between the engines is here, and only here:
   ``MAX`` and ``NOT INDEXED`` hints, upserts keyed by the owner too (row-level security: every
   key is per database role), a boolean literal where SQLite mixes 1 and booleans;
 - row ids: a sequence (``message_ids``, never reused, never read under row-level security as
-  ``MAX(id)`` would be) instead of SQLite's ``id_floor``;
+  ``MAX(id)`` would be, set only by its owner) instead of SQLite's ``id_floor``;
 - ``PRAGMA data_version``: the store's version counter (``PostgresStore.data_version``), which
   changes when another connection committed, as SQLite's does;
 - ``numeric`` results (``SUM`` of ``bigint``) come back as ``int``.
@@ -40,13 +40,16 @@ _EXACT: dict[str, str] = {
     # The sequence never hands out an id twice: nothing to raise.
     queries._RAISE_ID_FLOOR: "SELECT 1",
     # edits.copy: the id before a block of fresh ids (the copy then moves the sequence past it,
-    # see _COPY_ROWS). A fork's write locks the whole database (it names no conversations:
-    # manager.fork), so no other writer takes ids between.
+    # see _COPY_ROWS). A fork's write locks its role's whole history (it names no
+    # conversations: manager.fork), so no other writer of the role takes ids between; another
+    # role's ids in the block are its own ((owner, id) is the key).
     "SELECT (SELECT MAX(highest_deleted, COALESCE((SELECT MAX(id) FROM messages), 0)) "
     "FROM id_floor)": "SELECT nextval('message_ids') - 1",
 }
 
 #: edits.copy's insert of the copied rows (ids base + 1 ..): the sequence is moved past them.
+#: The base is ``nextval - 1`` under the role's exclusive write lock: no writer of the role takes
+#: ids between.
 _COPY_ROWS = "SELECT ? + ROW_NUMBER() OVER (ORDER BY id)"
 
 _REWRITES: tuple[tuple[str, str], ...] = (
@@ -120,10 +123,11 @@ class Connection:
         if sql.startswith("INSERT INTO messages (id,") and _COPY_ROWS in sql:
             cursor.execute(_translate(sql), tuple(params))
             copied = cursor.rowcount
-            base = int(params[0])
+            # Past the block by taking its ids (only the sequence's owner may set it): ids other
+            # roles take meanwhile are theirs ((owner, id) is the key), and none of this
+            # role's writers runs beside a fork.
             self.raw.execute(
-                "SELECT setval('message_ids', GREATEST(%s, (SELECT last_value FROM message_ids)))",
-                (base + max(copied, 1),),
+                "SELECT count(nextval('message_ids')) FROM generate_series(2, %s)", (copied,)
             )
             return Cursor(cursor)
         cursor.execute(_translate(sql), tuple(params))

@@ -17,10 +17,11 @@ SQL (``dialect``).
   whole: it raises ``WriteConflict`` after rolling back and forgetting what the connection
   remembered, and ``seam.write_retried`` runs it again. Waiting past ``lock_timeout`` answers
   1002 and changes nothing.
-- **Coherence.** ``store_version`` counts committed writes; every write bumps it just before it
-  commits. A write that reads the counter after its locks and finds it one below its own bump
-  saw every commit before its own; else another writer (of another conversation) committed in
-  between, and what this connection remembers is dropped.
+- **Coherence.** ``store_version`` counts each role's committed writes (a row per role: no
+  other role's rows are visible to it, so no other role's writes matter to what it remembers);
+  every write bumps its role's just before it commits. A write that reads the counter after its
+  locks and finds it one below its own bump saw every commit before its own; else another writer
+  (of another conversation) committed in between, and what this connection remembers is dropped.
   ``data_version`` (what SQLite's ``PRAGMA data_version`` is to the shared code) changes when the
   counter moved by another connection's commit since this connection last looked, so the cache
   and the remembered tails are dropped exactly when another process wrote.
@@ -248,7 +249,8 @@ class PostgresStore:
     def _commit(self, connection: Connection) -> None:
         """Bump the counter and commit, in one round trip."""
         cursor = connection.raw.execute(
-            "UPDATE store_version SET version = version + 1 RETURNING version; COMMIT"
+            "INSERT INTO store_version (version) VALUES (1) ON CONFLICT (owner) DO UPDATE "
+            "SET version = store_version.version + 1 RETURNING version; COMMIT"
         )
         row = cursor.fetchone()
         version = int(row[0]) if row else 0
@@ -332,4 +334,6 @@ class PostgresStore:
         self._forget()
 
 
-_VERSION = "SELECT version FROM store_version"
+#: The role's version counter (a superuser, whom row-level security does not hold, sees every
+#: role's: their sum moves whenever any of them commits).
+_VERSION = "SELECT coalesce(sum(version), 0) FROM store_version"
