@@ -106,3 +106,25 @@ class Purge:
         if timer is not None:
             timer.cancel()
             self.purge_now()  # a pending purge gets its last try
+
+
+class PurgeSteps:
+    """The store's members of the purge (``PostgresStore`` has them), over its ``purging``."""
+
+    purging: Purge
+
+    def purge_deleted(self) -> bool:
+        """After an operation deleted or replaced text: the purge runs within the interval."""
+        return self.purging.purge_deleted()
+
+    #: The SQLite store's name of the same step, which the manager calls.
+    reset_wal = purge_deleted
+
+    def purge_now(self) -> bool:
+        """The purge, now (``Purge.purge_now``)."""
+        return self.purging.purge_now()
+
+    @property
+    def purges(self) -> int:
+        """Purges done (audit counts, for tests and logs)."""
+        return self.purging.purges

@@ -9,7 +9,9 @@ SQL (``dialect``).
   pooling), ``statement_timeout`` and ``lock_timeout`` bound every statement. A lost connection
   (the server restarted, the network dropped) fails the request in flight with 1002 (its
   transaction never committed: nothing changed) and the next request connects again; what the
-  connection remembered (cache, tails, ratios) is dropped.
+  connection remembered (cache, tails, ratios) is dropped. A connection lost during a write's
+  COMMIT is settled by the write's token (``tokens``): the write answers as committed when it
+  was, 1002 only when it was not.
 - **Writes.** Every write transaction names the conversations it changes (``write(keys)``) and
   locks them first (``locks``); the only row two writers of different conversations both change
   is the version counter, updated last, just before the commit. A deadlock with something else
@@ -25,13 +27,15 @@ SQL (``dialect``).
   ``data_version`` (what SQLite's ``PRAGMA data_version`` is to the shared code) changes when the
   counter moved by another connection's commit since this connection last looked, so the cache
   and the remembered tails are dropped exactly when another process wrote.
-- **Purge.** ``purge_deleted`` schedules the physical purge of deleted text (``purge``).
+- **Purge.** ``purge_deleted`` schedules the physical purge of deleted text (``purge``:
+  ``PurgeSteps``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import secrets
 import threading
 from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, cast
@@ -41,11 +45,11 @@ from chat_history.model import Key
 from chat_history.store import calibration, keys
 from chat_history.store.connection import WriteObserver
 from chat_history.store.conversation_cache import ConversationCache
-from chat_history.store.postgres import link
+from chat_history.store.postgres import link, tokens
 from chat_history.store.postgres.dialect import Connection
 from chat_history.store.postgres.link import RETRIED_STATES, is_database_error, last_value
 from chat_history.store.postgres.locks import conversation_lock, lock_statements
-from chat_history.store.postgres.purge import PURGE_SECONDS, Purge
+from chat_history.store.postgres.purge import PURGE_SECONDS, Purge, PurgeSteps
 from chat_history.store.postgres.readings import PostgresReading, PostgresTransaction
 from chat_history.store.tail import Tails
 from chat_history.store.transaction import Reading, Transaction, sync_cache
@@ -58,7 +62,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("chat_history")
 
 
-class PostgresStore:
+class PostgresStore(PurgeSteps):
     """The history in one PostgreSQL database, one connection to it, and what that connection
     remembers (the cache of whole conversations, the tails of recent ones)."""
 
@@ -90,6 +94,8 @@ class PostgresStore:
         self._pinned = False
         self._peeked = False
         self._secrets: dict[str, bytes] = {}
+        #: the running write's token and the backend that holds it (``_begin_write``)
+        self._token: tuple[bytes, int] | None = None
 
     @property
     def path(self) -> str:
@@ -203,11 +209,20 @@ class PostgresStore:
         self._pinned = True
 
     def _begin_write(self, connection: Connection, locks: list[int]) -> None:
-        # One round trip: begin, the locks in their one order, then the version (read after
-        # them: every earlier writer of these conversations has committed and bumped it).
+        # One round trip: begin, the locks in their one order, the write's token (committed with
+        # it: its backend's row of write_tokens), then the version (read after the locks: every
+        # earlier writer of these conversations has committed and bumped it) and the backend.
         taken = lock_statements(locks)
-        cursor = connection.raw.execute(f"BEGIN; {'; '.join(taken)}; {_VERSION}")
-        self._observe(last_value(cursor))
+        token = secrets.token_bytes(16)
+        taken.append(tokens.statement(token))
+        cursor = connection.raw.execute(
+            f"BEGIN; {'; '.join(taken)}; SELECT ({_VERSION}), pg_backend_pid()"
+        )
+        while cursor.nextset():
+            pass
+        version, backend = cursor.fetchone() or (0, 0)
+        self._observe(int(version))
+        self._token = (token, int(backend))
         self._pinned = True
 
     def _reading(self, kind: type[Reading], connection: Connection) -> Reading:
@@ -247,34 +262,29 @@ class PostgresStore:
             self._local_version += 1
 
     def _commit(self, connection: Connection) -> None:
-        """Bump the counter and commit, in one round trip."""
-        cursor = connection.raw.execute(
-            "INSERT INTO store_version (version) VALUES (1) ON CONFLICT (owner) DO UPDATE "
-            "SET version = store_version.version + 1 RETURNING version; COMMIT"
-        )
+        """Bump the counter and commit, in one round trip. A connection lost in that round trip
+        leaves the outcome unknown to this side: the write's token tells (``tokens``); one that
+        committed returns as committed, one that did not raises (1002)."""
+        import psycopg
+
+        try:
+            cursor = connection.raw.execute(
+                "INSERT INTO store_version (version) VALUES (1) ON CONFLICT (owner) DO UPDATE "
+                "SET version = store_version.version + 1 RETURNING version; COMMIT"
+            )
+        except psycopg.OperationalError as exc:
+            if not (connection.raw.broken or connection.raw.closed) or self._token is None:
+                raise
+            if not tokens.settle(
+                lambda: self._open().raw, self._close_connection, *self._token, exc
+            ):
+                raise
+            return
         row = cursor.fetchone()
         version = int(row[0]) if row else 0
         if self._seen is None or version - 1 != self._seen:
             self._local_version += 1  # another commit came between: what is remembered goes
         self._seen = version
-
-    # -- purge ----------------------------------------------------------------------------------
-
-    def purge_deleted(self) -> bool:
-        """After an operation deleted or replaced text: the purge runs within the interval."""
-        return self.purging.purge_deleted()
-
-    #: The SQLite store's name of the same step, which the manager calls.
-    reset_wal = purge_deleted
-
-    def purge_now(self) -> bool:
-        """The purge, now (``Purge.purge_now``)."""
-        return self.purging.purge_now()
-
-    @property
-    def purges(self) -> int:
-        """Purges done (audit counts, for tests and logs)."""
-        return self.purging.purges
 
     def close(self) -> None:
         self.purging.close()
