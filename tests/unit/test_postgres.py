@@ -302,3 +302,17 @@ def test_calibration_ratios_keep_the_newest_keys_on_postgres(pg_database: Any, p
     with psycopg.connect(url) as sql:
         kept = sql.execute("SELECT count(DISTINCT model) FROM calibration_samples").fetchone()
     assert kept == (MAX_KEYS - 1,)  # the NULL model is a key of its own, not counted here
+
+
+def test_the_dialect_names_each_statement_it_rewrites_and_keeps_its_rewrite_after_an_edit():
+    from chat_history.store import edits, queries
+    from chat_history.store.postgres import dialect
+
+    named = {**dialect.BY_NAME, **{name: None for name in dialect.AFTER_NAMED}}
+    for name in named:
+        assert dialect.statement(name), name  # a name the shared SQL no longer has fails here
+    assert dialect._translate(queries._INSERT_MESSAGE).endswith("RETURNING id")
+    assert dialect._translate(edits.ID_BEFORE_COPY) == "SELECT nextval('message_ids') - 1"
+    assert dialect._translate(queries._RAISE_ID_FLOOR) == "SELECT 1"
+    with pytest.raises(AttributeError):
+        dialect.statement("queries.NO_SUCH_STATEMENT")
