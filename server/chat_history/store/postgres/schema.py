@@ -29,25 +29,18 @@ import secrets
 from typing import Any
 
 from chat_history.store import keys
+from chat_history.store.schema import FIGURES as _FIGURES
 
 SCHEMA_VERSION = 4
 #: pg_advisory_xact_lock key of migrations ('chmi').
 MIGRATION_LOCK = 0x63686D69
 
-#: The folded text of a row ``m`` (as indexed and as searched).
-FOLDED = 'coalesce(m.folded, lower(m.content COLLATE "C"))'
-_INDEXED = '(coalesce(folded, lower(content COLLATE "C")))'
-
-_FIGURES = (
-    "turns",
-    "spoken_rows",
-    "spoken_tokens",
-    "kept_rows",
-    "sent_tokens",
-    "collapsed_rows",
-    "collapsed_turns",
-    "tool_dependent",
-)
+#: The folded text of a row (``{row}``: its alias and a dot, or nothing), as indexed and as
+#: searched: one expression, so that the planner matches the search to the index.
+_FOLD = 'coalesce({row}folded, lower({row}content COLLATE "C"))'
+#: The folded text of a row ``m`` (what the search reads).
+FOLDED = _FOLD.format(row="m.")
+_INDEXED = f"({_FOLD.format(row='')})"
 
 #: Tables of history (row-level security on each).
 OWNED = ("messages", "conversations", "summaries", "turn_figures", "calibration_samples")
