@@ -50,8 +50,16 @@ def test_workspaces_move_workspace_and_purge(
     assert purged.returncode == 0, purged.stderr
 
 
-def test_a_database_url_with_a_password_is_refused_and_never_echoed(tmp_path: Path):
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://me:hunter2@db.example/h",
+        # issue 35 item 8: accepted before, and echoed in the 1002 reason of the connect
+        "host=/nonexistent dbname='postgresql://me:hunter2@db.example/h'",
+    ],
+)
+def test_a_database_url_with_a_password_is_refused_and_never_echoed(tmp_path: Path, url: str):
     env = {**os.environ, "CHAT_HISTORY_STORAGE": str(tmp_path)}
-    result = run(env, "--database", "postgresql://me:hunter2@db.example/h", "workspaces")
+    result = run(env, "--database", url, "workspaces")
     assert result.returncode == 2
-    assert "password" in result.stderr and "hunter2" not in result.stderr
+    assert "password" in result.stderr and "hunter2" not in result.stderr + result.stdout

@@ -3,16 +3,19 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.conftest import Databases
+from tests.pgcluster import Cluster
 
+from chat_history.model import Key, Message
 from chat_history.service.manager import ChatHistoryManager, Notify
 from chat_history.settings import Settings, load_settings
-from chat_history.store import HistoryStore, Store
+from chat_history.store import HistoryStore, Store, Transaction
 from chat_history.store.postgres import PostgresStore
 
 #: 2025-11-30T05:20:00Z, the example timestamp of protocol.md.
@@ -95,3 +98,82 @@ def make_manager(make_store: MakeStore, clock: FixedClock) -> MakeManager:
         return ChatHistoryManager(store, settings_from(settings), notify=notify, clock=clock)
 
     return make
+
+
+# -- PostgreSQL's own tests (test_postgres*.py) ----------------------------------------------------
+
+
+@pytest.fixture
+def pg_database(pg_cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    """(name, url) of a fresh database of the session's cluster, dropped after the test."""
+    name = "p_" + request.node.name.replace("[", "_").replace("]", "").lower()[:50]
+    url = pg_cluster.fresh_database(name)
+    yield name, url
+    pg_cluster.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_managers() -> Iterator[Callable[..., ChatHistoryManager]]:
+    """``pg_managers(url, **store_options)``: a manager on a PostgresStore of its own, closed
+    after the test."""
+    made: list[ChatHistoryManager] = []
+
+    def make(url: str, **options: Any) -> ChatHistoryManager:
+        manager = ChatHistoryManager(PostgresStore(url, **options))
+        made.append(manager)
+        return manager
+
+    yield make
+    for manager in made:
+        manager.close()
+
+
+@pytest.fixture
+def pg_roles(pg_cluster: Cluster) -> Iterator[tuple[str, str]]:
+    """Two ordinary login roles, ``alice`` and ``bob`` (dropped after the test, with whatever
+    they own or were granted in the test's databases)."""
+    roles = ("alice", "bob")
+    for role in roles:
+        pg_cluster.execute(f"DROP ROLE IF EXISTS {role}")
+        pg_cluster.execute(f"CREATE ROLE {role} LOGIN")
+    yield roles
+    for role in roles:
+        pg_cluster.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+class Gate:
+    """A write observer that holds the write it is told of (after its locks are taken) until
+    ``release``: a server caught in the middle of a write."""
+
+    def __init__(self) -> None:
+        self.inside = threading.Event()
+        self.go = threading.Event()
+
+    def before_write(self, transaction: Transaction) -> None:
+        self.inside.set()
+        assert self.go.wait(30)
+
+    def after_write(self, transaction: Transaction) -> None:
+        pass
+
+    def write_failed(self) -> None:
+        pass
+
+
+def held_write(manager: ChatHistoryManager, key: Key, text: str) -> tuple[Gate, threading.Thread]:
+    """``manager`` appends ``text`` to ``key`` in a thread and stays inside that write."""
+    gate = Gate()
+    manager.store.observer = gate
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            manager.append(key, [Message(role="user", content=text)])
+        except BaseException as exc:  # pragma: no cover - the assertion shows it
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.errors = errors  # type: ignore[attr-defined]
+    thread.start()
+    assert gate.inside.wait(30)
+    return gate, thread

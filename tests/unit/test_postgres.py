@@ -38,79 +38,6 @@ def A(text: str) -> Message:
     return Message(role="assistant", content=text)
 
 
-@pytest.fixture
-def database(pg_cluster: Cluster, request: pytest.FixtureRequest) -> Any:
-    name = "p_" + request.node.name.replace("[", "_").replace("]", "").lower()[:50]
-    url = pg_cluster.fresh_database(name)
-    yield name, url
-    pg_cluster.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
-def managers() -> Any:
-    made: list[ChatHistoryManager] = []
-
-    def make(url: str, **options: Any) -> ChatHistoryManager:
-        manager = ChatHistoryManager(PostgresStore(url, **options))
-        made.append(manager)
-        return manager
-
-    yield make
-    for manager in made:
-        manager.close()
-
-
-# -- row-level security --------------------------------------------------------------------------
-
-
-def test_two_roles_never_read_change_or_delete_each_others_history(
-    pg_cluster: Cluster, database: Any, managers: Any
-):
-    name, _ = database
-    for role in ("alice", "bob"):
-        pg_cluster.execute(f"DROP ROLE IF EXISTS {role}")
-        pg_cluster.execute(f"CREATE ROLE {role} LOGIN")
-    try:
-        alice = managers(pg_cluster.url(name, user="alice"))
-        bob = managers(pg_cluster.url(name, user="bob"))
-        alice.append(KEY, [U("alice's secret plan"), A("noted")])
-        alice.save_summary(KEY, "alice's summary")
-        bob.append(Key("ws", "other"), [U("bob's note")])
-        # Bob's server: not a row of Alice's, under the same workspace and conversation id.
-        assert bob.get(KEY).messages == ()
-        assert [
-            c.conversation_id for c in bob.list_conversations_page("ws", None, None).conversations
-        ] == ["other"]
-        bob.append(KEY, [U("bob in the same conversation id")])
-        assert [m.content for m in alice.get(KEY).messages] == ["alice's secret plan", "noted"]
-        # Bob with plain SQL.
-        with psycopg.connect(pg_cluster.url(name, user="bob"), autocommit=True) as sql:
-            seen = sql.execute("SELECT content FROM messages").fetchall()
-            assert seen == [("bob's note",), ("bob in the same conversation id",)]
-            assert sql.execute("SELECT count(*) FROM summaries").fetchone() == (0,)
-            changed = sql.execute("UPDATE messages SET content = 'x' WHERE owner = 'alice'")
-            assert changed.rowcount == 0
-            deleted = sql.execute("DELETE FROM messages WHERE content LIKE 'alice%'")
-            assert deleted.rowcount == 0
-            assert sql.execute("DELETE FROM conversations WHERE owner = 'alice'").rowcount == 0
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                sql.execute(
-                    "INSERT INTO messages (workspace, conversation, turn, role, content, "
-                    "timestamp, tokens, owner) VALUES ('ws', 'conv', 9, 'user', 'forged', 0, 1, "
-                    "'alice')"
-                )
-        assert [m.content for m in alice.get(KEY).messages] == ["alice's secret plan", "noted"]
-        assert alice.get(KEY).summary is not None
-        assert [m.content for m in bob.get(KEY).messages] == ["bob in the same conversation id"]
-        # Search sees one's own rows only.
-        assert found(bob, "secret") == []
-        assert found(alice, "secret") == ["alice's secret plan"]
-    finally:
-        pg_cluster.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        for role in ("alice", "bob"):
-            pg_cluster.execute(f"DROP ROLE IF EXISTS {role}")
-
-
 # -- purge ---------------------------------------------------------------------------------------
 
 
@@ -123,10 +50,10 @@ def files_holding(folder: Path, needle: bytes) -> list[str]:
 
 
 def test_deleted_text_leaves_the_relation_files_at_the_purge(
-    pg_cluster: Cluster, database: Any, managers: Any
+    pg_cluster: Cluster, pg_database: Any, pg_managers: Any
 ):
-    name, url = database
-    manager = managers(url, purge_seconds=3600)
+    name, url = pg_database
+    manager = pg_managers(url, purge_seconds=3600)
     store = manager.store
     assert isinstance(store, PostgresStore)
     secret = "qzxv-residue-marker-" + "ü" * 3
@@ -151,10 +78,10 @@ def test_deleted_text_leaves_the_relation_files_at_the_purge(
 
 
 def test_an_edit_purges_the_old_text_within_the_interval(
-    pg_cluster: Cluster, database: Any, managers: Any
+    pg_cluster: Cluster, pg_database: Any, pg_managers: Any
 ):
-    name, url = database
-    manager = managers(url, purge_seconds=0.2)
+    name, url = pg_database
+    manager = pg_managers(url, purge_seconds=0.2)
     stored = manager.append(KEY, [U("old wording jqxk-edit-marker"), A("ok")]).messages
     from chat_history.service.conversations import MessageEdit
 
@@ -202,9 +129,9 @@ manager.close()
 
 
 def test_several_processes_on_one_conversation_lose_and_double_nothing(
-    database: Any, managers: Any
+    pg_database: Any, pg_managers: Any
 ):
-    _, url = database
+    _, url = pg_database
     workers, rounds = 4, 25
     run_workers(_WORKER, url, workers, rounds)
     with psycopg.connect(url) as sql:
@@ -218,7 +145,7 @@ def test_several_processes_on_one_conversation_lose_and_double_nothing(
     assert len(ids) == 40 == len(set(ids))
     assert total == (40,)
     assert turns == []
-    rows = managers(url).get(Key("ws", "shared")).messages
+    rows = pg_managers(url).get(Key("ws", "shared")).messages
     assert [r.turn for r in rows[::2]] == list(range(rows[0].turn, rows[0].turn + 20))
     for question, answer in zip(rows[::2], rows[1::2], strict=True):
         assert answer.content == f"answer {question.content}"
@@ -229,9 +156,11 @@ def test_several_processes_on_one_conversation_lose_and_double_nothing(
 # -- coherence -----------------------------------------------------------------------------------
 
 
-def test_each_connection_sees_the_others_changes_at_its_next_request(database: Any, managers: Any):
-    _, url = database
-    one, two = managers(url), managers(url)
+def test_each_connection_sees_the_others_changes_at_its_next_request(
+    pg_database: Any, pg_managers: Any
+):
+    _, url = pg_database
+    one, two = pg_managers(url), pg_managers(url)
     one.append(KEY, [U("first"), A("a1")])
     assert [m.content for m in two.get(KEY).messages] == ["first", "a1"]  # now cached in two
     one.append(KEY, [U("second"), A("a2")])
@@ -249,14 +178,14 @@ def test_each_connection_sees_the_others_changes_at_its_next_request(database: A
 
 
 def test_a_restarted_server_fails_the_write_in_flight_and_the_next_request_reconnects(
-    pg_cluster: Cluster, database: Any, managers: Any
+    pg_cluster: Cluster, pg_database: Any, pg_managers: Any
 ):
-    _, url = database
-    manager = managers(url)
+    _, url = pg_database
+    manager = pg_managers(url)
     manager.append(KEY, [U("before"), A("kept")])
     store = manager.store
     assert isinstance(store, PostgresStore)
-    from chat_history.store.postgres.store import PostgresTransaction
+    from chat_history.store.postgres.readings import PostgresTransaction
 
     with pytest.raises(StorageError), store.write() as tx:
         assert isinstance(tx, PostgresTransaction)
@@ -306,6 +235,12 @@ def test_servers_starting_at_once_on_an_empty_database_migrate_it_once(pg_cluste
     [
         "postgresql://me:hunter2@db.example/history",
         "host=db.example dbname=history password=hunter2",
+        # issue 35 item 8: a password inside another parameter's value (a connection string or
+        # URI there, as libpq expands a database name), and libpq's other secret
+        "host=db.example dbname='postgresql://me:hunter2@db.example/db'",
+        "host=db.example dbname='host=db.example password=hunter2'",
+        "postgresql://me@db.example/h?dbname=postgres://me:hunter2@db.example/db",
+        "postgresql://me@db.example/h?sslpassword=hunter2",
         "",
         42,
         "not a = = conninfo '",
@@ -318,6 +253,19 @@ def test_a_database_option_with_a_password_or_unusable_is_refused_naming_the_fie
     assert "hunter2" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        "postgresql://me@/db?host=/tmp/socket",
+        "host=db.example dbname=history user=me sslmode=require",
+        "dbname='my history' options='-c search_path=chat'",
+        "service=team",
+    ],
+)
+def test_a_database_option_without_a_password_is_kept_as_given(value: str):
+    assert check_database(value) == value
+
+
 def test_the_database_comes_from_the_option_else_the_environment():
     env = {"CHAT_HISTORY_DATABASE_URL": "postgresql://me@db/h"}
     assert database_option({}, env) == "postgresql://me@db/h"
@@ -328,9 +276,9 @@ def test_the_database_comes_from_the_option_else_the_environment():
     assert caught.value.field == "CHAT_HISTORY_DATABASE_URL"
 
 
-def test_text_with_nul_and_the_escape_character_round_trips(database: Any, managers: Any):
-    _, url = database
-    manager = managers(url)
+def test_text_with_nul_and_the_escape_character_round_trips(pg_database: Any, pg_managers: Any):
+    _, url = pg_database
+    manager = pg_managers(url)
     key = Key("w\x00s", "c\ufffe0")
     texts = ["a\x00b", "x\ufffe0y", "\ufffe", "\x00", "plain", "\ufffe\ufffe\x00"]
     manager.append(key, [U(text) for text in texts])
@@ -342,11 +290,11 @@ def test_text_with_nul_and_the_escape_character_round_trips(database: Any, manag
     ] == ["c\ufffe0"]
 
 
-def test_calibration_ratios_keep_the_newest_keys_on_postgres(database: Any, managers: Any):
+def test_calibration_ratios_keep_the_newest_keys_on_postgres(pg_database: Any, pg_managers: Any):
     from chat_history.store.calibration import MAX_KEYS
 
-    _, url = database
-    manager = managers(url)
+    _, url = pg_database
+    manager = pg_managers(url)
     for n in range(MAX_KEYS + 2):
         manager.report_usage("openai", f"model-{n}", 100, 150)
     assert manager.report_usage("openai", None, 100, 120).samples == 1
@@ -354,3 +302,17 @@ def test_calibration_ratios_keep_the_newest_keys_on_postgres(database: Any, mana
     with psycopg.connect(url) as sql:
         kept = sql.execute("SELECT count(DISTINCT model) FROM calibration_samples").fetchone()
     assert kept == (MAX_KEYS - 1,)  # the NULL model is a key of its own, not counted here
+
+
+def test_the_dialect_names_each_statement_it_rewrites_and_keeps_its_rewrite_after_an_edit():
+    from chat_history.store import edits, queries
+    from chat_history.store.postgres import dialect
+
+    named = {**dialect.BY_NAME, **{name: None for name in dialect.AFTER_NAMED}}
+    for name in named:
+        assert dialect.statement(name), name  # a name the shared SQL no longer has fails here
+    assert dialect._translate(queries._INSERT_MESSAGE).endswith("RETURNING id")
+    assert dialect._translate(edits.ID_BEFORE_COPY) == "SELECT nextval('message_ids') - 1"
+    assert dialect._translate(queries._RAISE_ID_FLOOR) == "SELECT 1"
+    with pytest.raises(AttributeError):
+        dialect.statement("queries.NO_SUCH_STATEMENT")

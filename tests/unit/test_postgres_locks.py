@@ -13,18 +13,18 @@ from typing import Any
 import psycopg
 import pytest
 from tests.pgcluster import Cluster, run_workers
+from tests.unit.conftest import held_write
 
 from chat_history.model import Message
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.watch import ChangeWatch
-from chat_history.store import Key, Transaction
-from chat_history.store.postgres import PostgresStore
+from chat_history.store import Key
 
 A_KEY = Key("ws", "a")
 B_KEY = Key("ws", "b")
-#: The store's database-wide lock key (``store.postgres.store.GLOBAL_LOCK``, which is the
-#: single write lock's key of before): written out, so the test speaks plain SQL to it.
-GLOBAL_LOCK = 0x63687772
+#: The key of the lock row of a role's whole history (``store.postgres.locks.WHOLE``): written
+#: out, so the test speaks plain SQL to it.
+WHOLE = 0
 
 
 def U(text: str) -> Message:
@@ -35,69 +35,9 @@ def R(text: str) -> Message:
     return Message(role="assistant", content=text)
 
 
-@pytest.fixture
-def database(pg_cluster: Cluster, request: pytest.FixtureRequest) -> Any:
-    name = "l_" + request.node.name.replace("[", "_").replace("]", "").lower()[:50]
-    url = pg_cluster.fresh_database(name)
-    yield name, url
-    pg_cluster.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
-def managers() -> Any:
-    made: list[ChatHistoryManager] = []
-
-    def make(url: str) -> ChatHistoryManager:
-        manager = ChatHistoryManager(PostgresStore(url))
-        made.append(manager)
-        return manager
-
-    yield make
-    for manager in made:
-        manager.close()
-
-
-class Gate:
-    """A write observer that holds the write it is told of (after its locks are taken) until
-    ``release``: a server caught in the middle of a write."""
-
-    def __init__(self) -> None:
-        self.inside = threading.Event()
-        self.go = threading.Event()
-
-    def before_write(self, transaction: Transaction) -> None:
-        self.inside.set()
-        assert self.go.wait(30)
-
-    def after_write(self, transaction: Transaction) -> None:
-        pass
-
-    def write_failed(self) -> None:
-        pass
-
-
-def held_write(manager: ChatHistoryManager, key: Key, text: str) -> tuple[Gate, threading.Thread]:
-    """``manager`` appends ``text`` to ``key`` in a thread and stays inside that write."""
-    gate = Gate()
-    manager.store.observer = gate
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            manager.append(key, [U(text)])
-        except BaseException as exc:  # pragma: no cover - the assertion shows it
-            errors.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.errors = errors  # type: ignore[attr-defined]
-    thread.start()
-    assert gate.inside.wait(30)
-    return gate, thread
-
-
-def test_a_write_on_another_conversation_runs_while_one_is_held(database: Any, managers: Any):
-    _, url = database
-    holder, other = managers(url), managers(url)
+def test_a_write_on_another_conversation_runs_while_one_is_held(pg_database: Any, pg_managers: Any):
+    _, url = pg_database
+    holder, other = pg_managers(url), pg_managers(url)
     other.append(B_KEY, [U("b first")])
     gate, thread = held_write(holder, A_KEY, "a held")
     try:
@@ -112,9 +52,11 @@ def test_a_write_on_another_conversation_runs_while_one_is_held(database: Any, m
     assert [m.content for m in other.get(B_KEY).messages] == ["b first", "b while a is held"]
 
 
-def test_a_write_on_the_same_conversation_waits_for_the_held_one(database: Any, managers: Any):
-    _, url = database
-    holder, other = managers(url), managers(url)
+def test_a_write_on_the_same_conversation_waits_for_the_held_one(
+    pg_database: Any, pg_managers: Any
+):
+    _, url = pg_database
+    holder, other = pg_managers(url), pg_managers(url)
     gate, thread = held_write(holder, A_KEY, "a held")
     done = threading.Event()
 
@@ -149,13 +91,13 @@ def server_waits_on_a_lock(sql: psycopg.Connection[Any], timeout: float = 20) ->
 
 
 def test_a_deadlock_that_aborts_the_servers_write_is_retried(
-    pg_cluster: Cluster, database: Any, managers: Any
+    pg_cluster: Cluster, pg_database: Any, pg_managers: Any
 ):
-    name, url = database
+    name, url = pg_database
     # The server's connection finds the deadlock first (so the database aborts its write); the
     # plain session below waits far longer before it would look.
     pg_cluster.execute(f"ALTER DATABASE \"{name}\" SET deadlock_timeout = '100ms'")
-    manager = managers(url)
+    manager = pg_managers(url)
     manager.append(A_KEY, [U("first")])
     # The change watch of this server's session: its own write, aborted once and retried, is
     # never reported as another process's change.
@@ -177,7 +119,7 @@ def test_a_deadlock_that_aborts_the_servers_write_is_retried(
         thread.start()
         server_waits_on_a_lock(sql)
         # ... then the lock the server's write holds: a cycle, broken by aborting the server's.
-        other.execute("SELECT pg_advisory_xact_lock(%s)", (GLOBAL_LOCK,))
+        other.execute("SELECT 1 FROM write_locks WHERE lock = %s FOR UPDATE", (WHOLE,))
         other.commit()
         thread.join(30)
     assert errors == []  # answered 1002 (deadlock detected) before the retry
@@ -220,9 +162,9 @@ manager.close()
 
 
 def test_processes_on_their_own_and_one_shared_conversation_lose_and_double_nothing(
-    database: Any, managers: Any
+    pg_database: Any, pg_managers: Any
 ):
-    _, url = database
+    _, url = pg_database
     workers, rounds = 4, 21
     run_workers(_WORKER, url, workers, rounds)
     with psycopg.connect(url) as sql:
@@ -239,7 +181,7 @@ def test_processes_on_their_own_and_one_shared_conversation_lose_and_double_noth
         )
     assert doubled == []
     assert set(counts.values()) == {0}  # every conversation's total is its rows
-    reader = managers(url)
+    reader = pg_managers(url)
     shared = reader.get(Key("ws", "shared")).messages
     assert len(shared) == 30
     assert [r.turn for r in shared[::2]] == list(range(shared[0].turn, shared[0].turn + 15))
@@ -265,8 +207,8 @@ def test_a_write_that_changes_a_conversation_it_did_not_lock_changes_nothing(
     from chat_history.store.seam import write_retried
 
     if engine == "postgres":
-        _, url = request.getfixturevalue("database")
-        manager = request.getfixturevalue("managers")(url)
+        _, url = request.getfixturevalue("pg_database")
+        manager = request.getfixturevalue("pg_managers")(url)
     else:
         manager = ChatHistoryManager(Store(tmp_path))
     manager.append(B_KEY, [U("b kept")])

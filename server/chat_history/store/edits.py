@@ -27,6 +27,18 @@ _NEXT_ID = (
 )
 
 
+#: copy's statements, by name (the PostgreSQL dialect has its own form of both): the id before
+#: the copies' block, and the copies (ids base + 1, ...).
+ID_BEFORE_COPY = f"SELECT {_NEXT_ID}"
+COPY_ROWS = (
+    "INSERT INTO messages (id, workspace, conversation, turn, role, content, tool_calls, "
+    "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded) "
+    "SELECT ? + ROW_NUMBER() OVER (ORDER BY id), ?, ?, turn, role, content, tool_calls, "
+    "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded "
+    f"FROM messages WHERE {_WHERE} AND id <= ? ORDER BY id"
+)
+
+
 def _key(key: Key) -> tuple[str, str]:
     return (key.workspace, key.conversation)
 
@@ -184,15 +196,8 @@ def copy(
     order, with new ids and every other column kept, and the figures of the turns the copy
     completes. Returns the target's totals (active ``now``) and the id before the first copy:
     the copy of the source's n-th row (counting from 1) has id base + n."""
-    (base,) = connection.execute(f"SELECT {_NEXT_ID}").fetchone()
-    connection.execute(
-        "INSERT INTO messages (id, workspace, conversation, turn, role, content, tool_calls, "
-        "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded) "
-        "SELECT ? + ROW_NUMBER() OVER (ORDER BY id), ?, ?, turn, role, content, tool_calls, "
-        "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded "
-        f"FROM messages WHERE {_WHERE} AND id <= ? ORDER BY id",
-        (base, *_key(target), *_key(source), through_id),
-    )
+    (base,) = connection.execute(ID_BEFORE_COPY).fetchone()
+    connection.execute(COPY_ROWS, (base, *_key(target), *_key(source), through_id))
     count, tokens, oldest = connection.execute(
         f"SELECT COUNT(*), COALESCE(SUM(tokens), 0), MIN(timestamp) FROM messages WHERE {_WHERE}",
         _key(target),

@@ -9,7 +9,7 @@ What differs between the engines is here, and only here:
   ``MAX`` and ``NOT INDEXED`` hints, upserts keyed by the owner too (row-level security: every
   key is per database role), a boolean literal where SQLite mixes 1 and booleans;
 - row ids: a sequence (``message_ids``, never reused, never read under row-level security as
-  ``MAX(id)`` would be) instead of SQLite's ``id_floor``;
+  ``MAX(id)`` would be, set only by its owner) instead of SQLite's ``id_floor``;
 - ``PRAGMA data_version``: the store's version counter (``PostgresStore.data_version``), which
   changes when another connection committed, as SQLite's does;
 - ``numeric`` results (``SUM`` of ``bigint``) come back as ``int``.
@@ -24,30 +24,43 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from chat_history.store import queries
+from chat_history.store import edits, queries
 
 if TYPE_CHECKING:
     import psycopg
 
-#: Statements whose PostgreSQL form is not a mechanical rewrite of the SQLite one.
-_EXACT: dict[str, str] = {
-    # A new row's id comes from the sequence (queries._INSERT_MESSAGE).
-    queries._INSERT_MESSAGE: (
+#: Statements whose PostgreSQL form is not a mechanical rewrite of the SQLite one, by the name
+#: the shared SQL gives them (``module.CONSTANT``): the text is the shared module's own, so an
+#: edit of it keeps its rewrite, and a name that is gone fails at import.
+BY_NAME: dict[str, str] = {
+    # A new row's id comes from the sequence.
+    "queries._INSERT_MESSAGE": (
         "INSERT INTO messages (workspace, conversation, turn, role, content, tool_calls, "
         "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
     ),
     # The sequence never hands out an id twice: nothing to raise.
-    queries._RAISE_ID_FLOOR: "SELECT 1",
-    # edits.copy: the id before a block of fresh ids (the copy then moves the sequence past it,
-    # see _COPY_ROWS). A fork's write locks the whole database (it names no conversations:
-    # manager.fork), so no other writer takes ids between.
-    "SELECT (SELECT MAX(highest_deleted, COALESCE((SELECT MAX(id) FROM messages), 0)) "
-    "FROM id_floor)": "SELECT nextval('message_ids') - 1",
+    "queries._RAISE_ID_FLOOR": "SELECT 1",
+    # The id before a block of fresh ids (the copy then moves the sequence past it, see
+    # ``_past_the_copies``). A fork's write locks its role's whole history (it names no
+    # conversations: manager.fork), so no other writer of the role takes ids between; another
+    # role's ids in the block are its own ((owner, id) is the key).
+    "edits.ID_BEFORE_COPY": "SELECT nextval('message_ids') - 1",
 }
+#: Statements run as the shared SQL has them, then followed by a step of PostgreSQL's own.
+AFTER_NAMED = ("queries._INSERT_MESSAGE", "edits.COPY_ROWS")
 
-#: edits.copy's insert of the copied rows (ids base + 1 ..): the sequence is moved past them.
-_COPY_ROWS = "SELECT ? + ROW_NUMBER() OVER (ORDER BY id)"
+
+def statement(name: str) -> str:
+    """The shared SQL's statement ``name`` (``module.CONSTANT``)."""
+    module, constant = name.split(".")
+    text = getattr({"queries": queries, "edits": edits}[module], constant)
+    assert isinstance(text, str), name
+    return text
+
+
+_EXACT = {statement(name): text for name, text in BY_NAME.items()}
+_INSERT_MESSAGE, _COPY_ROWS = (statement(name) for name in AFTER_NAMED)
 
 _REWRITES: tuple[tuple[str, str], ...] = (
     ("ON CONFLICT (workspace,", "ON CONFLICT (owner, workspace,"),
@@ -117,20 +130,22 @@ class Connection:
         if sql == "PRAGMA data_version":
             return _Constant(self._data_version())
         cursor = self.raw.cursor()
-        if sql.startswith("INSERT INTO messages (id,") and _COPY_ROWS in sql:
-            cursor.execute(_translate(sql), tuple(params))
-            copied = cursor.rowcount
-            base = int(params[0])
-            self.raw.execute(
-                "SELECT setval('message_ids', GREATEST(%s, (SELECT last_value FROM message_ids)))",
-                (base + max(copied, 1),),
-            )
-            return Cursor(cursor)
         cursor.execute(_translate(sql), tuple(params))
-        if sql is queries._INSERT_MESSAGE or sql == queries._INSERT_MESSAGE:
+        if sql == _INSERT_MESSAGE:
             row = cursor.fetchone()
             return Cursor(cursor, int(row[0]) if row else None)
+        if sql == _COPY_ROWS:
+            self._past_the_copies(cursor.rowcount)
         return Cursor(cursor)
+
+    def _past_the_copies(self, copied: int) -> None:
+        """After edits.COPY_ROWS (ids base + 1 .. base + copied, base + 1 taken by
+        edits.ID_BEFORE_COPY): the sequence moved past the block by taking its ids (only the
+        sequence's owner may set it). Ids other roles take meanwhile are theirs ((owner, id) is
+        the key), and no writer of this role runs beside a fork."""
+        self.raw.execute(
+            "SELECT count(nextval('message_ids')) FROM generate_series(2, %s)", (copied,)
+        )
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with self.raw.cursor() as cursor:

@@ -5,13 +5,20 @@ done). Version 1 here holds what SQLite's version 6 holds, with PostgreSQL's own
 - ``owner`` on every table of history (default ``current_user``), in every key, and row-level
   security forced on (``owner = current_user``): each database role sees, changes and deletes only
   its own rows, even with plain SQL (the table owner included; superusers bypass it, as always).
-- row ids from the sequence ``message_ids`` (never reused);
+- row ids from the sequence ``message_ids`` (never reused), which only its owner can move
+  (members may take ids, not set them: version 4), unique per role (``(owner, id)``), so no role
+  can make another's next id one that is taken;
 - the search index: a GIN trigram index (pg_trgm) over the folded text, the same expression the
   search reads (``FOLDED``): the Python fold where it differs from ASCII lower-casing, else
   ``lower(content COLLATE "C")``, which lower-cases ASCII only, exactly as SQLite's ``lower``;
   kept in step by PostgreSQL on every write (no catch-up mark: with concurrent writers a
   later-committed lower id would be skipped);
-- ``store_version``: the version counter every write bumps (the coherence check, store.py);
+- ``store_version``: each role's version counter, which its writes bump (the coherence check,
+  store.py); ``write_locks``: each role's lock rows, which its writes lock first (locks.py);
+  ``write_tokens``: each backend's token of its newest write, committed with it (store.py's
+  lost commit). Row-level security keeps every role to its own rows of the three, and no role
+  holds a table-wide privilege on them that could lock the whole table (``LOCK TABLE`` needs
+  ``UPDATE``, ``DELETE`` or ``TRUNCATE`` on the table: members have ``UPDATE`` on a column);
 - ``search_state``: a view that says nothing waits to be indexed (the SQLite catch-up's mark),
   so the shared delete code never takes FTS5's bulk path here.
 """
@@ -22,37 +29,31 @@ import secrets
 from typing import Any
 
 from chat_history.store import keys
+from chat_history.store.schema import FIGURES as _FIGURES
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: pg_advisory_xact_lock key of migrations ('chmi').
 MIGRATION_LOCK = 0x63686D69
 
-#: The folded text of a row ``m`` (as indexed and as searched).
-FOLDED = 'coalesce(m.folded, lower(m.content COLLATE "C"))'
-_INDEXED = '(coalesce(folded, lower(content COLLATE "C")))'
-
-_FIGURES = (
-    "turns",
-    "spoken_rows",
-    "spoken_tokens",
-    "kept_rows",
-    "sent_tokens",
-    "collapsed_rows",
-    "collapsed_turns",
-    "tool_dependent",
-)
+#: The folded text of a row (``{row}``: its alias and a dot, or nothing), as indexed and as
+#: searched: one expression, so that the planner matches the search to the index.
+_FOLD = 'coalesce({row}folded, lower({row}content COLLATE "C"))'
+#: The folded text of a row ``m`` (what the search reads).
+FOLDED = _FOLD.format(row="m.")
+_INDEXED = f"({_FOLD.format(row='')})"
 
 #: Tables of history (row-level security on each).
 OWNED = ("messages", "conversations", "summaries", "turn_figures", "calibration_samples")
 
 
-def _owned(table: str) -> str:
-    """Row-level security on ``table``: each role sees, changes and deletes only its rows."""
+def _owned(table: str, grant: str = "SELECT, INSERT, UPDATE, DELETE") -> str:
+    """Row-level security on ``table``: each role sees, changes and deletes only its rows (the
+    privileges ``grant`` on it, to every role)."""
     return f"""
 ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;
 ALTER TABLE {table} FORCE ROW LEVEL SECURITY;
 CREATE POLICY own_rows ON {table} USING (owner = current_user) WITH CHECK (owner = current_user);
-GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO PUBLIC;
+GRANT {grant} ON {table} TO PUBLIC;
 """
 
 
@@ -153,8 +154,47 @@ CREATE TABLE server_keys (name TEXT PRIMARY KEY, secret BYTEA NOT NULL);
 GRANT SELECT ON server_keys TO PUBLIC;
 """
 
+# Version 4 (issue 35 item 7): no role reaches what allocates or serializes another's writes. The
+# sequences may be advanced by every role, set only by their owner; ids are unique per role (a
+# row with an id another role took, or will take, never blocks one's own); the version counter,
+# the lock rows and the commit tokens are per role (row-level security) with no table-wide
+# UPDATE or DELETE, so no role can lock them whole.
+_V4 = (
+    """
+REVOKE ALL ON SEQUENCE message_ids, calibration_samples_id_seq FROM PUBLIC;
+GRANT USAGE ON SEQUENCE message_ids, calibration_samples_id_seq TO PUBLIC;
+ALTER TABLE messages DROP CONSTRAINT messages_pkey, ADD PRIMARY KEY (owner, id);
+ALTER TABLE calibration_samples DROP CONSTRAINT calibration_samples_pkey,
+    ADD PRIMARY KEY (owner, id);
+DROP TABLE store_version;
+CREATE TABLE store_version (
+    owner TEXT PRIMARY KEY DEFAULT current_user,
+    version BIGINT NOT NULL
+);
+CREATE TABLE write_locks (
+    lock BIGINT NOT NULL,
+    owner TEXT NOT NULL DEFAULT current_user,
+    PRIMARY KEY (owner, lock)
+);
+CREATE TABLE write_tokens (
+    backend INTEGER NOT NULL DEFAULT pg_backend_pid(),
+    token BYTEA NOT NULL,
+    owner TEXT NOT NULL DEFAULT current_user,
+    PRIMARY KEY (owner, backend)
+);
+"""
+    + _owned("store_version", "SELECT, INSERT")
+    + _owned("write_locks", "SELECT, INSERT")
+    + _owned("write_tokens", "SELECT, INSERT")
+    + """
+GRANT UPDATE (version) ON store_version TO PUBLIC;
+GRANT UPDATE (lock) ON write_locks TO PUBLIC;
+GRANT UPDATE (token) ON write_tokens TO PUBLIC;
+"""
+)
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3}
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4}
 
 
 class NewerSchema(Exception):

@@ -2,9 +2,17 @@
 CLI's ``--database``): a libpq connection string or ``postgresql://`` URI that never holds a
 password — passwords come from libpq's own sources (``PGPASSWORD``, the password file, a service
 file, certificates). A bad one is refused naming the field; its text is never repeated (it may
-hold a secret the user did not mean to send)."""
+hold a secret the user did not mean to send).
+
+A password is refused wherever libpq (or a later expansion of a value) could take one: the
+``password`` and ``sslpassword`` parameters, a ``user:password@`` in a URI, and the same inside
+any parameter's value that is itself a connection string or URI (``dbname='postgresql://me:PW@H/db'``,
+which libpq expands where a database name may be a connection string)."""
 
 from __future__ import annotations
+
+import re
+from collections.abc import Mapping
 
 from chat_history.errors import InvalidParams
 
@@ -27,13 +35,43 @@ def check_database(value: object, field: str = "database") -> str:
         raise InvalidParams(
             field, "is not a libpq connection string or postgresql:// URI"
         ) from None
-    if parts.get("password"):
+    if _holds_password(parts, depth=0):
         raise InvalidParams(
             field,
             "must not hold a password: use PGPASSWORD, the password file (~/.pgpass), a "
             "service file or a client certificate",
         )
     return value
+
+
+#: Parameters whose value is a secret (libpq's own names).
+_SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+#: How deep values nested in values are read (a value within a value within the string, ...).
+_MAX_DEPTH = 4
+#: ``scheme://user:secret@`` anywhere in a value, and ``password=`` as a conninfo would say it.
+_URI_SECRET = re.compile(r"[a-z][a-z0-9+.-]*://[^/?#@\s]*:[^/?#@\s]*@", re.IGNORECASE)
+_KEYWORD_SECRET = re.compile(r"(?:^|[\s&?'\"])(?:ssl)?password\s*=", re.IGNORECASE)
+
+
+def _holds_password(parts: Mapping[str, object], depth: int) -> bool:
+    """Whether the parsed parameters ``parts`` carry a password: as a parameter of their own, or
+    inside a value that is a connection string or URI itself (read as libpq reads it)."""
+    from psycopg import conninfo
+
+    for name, value in parts.items():
+        if name.lower() in _SECRET_PARAMETERS and value:
+            return True
+        text = str(value)
+        if _URI_SECRET.search(text) or _KEYWORD_SECRET.search(text):
+            return True
+        if depth < _MAX_DEPTH and ("=" in text or "://" in text):
+            try:
+                nested = conninfo.conninfo_to_dict(text)
+            except Exception:
+                continue  # not a connection string: libpq would not expand it either
+            if _holds_password(nested, depth + 1):
+                return True
+    return False
 
 
 def check_purge_seconds(value: object, field: str = "purgeSeconds") -> float:
