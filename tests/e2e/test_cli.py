@@ -22,7 +22,7 @@ from chat_history.service.conversations import ConversationUpdate
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.settings import default_settings
 from chat_history.store import Key, Store
-from chat_history.wire import protocol
+from chat_history.wire import checks
 
 SCRIPT = Path(sys.executable).with_name("chat-history")
 CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "chat_history.cli"]
@@ -660,7 +660,7 @@ def test_a_workspace_as_long_as_the_server_accepts_survives_export_and_import(
     """The server takes workspaces up to MAX_WORKSPACE_CHARS; its backup must restore them."""
     from tests.e2e.reliability import start, user
 
-    longest = "file:///" + "w" * (protocol.MAX_WORKSPACE_CHARS - len("file:///"))
+    longest = "file:///" + "w" * (checks.MAX_WORKSPACE_CHARS - len("file:///"))
     source, target = tmp_path / "source", tmp_path / "target"
     server = start(source, {"maxMessages": 100})
     try:

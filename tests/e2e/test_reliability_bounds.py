@@ -29,8 +29,8 @@ from tests.e2e.reliability import (
 
 from chat_history.model import MAX_JSON_DEPTH
 from chat_history.store import Key
+from chat_history.wire.checks import MAX_CONTENT_CHARS
 from chat_history.wire.framing import MAX_CONTAINERS
-from chat_history.wire.protocol import MAX_CONTENT_CHARS
 
 pytestmark = [pytest.mark.engines, pytest.mark.usefixtures("server_databases")]
 

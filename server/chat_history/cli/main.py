@@ -38,7 +38,8 @@ from chat_history.service.storage_retention import PruneRun, tally
 from chat_history.service.workspaces import machine_id
 from chat_history.settings import SECTION, Settings, default_settings, load_settings
 from chat_history.store import DATABASE_FILE, Key, database_option
-from chat_history.wire import protocol
+from chat_history.wire import checks, protocol, reports
+from chat_history.wire.methods import search
 
 EXIT_FAILURE = 1  # missing database or conversation, a bad import file, a bad settings file
 EXIT_USAGE = 2  # bad arguments (argparse's own status)
@@ -231,7 +232,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
     manager = open_manager(args)
     listed = by_workspace(manager.list_conversations_page(args.workspace, None, None).conversations)
     if args.json:
-        print_json(protocol.wire_listing([info for _, infos in listed for info in infos]))
+        print_json(reports.wire_listing([info for _, infos in listed for info in infos]))
     elif not listed:
         where = f" in workspace {args.workspace!r}" if args.workspace is not None else ""
         print(f"No conversations{where} in {manager.database_path}.")
@@ -255,7 +256,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0
     result = manager.get(key)
     if args.json:
-        print_json(protocol.wire_history(key.workspace, key.conversation, result))
+        print_json(reports.wire_history(key.workspace, key.conversation, result))
     else:
         print(history_text(key, result.messages, result.summary, full=args.full))
     return 0
@@ -323,7 +324,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     """``search``: the full-text search of ``chatHistory/search``, its refusals named by their
     flags."""
-    params = protocol.SearchParams(
+    params = search.SearchParams(
         query=args.query,
         conversation_id=args.conversation,
         workspace=args.workspace,
@@ -332,14 +333,14 @@ def cmd_search(args: argparse.Namespace) -> int:
         limit=args.limit,
     )
     try:
-        scope, query, limit = protocol.search_args(params, protocol.SessionWorkspace(""))
+        scope, query, limit = search.search_args(params, checks.SessionWorkspace(""))
     except InvalidParams as exc:
         flag = {"query": "QUERY", "limit": "--limit", "workspace": "--workspace"}
         name = flag.get(exc.field, "--conversation" if exc.field == "conversationId" else "--role")
         raise CliError(f"argument {name}: {exc.why}", EXIT_USAGE) from None
     result = open_manager(args, reading(default_settings())).search(scope, query, limit)
     if args.json:
-        print_json(protocol.wire_search(result))
+        print_json(search.wire_search(result))
     else:
         print(search_text(result.hits, result.has_more))
     return 0
@@ -353,7 +354,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     settings = attrs.evolve(loaded.settings, enable_auto_pruning=True)
     run = prune(open_manager(args, settings), args.workspace, dry_run=args.dry_run)
     if args.json:
-        print_json(protocol.wire_prune_run(run))
+        print_json(reports.wire_prune_run(run))
     else:
         print(prune_text(run, settings))
     return 0
@@ -468,7 +469,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     }
     if args.json:
         sources = {k: loaded.sources.get(k, "default") for k in shown}
-        print_json(protocol.wire_stats(str(where), _size(path), wal, stats, shown, sources))
+        print_json(reports.wire_stats(str(where), _size(path), wal, stats, shown, sources))
         return 0
     print(f"database       {where}")
     print(f"size           {_size(path):,} bytes (+ {wal:,} bytes of WAL)")
