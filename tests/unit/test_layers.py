@@ -46,9 +46,9 @@ LAYERS: dict[str, set[str]] = {
 }
 #: Modules that may spell wire names: the wire's translators (the shared results, the CLI's
 #: ``--json`` reports, and each family of methods under ``wire/methods/``), the export format's
-#: translator, the settings document's reader, the provider bodies (each provider's own wire), the stdio
-#: client and the demo (a client of the wire), and ``frames``, below ``protocol``, which builds
-#: the JSON-RPC error of an answer too large to send.
+#: translator, the settings document's reader, the provider bodies (each provider's own wire),
+#: the stdio client and the demo (a client of the wire), and ``frames``, below ``protocol``,
+#: which builds the JSON-RPC error of an answer too large to send.
 CAMEL_ALLOWED = {
     "wire/protocol.py",
     "wire/reports.py",
