@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import List, Optional
 
 
 class _QuietExpectedErrors(logging.Filter):
@@ -52,7 +51,7 @@ def parser() -> argparse.ArgumentParser:
     return made
 
 
-def main(argv: Optional[List[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     """``chat-history-server``: log to stderr and serve the protocol on stdio until ``exit``;
     ``--check``: the launch check (launch_check.py)."""
     from chat_history import launch_check

@@ -13,7 +13,6 @@ import attrs
 
 from chat_history.errors import (
     InvalidParams,
-    quoted,
 )
 from chat_history.model import (
     MAX_JSON_DEPTH,
@@ -116,7 +115,7 @@ def check_id(value: str, field: str, max_chars: int = MAX_ID_CHARS) -> str:
 def check_int(value: int | None, field: str, low: int, high: int = MAX_INT) -> int | None:
     """An integer (or absent) within ``low``..``high``, else InvalidParams ``field``."""
     if value is not None and not low <= value <= high:
-        raise InvalidParams(field, f"must be between {low:,} and {high:,} (got {quoted(value)})")
+        raise InvalidParams(field, f"must be between {low:,} and {high:,}")
     return value
 
 
@@ -137,7 +136,7 @@ def parse_timestamp(value: Any, field: str) -> int | None:
         try:
             moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
-            raise InvalidParams(field, f"{quoted(value)} is not an ISO-8601 date-time") from None
+            raise InvalidParams(field, "is not an ISO-8601 date-time") from None
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=UTC)
         # Integer arithmetic: float timestamp() * 1000 is off by one millisecond for some instants.

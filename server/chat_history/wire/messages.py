@@ -15,7 +15,6 @@ import attrs
 
 from chat_history.errors import (
     InvalidParams,
-    quoted,
 )
 from chat_history.model import (
     ROLES,
@@ -147,9 +146,7 @@ def to_message(raw: MessageIn, field: str) -> Message:
     """One wire message checked field by field into a Message; InvalidParams names the path of the
     first bad field under ``field`` (``messages[3].toolCalls[0].id``)."""
     if raw.role not in ROLES:
-        raise InvalidParams(
-            f"{field}.role", f"unknown role {quoted(raw.role)}; expected one of {', '.join(ROLES)}"
-        )
+        raise InvalidParams(f"{field}.role", f"unknown role; expected one of {', '.join(ROLES)}")
     role = raw.role
     if raw.tool_calls and role != "assistant":
         raise InvalidParams(f"{field}.toolCalls", "only assistant messages carry tool calls")

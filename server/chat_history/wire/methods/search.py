@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from chat_history.errors import InvalidParams, quoted
+from chat_history.errors import InvalidParams
 from chat_history.model import ROLES
 from chat_history.policy.search import check_query
 from chat_history.policy.search_rank import SearchScope
@@ -49,9 +49,7 @@ def search_args(params: SearchParams, session: SessionWorkspace) -> tuple[Search
     roles = SEARCH_ROLES if params.roles is None else tuple(params.roles)
     for i, role in enumerate(roles):
         if role not in ROLES:
-            raise InvalidParams(
-                f"roles[{i}]", f"unknown role {quoted(role)}; expected one of {', '.join(ROLES)}"
-            )
+            raise InvalidParams(f"roles[{i}]", f"unknown role; expected one of {', '.join(ROLES)}")
     workspace = session.named(params.workspace)
     conversation = (
         check_id(params.conversation_id, "conversationId")
