@@ -36,7 +36,13 @@ from chat_history.service.conversations import ConversationInfo
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.storage_retention import PruneRun, tally
 from chat_history.service.workspaces import machine_id
-from chat_history.settings import SECTION, Settings, default_settings, load_settings
+from chat_history.settings import (
+    SECTION,
+    Settings,
+    default_settings,
+    load_settings,
+    setting_key,
+)
 from chat_history.store import DATABASE_FILE, Key, database_option
 from chat_history.wire import checks, protocol, reports
 from chat_history.wire.methods import search
@@ -45,22 +51,18 @@ EXIT_FAILURE = 1  # missing database or conversation, a bad import file, a bad s
 EXIT_USAGE = 2  # bad arguments (argparse's own status)
 EXIT_STORAGE = 3  # the database cannot be opened, read or written (1002 StorageError)
 
-#: The retention flags: (argparse dest, settings key relative to ``chatHistory``).
-RETENTION_FLAGS = (
-    ("max_messages", "maxMessages"),
-    ("max_tokens", "maxTokens"),
-    ("max_age_hours", "maxAgeHours"),
-    ("preserve_system_messages", "preserveSystemMessages"),
-)
-#: What ``stats`` shows of the settings in force: (key, Settings attribute).
+#: The retention flags: argparse dests, each the name of the Settings field it sets (its key is
+#: ``settings.setting_key`` of it, its flag the name dashed).
+RETENTION_FLAGS = ("max_messages", "max_tokens", "max_age_hours", "preserve_system_messages")
+#: What ``stats`` shows of the settings in force: Settings fields (keys derived the same way).
 SHOWN_SETTINGS = (
-    ("enableAutoPruning", "enable_auto_pruning"),
-    ("maxAgeHours", "max_age_hours"),
-    ("maxMessages", "max_messages"),
-    ("maxTokens", "max_tokens"),
-    ("preserveSystemMessages", "preserve_system_messages"),
-    ("maxToolResultChars", "max_tool_result_chars"),
-    ("activeProvider", "active_provider"),
+    "enable_auto_pruning",
+    "max_age_hours",
+    "max_messages",
+    "max_tokens",
+    "preserve_system_messages",
+    "max_tool_result_chars",
+    "active_provider",
 )
 
 
@@ -142,7 +144,8 @@ def load_cli_settings(args: argparse.Namespace) -> CliSettings:
         except SettingsFileError as exc:
             raise CliError(str(exc)) from None
         sources = {f"{SECTION}.{key}": str(args.settings) for key in section}
-    for dest, key in RETENTION_FLAGS:
+    for dest in RETENTION_FLAGS:
+        key = setting_key(dest)
         value = getattr(args, dest)
         if value is not None:
             section[key] = value
@@ -465,7 +468,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     path = where if isinstance(where, Path) else Path("/nonexistent")  # PostgreSQL: no file
     wal = _size(Path(f"{path}-wal"))
     shown = {
-        f"{SECTION}.{key}": getattr(loaded.settings, attribute) for key, attribute in SHOWN_SETTINGS
+        f"{SECTION}.{setting_key(name)}": getattr(loaded.settings, name) for name in SHOWN_SETTINGS
     }
     if args.json:
         sources = {k: loaded.sources.get(k, "default") for k in shown}
