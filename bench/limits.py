@@ -19,13 +19,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "server"))
 
 from chat_history.client import StdioClient  # noqa: E402
-from chat_history.wire.framing import MAX_CONTAINERS  # noqa: E402
-from chat_history.wire.protocol import (  # noqa: E402
+from chat_history.wire.checks import (  # noqa: E402
     MAX_ATTACHMENT_CHARS,
     MAX_CONTENT_CHARS,
     MAX_JSON_FIELD_CHARS,
     MAX_MESSAGES,
 )
+from chat_history.wire.framing import MAX_CONTAINERS  # noqa: E402
 
 KEEP_ALL = {"maxMessages": 100_000, "maxTokens": 0, "maxAgeHours": 0, "maxToolResultChars": 0}
 

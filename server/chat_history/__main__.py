@@ -1,9 +1,11 @@
 """``python -m chat_history`` / ``chat-history-server``: the JSON-RPC server on stdio;
-``--check``: the launch check (launch_check.py). Loads on any Python >= 3.8 far enough to say
-that an older one is too old."""
+``--check``: the launch check (launch_check.py); ``--help``, ``--version``; any other argument
+is an error with the usage (exit 2). Loads on any Python >= 3.8 far enough to say that an older
+one is too old."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 
@@ -23,12 +25,39 @@ class _QuietExpectedErrors(logging.Filter):
         return True
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
+    """The server's command line: no argument serves on stdio."""
+    from chat_history import __version__
+
+    made = argparse.ArgumentParser(
+        prog="chat-history-server",
+        description=(
+            "Chat history for editor chat panels: a JSON-RPC server (LSP base framing) on "
+            "stdin/stdout. Started by an editor; with no argument it serves until `exit`. "
+            "The command-line tool for people is `chat-history`."
+        ),
+    )
+    made.add_argument(
+        "--check",
+        action="store_true",
+        help="check that this Python can run the server, print the result and exit",
+    )
+    made.add_argument(
+        "--stdio",
+        action="store_true",
+        help="serve on stdin/stdout (the default; accepted for LSP clients that pass it)",
+    )
+    made.add_argument("--version", action="version", version=f"chat-history-server {__version__}")
+    return made
+
+
+def main(argv: list[str] | None = None) -> None:
     """``chat-history-server``: log to stderr and serve the protocol on stdio until ``exit``;
     ``--check``: the launch check (launch_check.py)."""
     from chat_history import launch_check
 
-    if sys.argv[1:] == ["--check"]:
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if args.check:
         sys.exit(launch_check.run())
     problem = launch_check.too_old()
     if problem is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import typing
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -268,16 +270,13 @@ def load_settings(raw: Any) -> LoadedSettings:
             values[key] = _load_aliases(value, spec, problems)
             continue
         why = check_value(value, spec)
-        if why is None:
-            if spec["type"] == "integer" or (
-                isinstance(spec["type"], list) and "integer" in spec["type"]
-            ):
-                value = int(value) if value is not None else None
-            values[key] = value
-        else:
+        values[key] = value if why is None else default
+        if why is not None:
             problems.append(SettingProblem(key, value, default, why))
-            values[key] = default
-    return LoadedSettings(_build(values), tuple(problems), tuple(unknown))
+    # Derived from the classes: a field is the key its name spells (``field_name``), a field of
+    # an attrs class is a section; adding a setting is a schema entry plus one field.
+    built: Settings = _section(Settings, f"{SECTION}.", values)
+    return LoadedSettings(built, tuple(problems), tuple(unknown))
 
 
 def _load_aliases(
@@ -289,54 +288,61 @@ def _load_aliases(
         why = check_value(entry, spec["additionalProperties"])
         if why is None:
             kept[alias] = entry
-        else:
-            problems.append(
-                SettingProblem(
-                    f"{SECTION}.providers.{alias}", entry, None, why + " (alias ignored)"
-                )
-            )
+            continue
+        key = f"{SECTION}.providers.{alias}"
+        problems.append(SettingProblem(key, entry, None, why + " (alias ignored)"))
     return kept
 
 
-def _build(v: Mapping[str, Any]) -> Settings:
-    c = f"{SECTION}.context."
-    aliases = {
-        name: ProviderAlias(
-            provider=entry["provider"],
-            model=entry.get("model"),
-            context_window=int(entry["contextWindow"]) if "contextWindow" in entry else None,
-        )
-        for name, entry in v[f"{SECTION}.providers"].items()
+def field_name(relative_key: str) -> str:
+    """The field a schema key lands in, relative to its section (``historyPruning.maxTokens``
+    → ``history_pruning_max_tokens``): the one rule from keys to fields."""
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", relative_key.replace(".", "_")).lower()
+
+
+def setting_key(field: str) -> str:
+    """A field's key in its section (``max_tool_result_chars`` → ``maxToolResultChars``)."""
+    return re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), field)
+
+
+def _section(cls: type, prefix: str, v: Mapping[str, Any]) -> Any:
+    keys = {field_name(key.removeprefix(prefix)): key for key in v if key.startswith(prefix)}
+    values: dict[str, Any] = {}
+    for field in attrs.fields(attrs.resolve_types(cls)):
+        kind = field.type
+        if attrs.has(kind):
+            values[field.name] = _section(kind, f"{prefix}{setting_key(field.name)}.", v)
+            continue
+        value = v[keys[field.name]]
+        entry = typing.get_args(kind)[-1] if typing.get_origin(kind) is Mapping else None
+        if entry is not None and attrs.has(entry):  # a map of named entries (``providers``)
+            values[field.name] = {name: _entry(entry, item) for name, item in value.items()}
+        else:
+            values[field.name] = _typed(value, kind)
+    return cls(**values)
+
+
+def _entry(cls: type, entry: Mapping[str, Any]) -> Any:
+    """One named entry of a map setting (a provider alias), its keys camelCased field names."""
+    fields = attrs.fields(attrs.resolve_types(cls))
+    named = {
+        f.name: _typed(entry[setting_key(f.name)], f.type)
+        for f in fields
+        if setting_key(f.name) in entry
     }
-    return Settings(
-        enable_auto_pruning=v[f"{SECTION}.enableAutoPruning"],
-        max_age_hours=float(v[f"{SECTION}.maxAgeHours"]),
-        max_messages=v[f"{SECTION}.maxMessages"],
-        max_tokens=v[f"{SECTION}.maxTokens"],
-        preserve_system_messages=v[f"{SECTION}.preserveSystemMessages"],
-        max_tool_result_chars=v[f"{SECTION}.maxToolResultChars"],
-        context=ContextSettings(
-            max_context_tokens=v[c + "maxContextTokens"],
-            compact_ratio=(
-                float(v[c + "compactRatio"]) if v[c + "compactRatio"] is not None else None
-            ),
-            history_pruning_enabled=v[c + "historyPruning.enabled"],
-            history_pruning_max_tokens=v[c + "historyPruning.maxTokens"],
-            max_history_turns=v[c + "maxHistoryTurns"],
-            keep_tool_context_turns=v[c + "keepToolContextTurns"],
-            trim_low_water=float(v[c + "trimLowWater"]),
-            preset=v[c + "preset"],
-            prompt_cache=v[c + "promptCache"],
-            compaction_enabled=v[c + "compaction.enabled"],
-            compaction_trigger_ratio=float(v[c + "compaction.triggerRatio"]),
-            compaction_keep_recent_turns=v[c + "compaction.keepRecentTurns"],
-            compaction_max_summary_tokens=v[c + "compaction.maxSummaryTokens"],
-            compaction_prompt=v[c + "compaction.prompt"],
-        ),
-        active_provider=v[f"{SECTION}.activeProvider"],
-        providers=aliases,
-        workspace_identity=v[f"{SECTION}.workspaceIdentity"],
-    )
+    return cls(**named)
+
+
+def _typed(value: Any, kind: Any) -> Any:
+    """A checked JSON value as its field's type has it: numbers of a float field as floats,
+    of an int field (an integral float) as ints."""
+    if value is None:
+        return None
+    if kind is float or float in typing.get_args(kind):
+        return float(value)
+    if kind is int or int in typing.get_args(kind):
+        return int(value)
+    return value
 
 
 def default_settings() -> Settings:

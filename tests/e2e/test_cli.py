@@ -22,7 +22,7 @@ from chat_history.service.conversations import ConversationUpdate
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.settings import default_settings
 from chat_history.store import Key, Store
-from chat_history.wire import protocol
+from chat_history.wire import checks
 
 SCRIPT = Path(sys.executable).with_name("chat-history")
 CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "chat_history.cli"]
@@ -355,9 +355,7 @@ def test_import_of_100k_messages_is_fast_and_atomic_per_conversation(
     big_file(path, 100_000, [message_line("big", orphan)])
     failed = run(env, "import", path, "--db", db)
     assert failed.returncode == 1
-    assert (
-        f"{path}:100002: messages[100000].toolCallId: 'nobody' answers no pending" in failed.stderr
-    )
+    assert f"{path}:100002: messages[100000].toolCallId: answers no pending" in failed.stderr
     listed = json.loads(run(env, "conversations", "--db", db, "--json").stdout)
     assert [c["conversationId"] for c in listed["conversations"]] == ["small"]
 
@@ -570,7 +568,7 @@ def test_a_locked_database_is_a_storage_error(tmp_path: Path, env: dict[str, str
         (["show"], "the following arguments are required: CONVERSATION"),
         (["prune", "--max-messages", "lots"], "invalid int value: 'lots'"),
         (["prune", "--max-messages", "-1"], "argument --max-messages: must be at least 0"),
-        (["show", "chat-1", "--provider", "nope"], "unknown provider 'nope'"),
+        (["show", "chat-1", "--provider", "nope"], "unknown provider; known kinds"),
     ],
 )
 def test_bad_arguments_exit_2(
@@ -660,7 +658,7 @@ def test_a_workspace_as_long_as_the_server_accepts_survives_export_and_import(
     """The server takes workspaces up to MAX_WORKSPACE_CHARS; its backup must restore them."""
     from tests.e2e.reliability import start, user
 
-    longest = "file:///" + "w" * (protocol.MAX_WORKSPACE_CHARS - len("file:///"))
+    longest = "file:///" + "w" * (checks.MAX_WORKSPACE_CHARS - len("file:///"))
     source, target = tmp_path / "source", tmp_path / "target"
     server = start(source, {"maxMessages": 100})
     try:

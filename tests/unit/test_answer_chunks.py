@@ -16,6 +16,7 @@ from pygls.protocol import JsonRPCResponseMessage
 from chat_history.model import Attachment, StoredMessage, ToolCall
 from chat_history.service.manager import GetResult
 from chat_history.wire import frames, protocol
+from chat_history.wire.methods import history
 from chat_history.wire.server import _converter
 
 UNSTRUCTURE = _converter().unstructure
@@ -166,7 +167,7 @@ def test_a_get_answer_is_the_old_bytes_in_bounded_chunks_with_rows_wired_as_writ
         made.append(row.id)
         return protocol.wire_message(row)
 
-    result = protocol.wire_get(GetResult(rows, None, None, False))
+    result = history.wire_get(GetResult(rows, None, None, False))
     assert isinstance(result["messages"], frames.JsonArray)
     result["messages"].convert = counted
     assert made == []  # no wire dict exists until the answer is written

@@ -28,7 +28,7 @@ from chat_history.settings import load_settings
 from chat_history.store import Key
 from chat_history.store.conversation_cache import ConversationCache, row_bytes
 from chat_history.wire import frames, framing
-from chat_history.wire.protocol import MAX_JSON_FIELD_CHARS, check_json
+from chat_history.wire.checks import MAX_JSON_FIELD_CHARS, check_json
 from chat_history.wire.server import _converter
 
 #: How the server's protocol turns pygls's message objects into JSON.

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import fnmatch
 import importlib.util
 import json
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,16 +16,90 @@ LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 MD_MENTION = re.compile(r"(?<![\w/.-])((?:\.\.?/)?[\w./-]*\w\.md)\b")
 
 
-def _documents() -> list[Path]:
-    """Every markdown file git tracks (or would track) outside dependencies and caches."""
-    out = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.md"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return [ROOT / p for p in out if "node_modules" not in p and (ROOT / p).is_file()]
+def _documents(root: Path = ROOT) -> list[Path]:
+    """Every markdown file git tracks (or would track) outside dependencies and caches; in a
+    tree without ``.git`` (a release tarball), the tree walked with ``.gitignore``'s exclusions."""
+    if (root / ".git").exists():
+        out = subprocess.run(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.md"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+    else:
+        out = _walked(root)
+    return sorted(root / p for p in out if "node_modules" not in p and (root / p).is_file())
+
+
+def _ignore_patterns(root: Path) -> list[str]:
+    gitignore = root / ".gitignore"
+    if not gitignore.is_file():
+        return []
+    lines = gitignore.read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def _ignored(relative: str, is_dir: bool, patterns: list[str]) -> bool:
+    """``.gitignore``'s rules as this repository writes them: a name or glob matches any path
+    component, one with an inner ``/`` is anchored at the root, a trailing ``/`` only folders."""
+    name = relative.rsplit("/", 1)[-1]
+    for pattern in patterns:
+        folder_only = pattern.endswith("/")
+        pattern = pattern.rstrip("/")
+        if folder_only and not is_dir:
+            continue
+        if "/" in pattern:
+            if fnmatch.fnmatchcase(relative, pattern.lstrip("/")):
+                return True
+        elif fnmatch.fnmatchcase(name, pattern):
+            return True
+    return False
+
+
+def _walked(root: Path) -> list[str]:
+    """The ``*.md`` files under ``root``, relative, skipping what ``.gitignore`` excludes."""
+    patterns = _ignore_patterns(root)
+    found: list[str] = []
+    for folder, dirs, files in os.walk(root):
+        base = Path(folder).relative_to(root).as_posix()
+        prefix = "" if base == "." else base + "/"
+        dirs[:] = [d for d in dirs if d != ".git" and not _ignored(prefix + d, True, patterns)]
+        found += [
+            prefix + f
+            for f in files
+            if f.endswith(".md") and not _ignored(prefix + f, False, patterns)
+        ]
+    return found
+
+
+def test_the_documents_are_found_in_a_tree_without_git(tmp_path: Path) -> None:
+    """A release tarball has no ``.git``: the walk finds what git lists, and the link checks
+    run there (``git archive HEAD | tar -x`` as the release does)."""
+    tracked = {p.relative_to(ROOT).as_posix() for p in _documents(ROOT)}
+    copy = tmp_path / "release"
+    if (ROOT / ".git").exists():
+        copy.mkdir()
+        archive = subprocess.run(
+            ["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x"], cwd=copy, input=archive, check=True)
+        committed = set(
+            subprocess.run(
+                ["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True
+            ).stdout.split()
+        )
+    else:  # this very test running in a release tree: the copy is the tree itself
+        shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".venv", "node_modules"))
+        committed = tracked
+    (copy / "node_modules").mkdir()
+    (copy / "node_modules" / "README.md").write_text("# not ours\n", encoding="utf-8")
+    (copy / ".venv" / "lib").mkdir(parents=True)
+    (copy / ".venv" / "lib" / "NOTES.md").write_text("# not ours\n", encoding="utf-8")
+    assert not (copy / ".git").exists()
+    walked = {p.relative_to(copy).as_posix() for p in _documents(copy)}
+    assert walked == committed
+    assert committed <= tracked  # in the working tree, git also lists files not yet committed
 
 
 def _targets(doc: Path) -> list[tuple[int, str]]:

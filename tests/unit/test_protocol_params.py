@@ -14,24 +14,27 @@ from hypothesis import strategies as st
 
 from chat_history.errors import InvalidParams
 from chat_history.model import Attachment, Message, ToolCall, ToolSpec
-from chat_history.wire.protocol import (
+from chat_history.wire.checks import (
     MAX_MESSAGES,
-    AppendParams,
-    FormatParams,
-    GetParams,
-    ListParams,
-    PrepareParams,
-    SaveSummaryParams,
     SessionWorkspace,
     check_id,
     check_int,
     check_key,
     check_text,
     parse_timestamp,
-    structure,
-    to_messages,
-    to_tools,
 )
+from chat_history.wire.messages import to_tools
+from chat_history.wire.methods import history, usage
+from chat_history.wire.methods.conversations import ListParams
+from chat_history.wire.methods.history import (
+    AppendParams,
+    FormatParams,
+    GetParams,
+    PrepareParams,
+    SaveSummaryParams,
+    to_messages,
+)
+from chat_history.wire.protocol import structure
 
 PNG = "iVBORw0KGgo="
 
@@ -460,11 +463,11 @@ def test_a_model_name_that_is_not_valid_unicode_is_refused_naming_model() -> Non
     from chat_history.wire import protocol
 
     for params_cls, translate in (
-        (protocol.PrepareParams, protocol.prepare_options),
-        (protocol.ReportUsageParams, protocol.usage_args),
+        (history.PrepareParams, history.prepare_options),
+        (usage.ReportUsageParams, usage.usage_args),
     ):
         raw = {"conversationId": "c", "model": "\ud800", "estimatedTokens": 1, "promptTokens": 1}
-        if params_cls is protocol.PrepareParams:
+        if params_cls is history.PrepareParams:
             raw = {"conversationId": "c", "model": "\ud800"}
         try:
             translate(protocol.structure(raw, params_cls))  # type: ignore[operator]

@@ -54,7 +54,8 @@ def rejected(*messages: Message, **kw: Any) -> InvalidParams:
 def test_tool_row_answering_no_call_is_rejected_naming_the_row() -> None:
     error = rejected(U("u"), A("a"), T("call_9"))
     assert error.field == "messages[2].tool_call_id"
-    assert "call_9" in error.why
+    assert "answers no pending tool call" in error.why
+    assert "call_9" not in error.why  # named by its field, never quoted (issue 35 item 16)
 
 
 def test_tool_row_answering_an_unknown_id_is_rejected() -> None:

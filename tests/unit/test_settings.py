@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 
+from chat_history import settings as settings_module
 from chat_history.settings import (
     PRESET_TOOL_CONTEXT_TURNS,
     PROVIDER_KINDS,
@@ -356,3 +358,49 @@ def test_compaction_settings_load_nested_and_dotted() -> None:
     assert nested_ == dotted
     assert nested_.context.compaction_prompt == "Sum up."
     assert nested_.context.compaction_keep_recent_turns == 2
+
+
+# -- the settings are derived from their keys, not mapped by hand ----------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class NewEntry:
+    kind: str
+    size_limit: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class NewSection:
+    deep_new_limit: int
+    some_ratio: float | None
+
+
+@attrs.frozen(kw_only=True)
+class NewSettings:
+    top_flag: bool
+    hours: float
+    section: NewSection
+    entries: Mapping[str, NewEntry]
+
+
+def test_a_new_setting_needs_only_its_schema_entry_and_one_field() -> None:
+    """What ``load_settings`` does with the checked values by key: each field is the key its name
+    spells (a nested key joined by ``_``), an attrs field a section, a map of attrs entries their
+    camelCase keys; numbers take their field's type. No table names any of them."""
+    values = {
+        "x.topFlag": True,
+        "x.hours": 2,
+        "x.section.deep.newLimit": 3.0,
+        "x.section.someRatio": 1,
+        "x.entries": {"a": {"kind": "k", "sizeLimit": 4.0}, "b": {"kind": "j"}},
+    }
+    built = settings_module._section(NewSettings, "x.", values)
+    assert built == NewSettings(
+        top_flag=True,
+        hours=2.0,
+        section=NewSection(deep_new_limit=3, some_ratio=1.0),
+        entries={"a": NewEntry(kind="k", size_limit=4), "b": NewEntry(kind="j")},
+    )
+    assert isinstance(built.hours, float) and isinstance(built.section.deep_new_limit, int)
+    assert settings_module.field_name("historyPruning.maxTokens") == "history_pruning_max_tokens"
+    assert settings_module.setting_key("max_tool_result_chars") == "maxToolResultChars"

@@ -430,7 +430,8 @@ def test_append_sees_a_tool_result_another_connection_wrote(make_manager) -> Non
     b.append(KEY, [result_of("c2")])
     with pytest.raises(InvalidParams) as refused:
         a.append(KEY, [result_of("c2")])  # already answered through the other connection
-    assert "'c2' answers no pending tool call" in refused.value.why
+    assert refused.value.field == "messages[0].tool_call_id"
+    assert "answers no pending tool call" in refused.value.why
     a.append(KEY, [A("done"), U("next")])
     with a.store.read() as transaction:
         totals = transaction.totals(KEY)

@@ -37,30 +37,33 @@ from chat_history.service.conversations import ConversationInfo
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.storage_retention import PruneRun, tally
 from chat_history.service.workspaces import machine_id
-from chat_history.settings import SECTION, Settings, default_settings, load_settings
+from chat_history.settings import (
+    SECTION,
+    Settings,
+    default_settings,
+    load_settings,
+    setting_key,
+)
 from chat_history.store import DATABASE_FILE, Key, database_option
-from chat_history.wire import protocol
+from chat_history.wire import checks, protocol, reports
+from chat_history.wire.methods import search
 
 EXIT_FAILURE = 1  # missing database or conversation, a bad import file, a bad settings file
 EXIT_USAGE = 2  # bad arguments (argparse's own status)
 EXIT_STORAGE = 3  # the database cannot be opened, read or written (1002 StorageError)
 
-#: The retention flags: (argparse dest, settings key relative to ``chatHistory``).
-RETENTION_FLAGS = (
-    ("max_messages", "maxMessages"),
-    ("max_tokens", "maxTokens"),
-    ("max_age_hours", "maxAgeHours"),
-    ("preserve_system_messages", "preserveSystemMessages"),
-)
-#: What ``stats`` shows of the settings in force: (key, Settings attribute).
+#: The retention flags: argparse dests, each the name of the Settings field it sets (its key is
+#: ``settings.setting_key`` of it, its flag the name dashed).
+RETENTION_FLAGS = ("max_messages", "max_tokens", "max_age_hours", "preserve_system_messages")
+#: What ``stats`` shows of the settings in force: Settings fields (keys derived the same way).
 SHOWN_SETTINGS = (
-    ("enableAutoPruning", "enable_auto_pruning"),
-    ("maxAgeHours", "max_age_hours"),
-    ("maxMessages", "max_messages"),
-    ("maxTokens", "max_tokens"),
-    ("preserveSystemMessages", "preserve_system_messages"),
-    ("maxToolResultChars", "max_tool_result_chars"),
-    ("activeProvider", "active_provider"),
+    "enable_auto_pruning",
+    "max_age_hours",
+    "max_messages",
+    "max_tokens",
+    "preserve_system_messages",
+    "max_tool_result_chars",
+    "active_provider",
 )
 
 
@@ -142,7 +145,8 @@ def load_cli_settings(args: argparse.Namespace) -> CliSettings:
         except SettingsFileError as exc:
             raise CliError(str(exc)) from None
         sources = {f"{SECTION}.{key}": str(args.settings) for key in section}
-    for dest, key in RETENTION_FLAGS:
+    for dest in RETENTION_FLAGS:
+        key = setting_key(dest)
         value = getattr(args, dest)
         if value is not None:
             section[key] = value
@@ -232,7 +236,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
     manager = open_manager(args)
     listed = by_workspace(manager.list_conversations_page(args.workspace, None, None).conversations)
     if args.json:
-        print_json(protocol.wire_listing([info for _, infos in listed for info in infos]))
+        print_json(reports.wire_listing([info for _, infos in listed for info in infos]))
     elif not listed:
         where = f" in workspace {args.workspace!r}" if args.workspace is not None else ""
         print(f"No conversations{where} in {manager.database_path}.")
@@ -256,7 +260,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         return 0
     result = manager.get(key)
     if args.json:
-        print_json(protocol.wire_history(key.workspace, key.conversation, result))
+        print_json(reports.wire_history(key.workspace, key.conversation, result))
     else:
         print(history_text(key, result.messages, result.summary, full=args.full))
     return 0
@@ -324,7 +328,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     """``search``: the full-text search of ``chatHistory/search``, its refusals named by their
     flags."""
-    params = protocol.SearchParams(
+    params = search.SearchParams(
         query=args.query,
         conversation_id=args.conversation,
         workspace=args.workspace,
@@ -333,14 +337,14 @@ def cmd_search(args: argparse.Namespace) -> int:
         limit=args.limit,
     )
     try:
-        scope, query, limit = protocol.search_args(params, protocol.SessionWorkspace(""))
+        scope, query, limit = search.search_args(params, checks.SessionWorkspace(""))
     except InvalidParams as exc:
         flag = {"query": "QUERY", "limit": "--limit", "workspace": "--workspace"}
         name = flag.get(exc.field, "--conversation" if exc.field == "conversationId" else "--role")
         raise CliError(f"argument {name}: {exc.why}", EXIT_USAGE) from None
     result = open_manager(args, reading(default_settings())).search(scope, query, limit)
     if args.json:
-        print_json(protocol.wire_search(result))
+        print_json(search.wire_search(result))
     else:
         print(search_text(result.hits, result.has_more))
     return 0
@@ -354,7 +358,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     settings = attrs.evolve(loaded.settings, enable_auto_pruning=True)
     run = prune(open_manager(args, settings), args.workspace, dry_run=args.dry_run)
     if args.json:
-        print_json(protocol.wire_prune_run(run))
+        print_json(reports.wire_prune_run(run))
     else:
         print(prune_text(run, settings))
     return 0
@@ -465,11 +469,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
     path = where if isinstance(where, Path) else Path("/nonexistent")  # PostgreSQL: no file
     wal = _size(Path(f"{path}-wal"))
     shown = {
-        f"{SECTION}.{key}": getattr(loaded.settings, attribute) for key, attribute in SHOWN_SETTINGS
+        f"{SECTION}.{setting_key(name)}": getattr(loaded.settings, name) for name in SHOWN_SETTINGS
     }
     if args.json:
         sources = {k: loaded.sources.get(k, "default") for k in shown}
-        print_json(protocol.wire_stats(str(where), _size(path), wal, stats, shown, sources))
+        print_json(reports.wire_stats(str(where), _size(path), wal, stats, shown, sources))
         return 0
     print(f"database       {where}")
     print(f"size           {_size(path):,} bytes (+ {wal:,} bytes of WAL)")

@@ -15,7 +15,7 @@ import attrs
 from chat_history.errors import InvalidParams
 from chat_history.model import Key, Message, StoredMessage, Summary
 from chat_history.service.manager import ImportedSummary
-from chat_history.wire import protocol
+from chat_history.wire import checks, messages, protocol
 
 FORMAT = "chat-history"
 VERSION = 1
@@ -98,22 +98,20 @@ def _key(line: dict[str, Any]) -> Key:
         raise InvalidParams("workspace", "must be a non-empty string")
     if not isinstance(conversation, str):
         raise InvalidParams("conversationId", "must be a non-empty string")
-    return Key(
-        protocol.check_workspace(workspace), protocol.check_id(conversation, "conversationId")
-    )
+    return Key(checks.check_workspace(workspace), checks.check_id(conversation, "conversationId"))
 
 
 def _message(raw: Any) -> Message:
     if not isinstance(raw, dict):
         raise InvalidParams("message", "expected an object")
     try:
-        structured = protocol.structure(raw, protocol.MessageIn)
+        structured = protocol.structure(raw, messages.MessageIn)
     except InvalidParams as exc:
         raise InvalidParams(f"message.{exc.field}", exc.why) from None
     if structured.timestamp is None:
         # A re-import recognises a message by every field, its timestamp included.
         raise InvalidParams("message.timestamp", "is required in an import file")
-    return protocol.to_message(structured, "message")
+    return messages.to_message(structured, "message")
 
 
 def _summary(raw: Any) -> ImportedSummary:
@@ -122,7 +120,7 @@ def _summary(raw: Any) -> ImportedSummary:
     text, updated, covers = raw.get("summary"), raw.get("updatedAt"), raw.get("coversMessages")
     if not isinstance(text, str):
         raise InvalidParams("summary.summary", "expected a string")
-    protocol.check_text(text, "summary.summary", protocol.MAX_SUMMARY_CHARS)
+    checks.check_text(text, "summary.summary", checks.MAX_SUMMARY_CHARS)
     if isinstance(updated, bool) or not isinstance(updated, int) or updated < 0:
         raise InvalidParams("summary.updatedAt", "expected epoch milliseconds")
     if covers is not None and (

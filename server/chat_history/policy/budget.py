@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import attrs
 
-from chat_history.errors import InvalidParams, cut, quoted
+from chat_history.errors import InvalidParams, cut
 from chat_history.settings import PROVIDER_KINDS, ContextSettings, Settings
 
 #: The window operand (and default budget) when the model's capacity is unknown: a compatibility
@@ -45,8 +45,7 @@ def resolve_route(name: str, model: str | None, settings: Settings) -> Route:
     aliases = cut(", ".join(sorted(settings.providers)), 300) or "(none)"
     raise InvalidParams(
         "provider",
-        f"unknown provider {quoted(name)}; known kinds: {', '.join(PROVIDER_KINDS)}; "
-        f"aliases: {aliases}",
+        f"unknown provider; known kinds: {', '.join(PROVIDER_KINDS)}; aliases: {aliases}",
     )
 
 

@@ -52,9 +52,9 @@ def usage_key(provider: str | None, model: str | None, settings: Settings) -> Ca
 
 def _positive_int(value: object, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidParams(field, f"must be an integer, got {value!r}")
+        raise InvalidParams(field, "must be an integer")
     if value < 1:
-        raise InvalidParams(field, f"must be at least 1, got {value}")
+        raise InvalidParams(field, "must be at least 1")
     return value
 
 

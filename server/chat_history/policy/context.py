@@ -430,7 +430,7 @@ class _Window:
 
 def _check_non_negative(field: str, value: int) -> None:
     if value < 0:
-        raise InvalidParams(field, f"must be at least 0, got {value}")
+        raise InvalidParams(field, "must be at least 0")
 
 
 def _summary_parts(summary: str | Summary | None) -> tuple[str | None, int | None]:

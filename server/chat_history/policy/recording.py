@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from chat_history.errors import InvalidParams, quoted
-from chat_history.errors import cut as cut_text
+from chat_history.errors import InvalidParams
 from chat_history.model import Message
 from chat_history.policy.tokens import find_image_markers
 from chat_history.policy.turns import is_real_user, next_turn_number
@@ -79,11 +78,10 @@ def plan_append(
         elif message.role == "tool":
             call_id = message.tool_call_id
             if call_id not in pending:
-                waiting = cut_text(", ".join(sorted(pending)), 300) or "none"
                 raise InvalidParams(
                     f"messages[{first_index + index}].tool_call_id",
-                    f"{quoted(call_id)} answers no pending tool call of its turn "
-                    f"(pending: {waiting})",
+                    f"answers no pending tool call of its turn ({len(pending)} pending: a tool "
+                    "row follows the assistant row that called it)",
                 )
             pending.discard(call_id)
             cut = truncate_tool_result(message.content, max_tool_result_chars)

@@ -32,7 +32,7 @@ def row_by_id(rows: Sequence[R], row_id: int, field: str) -> R:
     for row in rows:
         if row.id == row_id:
             return row
-    raise InvalidParams(field, f"{row_id} is not a message of this conversation")
+    raise InvalidParams(field, "is not a message of this conversation")
 
 
 def last_turn_after(remaining: Sequence[StoredMessage]) -> int:

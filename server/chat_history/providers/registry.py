@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from chat_history.errors import InvalidParams, quoted
+from chat_history.errors import InvalidParams
 from chat_history.model import Message
 from chat_history.policy.sweep import sweep_orphans
 from chat_history.providers import (
@@ -58,9 +58,7 @@ def format_body(
     of ``providers.cache_points``; ``note`` is the request's context note, one of ``rows``."""
     formatter = _FORMATTERS.get(kind)
     if formatter is None:  # routes are resolved by policy.budget.resolve_route; this is a guard
-        raise InvalidParams(
-            "provider", f"unknown provider kind {quoted(kind)}; known: {', '.join(KINDS)}"
-        )
+        raise InvalidParams("provider", f"unknown provider kind; known: {', '.join(KINDS)}")
     sent = rows if swept else sweep_orphans(rows)
     body = formatter(sent, model)
     if not breakpoints:

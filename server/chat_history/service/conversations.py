@@ -238,7 +238,7 @@ def truncate(
     """Delete row ``from_id`` and every later row, and a summary covering any of them."""
     check_expected(tx, key, expected)
     if tx.row(key, from_id) is None:
-        raise InvalidParams("from_id", f"{from_id} is not a message of this conversation")
+        raise InvalidParams("from_id", "is not a message of this conversation")
     summary = tx.summary(key)
     plan = plan_truncate(
         tx.rows_from(key, from_id), from_id, summary.covers_through_id if summary else None
@@ -277,7 +277,7 @@ def edit_message(
     check_expected(tx, key, expected)
     row = tx.row(key, row_id)
     if row is None:
-        raise InvalidParams("id", f"{row_id} is not a message of this conversation")
+        raise InvalidParams("id", "is not a message of this conversation")
     changed = row
     if edit.content is not None:
         changed = attrs.evolve(

@@ -330,7 +330,7 @@ class ChatHistoryManager:
                 if covers_through_id is not None and not tx.has_row(key, covers_through_id):
                     raise InvalidParams(
                         "covers_through_id",
-                        f"{covers_through_id} is not a row of this conversation",
+                        "is not a row of this conversation",
                     )
                 return conversations.save_summary(tx, key, saved)
 

@@ -25,6 +25,7 @@ from chat_history.policy.context import (
     OmittedTurnsKept,
     Prepared,
     RequestOptions,
+    RequestTrim,
     prepare_rows,
 )
 from chat_history.providers import format_body
@@ -74,7 +75,7 @@ class PreparedRequest:
     estimated_tokens: int
     budget: int | None
     context_window: int | None
-    trimmed: object | None  # policy.context.RequestTrim
+    trimmed: RequestTrim | None
     collapsed_tool_rows: int
     collapsed_turns: int
     compaction: CompactionProposal | None

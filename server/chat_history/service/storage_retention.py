@@ -26,6 +26,23 @@ _KEEP_ALL = RetentionPlan(frozenset(), None, ())
 _KEEP_SUMMARY_GONE = RetentionPlan(frozenset(), None, (), deleted_summary=True)
 
 
+@attrs.frozen
+class Due:
+    """What retention has to do for one conversation, told from its totals."""
+
+    #: the summary has expired (the age rule)
+    summary_gone: bool
+    #: a retention rule could delete rows
+    rows: bool
+
+    def any(self) -> bool:
+        """Whether there is anything to do."""
+        return self.summary_gone or self.rows
+
+
+_NOTHING_DUE = Due(summary_gone=False, rows=False)
+
+
 class StorageRetention:
     """Retention of one store under the settings in force (read at each call: the server
     replaces them when the client's settings change)."""
@@ -40,19 +57,17 @@ class StorageRetention:
         self._settings = settings
         self._notify = notify
 
-    def due(
-        self, tx: Reading, key: Key, now: int, totals: ConversationTotals | None
-    ) -> tuple[bool, bool]:
-        """(the summary has expired, a retention rule could delete rows), from the
-        conversation's ``totals`` and, only when the age rule is on, its summary's age."""
+    def due(self, tx: Reading, key: Key, now: int, totals: ConversationTotals | None) -> Due:
+        """What is due (the summary expired, rows a rule could delete), from the conversation's
+        ``totals`` and, only when the age rule is on, its summary's age."""
         settings = self._settings()
         if not settings.enable_auto_pruning:
-            return False, False
+            return _NOTHING_DUE
         # A summary expires only by the age rule: without it, no need to read the summary.
         summary = tx.summary(key) if age_cutoff(settings, now) else None
-        return (
-            summary is not None and summary_expired(summary.updated_at, settings, now),
-            totals is not None
+        return Due(
+            summary_gone=summary is not None and summary_expired(summary.updated_at, settings, now),
+            rows=totals is not None
             and needs_retention(
                 settings=settings,
                 message_count=totals.message_count,
@@ -65,14 +80,15 @@ class StorageRetention:
     def nothing_due(self, tx: Reading, key: Key, now: int) -> bool:
         """Whether a read may go ahead in ``tx`` (a snapshot) as it is: the common case, one
         read transaction. Else the caller runs ``run`` and reads in a new snapshot."""
-        return not any(self.due(tx, key, now, tx.totals(key)))
+        return not self.due(tx, key, now, tx.totals(key)).any()
 
     def apply(
         self, tx: Transaction, key: Key, now: int, totals: ConversationTotals | None
     ) -> RetentionPlan:
         """Retention inside the caller's write transaction; the caller calls ``finish`` with the
         plan after the commit."""
-        summary_gone, rows_due = self.due(tx, key, now, totals)
+        due = self.due(tx, key, now, totals)
+        summary_gone, rows_due = due.summary_gone, due.rows
         if summary_gone:
             tx.delete_summary(key)
         if not rows_due:

@@ -1,5 +1,6 @@
-"""The pygls language server: lifecycle, settings pull, and one-line handlers that translate the
-wire to ChatHistoryManager calls. Domain errors become JSON-RPC errors here, in one place."""
+"""The pygls language server: lifecycle, settings pull, and the one ``request`` helper that runs
+every method of ``wire/methods`` (its table, ``METHODS``) on the request thread. Domain errors
+become JSON-RPC errors here, in one place."""
 
 from __future__ import annotations
 
@@ -46,8 +47,9 @@ from chat_history.settings import (
     load_settings,
 )
 from chat_history.store import database_option, purge_option
-from chat_history.wire import frames, framing, lsp_adapter, protocol
+from chat_history.wire import checks, frames, framing, lsp_adapter, protocol
 from chat_history.wire.barrier import BOUND_SECONDS, SettingsBarrier
+from chat_history.wire.methods import METHODS
 
 log = logging.getLogger("chat_history")
 PROTOCOL_VERSION = 3
@@ -419,13 +421,13 @@ class ChatHistoryServer(LanguageServer):
 
     def key(self, params: protocol.KeyParams) -> Key:
         """The request's conversation key, checked; the session's workspace when it names none."""
-        workspace, conversation = protocol.check_key(params, self.session_workspace)
+        workspace, conversation = checks.check_key(params, self.session_workspace)
         return Key(workspace, conversation)
 
     @property
-    def session_workspace(self) -> protocol.SessionWorkspace:
-        """What a request's ``workspace`` is read against (protocol.SessionWorkspace)."""
-        return protocol.SessionWorkspace(self.workspace_identity, self.folder_identity)
+    def session_workspace(self) -> checks.SessionWorkspace:
+        """What a request's ``workspace`` is read against (checks.SessionWorkspace)."""
+        return checks.SessionWorkspace(self.workspace_identity, self.folder_identity)
 
 
 _LOG_LEVELS = {
@@ -585,151 +587,14 @@ def request(ls: ChatHistoryServer, method: str, params_cls: type, body: Handler)
             ls.send_changes(poll=False)  # what this request's writes found others did
 
 
-# -- the custom methods: wire params -> one manager call -> wire result (protocol.py translates)
-
-
-def append(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.AppendParams) -> Any:
-    """``chatHistory/append``: store the messages (retention runs in the same write)."""
-    return protocol.wire_append(m.append(ls.key(p), protocol.to_messages(p)))
-
-
-def get(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.GetParams) -> Any:
-    """``chatHistory/get``: the history after retention; the newest ``limit`` rows when paged."""
-    return protocol.wire_get(m.get(ls.key(p), *protocol.get_args(p)))
-
-
-def format_(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.FormatParams) -> Any:
-    """``chatHistory/format``: the whole history as one provider's request body."""
-    return protocol.wire(m.format(ls.key(p), *protocol.format_args(p)))
-
-
-def prepare(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.PrepareParams) -> Any:
-    """``chatHistory/prepare``: the history fitted to the model's window, as a provider request."""
-    return protocol.wire(m.prepare(ls.key(p), protocol.prepare_options(p)))
-
-
-def save_summary(
-    m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.SaveSummaryParams
-) -> Any:
-    """``chatHistory/saveSummary``: store the conversation's summary, replacing any."""
-    return protocol.wire(m.save_summary(ls.key(p), *protocol.summary_args(p)))
-
-
-def get_summary(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.KeyParams) -> Any:
-    """``chatHistory/getSummary``: the summary, or null."""
-    return protocol.wire_summary(m.get_summary(ls.key(p)))
-
-
-def clear(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.KeyParams) -> Any:
-    """``chatHistory/clear``: delete the conversation whole: rows, summary, title, metadata."""
-    return protocol.wire_cleared(m.clear(ls.key(p)))
-
-
-def list_page(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ListParams) -> Any:
-    """``chatHistory/listConversations``: a page of the listing (version 1's call, without paging,
-    is the whole listing in one page)."""
-    return protocol.wire_page(
-        m.list_conversations_page(*protocol.list_args(p, ls.session_workspace))
-    )
-
-
-# -- version 2: conversations and edits
-
-
-def update_conversation(
-    m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.UpdateConversationParams
-) -> Any:
-    """``chatHistory/updateConversation``: set the title and/or replace the metadata."""
-    return protocol.wire(m.update_conversation(ls.key(p), protocol.update_args(p)))
-
-
-def truncate(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.TruncateParams) -> Any:
-    """``chatHistory/truncate``: delete row ``fromId`` and every later row."""
-    from_id = protocol.row_id(p.from_id, "fromId")
-    return protocol.wire(m.truncate(ls.key(p), from_id, protocol.expected_last(p)))
-
-
-def delete_turns(
-    m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.DeleteTurnsParams
-) -> Any:
-    """``chatHistory/deleteTurns``: delete every row of the named turns."""
-    turns = protocol.turns_arg(p)
-    return protocol.wire(m.delete_turns(ls.key(p), turns, protocol.expected_last(p)))
-
-
-def edit_message(
-    m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.EditMessageParams
-) -> Any:
-    """``chatHistory/editMessage``: replace a row's content, attachments or metadata in place."""
-    row, edit = protocol.edit_args(p)
-    return protocol.wire_message(m.edit_message(ls.key(p), row, edit, protocol.expected_last(p)))
-
-
-def fork(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ForkParams) -> Any:
-    """``chatHistory/fork``: into ``newWorkspace`` when given, else the source's workspace."""
-    key = ls.key(p)
-    workspace, target, through = protocol.fork_args(p, key.workspace, ls.session_workspace)
-    return protocol.wire(m.fork(key, Key(workspace, target), through))
-
-
-def delete_summary(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.KeyParams) -> Any:
-    """``chatHistory/deleteSummary``: delete the summary; whether there was one."""
-    return protocol.wire_deleted(m.delete_summary(ls.key(p)))
-
-
-def search(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.SearchParams) -> Any:
-    """``chatHistory/search``: full-text search of one conversation, a workspace or all of them."""
-    return protocol.wire_search(m.search(*protocol.search_args(p, ls.session_workspace)))
-
-
-def report_usage(
-    m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.ReportUsageParams
-) -> Any:
-    """``chatHistory/reportUsage``: a provider's reported usage calibrates later estimates."""
-    return protocol.wire(m.report_usage(*protocol.usage_args(p)))
-
-
-def move_workspace(
-    m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.MoveWorkspaceParams
-) -> Any:
-    return {"conversations": m.move_workspace(*protocol.move_args(p))}
-
-
-def list_workspaces(m: ChatHistoryManager, ls: ChatHistoryServer, p: protocol.NoParams) -> Any:
-    return {"workspaces": protocol.wire(m.workspace_infos(ls.machine))}
-
-
-#: Every custom method: its params type and its handler.
-REQUESTS: dict[str, tuple[type, Handler]] = {
-    "chatHistory/append": (protocol.AppendParams, append),
-    "chatHistory/get": (protocol.GetParams, get),
-    "chatHistory/format": (protocol.FormatParams, format_),
-    "chatHistory/prepare": (protocol.PrepareParams, prepare),
-    "chatHistory/saveSummary": (protocol.SaveSummaryParams, save_summary),
-    "chatHistory/getSummary": (protocol.KeyParams, get_summary),
-    "chatHistory/search": (protocol.SearchParams, search),
-    "chatHistory/clear": (protocol.KeyParams, clear),
-    "chatHistory/listConversations": (protocol.ListParams, list_page),
-    "chatHistory/updateConversation": (protocol.UpdateConversationParams, update_conversation),
-    "chatHistory/truncate": (protocol.TruncateParams, truncate),
-    "chatHistory/deleteTurns": (protocol.DeleteTurnsParams, delete_turns),
-    "chatHistory/editMessage": (protocol.EditMessageParams, edit_message),
-    "chatHistory/fork": (protocol.ForkParams, fork),
-    "chatHistory/deleteSummary": (protocol.KeyParams, delete_summary),
-    "chatHistory/reportUsage": (protocol.ReportUsageParams, report_usage),
-    "chatHistory/moveWorkspace": (protocol.MoveWorkspaceParams, move_workspace),
-    "chatHistory/listWorkspaces": (protocol.NoParams, list_workspaces),
-}
-
-
 def register(ls: ChatHistoryServer) -> ChatHistoryServer:
     """The one place that registers every handler: the LSP lifecycle, then the custom methods."""
     ls.feature(types.INITIALIZE)(initialize)
     ls.feature(types.INITIALIZED)(initialized)
     ls.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)(did_change_configuration)
     ls.feature(types.SHUTDOWN)(shutdown)
-    for method, (params_cls, body) in REQUESTS.items():
-        request(ls, method, params_cls, body)
+    for method in METHODS:
+        request(ls, method.name, method.params, method.run)
     return ls
 
 
