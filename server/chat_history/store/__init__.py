@@ -15,7 +15,7 @@ PostgreSQL engine (``postgres/``, reusing the shared SQL through its dialect):
 - ``rows.py``        a row's columns and its conversion to and from ``StoredMessage``
 - ``tail.py``        what the connection remembers of a conversation's end
 - ``conversation_cache.py`` the bounded LRU of whole conversations
-- ``wal.py``         the WAL reset after deletes, retried until it finishes
+- ``wal.py``         the WAL reset after a commit that removed text, retried until it finishes
 - ``failures.py``    the busy timeout and readable reasons of SQLite's failures
 - ``files.py``       the folder and files on disk, owner-only
 - ``schema.py``      the schema and its migrations

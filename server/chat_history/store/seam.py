@@ -42,10 +42,13 @@ of row ids) locks the whole database. An engine must give the same guarantee: no
 one conversation interleave, and a write without keys excludes every other write. Locks are
 taken in one order, so they never wait in a cycle with each other.
 
-**Deleted means deleted.** ``purge_deleted()`` runs after every operation that deleted or
-replaced text: the engine's own step that takes the old bytes out of its files (SQLite: the WAL
-checkpoint-and-truncate, at once; PostgreSQL: a table rewrite within its purge interval). It
-never raises. ``reset_wal`` is its older name, which the manager still calls."""
+**Deleted means deleted, at the commit.** A ``Transaction`` method that deletes or replaces
+text sets ``removed_text``; after the commit of such a transaction (never after a rollback,
+which removed nothing) ``write`` calls the engine's ``purge_deleted()``, the step that takes the
+old bytes out of its files (SQLite: the WAL checkpoint-and-truncate, at once; PostgreSQL: a
+table rewrite within its purge interval). No caller purges by hand, so no operation can forget
+to; an engine must do the same in its commit path, as datasette emits a write's events only
+after its commit."""
 
 from __future__ import annotations
 
@@ -108,16 +111,18 @@ class HistoryStore(Protocol):
         anything raised inside rolls the whole transaction back (the operation changes
         nothing, and the cache, tails and ratios are dropped) and is raised again, an engine
         failure as ``StorageError``. A deadlock or serialization failure raises
-        ``WriteConflict``: nothing changed, and ``write_retried`` runs the body again. Call it
-        through ``write_retried``, the one place that runs a write section. The transaction's
-        ``touched`` names the conversations it changed (``write_retried`` checks them against
-        ``keys``; the watch re-reads them)."""
+        ``WriteConflict``: nothing changed, and ``write_retried`` runs the body again. After
+        a commit whose ``removed_text`` is set, it calls ``purge_deleted()`` before returning.
+        Call it through ``write_retried``, the one place that runs a write section. The
+        transaction's ``touched`` names the conversations it changed (``write_retried`` checks
+        them against ``keys``; the watch re-reads them)."""
         ...
 
     def purge_deleted(self) -> bool:
         """Take the bytes of text deleted or replaced by the last commit out of the engine's
         files (``secure_delete`` alone leaves old pages in SQLite's WAL, and PostgreSQL's dead
-        tuples stay until a rewrite). Called outside any section, after the commit. SQLite
+        tuples stay until a rewrite). Called by ``write`` after the commit of a transaction
+        whose ``removed_text`` is set, outside its transaction. SQLite
         checkpoints and truncates the WAL at once; PostgreSQL schedules ``purge_now`` within
         its purge interval. Never raises: the deleting operation succeeded, so a purge that
         cannot finish now is logged once and retried (after later operations, on a timer, at
@@ -128,10 +133,6 @@ class HistoryStore(Protocol):
         """The purge at once, however long it takes (the CLI's ``purge``; PostgreSQL's rewrite
         of the history tables, SQLite's WAL reset). Never raises; returns whether it finished
         (PostgreSQL: False when the role does not own the tables, told once in the log)."""
-        ...
-
-    def reset_wal(self) -> bool:
-        """The older name of ``purge_deleted``, which the manager still calls."""
         ...
 
     def secret(self, name: str) -> bytes:

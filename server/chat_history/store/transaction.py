@@ -268,7 +268,10 @@ class Reading:
 class Transaction(Reading):
     """A ``Reading`` that may also change the database: handed out by ``Store.write()`` only,
     inside one write transaction that commits when the block ends and rolls back whole when it
-    raises. ``touched`` names every conversation it changed (what the change watch re-reads)."""
+    raises. ``touched`` names every conversation it changed (what the change watch re-reads);
+    ``removed_text`` says that it deleted or replaced text, so the engine purges the old bytes
+    from its files after the commit (``seam.HistoryStore.write``): each method below that
+    deletes or overwrites text sets it, and no caller can forget the purge."""
 
     def __init__(
         self,
@@ -279,6 +282,8 @@ class Transaction(Reading):
     ) -> None:
         super().__init__(connection, cache, tails, ratios)
         self.touched: set[Key] = set()
+        #: text was deleted or replaced: the commit path purges it (``purge_deleted``)
+        self.removed_text = False
 
     def insert(
         self,
@@ -326,6 +331,7 @@ class Transaction(Reading):
     def delete_rows(self, key: Key, ids: Iterable[int]) -> None:
         """Delete rows by id and recompute the conversation's totals from what is left."""
         self.touched.add(key)
+        self.removed_text = True
         id_list = sorted(ids)
         queries.delete_rows(self.connection, key, id_list)
         self._cache.remove_ids(key, set(id_list))
@@ -334,6 +340,7 @@ class Transaction(Reading):
     def clear(self, key: Key) -> int:
         """Delete the whole conversation and its summary; returns the rows deleted."""
         self.touched.add(key)
+        self.removed_text = True  # rows, summary, title and metadata
         deleted = queries.clear(self.connection, key)
         self._cache.drop(key)
         self._tails.drop(key)
@@ -351,12 +358,16 @@ class Transaction(Reading):
             records.ensure(self.connection, key, summary.updated_at)
             records.set_created(self.connection, key, summary.updated_at)
             self._tails.drop(key)
-        return queries.save_summary(self.connection, key, summary)
+        replaced = queries.save_summary(self.connection, key, summary)
+        self.removed_text |= replaced  # the old summary's text goes
+        return replaced
 
     def delete_summary(self, key: Key) -> bool:
         """Delete the summary; returns whether there was one."""
         self.touched.add(key)
-        return edits.delete_summary(self.connection, key)
+        deleted = edits.delete_summary(self.connection, key)
+        self.removed_text |= deleted
+        return deleted
 
     # -- version 2: records and edits (store.records, store.edits) --------------------------
 
@@ -372,12 +383,14 @@ class Transaction(Reading):
     def set_title(self, key: Key, title: str | None) -> None:
         """The client's title (None: none; the automatic one shows). The record must exist."""
         self.touched.add(key)
+        self.removed_text = True  # the old title, if any, goes
         records.set_title(self.connection, key, title)
 
     def set_metadata(self, key: Key, text: str | None) -> None:
         """The conversation's metadata as compact JSON text (None: empty). The record must
         exist."""
         self.touched.add(key)
+        self.removed_text = True  # the old metadata, if any, goes
         records.set_metadata(self.connection, key, text)
 
     def delete_messages(self, key: Key, rows: Sequence[StoredMessage]) -> ConversationTotals | None:
@@ -387,6 +400,7 @@ class Transaction(Reading):
         totals = self.totals(key)
         if totals is None or not rows:
             return totals
+        self.removed_text = True
         after = edits.delete(self.connection, key, rows, totals)
         removed = frozenset(row.id for row in rows)
         self._cache.remove_ids(key, set(removed))
@@ -397,6 +411,7 @@ class Transaction(Reading):
         """Store ``new`` (an edit of ``old``: content, attachments, metadata, tokens) in place;
         the conversation's token total follows."""
         self.touched.add(key)
+        self.removed_text = True  # the old content, attachments and metadata go
         edits.update_row(self.connection, key, new)
         totals = self.totals(key)
         if totals is not None and new.tokens != old.tokens:

@@ -33,8 +33,8 @@ SQL (``dialect``).
   counter moved by another connection's commit since this connection last looked, so the cache
   and the remembered tails are dropped exactly when another process wrote.
 - **Purge.** A ``DELETE`` is gone from every read and search at once. The bytes stay in dead
-  tuples and in the trigram index until the table is rewritten: ``purge_deleted`` (called after
-  every deleting operation) schedules ``purge_now`` within ``purge_seconds``, which runs
+  tuples and in the trigram index until the table is rewritten: ``purge_deleted`` (called at the
+  commit of every deleting write) schedules ``purge_now`` within ``purge_seconds``, which runs
   ``VACUUM FULL`` on the tables of history (a rewrite into new files, indexes rebuilt; the old
   files are truncated at its commit) on its own connection, logging one audit line with counts,
   never content. It needs the tables' owner (or a superuser); a role that is not is told once in
@@ -220,6 +220,8 @@ class PostgresStore:
             finally:
                 self._pinned = False
                 self._tails.transactions += 1
+            if transaction.removed_text:  # deleted means deleted: part of the commit
+                self.purge_deleted()
 
     def _start(self, first: Callable[[Connection], object]) -> Connection:
         """The connection, after the section's first statement ran on it. A connection the
@@ -335,9 +337,6 @@ class PostgresStore:
                 self._purge_timer = timer
                 timer.start()
         return False
-
-    #: The SQLite store's name of the same step, which the manager calls.
-    reset_wal = purge_deleted
 
     def _timed_purge(self) -> None:
         with self._purge_lock:
