@@ -177,6 +177,13 @@ class ChatHistoryManager:
         """Close the database (a pending WAL reset gets its last try); a later call reopens it."""
         self.store.close()
 
+    def rest(self) -> None:
+        """The server is at rest (``wire.memory``): the cache keeps only its bound at rest
+        (``conversation_cache.REST_BYTES``), so a sweep over many conversations does not stay
+        resident while the conversations in use stay cached."""
+        with self._lock:
+            self.store.cache.shrink()
+
     # -- the service API -------------------------------------------------------------------
 
     def append(self, key: Key, messages: Sequence[Message]) -> AppendResult:
