@@ -5,7 +5,8 @@ read workload. The real server process over stdio: 64 conversations of 484 rows 
 the cycles and after ``--rest`` seconds idle. Each cycle's median ``get`` and ``prepare`` are
 shown divided by the trivial request's (``getSummary`` of a conversation without one) timed
 between them, so the cache's effect (cycle 1 reads the file, the later ones the cache) is seen
-as ratios, not as absolute times. Prints a Markdown table (BENCHMARKS.md "Memory at rest").
+as ratios, not as absolute times. Prints the figures and writes the "Memory at rest" section of
+BENCHMARKS.md (replaced in place, or added at the end; ``--out -``: print only).
 
 Target: under 80 MiB at rest after the workload."""
 
@@ -85,12 +86,44 @@ def read_cycles(client: StdioClient, conversations: int, cycles: int) -> list[di
     return figures
 
 
+def report(
+    args: argparse.Namespace,
+    at_start: float,
+    after: float,
+    at_rest: float,
+    figures: list[dict[str, float]],
+) -> str:
+    met = "met" if at_rest < TARGET_MIB else "not met"
+    lines = [
+        "## Memory at rest",
+        "",
+        f"`bench/memory.py` (in `make bench`): the real server over stdio; {args.conversations} "
+        f"conversations of {args.rows} rows (~1,700 characters each) written by a first process, "
+        f"then a fresh one reads them in {args.cycles} cycles (an unlimited `get` and a `prepare` "
+        "of each); its `VmRSS` from /proc at start, right after the cycles and after "
+        f"{args.rest:g} s idle. Each cycle's median divided by the trivial request's.",
+        "",
+        "| RSS at start MiB | right after the cycles MiB | at rest MiB | target |",
+        "|---|---|---|---|",
+        f"| {at_start:.1f} | {after:.1f} | {at_rest:.1f} | < {TARGET_MIB:g} MiB: {met} |",
+        "",
+        "| cycle | get ÷ trivial | prepare ÷ trivial |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {n} | {figure['get']:.1f} | {figure['prepare']:.1f} |"
+        for n, figure in enumerate(figures, 1)
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--conversations", type=int, default=64)
     parser.add_argument("--rows", type=int, default=484)
     parser.add_argument("--cycles", type=int, default=8)
     parser.add_argument("--rest", type=float, default=5.0, help="seconds idle before the last RSS")
+    parser.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"), help="'-': print only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         folder = Path(tmp) / "store"
@@ -104,23 +137,14 @@ def main() -> None:
             at_rest = rss_mib(client)
         finally:
             client.close()
-    print(
-        f"{args.conversations} conversations × {args.rows} rows, {args.cycles} read cycles "
-        f"(get + prepare of each), RSS read from /proc"
-    )
-    print()
-    print("| RSS at start MiB | right after the cycles MiB | at rest MiB | target |")
-    print("|---|---|---|---|")
-    met = "met" if at_rest < TARGET_MIB else "not met"
-    print(
-        f"| {at_start:.1f} | {after:.1f} | {at_rest:.1f} (after {args.rest:g} s) "
-        f"| < {TARGET_MIB:g} MiB: {met} |"
-    )
-    print()
-    print("| cycle | get ÷ trivial | prepare ÷ trivial |")
-    print("|---|---|---|")
-    for n, figure in enumerate(figures, 1):
-        print(f"| {n} | {figure['get']:.1f} | {figure['prepare']:.1f} |")
+    text = report(args, at_start, after, at_rest, figures)
+    print(text)
+    out = Path(args.out)
+    if args.out != "-" and out.exists():
+        current = out.read_text(encoding="utf-8")
+        head, found, rest = current.partition("\n## Memory at rest\n")
+        tail = rest[rest.find("\n## ") :] if found and "\n## " in rest else ""
+        out.write_text(head.rstrip("\n") + "\n\n" + text + tail, encoding="utf-8")
 
 
 if __name__ == "__main__":
