@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from chat_history.policy.search import fold, folded_relevance, fts_plan, parse_query, stored_fold
 from chat_history.policy.search_rank import SearchScope, rank
-from chat_history.store import search_index
+from chat_history.store import search_index, search_lookup
 from chat_history.store.engine import sqlite3
 from chat_history.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate, statements
 
@@ -52,7 +52,7 @@ class Db:
         parsed = parse_query(query)
         self.connection.execute("BEGIN")
         try:
-            rows = search_index.best_rows(self.connection, scope, parsed, 201)
+            rows = search_lookup.best_rows(self.connection, scope, parsed, 201)
         finally:
             self.connection.execute("COMMIT")
         hits, _ = rank(rows, parsed, 200)
@@ -259,7 +259,7 @@ def test_the_database_ranks_by_the_relevance_of_the_policy(
     scope = SearchScope("ws", conversation, ("user",))
     db.connection.execute("BEGIN")
     try:
-        rows = search_index.best_rows(db.connection, scope, parsed, 100)
+        rows = search_lookup.best_rows(db.connection, scope, parsed, 100)
     finally:
         db.connection.execute("COMMIT")
     expected = {i: folded_relevance(fold(text), parsed) for i, text in enumerate(texts, start=1)}
@@ -293,7 +293,7 @@ def test_the_best_rows_are_the_best_of_every_match_though_scoring_stops_early(
     scope = SearchScope(workspace, None, ("user",))
     db.connection.execute("BEGIN")
     try:
-        rows = search_index.best_rows(db.connection, scope, parsed, count)
+        rows = search_lookup.best_rows(db.connection, scope, parsed, count)
     finally:
         db.connection.execute("COMMIT")
     scored = [(folded_relevance(fold(t), parsed), i) for i, t in zip(ids, texts, strict=True)]
@@ -312,12 +312,12 @@ def test_a_longer_row_that_could_still_win_is_scored(db: Db) -> None:
     scope = SearchScope("ws", None, ("user",))
     db.connection.execute("BEGIN")
     try:
-        top = search_index.best_rows(db.connection, scope, parsed, 1)
+        top = search_lookup.best_rows(db.connection, scope, parsed, 1)
         db.connection.execute("COMMIT")
         db.catch_up()
         db.connection.execute("BEGIN")
-        indexed = search_index.best_rows(db.connection, scope, parsed, 1)
-        both = search_index.best_rows(db.connection, scope, parsed, 2)
+        indexed = search_lookup.best_rows(db.connection, scope, parsed, 1)
+        both = search_lookup.best_rows(db.connection, scope, parsed, 2)
     finally:
         db.connection.execute("COMMIT")
     assert [(row.id, row.relevance) for row in top] == [(tie, 2.0)]

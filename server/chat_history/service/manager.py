@@ -177,6 +177,13 @@ class ChatHistoryManager:
         """Close the database (a pending WAL reset gets its last try); a later call reopens it."""
         self.store.close()
 
+    def rest(self) -> None:
+        """The server is at rest (``wire.memory``): the cache keeps only its bound at rest
+        (``conversation_cache.REST_BYTES``), so a sweep over many conversations does not stay
+        resident while the conversations in use stay cached."""
+        with self._lock:
+            self.store.cache.shrink()
+
     # -- the service API -------------------------------------------------------------------
 
     def append(self, key: Key, messages: Sequence[Message]) -> AppendResult:
@@ -334,9 +341,7 @@ class ChatHistoryManager:
                     )
                 return conversations.save_summary(tx, key, saved)
 
-            replaced = self._write((key,), save)
-            if replaced:  # the old text is replaced, so it goes like deleted text
-                self.store.reset_wal()
+            self._write((key,), save)  # a replaced summary is purged at the commit
             return saved
 
     def get_summary(self, key: Key) -> Summary | None:
@@ -351,13 +356,12 @@ class ChatHistoryManager:
         """Delete the conversation: its rows, summary and totals. Returns the rows deleted.
         Raises StorageError."""
         with self._lock:
-            deleted = self._write((key,), lambda tx: tx.clear(key))
-            self.store.reset_wal()
-            return deleted
+            return self._write((key,), lambda tx: tx.clear(key))
 
     # -- version 2: conversations and edits (service.conversations) ------------------------------
     # One transaction each, no retention and no chatHistory/trimmed (the client asked for this
-    # change); the WAL is reset after the ones that delete or replace text.
+    # change); the text the ones that delete or replace text remove is purged at their commit
+    # (store.seam: Transaction.removed_text).
 
     def conversation(self, key: Key) -> ConversationInfo:
         """The conversation's ConversationInfo (that of an empty one when it does not exist)."""
@@ -377,22 +381,18 @@ class ChatHistoryManager:
     def update_conversation(self, key: Key, change: ConversationUpdate) -> ConversationInfo:
         """Set the title and/or replace the metadata (protocol.md ``updateConversation``)."""
         with self._lock:
-            info = self._write(
+            return self._write(
                 (key,), lambda tx: conversations.update(tx, key, change, self._clock())
             )
-            self.store.reset_wal()  # a replaced title or metadata is text that goes
-            return info
 
     def truncate(self, key: Key, from_id: int, expected: Expected = None) -> TruncateResult:
         """Delete row ``from_id`` and every later row (and a summary covering them), only while
         the newest row is the ``expected`` one (when given).
         Raises InvalidParams ``from_id``, ConversationChanged, StorageError."""
         with self._lock:
-            result = self._write(
+            return self._write(
                 (key,), lambda tx: conversations.truncate(tx, key, from_id, self._clock(), expected)
             )
-            self.store.reset_wal()
-            return result
 
     def delete_turns(
         self, key: Key, turns: Sequence[int], expected: Expected = None
@@ -403,13 +403,10 @@ class ChatHistoryManager:
 
         check_turns(turns)
         with self._lock:
-            result = self._write(
+            return self._write(
                 (key,),
                 lambda tx: conversations.delete_turns(tx, key, turns, self._clock(), expected),
             )
-            if result.deleted_messages:
-                self.store.reset_wal()
-            return result
 
     def edit_message(
         self, key: Key, row_id: int, edit: MessageEdit, expected: Expected = None
@@ -418,7 +415,7 @@ class ChatHistoryManager:
         row is the ``expected`` one (when given); returns the row as now stored.
         Raises InvalidParams ``id``/``content``, ConversationChanged, StorageError."""
         with self._lock:
-            edited = self._write(
+            return self._write(
                 (key,),
                 lambda tx: conversations.edit_message(
                     tx,
@@ -430,8 +427,6 @@ class ChatHistoryManager:
                     expected=expected,
                 ),
             )
-            self.store.reset_wal()  # the old text goes
-            return edited
 
     def fork(self, key: Key, target: Key, through_id: int | None = None) -> ConversationInfo:
         """Copy the conversation through ``through_id`` (default: all) into ``target``.
@@ -446,12 +441,9 @@ class ChatHistoryManager:
     def delete_summary(self, key: Key) -> bool:
         """Delete the summary; returns whether there was one. Raises StorageError."""
         with self._lock:
-            deleted = self._write(
+            return self._write(
                 (key,), lambda tx: conversations.delete_summary(tx, key, self._clock())
             )
-            if deleted:
-                self.store.reset_wal()
-            return deleted
 
     # -- version 3: workspace identity (service.workspaces) ----------------------------------------
 
@@ -552,10 +544,7 @@ class ChatHistoryManager:
         saved (only when newer than the stored one). Raises InvalidParams naming the row among
         ``messages``, StorageError."""
         with self._lock:
-            result, replaced = self._import_in(key, messages, summary)
-            if replaced:
-                self.store.reset_wal()
-            return result
+            return self._import_in(key, messages, summary)
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -645,9 +634,9 @@ class ChatHistoryManager:
 
     def _import_in(
         self, key: Key, messages: Sequence[Message], summary: ImportedSummary | None
-    ) -> tuple[ImportResult, bool]:
-        """``import_conversation`` in one write transaction: its result, and whether it replaced
-        a stored summary."""
+    ) -> ImportResult:
+        """``import_conversation`` in one write transaction (a replaced summary is purged at
+        its commit)."""
         return self._write((key,), lambda tx: self._import_with(tx, key, messages, summary))
 
     def _import_with(
@@ -656,7 +645,7 @@ class ChatHistoryManager:
         key: Key,
         messages: Sequence[Message],
         summary: ImportedSummary | None,
-    ) -> tuple[ImportResult, bool]:
+    ) -> ImportResult:
         totals = tx.totals(key)
         match = match_stored(tx.rows_from(key, 0) if totals else [], messages)
         new = [
@@ -664,11 +653,11 @@ class ChatHistoryManager:
             for m in messages[match.start :]
         ]
         inserted = self._import_rows(tx, key, totals, new, match.start) if new else []
-        saved = replaced = False
+        saved = False
         current = tx.summary(key)
         if summary is not None and (current is None or current.updated_at < summary.updated_at):
             through = covered_id(summary.covers_messages, match, inserted)
-            replaced = tx.save_summary(
+            tx.save_summary(
                 key,
                 Summary(
                     summary=summary.summary,
@@ -677,7 +666,7 @@ class ChatHistoryManager:
                 ),
             )
             saved = True
-        return ImportResult(tuple(inserted), match.start, saved), replaced
+        return ImportResult(tuple(inserted), match.start, saved)
 
     def _import_rows(
         self,

@@ -1,7 +1,8 @@
 """Storage retention as the manager runs it on every read and write: the cheap checks on a
 conversation's totals (so retention reads no history unless it has work to do), the plan
-(``policy.retention``, pure) carried out inside a write transaction, and after the commit the
-WAL reset and the ``chatHistory/trimmed`` events. The rules themselves live in the policy."""
+(``policy.retention``, pure) carried out inside a write transaction (whose commit purges what
+it deleted), and after the commit the ``chatHistory/trimmed`` events. The rules themselves
+live in the policy."""
 
 from __future__ import annotations
 
@@ -102,9 +103,7 @@ class StorageRetention:
         return plan
 
     def finish(self, key: Key, plan: RetentionPlan) -> None:
-        """After the commit: deleted text goes from the WAL too, and the events are sent."""
-        if plan.delete_ids or plan.deleted_summary:
-            self._store.reset_wal()
+        """After the commit (which purged what it deleted): the events are sent."""
         if plan.events:
             self._notify(key, plan.events)
 

@@ -1,21 +1,24 @@
 """Storage: the seam (``seam.HistoryStore``), the SQLite engine (one file per job below) and the
 PostgreSQL engine (``postgres/``, reusing the shared SQL through its dialect):
 
-- ``seam.py``        ``HistoryStore``: what the manager needs of an engine
+- ``seam.py``        ``HistoryStore``: the documented contract of an engine; ``write_retried``
 - ``choice.py``      which engine: the ``database`` option, else SQLite in the storage folder
 - ``workspaces.py``  stateless SQL of workspace identities: re-keying, folder fingerprints
 - ``postgres/``      the PostgreSQL engine (its own ``__init__`` lists its files)
 - ``connection.py``  ``Store``: the connection, read/snapshot/write sections, failure mapping
-- ``transaction.py`` ``Reading``/``Transaction``: every query and change an operation makes
+- ``reading.py``     ``Reading``: every query an operation makes; ``sync_cache``
+- ``transaction.py`` ``Transaction``: every change an operation makes; ``removed_text``, purged
+  at the commit
 - ``queries.py``     stateless SQL on one conversation, and the records it returns
 - ``records.py``     stateless SQL of conversation records: title, metadata, the paged listing
 - ``edits.py``       stateless SQL of the edits: truncate, delete turns, edit a row, copy
-- ``search_index.py`` stateless SQL of the full-text search index
+- ``search_index.py`` stateless SQL of the full-text search index: schema, catch-up, bulk delete
+- ``search_lookup.py`` stateless SQL of a search: the best rows of a scope, ranked in SQL
 - ``overview.py``    stateless SQL on the whole database: the totals of ``stats``
 - ``rows.py``        a row's columns and its conversion to and from ``StoredMessage``
 - ``tail.py``        what the connection remembers of a conversation's end
 - ``conversation_cache.py`` the bounded LRU of whole conversations
-- ``wal.py``         the WAL reset after deletes, retried until it finishes
+- ``wal.py``         the WAL reset after a commit that removed text, retried until it finishes
 - ``failures.py``    the busy timeout and readable reasons of SQLite's failures
 - ``files.py``       the folder and files on disk, owner-only
 - ``schema.py``      the schema and its migrations

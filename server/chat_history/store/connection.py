@@ -172,12 +172,16 @@ class Store:
                 raise
             finally:
                 self._tails.transactions += 1
-            self._wal.after_operation(self._connection)
+            if transaction.removed_text:  # deleted means deleted: part of the commit
+                self.purge_deleted()
+            else:
+                self._wal.after_operation(self._connection)
 
-    def reset_wal(self) -> bool:
-        """Checkpoint and truncate the WAL so that deleted or replaced text is gone from it too;
-        called after the commit that deleted it. Never raises: the change is made, and a reset
-        that cannot finish now (disk full, another connection reading or writing past
+    def purge_deleted(self) -> bool:
+        """The engine's purge of deleted text (``seam.HistoryStore``), run by ``write`` after
+        the commit of a transaction that removed text: checkpoint and truncate the WAL so that
+        deleted or replaced text is gone from it too. Never raises: the change is made, and a
+        reset that cannot finish now (disk full, another connection reading or writing past
         RESET_WAIT_MS) is logged and retried (``wal.WalReset``). Returns whether it finished."""
         with self._lock:
             self._wal.pending = True
@@ -188,10 +192,6 @@ class Store:
                 self._wal.schedule()
                 return False
             return self._wal.attempt(connection, RESET_WAIT_MS)
-
-    def purge_deleted(self) -> bool:
-        """The engine's purge of deleted text (``seam.HistoryStore``): the WAL reset."""
-        return self.reset_wal()
 
     #: SQLite's purge is the WAL reset, at once either way.
     purge_now = purge_deleted

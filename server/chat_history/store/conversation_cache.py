@@ -14,6 +14,9 @@ from chat_history.model import Key, StoredMessage, resident_bytes
 
 #: What the cache may hold, measured by ``row_bytes``.
 DEFAULT_MAX_BYTES = 128 * 1024 * 1024
+#: What it keeps once the server is at rest (``shrink``): the conversations in use stay, a
+#: sweep over many (a search, an export, a listing's previews) does not stay resident.
+REST_BYTES = 8 * 1024 * 1024
 #: A row's memory (the one measure of every cache of rows).
 row_bytes = resident_bytes
 
@@ -123,12 +126,20 @@ class ConversationCache:
         self._rows = 0
         self._bytes = 0
 
+    def shrink(self, max_bytes: int = REST_BYTES) -> None:
+        """Drop the least recently used conversations until at most ``max_bytes`` are held."""
+        while self._entries and self._bytes > max_bytes:
+            self._drop_oldest()
+
     def _evict(self) -> None:
         while self._entries and (
             len(self._entries) > self.max_conversations
             or self._rows > self.max_rows
             or self._bytes > self.max_bytes
         ):
-            key, entry = self._entries.popitem(last=False)
-            self._rows -= len(entry)
-            self._bytes -= self._sizes.pop(key)
+            self._drop_oldest()
+
+    def _drop_oldest(self) -> None:
+        key, entry = self._entries.popitem(last=False)
+        self._rows -= len(entry)
+        self._bytes -= self._sizes.pop(key)

@@ -47,7 +47,7 @@ from chat_history.settings import (
     load_settings,
 )
 from chat_history.store import database_option, purge_option
-from chat_history.wire import checks, frames, framing, lsp_adapter, protocol
+from chat_history.wire import checks, frames, framing, lsp_adapter, memory, protocol
 from chat_history.wire.barrier import BOUND_SECONDS, SettingsBarrier
 from chat_history.wire.methods import METHODS
 
@@ -493,6 +493,7 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
     ls.manager = ChatHistoryManager.in_folder(
         folder, notify=ls.send_trimmed, database=url, purge_seconds=purge
     )
+    memory.on_rest(ls.manager.rest, ls.requests)
     ls.watch = watch.ChangeWatch(ls.manager.store, lambda: ls.workspace_identity)
     raw = options.get("settings")
     ls.barrier = ls._new_barrier(ls.checked_settings(raw))

@@ -117,9 +117,6 @@ class PurgeSteps:
         """After an operation deleted or replaced text: the purge runs within the interval."""
         return self.purging.purge_deleted()
 
-    #: The SQLite store's name of the same step, which the manager calls.
-    reset_wal = purge_deleted
-
     def purge_now(self) -> bool:
         """The purge, now (``Purge.purge_now``)."""
         return self.purging.purge_now()

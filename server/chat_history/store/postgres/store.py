@@ -27,8 +27,7 @@ SQL (``dialect``).
   ``data_version`` (what SQLite's ``PRAGMA data_version`` is to the shared code) changes when the
   counter moved by another connection's commit since this connection last looked, so the cache
   and the remembered tails are dropped exactly when another process wrote.
-- **Purge.** ``purge_deleted`` schedules the physical purge of deleted text (``purge``:
-  ``PurgeSteps``).
+- **Purge.** A commit that removed text schedules its ``VACUUM FULL`` (``purge.PurgeSteps``).
 """
 
 from __future__ import annotations
@@ -166,6 +165,8 @@ class PostgresStore(PurgeSteps):
             finally:
                 self._pinned = False
                 self._tails.transactions += 1
+            if transaction.removed_text:  # deleted means deleted: part of the commit
+                self.purge_deleted()
 
     def _start(self, first: Callable[[Connection], object]) -> Connection:
         """The connection, after the section's first statement ran on it. A connection the
