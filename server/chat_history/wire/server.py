@@ -35,7 +35,7 @@ from chat_history.errors import (
 )
 from chat_history.model import Key, Trimmed
 from chat_history.paths import default_storage_folder
-from chat_history.policy.identity import normalize_uri
+from chat_history.policy.identity import checked_session_workspace, normalize_uri
 from chat_history.service import watch, workspaces
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.settings import (
@@ -411,10 +411,9 @@ class ChatHistoryServer(LanguageServer):
             identity = workspaces.resolve(self.raw_workspace, mode)
             self.workspace_identity = identity.workspace
             self.folder_identity = identity.folder_identity
-            if identity.workspace.startswith(("file:", "repo:")):
-                machine = self.machine if identity.git is not None else ""
-                for line in manager.open_identity(identity, machine):
-                    self.tell(types.MessageType.Info, line)
+            machine = self.machine if identity.git is not None else ""
+            for line in manager.open_identity(identity, machine):  # old spellings: every session
+                self.tell(types.MessageType.Info, line)
             self._identity_mode = mode
 
     def key(self, params: protocol.KeyParams) -> Key:
@@ -456,12 +455,17 @@ def _storage_folder(ls: ChatHistoryServer, options: dict[str, Any]) -> Path:
 
 
 def _workspace_identity(params: types.InitializeParams, options: dict[str, Any]) -> str:
+    """The workspace ``initialize`` names; InvalidParams naming its field when it is too long."""
     explicit = options.get("workspace")
     if isinstance(explicit, str) and explicit:
-        return explicit
+        return checked_session_workspace(explicit, "initialization_options.workspace")
     if params.workspace_folders:
-        return params.workspace_folders[0].uri
-    return params.root_uri or params.root_path or "default"
+        return checked_session_workspace(
+            params.workspace_folders[0].uri, "workspace_folders[0].uri"
+        )
+    if params.root_uri:
+        return checked_session_workspace(params.root_uri, "root_uri")
+    return checked_session_workspace(params.root_path or "default", "root_path")
 
 
 def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
@@ -471,7 +475,10 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
     options = params.initialization_options
     if not isinstance(options, dict):
         options = {}
-    ls.raw_workspace = _workspace_identity(params, options)
+    try:
+        ls.raw_workspace = _workspace_identity(params, options)
+    except InvalidParams as exc:
+        raise to_jsonrpc(exc) from None
     ls.workspace_identity = ls.folder_identity = normalize_uri(ls.raw_workspace)
     mode = options.get("workspaceIdentity")
     if mode is not None and mode not in ("folder", "repository"):
