@@ -410,7 +410,7 @@ class ChatHistoryServer(LanguageServer):
                 return
             identity = workspaces.resolve(self.raw_workspace, mode)
             self.workspace_identity = identity.workspace
-            self.folder_identity = identity.folder_identity
+            self.folder_identity = identity.link or identity.folder_identity  # client's spelling
             machine = self.machine if identity.git is not None else ""
             for line in manager.open_identity(identity, machine):  # old spellings: every session
                 self.tell(types.MessageType.Info, line)
