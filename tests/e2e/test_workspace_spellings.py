@@ -7,7 +7,6 @@ longest accepted one exports and imports)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import string
@@ -23,7 +22,7 @@ from tests.e2e.test_cli import run
 from tests.e2e.test_workspaces import folder, open_store, titles, user
 
 from chat_history.model import Message
-from chat_history.policy.identity import MAX_IDENTITY_CHARS
+from chat_history.policy.identity import MAX_IDENTITY_BYTES
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.store import Key
 
@@ -228,7 +227,7 @@ def initialize_raw(tmp_path: Path, **params: Any) -> dict[str, Any]:
     ("params", "field"),
     [
         ({"workspaceFolders": [{"uri": "file:///" + "d/" * 6_750, "name": "deep"}]}, None),
-        ({"rootUri": "file:///" + "é" * 700}, "rootUri"),
+        ({"rootUri": "file:///" + "é" * 300}, "rootUri"),
         ({"rootPath": "/" + "p" * 5_000}, "rootPath"),
     ],
 )
@@ -236,8 +235,8 @@ def test_an_identity_over_the_bound_is_refused_at_initialize_naming_the_field(
     tmp_path: Path, params: dict[str, Any], field: str | None
 ):
     """Issue 35 item 12: a folder URI of 13,508 characters, an explicit identity of 1,000,000,
-    a root URI that is 4,208 characters once normalized: -32602 naming the field, the value
-    never echoed, nothing stored."""
+    a root URI of 1,808 characters once normalized, a root path of 5,001: -32602 naming the
+    field, the value never echoed, nothing stored."""
     answer = initialize_raw(tmp_path, **params)
     assert answer["error"]["code"] == -32602
     assert answer["error"]["data"] == {"field": field or "workspaceFolders[0].uri"}
@@ -254,39 +253,39 @@ def test_an_identity_over_the_bound_is_refused_at_initialize_naming_the_field(
 async def test_the_longest_accepted_identity_exports_and_imports(
     start_session: StartSession, tmp_path: Path, databases: Databases | None
 ):
-    """Every key the server stores comes back from its export: the longest identity (4,096
-    characters once normalized; an encoded name counts as encoded) is accepted at ``initialize``
-    and by a request, and its export imports into another store."""
+    """Every key the server stores comes back from its export: the longest identity (1,536
+    bytes once normalized; an encoded name counts as encoded) beside the longest conversation id
+    (256 characters of 4 bytes), neither compressible, is accepted at ``initialize`` and by a
+    request, stored on both engines, and its export imports into another store."""
+    rng = random.Random(35)
     head = "file:///" + "é" * 100 + "/"  # 609 characters once normalized
-    letters = random.Random(35).choices(string.ascii_letters, k=MAX_IDENTITY_CHARS - 609)
-    longest = head + "".join(letters)  # not compressible: a PostgreSQL index holds it as is
+    longest = head + "".join(rng.choices(string.ascii_letters, k=MAX_IDENTITY_BYTES - 609))
+    conversation = "".join(chr(rng.randrange(0x20000, 0x2A6E0)) for _ in range(256))
     storage = tmp_path / "store"
     session = await start_session(storage=storage, init_options={"workspace": longest})
-    await session.append("c1", user("under the longest identity"))
+    await session.append(conversation, user("under the longest identity"))
+    await session.request(
+        "chatHistory/saveSummary", {"conversationId": conversation, "summary": "s"}
+    )
     with pytest.raises(JsonRpcException) as caught:
         await session.append("c2", user("one more"), workspace=longest + "y")
     assert caught.value.data == {"field": "workspace"}
-    listed = await listed_pairs(session)
-    [(workspace, _)] = listed
-    assert len(workspace) == MAX_IDENTITY_CHARS
-    source, target = ["--db", str(storage)], ["--db", str(tmp_path / "copy")]
+    [(workspace, listed)] = await listed_pairs(session)
+    assert len(workspace.encode()) == MAX_IDENTITY_BYTES and listed == conversation
+    where = {"source": ["--db", str(storage)], "copy": ["--db", str(tmp_path / "copy")]}
     if databases is not None:
-        source, target = (
-            ["--database", databases.url(storage)],
-            [
-                "--database",
-                databases.url(tmp_path / "copy"),
-            ],
-        )
+        where = {
+            name: ["--database", databases.url(tmp_path / folder)]
+            for name, folder in (("source", "store"), ("copy", "copy"))
+        }
     env = {**os.environ, "CHAT_HISTORY_STORAGE": str(tmp_path / "cli")}
-    exported = run(env, *source, "export")
+    exported = run(env, *where["source"], "export")
     assert exported.returncode == 0, exported.stderr
-    lines = [json.loads(line) for line in exported.stdout.splitlines() if line.strip()]
-    assert any(line.get("workspace") == workspace for line in lines)
     dump = tmp_path / "export.jsonl"
     dump.write_text(exported.stdout, encoding="utf-8")
-    imported = run(env, *target, "import", str(dump))
+    imported = run(env, *where["copy"], "import", str(dump))
     assert imported.returncode == 0, imported.stderr
     copy = await start_session(storage=tmp_path / "copy", init_options={"workspace": longest})
-    got = await copy.request("chatHistory/get", {"conversationId": "c1"})
+    got = await copy.request("chatHistory/get", {"conversationId": conversation})
     assert [m["content"] for m in got["messages"]] == ["under the longest identity"]
+    assert got["summary"]["summary"] == "s"

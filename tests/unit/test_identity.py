@@ -8,7 +8,7 @@ import pytest
 
 from chat_history.errors import InvalidParams
 from chat_history.policy.identity import (
-    MAX_IDENTITY_CHARS,
+    MAX_IDENTITY_BYTES,
     Fingerprint,
     checked_identity,
     checked_session_workspace,
@@ -166,17 +166,20 @@ def test_a_taken_conversation_id_moves_under_the_first_free_new_one():
 
 
 def test_identities_over_the_bound_are_refused_naming_the_field():
-    longest = "file:///" + "a" * (MAX_IDENTITY_CHARS - len("file:///"))
+    longest = "file:///" + "a" * (MAX_IDENTITY_BYTES - len("file:///"))
     assert checked_identity(longest, "workspace") == longest
     assert checked_session_workspace(longest + "/", "workspace_folders[0].uri") == longest + "/"
     with pytest.raises(InvalidParams) as caught:
         checked_session_workspace(longest + "b", "workspace_folders[0].uri")
     assert caught.value.field == "workspace_folders[0].uri"
     assert "aaaa" not in str(caught.value)  # the value is never echoed
-    # Encoding counts: 700 "é" are 4,200 characters once normalized.
+    # Encoding counts: 300 "é" are 1,800 characters once normalized; bytes count in UTF-8.
     with pytest.raises(InvalidParams) as caught:
-        checked_identity("file:///" + "é" * 700, "workspace")
+        checked_identity("file:///" + "é" * 300, "workspace")
     assert caught.value.field == "workspace"
+    assert checked_identity("é" * (MAX_IDENTITY_BYTES // 2), "workspace")  # not a URI: as is
+    with pytest.raises(InvalidParams):
+        checked_identity("é" * (MAX_IDENTITY_BYTES // 2) + "e", "workspace")
 
 
 def hostile(tmp_path: Path, name: str) -> Path:

@@ -9,7 +9,7 @@
   ``file:///C:/Users/me/proj/`` are one identity. Anything that is not a ``file:`` URI is kept as
   it is. ``folder_uri`` is the same spelling made from a local path (a symlinked folder is named
   by its target: the service resolves it, this module does no I/O).
-- ``identity_problem``: the one bound on an identity's length (``MAX_IDENTITY_CHARS``), checked
+- ``identity_problem``: the one bound on an identity's length (``MAX_IDENTITY_BYTES``), checked
   where an identity enters (``initialize``, a request's ``workspace``, an import).
 - ``request_workspace``: a request's ``workspace`` as an identity: normalized as above, and the
   session's own folder (in any spelling) names the session's identity, its ``repo:`` one in
@@ -46,9 +46,12 @@ _DRIVE = re.compile(r"^[A-Za-z]:$")
 _SCP_LIKE = re.compile(r"^(?:[^@/]+@)?([^:/]+):(?!//)(.*)$")
 
 REPOSITORY_PREFIX = "repo:"
-#: The longest workspace identity (a request's ``workspace``, a session's identity, an import's
-#: key): one bound for every way an identity enters, so whatever is stored exports and imports.
-MAX_IDENTITY_CHARS = 4_096
+#: The longest workspace identity, in UTF-8 bytes once normalized (a request's ``workspace``, a
+#: session's identity, an import's key): one bound for every way an identity enters, so that
+#: whatever is stored exports and imports on both engines. PostgreSQL's btree entries hold at
+#: most 2,704 bytes, and ``(owner, workspace, conversation, id)`` is one: beside a role name of
+#: 63 bytes and the longest conversation id (256 characters of 4 bytes) 1,536 bytes fit.
+MAX_IDENTITY_BYTES = 1_536
 
 
 def _segment_bytes(segment: str) -> bytes:
@@ -116,11 +119,12 @@ def folder_uri(path: str) -> str:
 
 def identity_problem(identity: str) -> str | None:
     """Why ``identity`` (normalized) cannot be a workspace identity, else None: longer than
-    ``MAX_IDENTITY_CHARS`` (a bound that keeps every key exportable and importable)."""
-    if len(identity) > MAX_IDENTITY_CHARS:
+    ``MAX_IDENTITY_BYTES`` in UTF-8 (a bound that keeps every key storable and importable)."""
+    size = len(identity.encode("utf-8", "surrogatepass"))
+    if size > MAX_IDENTITY_BYTES:
         return (
-            f"names a workspace identity of {len(identity):,} characters once normalized "
-            f"(at most {MAX_IDENTITY_CHARS:,})"
+            f"names a workspace identity of {size:,} bytes once normalized "
+            f"(at most {MAX_IDENTITY_BYTES:,} in UTF-8)"
         )
     return None
 

@@ -135,11 +135,16 @@ def rekey_spellings(tx: Transaction) -> list[str]:
     servers before version 3 wrote) to the normalized one, this folder's or another's: requests
     name normalized identities only, so a key left unnormalized could be listed and not reached.
     Returns the log lines."""
-    return [
-        _take(tx, row.workspace, normalize_uri(row.workspace), "another spelling of its URI")
-        for row in tx.workspace_rows()
-        if normalize_uri(row.workspace) != row.workspace
-    ]
+    moved: list[str] = []
+    for row in tx.workspace_rows():
+        normalized = normalize_uri(row.workspace)
+        if normalized == row.workspace:
+            continue
+        if identity_problem(normalized) is not None:  # no request could name it either way
+            log.warning("a stored workspace is too long once normalized; left as it is")
+            continue
+        moved.append(_take(tx, row.workspace, normalized, "another spelling of its URI"))
+    return moved
 
 
 def open_identity(tx: Transaction, identity: Identity, machine: str, now: int) -> list[str]:
