@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from chat_history.errors import InvalidParams
+from chat_history.model import Message
 from chat_history.policy.identity import (
     MAX_IDENTITY_BYTES,
     Fingerprint,
@@ -20,12 +21,15 @@ from chat_history.policy.identity import (
     renamed_id,
     repository_identity,
 )
+from chat_history.service import workspaces
 from chat_history.service.gitfolder import (
     MAX_POINTER_BYTES,
     MAX_REMOTE_CHARS,
     git_folder,
     remotes,
 )
+from chat_history.service.manager import ChatHistoryManager
+from chat_history.store import Key, Store
 
 
 @pytest.mark.parametrize(
@@ -216,3 +220,21 @@ def test_a_remote_url_is_read_in_linear_time_and_bounded():
     assert remotes(f'[remote "o"]\nurl={longest}\n') == {"o": longest}
     assert remotes(f'[remote "o"]\nurl={longest}p\n') == {}
     assert remotes('[ remote "o" ]\n URL = u\n[remote]\nurl = v\n') == {"o": "u"}
+
+
+def test_a_session_opens_without_a_write_unless_there_is_something_to_re_key(tmp_path: Path):
+    manager = ChatHistoryManager(Store(tmp_path / "store"))
+    try:
+        manager.append(Key("file:///c:/proj", "c1"), [Message(role="user", content="x")])
+        plain = workspaces.resolve("file:///C:/proj/", "folder")
+        with manager.store.snapshot() as reading:
+            assert not workspaces.needs_opening(reading, plain)
+        assert manager.open_identity(plain, "") == []
+        manager.append(Key("file:///C:/other/", "c1"), [Message(role="user", content="y")])
+        with manager.store.snapshot() as reading:
+            assert workspaces.needs_opening(reading, plain)
+        assert manager.open_identity(plain, "") == [
+            "history of file:///C:/other/ moved to file:///c:/other (another spelling of its URI)"
+        ]
+    finally:
+        manager.close()

@@ -147,6 +147,16 @@ def rekey_spellings(tx: Transaction) -> list[str]:
     return moved
 
 
+def needs_opening(reading: Reading, identity: Identity) -> bool:
+    """Whether ``open_identity`` has anything to do (else a session opens on a snapshot alone,
+    without a write): a git folder to record, a symlink's history, or an old spelling."""
+    if identity.git is not None and identity.folder is not None:
+        return True
+    if identity.link is not None and reading.conversation_ids(identity.link):
+        return True
+    return any(normalize_uri(row.workspace) != row.workspace for row in reading.workspace_rows())
+
+
 def open_identity(tx: Transaction, identity: Identity, machine: str, now: int) -> list[str]:
     """The steps run before a session's first request (see the module); returns what moved, as
     log lines."""
