@@ -401,7 +401,8 @@ class ChatHistoryServer(LanguageServer):
         """Before the first request under an identity mode (``workspaceIdentity`` from
         initializationOptions, else the settings in force): the session's identity, and the
         steps that bring its history along (workspaces.open_identity). A failure (1002) fails
-        this request and is tried again by the next."""
+        this request (a session without a folder: only when the request needs storage itself)
+        and is tried again by the next."""
         mode = self.identity_option or settings.workspace_identity
         if mode == self._identity_mode:
             return
@@ -412,7 +413,13 @@ class ChatHistoryServer(LanguageServer):
             self.workspace_identity = identity.workspace
             self.folder_identity = identity.link or identity.folder_identity  # client's spelling
             machine = self.machine if identity.git is not None else ""
-            for line in manager.open_identity(identity, machine):  # old spellings: every session
+            try:
+                moved = manager.open_identity(identity, machine)  # old spellings: every session
+            except StorageError:
+                if identity.workspace.startswith(("file:", "repo:")):
+                    raise
+                return  # nothing of its own to bring along: the request meets the storage itself
+            for line in moved:
                 self.tell(types.MessageType.Info, line)
             self._identity_mode = mode
 
