@@ -160,6 +160,27 @@ async def test_a_symlinked_folder_s_own_history_joins_its_target_s(
     assert listed == {(proj.resolve().as_uri(), "c1")}
 
 
+async def test_a_folder_named_by_its_path_is_the_folder_s_history(
+    start_session: StartSession, tmp_path: Path, databases: Databases | None
+):
+    """A workspace named by a path (``rootPath``, or an explicit identity such as
+    ``/home/me/proj``) is the folder's URI identity; what was stored under the path before
+    joins it, and requests naming the path mean it."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    storage = tmp_path / "store"
+    write_v2(storage, databases, (str(proj), "old", "stored under the path"))
+    by_path = await start_session(storage=storage, init_options={"workspace": str(proj)})
+    await by_path.append("c1", user("written by a session named by the path"))
+    assert await titles(by_path, str(proj)) == ["c1", "old"]
+    by_uri = await start_session(storage=storage, workspace_folders=folder(proj.as_uri()))
+    assert await titles(by_uri) == ["c1", "old"]
+    assert await listed_pairs(by_uri) == {
+        (Path(os.path.realpath(proj)).as_uri(), "c1"),
+        (Path(os.path.realpath(proj)).as_uri(), "old"),
+    }
+
+
 def hostile_folders(root: Path) -> dict[str, Path]:
     """Issue 35 item 10's folders: a ``gitdir:`` with a NUL, a gitdir symlink loop, a
     ``commondir`` with undecodable bytes, a remote URL with 200,000 spaces inside."""

@@ -83,34 +83,38 @@ class Identity:
     folder: str | None = None
     git: GitFolder | None = None
     mode: str = "folder"
-    #: the normalized URI as the client spelled it, when the folder is a symlink to another
-    #: (its history, if any, is re-keyed to ``folder_identity`` on opening)
+    #: the workspace as the client spelled it, when another spelling names the folder (a
+    #: symlink to it, a ``rootPath``): its history, if any, is re-keyed to ``folder_identity``
+    #: on opening, and requests that name it mean the session's identity
     link: str | None = None
 
 
 def resolve(raw: str, mode: str) -> Identity:
     """The identity of a session whose workspace is ``raw``, in ``mode`` ("folder" or
-    "repository"). A local folder is named by its real path (a symlink by its target), and a
-    repository identity over the length bound gives way to the folder identity."""
+    "repository"). A local folder is named by its real path's URI (a symlink by its target, a
+    ``rootPath`` such as ``/home/me/proj`` as ``file:///home/me/proj``), and a repository
+    identity over the length bound gives way to the folder identity."""
     normalized = normalize_uri(raw)
+    spelling = None  # the client's own spelling, when another names the folder
+    if raw.startswith("/") and os.path.isdir(raw) and identity_problem(folder_uri(raw)) is None:
+        normalized, spelling = folder_uri(raw), raw
     folder = folder_of(normalized)
     if folder is None or not os.path.isdir(folder):
         return Identity(normalized, normalized, None, None, mode)
-    link = None
     try:
         real = folder_uri(os.path.realpath(folder))
     except (OSError, ValueError):
         real = normalized
     if real != normalized and identity_problem(real) is None:
-        normalized, link = real, normalized
+        normalized, spelling = real, spelling or normalized
         folder = folder_of(real) or folder
     git = git_folder(Path(folder))
     if mode == "repository" and git is not None and git.remote is not None:
         repository = repository_identity(git.remote, git.inner_path)
         if identity_problem(repository) is None:
-            return Identity(repository, normalized, folder, git, mode, link)
+            return Identity(repository, normalized, folder, git, mode, spelling)
         log.warning("the repository identity of %s is too long; the folder identity is used", raw)
-    return Identity(normalized, normalized, folder, git, mode, link)
+    return Identity(normalized, normalized, folder, git, mode, spelling)
 
 
 def _take(tx: Transaction, source: str, into: str, why: str) -> str:
@@ -163,7 +167,7 @@ def open_identity(tx: Transaction, identity: Identity, machine: str, now: int) -
     moved = rekey_spellings(tx)
     target = identity.folder_identity
     if identity.link is not None and tx.conversation_ids(identity.link):
-        moved.append(_take(tx, identity.link, target, "a symlink to the folder"))
+        moved.append(_take(tx, identity.link, target, "another name of the folder"))
     git = identity.git
     if git is not None and identity.folder is not None:
         moved += _follow_git(tx, identity, git, machine, now)
