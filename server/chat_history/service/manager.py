@@ -451,6 +451,9 @@ class ChatHistoryManager:
         """Before a session's first request under ``identity``: re-key other spellings and a
         moved folder's history, record the fingerprint (one transaction). Returns what moved."""
         with self._lock:  # it re-keys across workspaces: the whole database
+            with self.store.snapshot() as reading:
+                if not workspaces.needs_opening(reading, identity):
+                    return []
             return self._write(
                 (), lambda tx: workspaces.open_identity(tx, identity, machine, self._clock())
             )

@@ -2,12 +2,14 @@
 one store transaction, composing the pure rules (``policy.identity``) with what the folder is in
 git (``gitfolder``). No SQL and no pygls here.
 
-- ``resolve``: a session's identity from its raw workspace URI and ``workspaceIdentity``;
+- ``resolve``: a session's identity from its raw workspace URI and ``workspaceIdentity`` (a
+  local folder by its real path);
 - ``open_identity``: run once per identity before the session's first request: re-keys
-  conversations stored under an unnormalized spelling of any folder's URI, takes the history
-  of a moved git folder (never from a folder that still exists), records the folder's
-  fingerprint, and in ``"repository"`` mode takes the folder's history when the repository
-  identity has none;
+  conversations stored under an unnormalized spelling of any folder's URI (a conversation id
+  already taken under the normalized one moves under a new id, said in the log), and those of
+  the symlink the client named to its target folder, takes the history of a moved git folder
+  (never from a folder that still exists), records the folder's fingerprint, and in
+  ``"repository"`` mode takes the folder's history when the repository identity has none;
 - ``move_workspace``, ``list_workspaces``: the methods of the same names and the CLI's
   ``move-workspace`` and ``workspaces``.
 """
@@ -26,9 +28,12 @@ from chat_history.policy.identity import (
     REPOSITORY_PREFIX,
     Fingerprint,
     folder_of,
+    folder_uri,
+    identity_problem,
     moved_from,
     normalize_remote,
     normalize_uri,
+    renamed_id,
     repository_identity,
 )
 from chat_history.service.gitfolder import GitFolder, git_folder
@@ -72,91 +77,133 @@ class Identity:
 
     #: the identity in force
     workspace: str
-    #: the normalized folder URI (the identity in "folder" mode)
+    #: the normalized folder URI (the identity in "folder" mode; a symlinked folder's target)
     folder_identity: str
     #: the local folder it names (None: not a local ``file:`` URI, or not there)
     folder: str | None = None
     git: GitFolder | None = None
     mode: str = "folder"
+    #: the workspace as the client spelled it, when another spelling names the folder (a
+    #: symlink to it, a ``rootPath``): its history, if any, is re-keyed to ``folder_identity``
+    #: on opening, and requests that name it mean the session's identity
+    link: str | None = None
 
 
 def resolve(raw: str, mode: str) -> Identity:
     """The identity of a session whose workspace is ``raw``, in ``mode`` ("folder" or
-    "repository")."""
+    "repository"). A local folder is named by its real path's URI (a symlink by its target, a
+    ``rootPath`` such as ``/home/me/proj`` as ``file:///home/me/proj``), and a repository
+    identity over the length bound gives way to the folder identity."""
     normalized = normalize_uri(raw)
+    spelling = None  # the client's own spelling, when another names the folder
+    if raw.startswith("/") and os.path.isdir(raw) and identity_problem(folder_uri(raw)) is None:
+        normalized, spelling = folder_uri(raw), raw
     folder = folder_of(normalized)
     if folder is None or not os.path.isdir(folder):
         return Identity(normalized, normalized, None, None, mode)
+    try:
+        real = folder_uri(os.path.realpath(folder))
+    except (OSError, ValueError):
+        real = normalized
+    if real != normalized and identity_problem(real) is None:
+        normalized, spelling = real, spelling or normalized
+        folder = folder_of(real) or folder
     git = git_folder(Path(folder))
     if mode == "repository" and git is not None and git.remote is not None:
-        return Identity(
-            repository_identity(git.remote, git.inner_path), normalized, folder, git, mode
-        )
-    return Identity(normalized, normalized, folder, git, mode)
+        repository = repository_identity(git.remote, git.inner_path)
+        if identity_problem(repository) is None:
+            return Identity(repository, normalized, folder, git, mode, spelling)
+        log.warning("the repository identity of %s is too long; the folder identity is used", raw)
+    return Identity(normalized, normalized, folder, git, mode, spelling)
+
+
+def _take(tx: Transaction, source: str, into: str, why: str) -> str:
+    """Re-key ``source``'s conversations to ``into``; a conversation id present in both moves
+    under a new id (policy.identity.renamed_id), so both histories stay reachable. Returns the
+    log line that says what moved."""
+    clash = tx.move_workspace(source, into)
+    if not clash:
+        return f"history of {source} moved to {into} ({why})"
+    taken = tx.conversation_ids(into) | tx.conversation_ids(source)
+    renames: dict[str, str] = {}
+    for conversation in sorted(clash):
+        renames[conversation] = renamed_id(conversation, taken)
+        taken.add(renames[conversation])
+    tx.move_workspace(source, into, renames)  # the new ids are free in both: it moves
+    told = ", ".join(f"{old!r} is now {new!r}" for old, new in sorted(renames.items()))
+    return f"history of {source} moved to {into} ({why}); ids taken there: {told}"
+
+
+def rekey_spellings(tx: Transaction) -> list[str]:
+    """Re-key every conversation stored under an unnormalized spelling of a folder's URI (what
+    servers before version 3 wrote) to the normalized one, this folder's or another's: requests
+    name normalized identities only, so a key left unnormalized could be listed and not reached.
+    Returns the log lines."""
+    moved: list[str] = []
+    for row in tx.workspace_rows():
+        normalized = normalize_uri(row.workspace)
+        if normalized == row.workspace:
+            continue
+        if identity_problem(normalized) is not None:  # no request could name it either way
+            log.warning("a stored workspace is too long once normalized; left as it is")
+            continue
+        moved.append(_take(tx, row.workspace, normalized, "another spelling of its URI"))
+    return moved
+
+
+def needs_opening(reading: Reading, identity: Identity) -> bool:
+    """Whether ``open_identity`` has anything to do (else a session opens on a snapshot alone,
+    without a write): a git folder to record, a symlink's history, or an old spelling."""
+    if identity.git is not None and identity.folder is not None:
+        return True
+    if identity.link is not None and reading.conversation_ids(identity.link):
+        return True
+    return any(normalize_uri(row.workspace) != row.workspace for row in reading.workspace_rows())
 
 
 def open_identity(tx: Transaction, identity: Identity, machine: str, now: int) -> list[str]:
     """The steps run before a session's first request (see the module); returns what moved, as
     log lines."""
-    moved: list[str] = []
+    moved = rekey_spellings(tx)
     target = identity.folder_identity
-
-    def take(source: str, why: str, into: str) -> None:
-        clash = tx.move_workspace(source, into)
-        if clash:
-            log.warning(
-                "history of %s was not moved to %s (%s): conversation ids in both",
-                source,
-                into,
-                why,
-            )
-        else:
-            moved.append(f"history of {source} moved to {into} ({why})")
-
-    # Every stored spelling, not only this folder's: requests name normalized identities only,
-    # so an old spelling left for later could be reached by moveWorkspace alone.
-    for row in tx.workspace_rows():
-        normalized = normalize_uri(row.workspace)
-        if normalized != row.workspace:
-            take(row.workspace, "another spelling of the folder's URI", normalized)
+    if identity.link is not None and tx.conversation_ids(identity.link):
+        moved.append(_take(tx, identity.link, target, "another name of the folder"))
     git = identity.git
     if git is not None and identity.folder is not None:
-        current = Fingerprint(
-            target,
-            machine,
-            identity.folder,
-            normalize_remote(git.remote) if git.remote else None,
-            git.inner_path,
-            now,
-        )
-        if not tx.conversation_ids(target):
-            source = moved_from(
-                current,
-                tx.folder_records(),
-                lambda workspace: bool(tx.conversation_ids(workspace)),
-                os.path.isdir,
-            )
-            if source is not None:
-                take(source.workspace, f"the folder moved from {source.folder}", target)
-                tx.forget_folder(source.workspace, machine)
-        tx.record_folder(
-            FolderRow(target, machine, identity.folder, current.remote, git.inner_path, now)
-        )
-        if identity.workspace != target:
-            if not tx.conversation_ids(identity.workspace) and tx.conversation_ids(target):
-                take(target, "workspaceIdentity is repository", identity.workspace)
-            tx.record_folder(
-                FolderRow(
-                    identity.workspace,
-                    machine,
-                    identity.folder,
-                    current.remote,
-                    git.inner_path,
-                    now,
-                )
-            )
+        moved += _follow_git(tx, identity, git, machine, now)
     for line in moved:
         log.info("%s", line)
+    return moved
+
+
+def _follow_git(
+    tx: Transaction, identity: Identity, git: GitFolder, machine: str, now: int
+) -> list[str]:
+    """A git folder's steps: take a moved folder's history, record the fingerprint, and in
+    "repository" mode take the folder's history when the repository identity has none."""
+    moved: list[str] = []
+    target, folder = identity.folder_identity, identity.folder or ""
+    remote = normalize_remote(git.remote) if git.remote else None
+    current = Fingerprint(target, machine, folder, remote, git.inner_path, now)
+    if not tx.conversation_ids(target):
+        source = moved_from(
+            current,
+            tx.folder_records(),
+            lambda workspace: bool(tx.conversation_ids(workspace)),
+            os.path.isdir,
+        )
+        if source is not None:
+            moved.append(
+                _take(tx, source.workspace, target, f"the folder moved from {source.folder}")
+            )
+            tx.forget_folder(source.workspace, machine)
+    tx.record_folder(current)
+    if identity.workspace != target:
+        if not tx.conversation_ids(identity.workspace) and tx.conversation_ids(target):
+            moved.append(_take(tx, target, identity.workspace, "workspaceIdentity is repository"))
+        tx.record_folder(
+            FolderRow(identity.workspace, machine, folder, remote, git.inner_path, now)
+        )
     return moved
 
 
@@ -175,7 +222,11 @@ def move_workspace(tx: Transaction, source: str, target: str) -> int:
         count += len(tx.conversation_ids(spelling))
         clash = tx.move_workspace(spelling, target)
         if clash:
-            raise InvalidParams("to", f"{len(clash)} conversation id(s) exist in both workspaces")
+            # the stored id that clashes, not a value the client sent: naming it tells what to do
+            first = sorted(clash)[0]
+            raise InvalidParams(
+                "to", f"conversation {first!r} exists in both workspaces ({len(clash)} in all)"
+            )
     return count
 
 

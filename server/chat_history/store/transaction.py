@@ -204,15 +204,20 @@ class Transaction(Reading):
         """Index the next rows written since the last catch-up; returns how many."""
         return search_index.catch_up(self.connection)
 
-    def move_workspace(self, source: str, target: str) -> set[str]:
-        """Re-key every conversation of ``source`` to ``target``; returns the ids that collide
-        with existing conversations of ``target`` (then nothing moved)."""
-        moving = workspace_sql.keyed_ids(self.connection, source)
+    def move_workspace(
+        self, source: str, target: str, renames: dict[str, str] | None = None
+    ) -> set[str]:
+        """Re-key every conversation of ``source`` to ``target``, the ones in ``renames`` under
+        their new ids; returns the ids that collide with existing conversations of ``target``
+        (then nothing moved)."""
+        renames = renames or {}
+        moving = {renames.get(c, c) for c in workspace_sql.keyed_ids(self.connection, source)}
         taken = workspace_sql.keyed_ids(self.connection, target) & moving
         clash = workspace_sql.conversation_ids(self.connection, target) & taken
         if clash:
             return clash
         workspace_sql.drop_empty(self.connection, target, taken)
+        workspace_sql.rename(self.connection, source, renames)
         workspace_sql.move(self.connection, source, target)
         self._cache.clear()
         self._tails.clear()

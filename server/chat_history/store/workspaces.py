@@ -1,6 +1,7 @@
 """Stateless SQL of workspace identities (protocol.md "Version 3" → Workspace identity), shared by
 both engines: the workspaces that hold conversations, re-keying one workspace's conversations to
-another, and the folder fingerprints recorded per identity (``workspace_folders``)."""
+another (renaming the ones whose ids are taken there, when asked), and the folder fingerprints
+recorded per identity (``workspace_folders``)."""
 
 from __future__ import annotations
 
@@ -86,6 +87,18 @@ def drop_empty(connection: sqlite3.Connection, workspace: str, ids: set[str]) ->
             connection.execute(
                 f"DELETE FROM {table} WHERE workspace = ? AND conversation = ?",
                 (workspace, conversation),
+            )
+
+
+def rename(connection: sqlite3.Connection, workspace: str, renames: dict[str, str]) -> None:
+    """Give conversations of ``workspace`` new ids (old -> new; the caller chose new ids that
+    name no conversation there: records retention left under them are dropped first)."""
+    drop_empty(connection, workspace, set(renames.values()))
+    for old, new in sorted(renames.items()):
+        for table in KEYED:
+            connection.execute(
+                f"UPDATE {table} SET conversation = ? WHERE workspace = ? AND conversation = ?",
+                (new, workspace, old),
             )
 
 

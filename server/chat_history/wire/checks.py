@@ -20,7 +20,7 @@ from chat_history.model import (
     ExpectedLast,
     nesting_exceeds,
 )
-from chat_history.policy.identity import normalize_uri, request_workspace
+from chat_history.policy.identity import checked_identity, request_workspace
 from chat_history.wire.protocol import ABSENT, KeyParams, json_type
 
 # Limits (README "Limits"): large enough for real chats, small enough that no request can
@@ -102,7 +102,7 @@ def check_workspace(value: str, field: str = "workspace") -> str:
     """A workspace identity, normalized (a ``file:`` URI has one spelling per folder, protocol.md
     "Workspace identity"): the one rule of the server's requests and of ``chat-history
     import``, so whatever the server stored can be exported and imported again."""
-    return normalize_uri(check_id(value, field, MAX_WORKSPACE_CHARS))
+    return checked_identity(check_id(value, field, MAX_WORKSPACE_CHARS), field)
 
 
 def check_id(value: str, field: str, max_chars: int = MAX_ID_CHARS) -> str:

@@ -36,7 +36,7 @@ from chat_history.errors import (
 )
 from chat_history.model import Key, Trimmed
 from chat_history.paths import default_storage_folder
-from chat_history.policy.identity import normalize_uri
+from chat_history.policy.identity import checked_session_workspace, normalize_uri
 from chat_history.service import watch, workspaces
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.settings import (
@@ -403,7 +403,8 @@ class ChatHistoryServer(LanguageServer):
         """Before the first request under an identity mode (``workspaceIdentity`` from
         initializationOptions, else the settings in force): the session's identity, and the
         steps that bring its history along (workspaces.open_identity). A failure (1002) fails
-        this request and is tried again by the next."""
+        this request (a session without a folder: only when the request needs storage itself)
+        and is tried again by the next."""
         mode = self.identity_option or settings.workspace_identity
         if mode == self._identity_mode:
             return
@@ -412,11 +413,16 @@ class ChatHistoryServer(LanguageServer):
                 return
             identity = workspaces.resolve(self.raw_workspace, mode)
             self.workspace_identity = identity.workspace
-            self.folder_identity = identity.folder_identity
-            if identity.workspace.startswith(("file:", "repo:")):
-                machine = self.machine if identity.git is not None else ""
-                for line in manager.open_identity(identity, machine):
-                    self.tell(types.MessageType.Info, line)
+            self.folder_identity = identity.link or identity.folder_identity  # client's spelling
+            machine = self.machine if identity.git is not None else ""
+            try:
+                moved = manager.open_identity(identity, machine)  # old spellings: every session
+            except StorageError:
+                if identity.workspace.startswith(("file:", "repo:")):
+                    raise
+                return  # nothing of its own to bring along: the request meets the storage itself
+            for line in moved:
+                self.tell(types.MessageType.Info, line)
             self._identity_mode = mode
 
     def key(self, params: protocol.KeyParams) -> Key:
@@ -458,12 +464,17 @@ def _storage_folder(ls: ChatHistoryServer, options: dict[str, Any]) -> Path:
 
 
 def _workspace_identity(params: types.InitializeParams, options: dict[str, Any]) -> str:
+    """The workspace ``initialize`` names; InvalidParams naming its field when it is too long."""
     explicit = options.get("workspace")
     if isinstance(explicit, str) and explicit:
-        return explicit
+        return checked_session_workspace(explicit, "initialization_options.workspace")
     if params.workspace_folders:
-        return params.workspace_folders[0].uri
-    return params.root_uri or params.root_path or "default"
+        return checked_session_workspace(
+            params.workspace_folders[0].uri, "workspace_folders[0].uri"
+        )
+    if params.root_uri:
+        return checked_session_workspace(params.root_uri, "root_uri")
+    return checked_session_workspace(params.root_path or "default", "root_path")
 
 
 def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
@@ -473,7 +484,10 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
     options = params.initialization_options
     if not isinstance(options, dict):
         options = {}
-    ls.raw_workspace = _workspace_identity(params, options)
+    try:
+        ls.raw_workspace = _workspace_identity(params, options)
+    except InvalidParams as exc:
+        raise to_jsonrpc(exc) from None
     ls.workspace_identity = ls.folder_identity = normalize_uri(ls.raw_workspace)
     mode = options.get("workspaceIdentity")
     if mode is not None and mode not in ("folder", "repository"):
