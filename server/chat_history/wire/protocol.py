@@ -33,7 +33,7 @@ from chat_history.model import (
 )
 from chat_history.policy.changes import Change
 from chat_history.settings import empty_object
-from chat_history.store.choice import EngineOptions
+from chat_history.store import EngineOptions
 
 T = TypeVar("T")
 
