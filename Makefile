@@ -15,7 +15,7 @@ ifneq ($(NODE_HEADERS),)
 export npm_config_nodedir := $(patsubst %/include/node/node.h,%,$(NODE_HEADERS))
 endif
 
-.PHONY: demo test lint pytest shim-test mcp-inspector panel-test e2e e2e-install shim-build bench clean wheels-check vsix vsix-all dist dist-check postgresql
+.PHONY: demo test check lint pytest shim-test mcp-inspector panel-test e2e e2e-install shim-build bench clean wheels-check vsix vsix-all dist dist-check postgresql
 
 demo: $(BASE)
 	$(PY) -m chat_history.demo
@@ -31,6 +31,11 @@ lint: $(DEV)
 	$(VENV)/bin/ruff check server tests bench packaging docs
 	$(VENV)/bin/ruff format --check server tests bench packaging docs
 	$(VENV)/bin/mypy
+
+# The fast inner loop (under 3 minutes here): lint, types, and the unit and property tests on
+# SQLite only; no PostgreSQL, no end-to-end suite, no node. `make test` is still the whole thing.
+check: lint
+	CHAT_HISTORY_TEST_ENGINES=sqlite $(PY) -m pytest -q -n 2 --dist loadfile -p no:cacheprovider tests/unit
 
 pytest: $(DEV) postgresql
 	$(PY) -m pytest -q -n 3 --dist loadfile

@@ -9,13 +9,21 @@ gets a fresh database of its own."""
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from tests.pgcluster import Cluster
 
-ENGINES = ("sqlite", "postgres")
+#: The engines the storage suites run on: both (``make test``), or ``CHAT_HISTORY_TEST_ENGINES=
+#: sqlite`` (``make check``, the fast inner loop), which also leaves out the tests that need a
+#: PostgreSQL cluster of their own (deselected, so the summary says how many).
+ENGINES = tuple(
+    name
+    for name in os.environ.get("CHAT_HISTORY_TEST_ENGINES", "sqlite,postgres").split(",")
+    if name in ("sqlite", "postgres")
+) or ("sqlite", "postgres")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -33,6 +41,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         # Module scope: a module's tests run on one engine, then on the other, and a module's
         # own fixtures (one server for a module's tests) may take the engine too.
         metafunc.parametrize("engine", ENGINES, scope="module")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without PostgreSQL among the engines, the tests that need a cluster are deselected."""
+    if "postgres" in ENGINES:
+        return
+    keep, drop = [], []
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        engine = getattr(item, "callspec", None)
+        on_postgres = engine is not None and engine.params.get("engine") == "postgres"
+        (drop if "pg_cluster" in names or on_postgres else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture

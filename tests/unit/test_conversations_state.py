@@ -34,8 +34,10 @@ from tests.unit.conftest import FixedClock, settings_from
 from chat_history.errors import InvalidParams
 from chat_history.model import Key, Message, StoredMessage, Summary, ToolCall
 from chat_history.policy.budget import resolve_route
-from chat_history.policy.context import RequestOptions, prepare_rows, turn_figures
+from chat_history.policy.collapse import turn_figures
+from chat_history.policy.context import prepare_rows
 from chat_history.policy.recording import truncate_tool_result
+from chat_history.policy.request import RequestOptions
 from chat_history.policy.retention import plan_retention
 from chat_history.policy.rewind import (
     edited_content,

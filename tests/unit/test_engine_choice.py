@@ -17,33 +17,33 @@ from tests.pgcluster import Cluster
 import chat_history
 from chat_history.client import StdioClient
 from chat_history.errors import InvalidParams
-from chat_history.store.choice import database_option
+from chat_history.store.choice import EngineOptions, database_option
 
 URL = "postgresql://ada@db.example/history"
 
 
 def test_a_url_is_taken_when_the_driver_is_installed() -> None:
-    assert database_option({"database": URL}, env={}) == URL
-    assert database_option({}, env={"CHAT_HISTORY_DATABASE_URL": URL}) == URL
-    assert database_option({}, env={}) is None
+    assert database_option(EngineOptions(database=URL), env={}) == URL
+    assert database_option(EngineOptions(), env={"CHAT_HISTORY_DATABASE_URL": URL}) == URL
+    assert database_option(EngineOptions(), env={}) is None
 
 
 @pytest.mark.parametrize(
     ("options", "env", "field"),
     [
-        ({"database": URL}, {}, "database"),
-        ({}, {"CHAT_HISTORY_DATABASE_URL": URL}, "CHAT_HISTORY_DATABASE_URL"),
+        (EngineOptions(database=URL), {}, "database"),
+        (EngineOptions(), {"CHAT_HISTORY_DATABASE_URL": URL}, "CHAT_HISTORY_DATABASE_URL"),
     ],
 )
 def test_without_the_driver_a_url_names_its_field_and_the_extra(
-    monkeypatch: pytest.MonkeyPatch, options: dict[str, str], env: dict[str, str], field: str
+    monkeypatch: pytest.MonkeyPatch, options: EngineOptions, env: dict[str, str], field: str
 ) -> None:
     monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg raises ImportError
     with pytest.raises(InvalidParams) as caught:
         database_option(options, env=env)
     assert caught.value.field == field
     assert "chat-history-server[postgres]" in caught.value.why
-    assert database_option({}, env={}) is None  # SQLite needs no driver
+    assert database_option(EngineOptions(), env={}) is None  # SQLite needs no driver
 
 
 def test_inside_an_extension_without_the_driver_the_advice_is_sqlite_or_another_python(
@@ -65,9 +65,9 @@ def test_inside_an_extension_without_the_driver_the_advice_is_sqlite_or_another_
         "import chat_history\n"
         f"assert chat_history.__file__.startswith({str(libs)!r}), chat_history.__file__\n"
         "from chat_history.errors import InvalidParams\n"
-        "from chat_history.store.choice import database_option\n"
+        "from chat_history.store.choice import EngineOptions, database_option\n"
         "try:\n"
-        f"    database_option({{'database': {URL!r}}}, env={{}})\n"
+        f"    database_option(EngineOptions(database={URL!r}), env={{}})\n"
         "except InvalidParams as error:\n"
         "    print(json.dumps({'field': error.field, 'why': error.why}))\n"
     )

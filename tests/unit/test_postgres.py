@@ -17,7 +17,7 @@ from chat_history.errors import InvalidParams, StorageError
 from chat_history.model import Message
 from chat_history.policy.search_rank import SearchScope
 from chat_history.service.manager import ChatHistoryManager
-from chat_history.store import Key, database_option
+from chat_history.store import EngineOptions, Key, database_option
 from chat_history.store.postgres import PostgresStore
 from chat_history.store.postgres.schema import SCHEMA_VERSION
 from chat_history.store.postgres.url import check_database
@@ -268,11 +268,11 @@ def test_a_database_option_without_a_password_is_kept_as_given(value: str):
 
 def test_the_database_comes_from_the_option_else_the_environment():
     env = {"CHAT_HISTORY_DATABASE_URL": "postgresql://me@db/h"}
-    assert database_option({}, env) == "postgresql://me@db/h"
-    assert database_option({"database": "dbname=x"}, env) == "dbname=x"
-    assert database_option({}, {}) is None
+    assert database_option(EngineOptions(), env) == "postgresql://me@db/h"
+    assert database_option(EngineOptions(database="dbname=x"), env) == "dbname=x"
+    assert database_option(EngineOptions(), {}) is None
     with pytest.raises(InvalidParams) as caught:
-        database_option({}, {"CHAT_HISTORY_DATABASE_URL": "postgresql://me:pw@db/h"})
+        database_option(EngineOptions(), {"CHAT_HISTORY_DATABASE_URL": "postgresql://me:pw@db/h"})
     assert caught.value.field == "CHAT_HISTORY_DATABASE_URL"
 
 

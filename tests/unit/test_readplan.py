@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import attrs
 
 from chat_history.model import Message, StoredMessage
-from chat_history.policy.context import TurnFigures
+from chat_history.policy.collapse import TurnFigures
 from chat_history.policy.readplan import (
     ReadLimits,
     checked_omission,

@@ -17,13 +17,9 @@ from rows import A, S, T, U, as_stored
 
 from chat_history.model import Message
 from chat_history.policy.budget import Route
-from chat_history.policy.context import (
-    Prepared,
-    RequestOptions,
-    has_tool_exchange,
-    prepare_rows,
-    turn_figures,
-)
+from chat_history.policy.collapse import has_tool_exchange, turn_figures
+from chat_history.policy.context import prepare_rows
+from chat_history.policy.request import Prepared, RequestOptions
 from chat_history.policy.turns import segment
 from chat_history.settings import ContextSettings, default_settings
 

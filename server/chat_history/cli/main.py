@@ -44,7 +44,7 @@ from chat_history.settings import (
     load_settings,
     setting_key,
 )
-from chat_history.store import DATABASE_FILE, Key, database_option
+from chat_history.store import DATABASE_FILE, EngineOptions, Key, database_option
 from chat_history.wire import checks, protocol, reports
 from chat_history.wire.methods import search
 
@@ -97,10 +97,10 @@ def cli_database(args: argparse.Namespace) -> str | None:
     given = getattr(args, "database", None)
     try:
         if given is not None:
-            return database_option({"database": given}, {})
+            return database_option(EngineOptions(database=given), {})
         if getattr(args, "db", None) is not None:
             return None
-        return database_option({})
+        return database_option(EngineOptions())
     except InvalidParams as exc:
         raise CliError(f"--database {exc}", EXIT_USAGE) from None
 

@@ -22,9 +22,10 @@ import attrs
 from chat_history.model import StoredMessage
 from chat_history.policy.budget import Route, effective_budget
 from chat_history.policy.calibration import Calibration
-from chat_history.policy.context import OmittedTurns, TurnFigures, turn_floor
+from chat_history.policy.collapse import TurnFigures
 from chat_history.policy.steps import collapse_line, first_kept_turn, steps_of
 from chat_history.policy.turns import is_real_user
+from chat_history.policy.window import OmittedTurns, turn_floor
 from chat_history.settings import ContextSettings
 
 #: The figures of turns ``first``..``last`` summed, or None when they were not recorded.

@@ -623,7 +623,7 @@ class ChatHistoryManager:
         that a later turn now follows: what ``prepare`` counts for a turn it does not read."""
         if not rows or rows[0].turn == rows[-1].turn:
             return
-        from chat_history.policy.context import turn_figures
+        from chat_history.policy.collapse import turn_figures
 
         completed: list[tuple[int, tuple[int, ...]]] = []
         start = 0

@@ -20,14 +20,9 @@ from chat_history.policy import readplan
 from chat_history.policy.budget import Route, effective_budget
 from chat_history.policy.calibration import UNCALIBRATED, Calibration, calibration_of, key_of
 from chat_history.policy.compaction import Proposal, honoured_coverage, note_of
-from chat_history.policy.context import (
-    OmittedTurns,
-    OmittedTurnsKept,
-    Prepared,
-    RequestOptions,
-    RequestTrim,
-    prepare_rows,
-)
+from chat_history.policy.context import prepare_rows
+from chat_history.policy.request import Prepared, RequestOptions, RequestTrim
+from chat_history.policy.window import OmittedTurns, OmittedTurnsKept
 from chat_history.providers import format_body
 from chat_history.settings import Settings
 from chat_history.store import Reading

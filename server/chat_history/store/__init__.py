@@ -30,7 +30,7 @@ PostgreSQL engine (``postgres/``, reusing the shared SQL through its dialect):
 """
 
 from chat_history.model import Key, Summary
-from chat_history.store.choice import database_option, open_store, purge_option
+from chat_history.store.choice import EngineOptions, database_option, open_store, purge_option
 from chat_history.store.connection import Store
 from chat_history.store.overview import DatabaseStats
 from chat_history.store.queries import ConversationTotals, RowMetaRecord
@@ -42,6 +42,7 @@ __all__ = [
     "DATABASE_FILE",
     "ConversationTotals",
     "DatabaseStats",
+    "EngineOptions",
     "HistoryStore",
     "Key",
     "Reading",

@@ -10,7 +10,8 @@ import platform
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+
+import attrs
 
 from chat_history.errors import InvalidParams
 from chat_history.store.connection import Store
@@ -23,11 +24,21 @@ from chat_history.store.postgres.url import (
 from chat_history.store.seam import HistoryStore
 
 
-def database_option(options: Mapping[str, Any], env: Mapping[str, str] = os.environ) -> str | None:
+@attrs.frozen(kw_only=True)
+class EngineOptions:
+    """What ``initializationOptions`` (typed by the wire's ``InitOptions``) or the CLI's
+    ``--database`` name of the engine, as sent: checked by ``database_option`` and
+    ``purge_option``."""
+
+    database: object = None
+    purge_seconds: object = None
+
+
+def database_option(options: EngineOptions, env: Mapping[str, str] = os.environ) -> str | None:
     """The checked database URL of ``options`` (field ``database``) or the environment; None for
     SQLite. InvalidParams naming the field (``database``, or the variable) when it is unusable."""
-    if options.get("database") is not None:
-        return check_database(_engine_installed(options["database"], "database"), "database")
+    if options.database is not None:
+        return check_database(_engine_installed(options.database, "database"), "database")
     from_env = env.get(DATABASE_ENV, "")
     if from_env.strip():
         return check_database(_engine_installed(from_env, DATABASE_ENV), DATABASE_ENV)
@@ -73,10 +84,10 @@ def _packaged() -> bool:
     return libs.name == "libs" and libs.parent.name == "bundled"
 
 
-def purge_option(options: Mapping[str, Any], env: Mapping[str, str] = os.environ) -> float | None:
+def purge_option(options: EngineOptions, env: Mapping[str, str] = os.environ) -> float | None:
     """The purge interval of ``options`` (``purgeSeconds``) or the environment; None: default."""
-    if options.get("purgeSeconds") is not None:
-        return check_purge_seconds(options["purgeSeconds"], "purgeSeconds")
+    if options.purge_seconds is not None:
+        return check_purge_seconds(options.purge_seconds, "purgeSeconds")
     from_env = env.get(PURGE_ENV, "")
     if from_env.strip():
         try:

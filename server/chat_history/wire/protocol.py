@@ -33,6 +33,7 @@ from chat_history.model import (
 )
 from chat_history.policy.changes import Change
 from chat_history.settings import empty_object
+from chat_history.store import EngineOptions
 
 T = TypeVar("T")
 
@@ -65,6 +66,30 @@ class KeyParams:
 #: ``updateConversation``'s ``title`` when the request does not name it (null restores the
 #: automatic title, so it cannot stand for "absent").
 ABSENT: Any = attrs.make_class("Absent", [])()
+
+
+@attrs.define
+class InitOptions:
+    """``initializationOptions`` (protocol.md), structured by the one converter; each value as
+    the client sent it: ``initialize`` warns of a bad ``storagePath`` or ``workspaceIdentity``
+    and the store checks the engine's (``engine``)."""
+
+    storage_path: Any = None
+    workspace: Any = None
+    workspace_identity: Any = None
+    settings: Any = None
+    database: Any = None
+    purge_seconds: Any = None
+
+    def engine(self) -> EngineOptions:
+        """What the options name of the engine, for ``store.database_option``/``purge_option``."""
+        return EngineOptions(database=self.database, purge_seconds=self.purge_seconds)
+
+
+def init_options(raw: Any) -> InitOptions:
+    """``initializationOptions`` typed; anything but an object is no options (as before)."""
+    raw = empty_object(raw)
+    return structure(raw, InitOptions) if isinstance(raw, dict) else InitOptions()
 
 
 @attrs.define

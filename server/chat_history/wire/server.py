@@ -451,8 +451,8 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-def _storage_folder(ls: ChatHistoryServer, options: dict[str, Any]) -> Path:
-    path = options.get("storagePath")
+def _storage_folder(ls: ChatHistoryServer, options: protocol.InitOptions) -> Path:
+    path = options.storage_path
     if isinstance(path, str) and path:
         return Path(path).expanduser()
     if path is not None:
@@ -463,9 +463,9 @@ def _storage_folder(ls: ChatHistoryServer, options: dict[str, Any]) -> Path:
     return default_storage_folder()
 
 
-def _workspace_identity(params: types.InitializeParams, options: dict[str, Any]) -> str:
+def _workspace_identity(params: types.InitializeParams, options: protocol.InitOptions) -> str:
     """The workspace ``initialize`` names; InvalidParams naming its field when it is too long."""
-    explicit = options.get("workspace")
+    explicit = options.workspace
     if isinstance(explicit, str) and explicit:
         return checked_session_workspace(explicit, "initialization_options.workspace")
     if params.workspace_folders:
@@ -481,15 +481,13 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
     """Open the manager on the storage folder, fix the workspace identity and the first settings;
     with nothing known yet, requests wait for the pull that follows."""
     ls._loop = asyncio.get_running_loop()
-    options = params.initialization_options
-    if not isinstance(options, dict):
-        options = {}
+    options = protocol.init_options(params.initialization_options)
     try:
         ls.raw_workspace = _workspace_identity(params, options)
     except InvalidParams as exc:
         raise to_jsonrpc(exc) from None
     ls.workspace_identity = ls.folder_identity = normalize_uri(ls.raw_workspace)
-    mode = options.get("workspaceIdentity")
+    mode = options.workspace_identity
     if mode is not None and mode not in ("folder", "repository"):
         ls.tell(
             types.MessageType.Warning,
@@ -500,8 +498,8 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
     folder = _storage_folder(ls, options)
     ls.storage_folder = folder
     try:
-        url = database_option(options)
-        purge = purge_option(options)
+        url = database_option(options.engine())
+        purge = purge_option(options.engine())
     except InvalidParams as exc:
         raise to_jsonrpc(exc) from None
     ls.manager = ChatHistoryManager.in_folder(
@@ -509,7 +507,7 @@ def initialize(ls: ChatHistoryServer, params: types.InitializeParams) -> None:
     )
     memory.on_rest(ls.manager.rest, ls.requests)
     ls.watch = watch.ChangeWatch(ls.manager.store, lambda: ls.workspace_identity)
-    raw = options.get("settings")
+    raw = options.settings
     ls.barrier = ls._new_barrier(ls.checked_settings(raw))
     if raw is None and ls.pulls_configuration:
         # Nothing known yet: requests wait for the pull that follows `initialized`.

@@ -1,0 +1,50 @@
+"""The wire's one registration table (``wire/methods.METHODS``): every family module's methods
+are in it, each name once, each with an attrs params class; and the server registers exactly
+these (a family whose line in the table is forgotten fails here, not in an editor)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import attrs
+
+from chat_history.wire import methods
+from chat_history.wire.methods.base import Method
+from chat_history.wire.server import server
+
+
+def family_modules() -> list[str]:
+    return sorted(
+        info.name for info in pkgutil.iter_modules(methods.__path__) if info.name != "base"
+    )
+
+
+def test_every_family_module_is_in_the_table_once() -> None:
+    table = list(methods.METHODS)
+    for name in family_modules():
+        family = importlib.import_module(f"chat_history.wire.methods.{name}")
+        own = family.METHODS
+        assert own, name
+        assert all(isinstance(m, Method) for m in own)
+        assert all(table.count(m) == 1 for m in own), name
+    names = [m.name for m in table]
+    assert len(names) == len(set(names))
+    assert sum(
+        len(importlib.import_module(f"chat_history.wire.methods.{n}").METHODS)
+        for n in family_modules()
+    ) == len(table)
+
+
+def test_each_method_has_an_attrs_params_class_and_a_handler() -> None:
+    for method in methods.METHODS:
+        assert method.name.startswith("chatHistory/")
+        assert attrs.has(method.params), method.name
+        assert callable(method.run)
+
+
+def test_the_server_registers_every_method_of_the_table() -> None:
+    registered = set(server.protocol.fm.features)
+    assert {m.name for m in methods.METHODS} <= registered
+    custom = {name for name in registered if name.startswith("chatHistory/")}
+    assert custom == {m.name for m in methods.METHODS}
