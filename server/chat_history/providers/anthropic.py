@@ -121,7 +121,7 @@ def _settle(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return settled
 
 
-def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
+def build_body(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The Messages API ``system`` (when any) and ``messages`` for ``rows`` (already swept)."""
     items = plan(rows, valid_id=_VALID_ID, make_id=_MAKE_ID)
     messages = alternating_turns(

@@ -209,7 +209,7 @@ def _sign_current_turn(contents: list[dict[str, Any]]) -> None:
             contents[index] = {**content, "parts": parts}
 
 
-def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
+def build_body(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The ``systemInstruction`` (when any) and ``contents`` for ``rows`` (already swept)."""
     items = plan(rows)
     with_ids = sends_call_ids(model)

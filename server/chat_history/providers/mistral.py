@@ -120,7 +120,7 @@ def _tool(result: Result) -> dict[str, Any]:
     }
 
 
-def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
+def build_body(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The Mistral ``messages`` for ``rows`` (already swept)."""
     system: list[dict[str, Any]] = []
     messages: list[dict[str, Any]] = []
