@@ -50,6 +50,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "server"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from chat_history.model import Message, ToolCall  # noqa: E402
 from chat_history.policy.tokens import row_tokens  # noqa: E402
@@ -749,14 +750,66 @@ def write_section(results: Sequence[Result], out: Path, plotted: bool) -> None:
     ]
     if plotted:
         lines += ["![cache-served share and input cost](bench/economy.png)", ""]
+    replace_section(out, SECTION, lines)
+
+
+def replace_section(out: Path, title: str, lines: Sequence[str]) -> None:
+    """``out`` with its section ``title`` (up to the next ``## ``) replaced by ``lines``, or
+    ``lines`` appended when it has none."""
     text = out.read_text(encoding="utf-8") if out.exists() else ""
-    start = text.find(SECTION)
+    start = text.find(title)
     if start >= 0:
-        end = text.find("\n## ", start + len(SECTION))
+        end = text.find("\n## ", start + len(title))
         text = text[:start] + "\n".join(lines) + (text[end + 1 :] if end >= 0 else "")
     else:
         text = text.rstrip("\n") + "\n\n" + "\n".join(lines)
     out.write_text(text, encoding="utf-8")
+
+
+#: The marks around the figures docs/semantics.md quotes; the text between them is written here.
+FIGURES_START = "<!-- economy figures: written by bench/economy.py from BENCHMARKS.md -->"
+FIGURES_END = "<!-- /economy figures -->"
+
+
+def figures(results: Sequence[Result]) -> str | None:
+    """The sentence docs/semantics.md quotes: ours recommended and ours defaults, coding, 32k."""
+
+    def find(system: str) -> Result | None:
+        return next(
+            (
+                r
+                for r in results
+                if r.system.startswith(system) and r.session == "coding" and r.budget == 32_000
+            ),
+            None,
+        )
+
+    ours, defaults = find("ours, recommended"), find("ours, defaults")
+    if ours is None or defaults is None:
+        return None
+    return figures_sentence(
+        ours.usage.share,
+        ours.usage.cost / ours.usage.plain_cost,
+        defaults.usage.share,
+        defaults.usage.cost / defaults.usage.plain_cost,
+    )
+
+
+def figures_sentence(share: float, ratio: float, default_share: float, default_ratio: float) -> str:
+    """The figures as docs/semantics.md says them (rounded as BENCHMARKS.md's table is)."""
+    return (
+        f"{share:.3f} of the input tokens served from Anthropic's cache and {ratio:.2f}× the "
+        f"input cost of no caching, against {default_share:.3f} and {default_ratio:.2f}× at the "
+        "default settings"
+    )
+
+
+def write_figures(sentence: str, doc: Path) -> None:
+    """Put ``sentence`` between the figure marks of ``doc``."""
+    text = doc.read_text(encoding="utf-8")
+    start = text.index(FIGURES_START) + len(FIGURES_START)
+    end = text.index(FIGURES_END, start)
+    doc.write_text(text[:start] + sentence + text[end:], encoding="utf-8")
 
 
 def main() -> None:
@@ -765,15 +818,29 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="32k only, prints only")
     parser.add_argument("--only", nargs="*", help="systems: ours ours-defaults langchain ...")
     parser.add_argument("--session", nargs="*", default=["coding", "chat"])
+    parser.add_argument(
+        "--mid-system-only", action="store_true", help="only the system rows mid-conversation"
+    )
+    import mid_system  # before parse_args: --help loads it too
+
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    budgets = (32_000,) if args.quick else BUDGETS
-    results = run_all(budgets, args.session, set(args.only) if args.only else None)
-    for line in targets(results):
-        print(line)
+
+    if not args.mid_system_only:
+        budgets = (32_000,) if args.quick else BUDGETS
+        results = run_all(budgets, args.session, set(args.only) if args.only else None)
+        for line in targets(results):
+            print(line)
+        if not args.quick:
+            plotted = plot(results, ROOT / "bench" / "economy.png")
+            write_section(results, args.out, plotted)
+            sentence = figures(results)
+            if sentence is not None:
+                write_figures(sentence, ROOT / "docs" / "semantics.md")
+    with tempfile.TemporaryDirectory() as folder:
+        runs = mid_system.cache_runs(Path(folder))
     if not args.quick:
-        plotted = plot(results, ROOT / "bench" / "economy.png")
-        write_section(results, args.out, plotted)
+        replace_section(args.out, mid_system.SECTION, mid_system.section(runs))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ with a problem a person can act on. Extensions run it before starting the server
 This module runs first, on whatever Python an extension found: it must load on any Python >= 3.8,
 so it uses nothing newer (no ``match``, no ``X | Y`` outside annotations) and imports the server
 only once the version is known to be new enough. ``reason`` names the kind of problem for a
-program: ``pythonTooOld``, ``nativeModuleMissing``, ``sqliteTooOld``, ``dependencyMissing``."""
+program: ``pythonTooOld``, ``nativeModuleMissing``, ``sqliteTooOld``, ``dependencyMissing`` (a
+dependency is absent or fails to load: any exception its import raises, SyntaxError,
+RuntimeError and AttributeError included). Whatever fails, the answer is still that one line."""
 
 from __future__ import annotations
 
@@ -40,6 +42,8 @@ def _sqlite() -> tuple[str | None, str | None, str | None]:
         import apsw
     except ImportError as exc:
         return None, _native_missing(exc), "nativeModuleMissing"
+    except Exception as exc:  # a module of that name that fails as it loads
+        return None, _cannot_load(exc), "dependencyMissing"
     if not hasattr(apsw, "Connection"):  # a package folder whose compiled module is not ours
         return None, _native_missing(None), "nativeModuleMissing"
     version = apsw.sqlite_lib_version()
@@ -91,18 +95,31 @@ def report() -> dict[str, object]:
     if problem is None:
         try:
             import chat_history.wire.server  # noqa: F401  (every dependency the server loads)
-        except ImportError as exc:
-            problem = (
-                f"Python {_python()} ({sys.executable}) cannot load the chat history server: "
-                f"{type(exc).__name__}: {exc}"
-            )
-            reason = "dependencyMissing"
+        except Exception as exc:  # not only ImportError: a dependency may fail as it loads
+            problem, reason = _cannot_load(exc), "dependencyMissing"
     answer.update(ok=problem is None, problem=problem, reason=reason)
     return answer
 
 
+def _cannot_load(exc: BaseException) -> str:
+    return (
+        f"Python {_python()} ({sys.executable}) cannot load the chat history server: "
+        f"{type(exc).__name__}: {exc}"
+    )
+
+
 def run() -> int:
     """Print the check's line; the exit status."""
-    answer = report()
+    try:
+        answer = report()
+    except Exception as exc:  # a dependency that loaded but broke the check: still one line
+        answer = {
+            "ok": False,
+            "version": __version__,
+            "python": _python(),
+            "sqlite": None,
+            "problem": _cannot_load(exc),
+            "reason": "dependencyMissing",
+        }
     print(json.dumps(answer), flush=True)
     return 0 if answer["ok"] else 1

@@ -151,11 +151,20 @@ async def test_prepare_marks_anthropic_and_bedrock_bodies_as_the_spec_places_the
         {"conversationId": "c", "provider": "bedrock", "model": "meta.llama3-70b-instruct-v1:0"},
     )
     assert marks(llama["body"]) == 0
+    haiku_3 = await session.request(  # Bedrock refuses a cache point for Claude 3 Haiku
+        "chatHistory/prepare",
+        {
+            "conversationId": "c",
+            "provider": "bedrock",
+            "model": "anthropic.claude-3-haiku-20240307-v1:0",
+        },
+    )
+    assert marks(haiku_3["body"]) == 0
     openai = await session.request(
         "chatHistory/prepare", {"conversationId": "c", "provider": "openai"}
     )
     assert marks(openai["body"]) == 0
-    keys = {r["cacheKey"] for r in (prepared, bedrock, llama, openai)}
+    keys = {r["cacheKey"] for r in (prepared, bedrock, llama, haiku_3, openai)}
     assert len(keys) == 1 and re.fullmatch(r"[0-9a-f]{32}", keys.pop())
 
 
@@ -186,7 +195,7 @@ async def test_prompt_cache_off_sends_no_marker_and_still_a_cache_key(
     settings = {**KEEP_ALL, "context": {"maxContextTokens": 700, "promptCache": "off"}}
     session = await start_session(settings=settings)
     await long_chat(session)
-    for provider, model in (("anthropic", None), ("bedrock", "anthropic.claude-3-haiku")):
+    for provider, model in (("anthropic", None), ("bedrock", "anthropic.claude-haiku-4-5")):
         prepared = await session.request(
             "chatHistory/prepare",
             {"conversationId": "c", "provider": provider, **({"model": model} if model else {})},

@@ -400,6 +400,8 @@ def _anthropic_breakpoints(c: Checker, body: dict[str, Any]) -> dict[str, Any]:
             )
         if block.get("type") in ("thinking", "redacted_thinking"):
             c.fail(where, "a thinking block cannot carry cache_control")
+        if block.get("type") == "tool_result" and not block.get("content"):
+            c.fail(where, "cache_control cannot be set for empty tool_result blocks")
         return {k: v for k, v in block.items() if k != "cache_control"}
 
     stripped = dict(body)

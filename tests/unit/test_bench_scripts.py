@@ -34,3 +34,21 @@ def test_each_bench_script_loads(script: str):
         timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_docs_quote_the_economy_figures_of_the_bench_output():
+    """docs/semantics.md's prompt-cache figures are the ones bench/economy.py wrote into
+    BENCHMARKS.md's table (it writes both), not numbers restated by hand."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import economy
+
+    rows = {}
+    for line in (ROOT / "BENCHMARKS.md").read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if len(cells) == 10 and cells[0] == "coding" and cells[1] == "32k":
+            rows[cells[2].split(" (")[0]] = (float(cells[7]), float(cells[9]))
+    ours, defaults = rows["ours, recommended"], rows["ours, defaults"]
+    sentence = economy.figures_sentence(*ours, *defaults)
+    doc = (ROOT / "docs" / "semantics.md").read_text(encoding="utf-8")
+    quoted = doc.split(economy.FIGURES_START, 1)[1].split(economy.FIGURES_END, 1)[0]
+    assert quoted == sentence

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import pytest
 
 import chat_history
 
@@ -136,3 +137,41 @@ def test_the_first_modules_parse_as_python_3_8() -> None:
     for name in ("__init__.py", "__main__.py", "launch_check.py"):
         source = (SERVER / "chat_history" / name).read_text()
         ast.parse(source, feature_version=(3, 8))
+
+
+BROKEN_IMPORTS = {
+    "SyntaxError": "def broken(:\n",
+    "RuntimeError": "raise RuntimeError('this build does not run here')\n",
+    "AttributeError": "import sys\nsys.no_such_attribute\n",
+}
+CASES = [(m, e, source) for m in ("pygls", "apsw") for e, source in sorted(BROKEN_IMPORTS.items())]
+# an apsw that loads but breaks the check itself (it has Connection, nothing else)
+CASES.append(("apsw", "AttributeError", "Connection = object\n"))
+
+
+@pytest.mark.parametrize(("module", "error", "source"), CASES)
+def test_a_dependency_that_fails_as_it_loads_is_one_json_line(
+    tmp_path: Path, module: str, error: str, source: str
+) -> None:
+    """A PYTHONPATH entry ahead of the server's shadows a dependency with a module that raises
+    ``error`` on import: the check still prints its one line, ``ok: false``, no traceback."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / f"{module}.py").write_text(source)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONPATH"] = os.pathsep.join([str(shadow), str(SERVER)])
+    done = subprocess.run(
+        [sys.executable, "-m", "chat_history", "--check"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 1, (done.stdout, done.stderr)
+    answer = json.loads(lines[0])
+    assert answer["ok"] is False and answer["reason"] == "dependencyMissing"
+    assert error in answer["problem"]

@@ -6,6 +6,7 @@ blocks, Bedrock only for the families that take them; other kinds unchanged; the
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -101,21 +102,61 @@ def test_bedrock_puts_a_cache_point_after_the_same_blocks() -> None:
     assert_sent_as_formatted("bedrock", body)
 
 
+#: AWS's prompt-caching guide (Supported models) and the Claude 5 model cards: these cache.
+CACHING_MODELS = [
+    "anthropic.claude-3-7-sonnet-20250219-v1:0",
+    "anthropic.claude-3-5-haiku-20241022-v1:0",
+    "anthropic.claude-sonnet-4-20250514-v1:0",
+    "anthropic.claude-opus-4-20250514-v1:0",
+    "anthropic.claude-opus-4-1-20250805-v1:0",
+    CLAUDE,
+    "anthropic.claude-haiku-4-5-20251001-v1:0",
+    "global.anthropic.claude-opus-4-5-20251101-v1:0",
+    "anthropic.claude-opus-5",
+    "eu.anthropic.claude-sonnet-5",
+    "amazon.nova-micro-v1:0",
+    "amazon.nova-lite-v1:0",
+    "apac.amazon.nova-pro-v1:0",
+    "us.amazon.nova-premier-v1:0",
+    "arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-3-7-sonnet-20250219-v1:0",
+    "arn:aws:bedrock:eu-west-1:123456789012:inference-profile/eu.amazon.nova-lite-v1:0",
+    "arn:aws-us-gov:bedrock:us-gov-west-1:1:inference-profile/us-gov.anthropic.claude-sonnet-4-5-20250929-v1:0",
+    "US.Anthropic.Claude-Sonnet-4-5-20250929-V1:0",
+]
+#: Models Bedrock refuses a cache point for (or that name no model), and unknown ones.
+UNCACHED_MODELS = [
+    "anthropic.claude-3-haiku-20240307-v1:0",
+    "us.anthropic.claude-3-haiku-20240307-v1:0",
+    "anthropic.claude-3-sonnet-20240229-v1:0",
+    "anthropic.claude-3-opus-20240229-v1:0",
+    "anthropic.claude-3-5-sonnet-20240620-v1:0",
+    "anthropic.claude-3-5-sonnet-20241022-v2:0",
+    "anthropic.claude-v2:1",
+    "anthropic.claude-instant-v1",
+    "Anthropic.Claude-3-Haiku",
+    "amazon.nova-sonic-v1:0",
+    "amazon.nova-canvas-v1:0",
+    "amazon.nova-reel-v1:0",
+    "us.amazon.nova-2-lite-v1:0",
+    "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3d4e5f6",
+    "arn:aws:bedrock:us-east-1:123456789012:provisioned-model/anthropic.claude-3-7-sonnet",
+    "anthropic.claude-sonnet-40",
+    "anthropic.claude-sonnet-6",
+    "xx.anthropic.claude-sonnet-4-5-20250929-v1:0",
+    "meta.llama3-70b-instruct-v1:0",
+    "mistral.mistral-large-2402-v1:0",
+    "amazon.titan-text-express-v1",
+    "us.deepseek.r1-v1:0",
+    "",
+    None,
+]
+
+
 @pytest.mark.parametrize(
     ("model", "caches"),
-    [
-        ("anthropic.claude-3-5-sonnet-20240620-v1:0", True),
-        (CLAUDE, True),
-        ("amazon.nova-pro-v1:0", True),
-        ("arn:aws:bedrock:us-east-1:1:inference-profile/eu.amazon.nova-lite-v1:0", True),
-        ("Anthropic.Claude-3-Haiku", True),
-        ("meta.llama3-70b-instruct-v1:0", False),
-        ("mistral.mistral-large-2402-v1:0", False),
-        ("amazon.titan-text-express-v1", False),
-        (None, False),
-    ],
+    [(m, True) for m in CACHING_MODELS] + [(m, False) for m in UNCACHED_MODELS],
 )
-def test_bedrock_marks_only_the_families_that_take_cache_points(
+def test_bedrock_marks_only_the_models_that_take_cache_points(
     model: str | None, caches: bool
 ) -> None:
     assert bedrock_caches(model) is caches
@@ -123,6 +164,20 @@ def test_bedrock_marks_only_the_families_that_take_cache_points(
     assert ("cachePoint" in json.dumps(body)) is caches
     if not caches:
         assert body == format_body("bedrock", with_note(), model)
+
+
+def test_nova_never_puts_a_cache_point_right_after_a_tool_result() -> None:
+    rows = with_note()
+    claude = marked("bedrock", rows, CLAUDE)
+    nova = marked("bedrock", rows, "us.amazon.nova-pro-v1:0")
+    results = 2  # the tool results' user message, the newest user message before the final one
+    assert claude["messages"][results]["content"][-1] == POINT
+    assert POINT not in nova["messages"][results]["content"]
+    for message in nova["messages"]:
+        content = message["content"]
+        for before, after in itertools.pairwise(content):
+            assert not ("toolResult" in before and after == POINT)
+    assert json.dumps(nova).count("cachePoint") == 3  # system, note, final message
 
 
 @pytest.mark.parametrize("kind", [k for k in KINDS if k not in ("anthropic", "bedrock")])

@@ -270,7 +270,7 @@ def test_deepseek_reasoning_content_rides_on_its_assistant_message() -> None:
 # System rows
 
 
-def test_mid_conversation_system_rows_fold_into_the_top_level_system() -> None:
+def test_mid_conversation_system_rows_stay_in_place_as_the_applications_instruction() -> None:
     rows = [
         msg("system", "A"),
         msg("user", "hi"),
@@ -278,15 +278,21 @@ def test_mid_conversation_system_rows_fold_into_the_top_level_system() -> None:
         msg("system", "B"),
         msg("user", "more"),
     ]
-    assert checked("anthropic", rows)["system"] == "A\n\nB"
-    assert checked("bedrock", rows)["system"] == [{"text": "A"}, {"text": "B"}]
-    assert checked("gemini", rows)["systemInstruction"] == {"parts": [{"text": "A"}, {"text": "B"}]}
-    # the fold leaves no system role and keeps alternation
-    assert [m["role"] for m in checked("anthropic", rows)["messages"]] == [
-        "user",
-        "assistant",
-        "user",
+    instruction = "[Application instruction]\nB"
+    anthropic = checked("anthropic", rows)
+    assert anthropic["system"] == "A"
+    assert anthropic["messages"][-1]["content"] == [
+        {"type": "text", "text": instruction},
+        {"type": "text", "text": "more"},
     ]
+    bedrock = checked("bedrock", rows)
+    assert bedrock["system"] == [{"text": "A"}]
+    assert bedrock["messages"][-1]["content"] == [{"text": instruction}, {"text": "more"}]
+    gemini = checked("gemini", rows)
+    assert gemini["systemInstruction"] == {"parts": [{"text": "A"}]}
+    assert gemini["contents"][-1]["parts"] == [{"text": instruction}, {"text": "more"}]
+    # no system role in messages, and alternation kept
+    assert [m["role"] for m in anthropic["messages"]] == ["user", "assistant", "user"]
 
 
 def test_responses_keeps_a_later_system_row_in_place() -> None:
@@ -300,10 +306,16 @@ def test_responses_without_system_rows_has_no_instructions() -> None:
     assert "instructions" not in checked("openai-responses", [msg("user", "hi")])
 
 
-def test_mistral_moves_every_system_row_to_the_start() -> None:
+def test_mistral_keeps_a_later_system_row_in_place() -> None:
+    # after the assistant (where Mistral refuses a system message): the labelled instruction
     rows = [msg("user", "hi"), msg("assistant", "yo"), msg("system", "B"), msg("user", "more")]
+    sent = checked("mistral", rows)["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user", "user"]
+    assert sent[2]["content"] == "[Application instruction]\nB"
+    # after a user message: a system message, in place
+    rows = [msg("user", "hi"), msg("system", "B"), msg("assistant", "yo"), msg("user", "more")]
     roles = [m["role"] for m in checked("mistral", rows)["messages"]]
-    assert roles == ["system", "user", "assistant", "user"]
+    assert roles == ["user", "system", "assistant", "user"]
 
 
 @pytest.mark.parametrize("kind", ["openai", "ollama", "cohere"])

@@ -6,6 +6,7 @@ independent rule checker (provider_rules.py) and, on fewer examples, by the SDKs
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 from typing import Any
 
@@ -543,8 +544,10 @@ def test_gemini_3_adds_only_placeholders_and_signs_every_current_step(rows: list
 # the context note a prepared request opens with, for every kind and the models that decide
 # whether Bedrock takes cache points.
 
+CLAUDE_CACHES = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+NOVA_CACHES = "amazon.nova-pro-v1:0"
 CACHE_MODELS = st.sampled_from(
-    [None, "anthropic.claude-3-5-sonnet-20240620-v1:0", "amazon.nova-pro-v1:0", "meta.llama3"]
+    [None, CLAUDE_CACHES, NOVA_CACHES, "anthropic.claude-3-haiku-20240307-v1:0", "meta.llama3"]
 )
 NOTES = st.sampled_from(
     [
@@ -579,9 +582,15 @@ def test_bodies_with_breakpoints_pass_the_rule_checker(
     body = format_body(kind, rows, model, breakpoints=True, note=note)
     assert violations(kind, body) == []
     assert _marks(body) <= 4
-    caches = kind == "anthropic" or (kind == "bedrock" and model not in (None, "meta.llama3"))
+    caches = kind == "anthropic" or (kind == "bedrock" and model in (CLAUDE_CACHES, NOVA_CACHES))
     if not caches:
         assert body == format_body(kind, rows, model)
+    elif kind == "bedrock" and model == NOVA_CACHES:
+        for message in body["messages"]:
+            content = message["content"]
+            assert not any(
+                "toolResult" in a and "cachePoint" in b for a, b in itertools.pairwise(content)
+            )
     elif body.get("messages"):
         assert _marks(body) >= 1
 
@@ -595,16 +604,23 @@ def test_bodies_with_breakpoints_pass_the_sdk_types(
     from test_providers_sdk import sdk_problems
 
     rows, note = noted(rows, note_text)
-    model = "anthropic.claude-3-5-sonnet-20240620-v1:0" if kind == "bedrock" else None
+    model = CLAUDE_CACHES if kind == "bedrock" else None
     assert sdk_problems(kind, format_body(kind, rows, model, breakpoints=True, note=note)) == []
 
 
 def _marked_golden(kind: str) -> dict[str, Any]:
     from test_providers_golden import canonical
 
-    model = "amazon.nova-pro-v1:0" if kind == "bedrock" else None
+    model = CLAUDE_CACHES if kind == "bedrock" else None
     rows, note = noted(list(canonical()), "[earlier turns omitted to fit the context window]")
     return format_body(kind, rows, model, breakpoints=True, note=note)
+
+
+def _marked_empty_result(body: dict[str, Any]) -> None:
+    block = body["messages"][2]["content"][0]
+    block.pop("content", None)
+    block["cache_control"] = {"type": "ephemeral"}
+    body["messages"][-1]["content"][-1].pop("cache_control")  # still 4 marks
 
 
 def _fifth_mark(body: dict[str, Any]) -> None:
@@ -613,6 +629,7 @@ def _fifth_mark(body: dict[str, Any]) -> None:
 
 MARK_MUTATIONS: list[tuple[str, str, Any]] = [
     ("anthropic", "a fifth cache_control", _fifth_mark),
+    ("anthropic", "cache_control on an empty tool_result", _marked_empty_result),
     (
         "anthropic",
         "cache_control on thinking",

@@ -2,12 +2,13 @@
 
 Rules applied:
 
-- Every system row's text goes to the top-level ``system`` string, joined by a blank line, in
-  order; omitted when there is none. A system row in mid-conversation is folded in there too
-  (``role: "system"`` inside ``messages`` is only for a few models), so it keeps system authority
-  and never splits a tool exchange. System rows after the assistant's last reply are the
-  exception, as for every kind: they travel as an ``[Application instruction]`` user turn
-  (``common.trailing_instruction``), so the body does not end on a turn read as a prefill.
+- The leading system rows' texts (those before any other row) go to the top-level ``system``
+  string, joined by a blank line, in order; omitted when there are none. A later system row
+  stays in place as a user turn ``[Application instruction]\n<text>`` (a run of them joined by
+  a blank line; ``common.later_instructions``), the rendering a row after the assistant's last
+  reply has for every kind: folded into ``system`` it would change the first cached block, and
+  every request after it would pay a full cache write; ``role: "system"`` inside ``messages``
+  is only for a few models. The label says the text is the application's, not the user's.
 - Content is always a list of blocks; no text block is empty or whitespace-only.
 - User images: ``{"type": "image", "source": {"type": "base64", media_type, data}}`` for png,
   jpeg, gif and webp data, ``{"type": "url", url}`` sources for http(s) attachment URIs, a text
@@ -121,9 +122,9 @@ def _settle(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return settled
 
 
-def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
+def build_body(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The Messages API ``system`` (when any) and ``messages`` for ``rows`` (already swept)."""
-    items = plan(rows, valid_id=_VALID_ID, make_id=_MAKE_ID)
+    items = plan(rows, valid_id=_VALID_ID, make_id=_MAKE_ID, later_system="instruction")
     messages = alternating_turns(
         items,
         user=_user,

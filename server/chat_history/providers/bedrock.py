@@ -2,10 +2,11 @@
 
 Rules applied:
 
-- Every system row becomes one ``{"text": …}`` block of the top-level ``system`` list, in order
-  (a mid-conversation system row is folded in there too); omitted when there is none. System
-  rows after the assistant's last reply are the exception, as for every kind: they travel as an
-  ``[Application instruction]`` user turn (``common.trailing_instruction``).
+- Every leading system row (before any other row) becomes one ``{"text": …}`` block of the
+  top-level ``system`` list, in order; omitted when there is none. A later system row stays in
+  place as a user turn ``[Application instruction]\n<text>`` (``common.later_instructions``),
+  as for Anthropic: in ``system`` it would move the system cache point and every cached
+  message after it.
 - Content is a list of blocks with exactly one key each; no text block is empty or
   whitespace-only.
 - Images: ``{"image": {"format": png|jpeg|gif|webp, "source": {"bytes": <base64>}}}``. In this JSON
@@ -103,9 +104,9 @@ def _settle(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return messages
 
 
-def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
+def build_body(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The Converse ``system`` (when any) and ``messages`` for ``rows`` (already swept)."""
-    items = plan(rows, valid_id=_VALID_ID, make_id=_MAKE_ID)
+    items = plan(rows, valid_id=_VALID_ID, make_id=_MAKE_ID, later_system="instruction")
     messages = alternating_turns(
         items,
         user=_user,

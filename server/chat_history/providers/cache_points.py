@@ -10,12 +10,14 @@ twice is marked once.
 
 - **anthropic**: ``"cache_control": {"type": "ephemeral"}`` on the chosen block. A string
   ``system`` becomes a one-element list of a text block. A ``thinking`` or ``redacted_thinking``
-  block is never marked: the nearest earlier block of the same message that may be is, else
-  none.
+  block is never marked, nor a ``tool_result`` without content (the API refuses a marker on an
+  empty block; a result with content takes one): the nearest earlier block of the same message
+  that may be is, else none.
 - **bedrock**: a ``{"cachePoint": {"type": "default"}}`` block right after the chosen block (in
-  ``system`` and in a message's ``content``), only when ``model`` names a family that takes
-  it (contains ``anthropic.claude`` or ``amazon.nova``, in any case); a ``reasoningContent``
-  block is never followed by one (the nearest earlier block, as above).
+  ``system`` and in a message's ``content``), only when ``model`` is a model of the table in
+  ``providers.bedrock_caching`` (AWS's list of models with prompt caching); any other model,
+  or none, gets no cache point. A ``reasoningContent`` block is never followed by one, nor,
+  for Nova, a ``toolResult`` block (the nearest earlier block, as above).
 
 The context note is the first row of the request after its system rows (``policy.compaction``
 places it so); the formatters make it the first user message, one block per segment of its
@@ -36,14 +38,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from chat_history.model import Key, Message
+from chat_history.providers.bedrock_caching import caching_model
 from chat_history.providers.common import user_segments
 
 #: The most breakpoints a request may carry (Anthropic refuses a fifth).
 MAX_BREAKPOINTS = 4
 CACHE_CONTROL: dict[str, str] = {"type": "ephemeral"}
 CACHE_POINT: dict[str, dict[str, str]] = {"cachePoint": {"type": "default"}}
-#: Model families whose Converse requests take ``cachePoint`` blocks.
-BEDROCK_CACHING_FAMILIES = ("anthropic.claude", "amazon.nova")
 _ANTHROPIC_THINKING = ("thinking", "redacted_thinking")
 #: Hex digits of the cache key (128 bits).
 KEY_LENGTH = 32
@@ -56,9 +57,8 @@ def cache_key(secret: bytes, key: Key) -> str:
 
 
 def bedrock_caches(model: str | None) -> bool:
-    """Whether ``model`` names a Bedrock family that takes ``cachePoint`` blocks."""
-    lowered = (model or "").lower()
-    return any(family in lowered for family in BEDROCK_CACHING_FAMILIES)
+    """Whether ``model`` names a Bedrock model that takes ``cachePoint`` blocks."""
+    return caching_model(model) is not None
 
 
 def note_blocks(rows: Sequence[Message], note: Message | None) -> int:
@@ -76,8 +76,10 @@ def mark(kind: str, body: dict[str, Any], model: str | None, note_blocks: int) -
     the number of blocks the context note opens the first user message with (0: no note)."""
     if kind == "anthropic":
         return _mark_anthropic(body, note_blocks)
-    if kind == "bedrock" and bedrock_caches(model):
-        return _mark_bedrock(body, note_blocks)
+    if kind == "bedrock":
+        row = caching_model(model)
+        if row is not None:
+            return _mark_bedrock(body, note_blocks, after_tool_result=row.after_tool_result)
     return body
 
 
@@ -123,7 +125,10 @@ def _last_markable(message: int | None, blocks: Sequence[Any], may_mark: Any) ->
 
 
 def _anthropic_may_mark(block: dict[str, Any]) -> bool:
-    return block.get("type") not in _ANTHROPIC_THINKING
+    kind = block.get("type")
+    if kind == "tool_result":
+        return bool(block.get("content"))
+    return kind not in _ANTHROPIC_THINKING
 
 
 def _mark_anthropic(body: dict[str, Any], note_blocks: int) -> dict[str, Any]:
@@ -166,14 +171,21 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
 # -- bedrock ------------------------------------------------------------------------------------
 
 
-def _bedrock_may_mark(block: dict[str, Any]) -> bool:
-    return "reasoningContent" not in block and "cachePoint" not in block
+def _bedrock_may_mark(after_tool_result: bool) -> Any:
+    def may_mark(block: dict[str, Any]) -> bool:
+        if "toolResult" in block:
+            return after_tool_result
+        return "reasoningContent" not in block and "cachePoint" not in block
+
+    return may_mark
 
 
-def _mark_bedrock(body: dict[str, Any], note_blocks: int) -> dict[str, Any]:
+def _mark_bedrock(
+    body: dict[str, Any], note_blocks: int, *, after_tool_result: bool
+) -> dict[str, Any]:
     system = list(body["system"]) if body.get("system") else None
     messages = list(body.get("messages", []))
-    places = _choices(system, messages, note_blocks, _bedrock_may_mark)
+    places = _choices(system, messages, note_blocks, _bedrock_may_mark(after_tool_result))
     # insert from the end of each list, so earlier indices stay valid
     for message, index in sorted(places, key=lambda p: (-1 if p[0] is None else p[0], -p[1])):
         point = {"cachePoint": dict(CACHE_POINT["cachePoint"])}

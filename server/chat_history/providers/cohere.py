@@ -60,7 +60,7 @@ def _tools(results: Sequence[Result]) -> list[dict[str, Any]]:
     ]
 
 
-def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
+def build_body(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The Cohere v2 ``messages`` for ``rows`` (already swept)."""
     messages = chat_messages(plan(rows), user=chat_user, assistant=_assistant, results=_tools)
     return {"messages": messages}

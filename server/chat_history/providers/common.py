@@ -416,6 +416,7 @@ def plan(
     *,
     valid_id: IdCheck = any_nonempty,
     make_id: IdMaker | None = None,
+    later_system: str = "in_place",
 ) -> list[Item]:
     """The rows as items a formatter walks in order.
 
@@ -432,6 +433,12 @@ def plan(
     - System rows after the assistant's last reply (no user row or tool result after it) become
       one user turn, ``[Application instruction]`` and their texts (``trailing_instruction``), so
       no body ends on an assistant turn that the API would continue as a prefill.
+    - ``later_system`` says what becomes of the other system rows after the first non-system
+      row (``later_instructions``): ``"in_place"`` keeps them as system items where they are;
+      ``"instruction"`` makes each run of them the same user turn as trailing ones, in place,
+      for kinds whose only system position is at the top (so the bytes before the row stay
+      as they were); ``"after_user"`` does so except for a run right after a user turn, which
+      stays a system item (Mistral takes a system message after a user message only).
     """
     answered = answered_calls(rows)
     provider_id = IdAllocator(valid_id, make_id or hashed_suffix(lambda s: s, 64))
@@ -449,7 +456,7 @@ def plan(
                 items.append(UserTurn(row, tuple(segments)))
         elif row.role == "assistant":
             items.extend(assistant_items(rows, row, answered.get(index, {}), provider_id))
-    return trailing_instruction(items)
+    return later_instructions(trailing_instruction(items), later_system)
 
 
 def answered_calls(rows: Sequence[Message]) -> dict[int, dict[str, int]]:
@@ -524,8 +531,39 @@ def trailing_instruction(items: list[Item]) -> list[Item]:
     if end == len(items) or end == 0 or not isinstance(items[end - 1], AssistantTurn):
         return items
     texts = [item.text for item in items[end:] if isinstance(item, SystemText)]
+    return [*items[:end], instruction_turn(texts)]
+
+
+def instruction_turn(texts: Sequence[str]) -> UserTurn:
+    """System texts as one user turn: the line ``[Application instruction]``, then the texts
+    joined by a blank line."""
     text = "\n".join([APPLICATION_INSTRUCTION, "\n\n".join(texts)])
-    return [*items[:end], UserTurn(Message(role="user", content=text), (text,))]
+    return UserTurn(Message(role="user", content=text), (text,))
+
+
+def later_instructions(items: list[Item], later_system: str) -> list[Item]:
+    """``items`` with each run of non-leading system texts made an ``instruction_turn`` in
+    place (``later_system`` ``"instruction"``), except, with ``"after_user"``, a run right
+    after a user turn; ``"in_place"`` returns ``items`` as they are."""
+    if later_system == "in_place":
+        return items
+    out: list[Item] = []
+    run: list[str] = []
+    before: Item | None = None
+    for item in [*items, None]:
+        if isinstance(item, SystemText) and not item.leading:
+            run.append(item.text)
+            continue
+        if run:
+            keep = later_system == "after_user" and isinstance(before, UserTurn)
+            out.extend(
+                [SystemText(t, leading=False) for t in run] if keep else [instruction_turn(run)]
+            )
+            run = []
+        if item is not None:
+            out.append(item)
+            before = item
+    return out
 
 
 def system_texts(items: Iterable[Item]) -> list[str]:

@@ -2,10 +2,11 @@
 
 Rules applied:
 
-- Every system row becomes one text part of ``systemInstruction: {"parts": [{"text": …}]}``, in
-  order (a mid-conversation system row is folded in there too); omitted when there is none.
-  System rows after the assistant's last reply are the exception, as for every kind: they
-  travel as an ``[Application instruction]`` user turn (``common.trailing_instruction``).
+- Every leading system row (before any other row) becomes one text part of
+  ``systemInstruction: {"parts": [{"text": …}]}``, in order; omitted when there is none. A later
+  system row stays in place as a user turn ``[Application instruction]\n<text>``
+  (``common.later_instructions``), as for Anthropic, so the prefix Gemini's implicit cache
+  matches (``systemInstruction`` first) does not change.
 - Roles are ``user`` and ``model`` only. Parts hold exactly one of ``text``, ``inlineData``,
   ``functionCall``, ``functionResponse`` (plus ``thoughtSignature`` where echoed); no empty text.
 - Images: ``inlineData {mimeType, data}`` for inline png, jpeg, webp, heic and heif (the types
@@ -209,9 +210,9 @@ def _sign_current_turn(contents: list[dict[str, Any]]) -> None:
             contents[index] = {**content, "parts": parts}
 
 
-def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
+def build_body(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The ``systemInstruction`` (when any) and ``contents`` for ``rows`` (already swept)."""
-    items = plan(rows)
+    items = plan(rows, later_system="instruction")
     with_ids = sends_call_ids(model)
     contents = alternating_turns(
         items,

@@ -2,10 +2,12 @@
 
 Rules applied (Mistral validates message order and ids server-side, as ``mistral-common`` does):
 
-- System rows are ``system`` messages at the start, in order: a system message may not follow an
-  assistant or tool message, so a mid-conversation system row joins the leading ones. System
-  rows after the assistant's last reply are the exception, as for every kind: they travel as an
-  ``[Application instruction]`` user message (``common.trailing_instruction``).
+- Leading system rows are ``system`` messages at the start, in order. A later system row right
+  after a user message stays a ``system`` message there (mistral-common allows system after
+  user or system); one after an assistant or tool message, where Mistral refuses a system
+  message, stays in place as a user message ``[Application instruction]\n<text>``
+  (``common.later_instructions``). Moved to the start, it would change the first message and
+  every cached prefix after it.
 - User content is the row's string, or ``text``/``image_url`` chunks when it has images
   (``image_url`` a data URL of png, jpeg, gif or webp, or an http(s) URL); any other image
   becomes a text note.
@@ -120,13 +122,13 @@ def _tool(result: Result) -> dict[str, Any]:
     }
 
 
-def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
+def build_body(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The Mistral ``messages`` for ``rows`` (already swept)."""
     system: list[dict[str, Any]] = []
     messages: list[dict[str, Any]] = []
-    for item in plan(rows, valid_id=_valid_id, make_id=mistral_id):
+    for item in plan(rows, valid_id=_valid_id, make_id=mistral_id, later_system="after_user"):
         if isinstance(item, SystemText):
-            system.append({"role": "system", "content": item.text})
+            (messages if messages else system).append({"role": "system", "content": item.text})
             continue
         if isinstance(item, UserTurn):
             if messages and messages[-1]["role"] == "tool":

@@ -68,7 +68,7 @@ def _tool(result: Result) -> dict[str, Any]:
     return message
 
 
-def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
+def build_body(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The ``/api/chat`` ``messages`` for ``rows`` (already swept)."""
     messages = chat_messages(
         plan(rows),

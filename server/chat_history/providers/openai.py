@@ -80,7 +80,7 @@ def _results(results: Sequence[Result]) -> list[dict[str, Any]]:
     return messages
 
 
-def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
+def build_body(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The Chat Completions ``messages`` for ``rows`` (already swept)."""
     items = plan(rows, valid_id=_VALID_ID, make_id=_MAKE_ID)
     messages = chat_messages(items, user=chat_user, assistant=_assistant, results=_results)

@@ -100,7 +100,7 @@ def _output(result: Result) -> dict[str, Any]:
     return {"type": "function_call_output", "call_id": result.call.id, "output": output}
 
 
-def format(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
+def build_body(rows: Sequence[Message], model: str | None = None) -> dict[str, Any]:
     """The Responses ``instructions`` (when any) and ``input`` for ``rows`` (already swept)."""
     instructions: list[str] = []
     items: list[dict[str, Any]] = []

@@ -30,14 +30,14 @@ Formatter = Callable[[Sequence[Message], str | None], dict[str, Any]]
 KINDS: tuple[str, ...] = PROVIDER_KINDS
 
 _FORMATTERS: dict[str, Formatter] = {
-    "openai": openai.format,
-    "openai-responses": openai_responses.format,
-    "anthropic": anthropic.format,
-    "gemini": gemini.format,
-    "ollama": ollama.format,
-    "mistral": mistral.format,
-    "bedrock": bedrock.format,
-    "cohere": cohere.format,
+    "openai": openai.build_body,
+    "openai-responses": openai_responses.build_body,
+    "anthropic": anthropic.build_body,
+    "gemini": gemini.build_body,
+    "ollama": ollama.build_body,
+    "mistral": mistral.build_body,
+    "bedrock": bedrock.build_body,
+    "cohere": cohere.build_body,
 }
 assert tuple(_FORMATTERS) == KINDS, "one formatter per provider kind, in settings order"
 
