@@ -33,11 +33,13 @@ def open_window(tmp_path: Path, databases: Databases | None) -> Iterator[Callabl
     database), closed at the end."""
     opened: list[Wire] = []
 
-    def make(env: dict[str, str] | None = None, settings: Any = None) -> Wire:
+    def make(
+        env: dict[str, str] | None = None, settings: Any = None, short_lease: bool = True
+    ) -> Wire:
         options: dict[str, Any] = {"workspace": WORKSPACE}
         if databases is not None:
             options["database"] = databases.url(tmp_path)
-        wire = Wire(tmp_path, env={**SHORT_LEASE, **(env or {})})
+        wire = Wire(tmp_path, env={**(SHORT_LEASE if short_lease else {}), **(env or {})})
         opened.append(wire)
         wire.initialize(configuration=False, options=options, settings=settings)
         return wire
@@ -258,21 +260,46 @@ def test_ten_thousand_updates_a_second_are_refused_past_the_rate(
 SECRET = "SECRET-7d1f2c3b-reply-residue"
 
 
-@pytest.mark.sqlite_only
-def test_discard_leaves_no_residue_in_the_sqlite_files(
-    open_window: Callable[..., Wire], tmp_path: Path
+def test_discard_leaves_no_residue_in_the_files(
+    open_window: Callable[..., Wire], tmp_path: Path, databases: Databases | None
 ) -> None:
+    """SQLite: the database, its -wal and -shm at once; PostgreSQL: the relation files after
+    the purge."""
     wire = open_window()
     ask(wire, "kept")
     row = begin(wire, message={"content": f"first {SECRET}"})
     for _ in range(70):  # parts, and a fold of them
         update(wire, row["id"], contentDelta=f" {SECRET} " + "p" * 200)
-    files = [p for p in tmp_path.iterdir() if p.name.startswith("chat-history.sqlite3")]
-    assert any(SECRET.encode() in p.read_bytes() for p in files), "the test could not fail"
+    holding = files_holding(tmp_path, databases)
+    assert holding(), "the test could not fail"
+
     assert end(wire, row["id"], "discard") == {"message": None, "pruned": None}
+
+    if databases is not None:
+        from chat_history.service.manager import ChatHistoryManager
+
+        manager = ChatHistoryManager.on_database(databases.url(tmp_path))
+        try:
+            assert manager.purge()
+        finally:
+            manager.close()
+    assert holding() == []
     assert [r["content"] for r in rows(wire)] == ["kept"]
-    files = [p for p in tmp_path.iterdir() if p.name.startswith("chat-history.sqlite3")]
-    assert [p.name for p in files if SECRET.encode() in p.read_bytes()] == []
+
+
+def files_holding(folder: Path, databases: Databases | None) -> Callable[[], list[str]]:
+    """The files of the test's database that hold SECRET (PostgreSQL: after a checkpoint)."""
+
+    def holding() -> list[str]:
+        if databases is None:
+            files = [p for p in folder.iterdir() if p.name.startswith("chat-history.sqlite3")]
+        else:
+            name = databases.name(folder)
+            databases.cluster.execute("CHECKPOINT", name)
+            files = [p for p in databases.cluster.database_folder(name).iterdir() if p.is_file()]
+        return [p.name for p in files if SECRET.encode() in p.read_bytes()]
+
+    return holding
 
 
 def test_retention_never_deletes_a_streaming_row_or_its_turn(
@@ -295,3 +322,103 @@ def test_retention_never_deletes_a_streaming_row_or_its_turn(
     kept = [r["content"] for r in rows(wire)]
     assert kept[:2] == ["first question", "streaming answer"] and kept[-1] == "third"
     assert "second" not in kept, "retention ran, on the other turns"
+
+
+def test_search_finds_a_reply_once_it_was_interrupted(open_window: Callable[..., Wire]) -> None:
+    wire = open_window()
+    row = begin(wire, message={"content": "photons wobble"})
+    update(wire, row["id"], contentDelta=" quietly")
+    assert search(wire, "wobble") == []
+    end(wire, row["id"], "interrupted")
+    assert search(wire, "quietly") == [row["id"]]
+    begin(wire, continueId=row["id"])  # streaming again: out of search until it ends
+    assert search(wire, "quietly") == []
+
+
+# -- the lease -----------------------------------------------------------------------------------
+
+
+def status_of(wire: Wire, row_id: int) -> tuple[str, str]:
+    row = next(r for r in rows(wire) if r["id"] == row_id)
+    return row["status"], row["content"]
+
+
+def test_a_killed_servers_reply_is_interrupted_for_every_reader(
+    open_window: Callable[..., Wire],
+) -> None:
+    writer, reader = open_window(), open_window()
+    ask(writer)
+    row = begin(writer, message={"content": "what the user saw"})
+    update(writer, row["id"], contentDelta=" before the crash")
+    assert status_of(reader, row["id"]) == ("streaming", "what the user saw before the crash")
+    writer.process.send_signal(signal.SIGKILL)
+    writer.finish()
+
+    waited = wait_until(lambda: status_of(reader, row["id"])[0] == "interrupted", 15)
+
+    assert waited < 10  # the lease here is 1.2 s (the default's bound: the test below)
+    assert status_of(reader, row["id"]) == ("interrupted", "what the user saw before the crash")
+    # The reader may continue it now.
+    assert begin(reader, continueId=row["id"])["status"] == "streaming"
+
+
+@pytest.mark.sqlite_only
+def test_the_default_lease_interrupts_a_killed_servers_reply_within_30_seconds(
+    open_window: Callable[..., Wire],
+) -> None:
+    assert "CHAT_HISTORY_REPLY_LEASE_MS" not in os.environ  # the real default in both
+    first, second = open_window(short_lease=False), open_window(short_lease=False)
+    row = begin(first, message={"content": "long answer"})
+    first.process.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    first.finish()
+    wait_until(lambda: status_of(second, row["id"])[0] == "interrupted", 40)
+    assert time.monotonic() - killed <= 30
+    assert status_of(second, row["id"]) == ("interrupted", "long answer")
+
+
+@pytest.mark.parametrize("how", ["shutdown", "pipe", "sigterm"])
+def test_a_clean_exit_interrupts_its_reply_at_once(
+    open_window: Callable[..., Wire], how: str
+) -> None:
+    writer, reader = open_window(env={"CHAT_HISTORY_REPLY_LEASE_MS": "600000"}), open_window()
+    row = begin(writer, message={"content": "cut"})
+    if how == "shutdown":
+        writer.close()
+    elif how == "pipe":
+        assert writer.process.stdin is not None
+        writer.process.stdin.close()
+        writer.finish()
+    else:
+        writer.process.send_signal(signal.SIGTERM)
+        writer.finish()
+    # At once: the lease (10 minutes here) never had to expire.
+    assert status_of(reader, row["id"]) == ("interrupted", "cut")
+
+
+# -- other windows -------------------------------------------------------------------------------
+
+
+def test_other_windows_are_told_of_a_growing_reply_at_most_twice_a_second(
+    open_window: Callable[..., Wire],
+) -> None:
+    writer, watcher = open_window(), open_window()
+    ask(writer)
+    rows(watcher)
+    watcher.drain(1.0)
+    row = begin(writer)
+    started = time.monotonic()
+    while time.monotonic() - started < 3.0:
+        update(writer, row["id"], contentDelta="tok ")
+        rows(watcher)  # the watcher looks before every answer: 20 looks a second
+        time.sleep(0.03)
+    end(writer, row["id"], "complete")
+    watcher.drain(1.5)
+    seconds = time.monotonic() - started
+    reasons = [
+        m["reason"] for m in watcher.messages_of(CHANGED) if m["conversationId"] == "c"
+    ]
+    assert reasons[0] == "append"  # the streaming row appeared
+    assert reasons.count("reply") >= 4, reasons  # it grew, and it ended
+    assert reasons.count("reply") <= 2 * seconds + 1, reasons
+    assert writer.messages_of(CHANGED) == []
