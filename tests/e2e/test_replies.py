@@ -150,10 +150,18 @@ def test_an_interrupted_reply_continues_in_the_same_row(open_window: Callable[..
     row = begin(wire, message={"content": "The sky is"})
     end(wire, row["id"], "interrupted")
     again = begin(wire, continueId=row["id"])
-    assert (again["id"], again["status"], again["content"]) == (row["id"], "streaming", "The sky is")
+    assert (again["id"], again["status"], again["content"]) == (
+        row["id"],
+        "streaming",
+        "The sky is",
+    )
     update(wire, row["id"], contentDelta=" blue.")
     done = end(wire, row["id"], "complete")["message"]
-    assert (done["id"], done["content"], done["status"]) == (row["id"], "The sky is blue.", "complete")
+    assert (done["id"], done["content"], done["status"]) == (
+        row["id"],
+        "The sky is blue.",
+        "complete",
+    )
     assert [r["id"] for r in rows(wire)].count(row["id"]) == 1
 
 
@@ -170,7 +178,10 @@ def test_append_keeps_a_cut_reply_a_client_kept(open_window: Callable[..., Wire]
         },
     )["messages"]
     assert [m["status"] for m in stored] == ["complete", "interrupted"]
-    for bad in ({"role": "assistant", "status": "streaming"}, {"role": "user", "status": "interrupted"}):
+    for bad in (
+        {"role": "assistant", "status": "streaming"},
+        {"role": "user", "status": "interrupted"},
+    ):
         error = wire.error(
             "chatHistory/append",
             {"conversationId": "c", "messages": [{**bad, "content": "x"}]},
@@ -225,13 +236,13 @@ def test_every_bad_input_names_its_field_and_changes_nothing(
     expect_refused(wire, "chatHistory/beginReply", {"continueId": complete["id"]}, "continueId")
     row = begin(wire)
     update(wire, row["id"], contentDelta="kept")
-    expect_refused(wire, update_, {"id": row["id"], "contentDelta": "x" * 10_000_000}, "contentDelta")
+    expect_refused(
+        wire, update_, {"id": row["id"], "contentDelta": "x" * 10_000_000}, "contentDelta"
+    )
     expect_refused(wire, update_, {"id": row["id"], "contentDelta": "a", "content": "b"}, "content")
     expect_refused(wire, update_, {"id": row["id"], "toolCalls": [{"id": 3}]}, "toolCalls[0].id")
     expect_refused(wire, end_, {"id": row["id"], "status": "finished"}, "status")
-    expect_refused(
-        wire, "chatHistory/beginReply", {"message": {"role": "user"}}, "message.role"
-    )
+    expect_refused(wire, "chatHistory/beginReply", {"message": {"role": "user"}}, "message.role")
     assert rows(wire)[-1]["content"] == "kept"
 
 
@@ -307,7 +318,7 @@ def test_retention_never_deletes_a_streaming_row_or_its_turn(
 ) -> None:
     wire = open_window(settings={"maxMessages": 2})
     ask(wire, "first question")
-    row = begin(wire, message={"content": "streaming answer"})
+    begin(wire, message={"content": "streaming answer"})
     wire.call(
         "chatHistory/append",
         {
@@ -415,9 +426,7 @@ def test_other_windows_are_told_of_a_growing_reply_at_most_twice_a_second(
     end(writer, row["id"], "complete")
     watcher.drain(1.5)
     seconds = time.monotonic() - started
-    reasons = [
-        m["reason"] for m in watcher.messages_of(CHANGED) if m["conversationId"] == "c"
-    ]
+    reasons = [m["reason"] for m in watcher.messages_of(CHANGED) if m["conversationId"] == "c"]
     assert reasons[0] == "append"  # the streaming row appeared
     assert reasons.count("reply") >= 4, reasons  # it grew, and it ended
     assert reasons.count("reply") <= 2 * seconds + 1, reasons

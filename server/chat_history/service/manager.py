@@ -51,7 +51,9 @@ from chat_history.store.reply_section import Replies
 from chat_history.store.seam import write_retried
 
 if TYPE_CHECKING:  # preparation loads every provider: imported when a request needs it
+    from chat_history.policy.context import Prepared
     from chat_history.service.preparation import (
+        CompactionProposal,
         PreparedRequest,
         PrepareOptions,
         ProposalMemo,
@@ -278,12 +280,14 @@ class ChatHistoryManager:
                 self._proposals = preparation.ProposalMemo()
             memo = self._proposals
             cache_key = self.cache_key(key)
-            prepared, compaction = self._retained_read(
-                key,
-                lambda tx, _: preparation.prepare_in(
+
+            def prepare_in(tx: Reading) -> tuple[Prepared, CompactionProposal | None]:
+                replies.check_continue(tx, key, options.continue_id)
+                return preparation.prepare_in(
                     tx, self.settings, key, route, options, cache_key=cache_key, memo=memo
-                ),
-            )
+                )
+
+            prepared, compaction = self._retained_read(key, lambda tx, _: prepare_in(tx))
         if prepared.events:
             self._notify(key, prepared.events)
         return preparation.prepared_request(
@@ -292,6 +296,7 @@ class ChatHistoryManager:
             compaction,
             cache_key=cache_key,
             breakpoints=self.settings.context.prompt_cache == "auto",
+            continuing=options.continue_id is not None,
         )
 
     def report_usage(
@@ -531,17 +536,17 @@ class ChatHistoryManager:
             return self._interrupt(mine, self._clock(), expired_only=False)
 
     def _interrupt(self, rows: Sequence[tuple[Key, int]], now: int, *, expired_only: bool) -> int:
+        """End each of ``rows`` as interrupted (with ``expired_only``: if its lease is still
+        expired), each in its own write; returns how many ended."""
         done = 0
         for key, row_id in rows:
-            if expired_only:
-                row = self._write((key,), lambda tx: replies.expire_if_due(tx, key, row_id, now))
-            else:
-                row = self._write(
-                    (key,),
-                    lambda tx: replies.end(
-                        tx, key, row_id, "interrupted", replies.ReplyChange(), None, now
-                    ),
-                )
+
+            def interrupt(tx: Transaction, key: Key = key, row_id: int = row_id) -> object:
+                if expired_only:
+                    return replies.expire_if_due(tx, key, row_id, now)
+                return replies.end(tx, key, row_id, "interrupted", replies.ReplyChange(), None, now)
+
+            row = self._write((key,), interrupt)
             self.writer.ended(key)
             done += row is not None
         return done

@@ -93,11 +93,9 @@ def begin(
 
 
 def _continued(tx: Transaction, key: Key, row_id: int) -> StoredMessage:
+    check_continue(tx, key, row_id)
     row = tx.row(key, row_id)
-    if row is None or row.status != "interrupted" or tx.last_id(key) != row_id:
-        raise InvalidParams(
-            "continue_id", "must name the conversation's newest row, an interrupted reply"
-        )
+    assert row is not None
     return row
 
 
@@ -219,3 +217,15 @@ def expire_if_due(tx: Transaction, key: Key, row_id: int, now: int) -> StoredMes
     if streaming is None or streaming.id != row_id or streaming.lease_until >= now:
         return None
     return end(tx, key, row_id, "interrupted", ReplyChange(), None, now)
+
+
+def check_continue(reading: Any, key: Key, row_id: int | None) -> None:
+    """``prepare``'s ``continue_id``: the conversation's newest row, an interrupted reply (a
+    streaming one is being generated; a complete one has nothing to continue)."""
+    if row_id is None:
+        return
+    row = reading.row(key, row_id)
+    if row is None or row.status != "interrupted" or reading.last_id(key) != row_id:
+        raise InvalidParams(
+            "continue_id", "must name the conversation's newest row, an interrupted reply"
+        )

@@ -4,6 +4,7 @@ wire to ChatHistoryManager calls. Domain errors become JSON-RPC errors here, in 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import sys
@@ -48,8 +49,8 @@ from chat_history.settings import (
 )
 from chat_history.store import database_option, purge_option
 from chat_history.wire import frames, framing, lsp_adapter, protocol
-from chat_history.wire.methods import METHOD_FAMILIES
 from chat_history.wire.barrier import BOUND_SECONDS, SettingsBarrier
+from chat_history.wire.methods import METHOD_FAMILIES
 
 log = logging.getLogger("chat_history")
 PROTOCOL_VERSION = 3
@@ -413,7 +414,7 @@ class ChatHistoryServer(LanguageServer):
             if tend:
                 tended = loop.time()
             try:
-                await loop.run_in_executor(self.requests, lambda: self.look(tend=tend))
+                await loop.run_in_executor(self.requests, functools.partial(self.look, tend=tend))
             except RuntimeError:  # the request thread is gone: exiting
                 return
 
