@@ -94,6 +94,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/economy.py
 	$(PY) bench/engines.py
 	$(PY) bench/pg_writers.py
+	$(PY) bench/replies.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
