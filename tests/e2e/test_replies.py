@@ -7,96 +7,25 @@ streaming row; every bad input answering an error that names its field and chang
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.conftest import Databases
+from tests.e2e.replies_helpers import (
+    ask,
+    begin,
+    end,
+    open_window,
+    rows,
+    search,
+    update,
+)
 from tests.e2e.wire import Wire
 
-WORKSPACE = "file:///home/ada/project"
-CHANGED = "chatHistory/changed"
-#: The lease these tests run with (ms): a killed server's reply is interrupted within ~2 s.
-SHORT_LEASE = {"CHAT_HISTORY_REPLY_LEASE_MS": "1200"}
-
+__all__ = ["open_window"]  # the fixture, imported for pytest
 pytestmark = pytest.mark.engines
-
-
-@pytest.fixture
-def open_window(tmp_path: Path, databases: Databases | None) -> Iterator[Callable[..., Wire]]:
-    """Servers (editor windows) on one storage folder and workspace (on PostgreSQL: one
-    database), closed at the end."""
-    opened: list[Wire] = []
-
-    def make(
-        env: dict[str, str] | None = None, settings: Any = None, short_lease: bool = True
-    ) -> Wire:
-        options: dict[str, Any] = {"workspace": WORKSPACE}
-        if databases is not None:
-            options["database"] = databases.url(tmp_path)
-        wire = Wire(tmp_path, env={**(SHORT_LEASE if short_lease else {}), **(env or {})})
-        opened.append(wire)
-        wire.initialize(configuration=False, options=options, settings=settings)
-        return wire
-
-    yield make
-    for wire in opened:
-        with contextlib.suppress(Exception):
-            wire.close()
-
-
-def rows(wire: Wire, conversation: str = "c") -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = wire.call("chatHistory/get", {"conversationId": conversation})[
-        "messages"
-    ]
-    return found
-
-
-def begin(wire: Wire, conversation: str = "c", **params: Any) -> dict[str, Any]:
-    row: dict[str, Any] = wire.call(
-        "chatHistory/beginReply", {"conversationId": conversation, **params}
-    )
-    return row
-
-
-def update(wire: Wire, row_id: int, conversation: str = "c", **params: Any) -> dict[str, Any]:
-    answer: dict[str, Any] = wire.call(
-        "chatHistory/updateReply", {"conversationId": conversation, "id": row_id, **params}
-    )
-    return answer
-
-
-def end(wire: Wire, row_id: int, status: str, conversation: str = "c", **params: Any) -> Any:
-    return wire.call(
-        "chatHistory/endReply",
-        {"conversationId": conversation, "id": row_id, "status": status, **params},
-    )
-
-
-def ask(wire: Wire, text: str = "why is the sky blue?", conversation: str = "c") -> None:
-    wire.call(
-        "chatHistory/append",
-        {"conversationId": conversation, "messages": [{"role": "user", "content": text}]},
-    )
-
-
-def search(wire: Wire, query: str) -> list[int]:
-    hits = wire.call("chatHistory/search", {"query": query})["results"]
-    return [hit["id"] for hit in hits]
-
-
-def wait_until(check: Callable[[], bool], seconds: float) -> float:
-    """Seconds until ``check()`` held (fails past ``seconds``)."""
-    started = time.monotonic()
-    while not check():
-        assert time.monotonic() - started < seconds, "did not happen in time"
-        time.sleep(0.1)
-    return time.monotonic() - started
 
 
 # -- the reply while it streams ---------------------------------------------------------------
@@ -344,90 +273,3 @@ def test_search_finds_a_reply_once_it_was_interrupted(open_window: Callable[...,
     assert search(wire, "quietly") == [row["id"]]
     begin(wire, continueId=row["id"])  # streaming again: out of search until it ends
     assert search(wire, "quietly") == []
-
-
-# -- the lease -----------------------------------------------------------------------------------
-
-
-def status_of(wire: Wire, row_id: int) -> tuple[str, str]:
-    row = next(r for r in rows(wire) if r["id"] == row_id)
-    return row["status"], row["content"]
-
-
-def test_a_killed_servers_reply_is_interrupted_for_every_reader(
-    open_window: Callable[..., Wire],
-) -> None:
-    writer, reader = open_window(), open_window()
-    ask(writer)
-    row = begin(writer, message={"content": "what the user saw"})
-    update(writer, row["id"], contentDelta=" before the crash")
-    assert status_of(reader, row["id"]) == ("streaming", "what the user saw before the crash")
-    writer.process.send_signal(signal.SIGKILL)
-    writer.finish()
-
-    waited = wait_until(lambda: status_of(reader, row["id"])[0] == "interrupted", 15)
-
-    assert waited < 10  # the lease here is 1.2 s (the default's bound: the test below)
-    assert status_of(reader, row["id"]) == ("interrupted", "what the user saw before the crash")
-    # The reader may continue it now.
-    assert begin(reader, continueId=row["id"])["status"] == "streaming"
-
-
-@pytest.mark.sqlite_only
-def test_the_default_lease_interrupts_a_killed_servers_reply_within_30_seconds(
-    open_window: Callable[..., Wire],
-) -> None:
-    assert "CHAT_HISTORY_REPLY_LEASE_MS" not in os.environ  # the real default in both
-    first, second = open_window(short_lease=False), open_window(short_lease=False)
-    row = begin(first, message={"content": "long answer"})
-    first.process.send_signal(signal.SIGKILL)
-    killed = time.monotonic()
-    first.finish()
-    wait_until(lambda: status_of(second, row["id"])[0] == "interrupted", 40)
-    assert time.monotonic() - killed <= 30
-    assert status_of(second, row["id"]) == ("interrupted", "long answer")
-
-
-@pytest.mark.parametrize("how", ["shutdown", "pipe", "sigterm"])
-def test_a_clean_exit_interrupts_its_reply_at_once(
-    open_window: Callable[..., Wire], how: str
-) -> None:
-    writer, reader = open_window(env={"CHAT_HISTORY_REPLY_LEASE_MS": "600000"}), open_window()
-    row = begin(writer, message={"content": "cut"})
-    if how == "shutdown":
-        writer.close()
-    elif how == "pipe":
-        assert writer.process.stdin is not None
-        writer.process.stdin.close()
-        writer.finish()
-    else:
-        writer.process.send_signal(signal.SIGTERM)
-        writer.finish()
-    # At once: the lease (10 minutes here) never had to expire.
-    assert status_of(reader, row["id"]) == ("interrupted", "cut")
-
-
-# -- other windows -------------------------------------------------------------------------------
-
-
-def test_other_windows_are_told_of_a_growing_reply_at_most_twice_a_second(
-    open_window: Callable[..., Wire],
-) -> None:
-    writer, watcher = open_window(), open_window()
-    ask(writer)
-    rows(watcher)
-    watcher.drain(1.0)
-    row = begin(writer)
-    started = time.monotonic()
-    while time.monotonic() - started < 3.0:
-        update(writer, row["id"], contentDelta="tok ")
-        rows(watcher)  # the watcher looks before every answer: 20 looks a second
-        time.sleep(0.03)
-    end(writer, row["id"], "complete")
-    watcher.drain(1.5)
-    seconds = time.monotonic() - started
-    reasons = [m["reason"] for m in watcher.messages_of(CHANGED) if m["conversationId"] == "c"]
-    assert reasons[0] == "append"  # the streaming row appeared
-    assert reasons.count("reply") >= 4, reasons  # it grew, and it ended
-    assert reasons.count("reply") <= 2 * seconds + 1, reasons
-    assert writer.messages_of(CHANGED) == []
