@@ -112,3 +112,39 @@ def test_other_windows_are_told_of_a_growing_reply_at_most_twice_a_second(
     assert reasons.count("reply") >= 4, reasons  # it grew, and it ended
     assert reasons.count("reply") <= 2 * seconds + 1, reasons
     assert writer.messages_of(CHANGED) == []
+
+
+@pytest.mark.sqlite_only
+def test_the_cli_interrupts_a_killed_servers_reply_too(open_window: Callable[..., Wire]) -> None:
+    import subprocess
+    import sys
+
+    from chat_history.store.engine import sqlite3
+    from chat_history.store.schema import DATABASE_FILE
+
+    writer = open_window()
+    row = begin(writer, message={"content": "seen"})
+    writer.process.send_signal(signal.SIGKILL)
+    writer.finish()
+    database = writer.storage / DATABASE_FILE
+
+    def stored_status() -> str:
+        connection = sqlite3.connect(str(database))
+        try:
+            found = connection.execute(
+                "SELECT status FROM messages WHERE id = ?", (row["id"],)
+            ).fetchone()
+        finally:
+            connection.close()
+        return str(found[0])
+
+    assert stored_status() == "streaming"
+    time.sleep(1.5)  # past the 1.2 s lease these tests run with
+    subprocess.run(
+        [sys.executable, "-m", "chat_history.cli", "--db", str(writer.storage), "stats"],
+        env={**os.environ, "CHAT_HISTORY_REPLY_LEASE_MS": "1200"},
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    assert stored_status() == "interrupted"
