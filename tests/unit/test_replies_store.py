@@ -127,3 +127,24 @@ def test_many_updates_read_back_whole_across_folds(make_manager) -> None:
     assert ended.content == "".join(deltas) and ended.tokens > 200
     totals = sum(r.tokens for r in manager.get(KEY).messages)
     assert manager.conversation(KEY).tokens == totals
+
+
+@pytest.mark.parametrize("how", ["truncate", "delete_turns", "clear"])
+def test_a_streaming_row_deleted_by_a_rewind_takes_its_reply_along(make_manager, how: str) -> None:
+    manager = make_manager()
+    row_id = streaming(manager)
+    manager.update_reply(KEY, row_id, ReplyChange(content_delta=" and more"))
+    if how == "truncate":
+        manager.truncate(KEY, row_id)
+    elif how == "delete_turns":
+        row = next(r for r in manager.get(KEY).messages if r.id == row_id)
+        manager.delete_turns(KEY, [row.turn])
+    else:
+        manager.clear(KEY)
+    with pytest.raises(InvalidParams):
+        manager.update_reply(KEY, row_id, ReplyChange(content_delta="late"))
+    # Nothing streams now: a new reply may begin, and no lease is left to expire.
+    assert manager.begin_reply(KEY, ReplyBegin()).status == "streaming"
+    with manager.store.read() as reading:
+        assert replies.held_by(reading, manager.writer.name) != [(KEY, row_id)]
+        assert len(replies.held_by(reading, manager.writer.name)) == 1

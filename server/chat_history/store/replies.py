@@ -13,6 +13,8 @@ never sees it before it ends), and one ``replies`` row holding its text and its 
   as alive: the writer renews it while it runs; an expired lease is taken as a writer gone.
 - ``revision`` moves with every change: the change watch's fingerprint reads it.
 - One streaming reply per conversation: a unique index on (workspace, conversation).
+- A streaming row deleted by any path (``truncate``, ``deleteTurns``, ``clear``, plain SQL)
+  takes its reply and parts with it (a trigger), so no reply outlives its row.
 
 When the reply ends, its text goes into ``messages.content`` (with its fold, so search finds it)
 and both tables forget it: deleted rows of them are zeroed by SQLite's ``secure_delete`` and
@@ -49,6 +51,11 @@ CREATE TABLE reply_parts (
     text TEXT NOT NULL,
     PRIMARY KEY (reply, seq)
 ) WITHOUT ROWID;
+CREATE TRIGGER messages_reply_delete AFTER DELETE ON messages
+WHEN old.status = 'streaming' BEGIN
+    DELETE FROM reply_parts WHERE reply = old.id;
+    DELETE FROM replies WHERE id = old.id;
+END;
 """
 
 #: Parts kept before they are folded into the reply's text (a copy of it every so many updates).

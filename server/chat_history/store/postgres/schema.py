@@ -179,6 +179,14 @@ CREATE TABLE reply_parts (
     owner TEXT NOT NULL DEFAULT current_user,
     PRIMARY KEY (reply, seq)
 );
+CREATE FUNCTION forget_deleted_reply() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM reply_parts WHERE reply = OLD.id;
+    DELETE FROM replies WHERE id = OLD.id;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER messages_reply_delete AFTER DELETE ON messages
+    FOR EACH ROW WHEN (OLD.status = 'streaming') EXECUTE FUNCTION forget_deleted_reply();
 """
     + _owned("replies")
     + _owned("reply_parts")
