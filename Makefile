@@ -110,6 +110,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/pg_writers.py
 	$(PY) bench/recall.py
 	$(PY) bench/memory.py
+	$(PY) bench/replies.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+from typing import Any
 
 
 class _QuietExpectedErrors(logging.Filter):
@@ -51,6 +53,10 @@ def parser() -> argparse.ArgumentParser:
     return made
 
 
+def _interrupted(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> None:
     """``chat-history-server``: log to stderr and serve the protocol on stdio until ``exit``;
     ``--check``: the launch check (launch_check.py)."""
@@ -71,6 +77,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     from chat_history.wire.server import server
 
+    # A signal it can catch ends the server as its client's closing pipe does: its streaming
+    # replies are interrupted at once (protocol.md "Replies in flight").
+    for name in ("SIGTERM", "SIGHUP"):  # SIGHUP: not on Windows
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), _interrupted)
     try:
         server.start_io()
     finally:

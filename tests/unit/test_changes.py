@@ -217,3 +217,32 @@ def test_retention_by_another_process_is_told_as_retention(make_store: MakeStore
     # An append that retention trimmed in the same write took the oldest rows: retention too.
     pruning.append(Key(W, "c"), [Message(role="user", content="more")])
     assert [c.reason for c in watch.poll()] == ["retention"]
+
+
+# -- version 4: replies in flight ---------------------------------------------------------------
+
+
+def test_a_reply_that_grew_or_ended_is_reason_reply() -> None:
+    from chat_history.policy.changes import reason as why
+
+    streaming = attrs.evolve(BASE, reply=(10 << 32) + 1)
+    grew = attrs.evolve(BASE, reply=(10 << 32) + 2)
+    ended = attrs.evolve(BASE, tokens=140, last_activity=6)
+    assert why(streaming, grew, NONE) == "reply"
+    assert why(grew, ended, NONE) == "reply"  # its text and tokens moved: still the reply
+    began = attrs.evolve(BASE, last_id=11, count=11, tokens=101, reply=(11 << 32) + 1)
+    assert why(BASE, began, Growth(1, 1)) == "append"  # a new streaming row
+
+
+def test_reply_changes_are_told_at_most_twice_a_second_per_conversation() -> None:
+    from chat_history.policy.changes import REPLY_INTERVAL_S, pace
+
+    told: dict[str, float] = {}
+    first = [Change("c", 1, "reply"), Change("d", 2, "reply"), Change("e", 3, "edit")]
+    assert pace(first, told, 100.0) == (first, [])
+    again = [Change("c", 1, "reply"), Change("e", 3, "edit")]
+    assert pace(again, told, 100.0 + REPLY_INTERVAL_S / 2) == (
+        [Change("e", 3, "edit")],
+        [Change("c", 1, "reply")],
+    )
+    assert pace(again, told, 100.0 + REPLY_INTERVAL_S) == (again, [])

@@ -112,7 +112,7 @@ def open_manager(
     CliError, unless the command creates it (``import``)."""
     url = cli_database(args)
     if url is not None:
-        return ChatHistoryManager.on_database(url, settings)
+        return _tended(ChatHistoryManager.on_database(url, settings))
     folder, name = database_location(args.db)
     path = folder / name
     if not create and not path.is_file():
@@ -121,7 +121,16 @@ def open_manager(
             f"no database at {path} (from {where}): nothing has been recorded there; "
             "pass --db PATH to name the storage folder or the .sqlite3 file"
         )
-    return ChatHistoryManager.open(path, settings)
+    return _tended(ChatHistoryManager.open(path, settings))
+
+
+def _tended(manager: ChatHistoryManager) -> ChatHistoryManager:
+    """The CLI, as any process on the database, ends replies whose writer's lease expired (a
+    killed server's) as interrupted before it reads (protocol.md "Replies in flight"); a
+    database it cannot write now is left to the next process."""
+    with contextlib.suppress(StorageError):
+        manager.tend_replies()
+    return manager
 
 
 @attrs.frozen

@@ -20,6 +20,7 @@ from chat_history.model import (
     ROLES,
     Attachment,
     Message,
+    Status,
     ToolCall,
     ToolSpec,
 )
@@ -72,6 +73,8 @@ class MessageIn:
     timestamp: Any = None
     provider_data: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
+    #: "complete" (absent) or "interrupted": a cut reply the client kept (version 4)
+    status: Any = None
 
 
 @attrs.define
@@ -185,7 +188,20 @@ def to_message(raw: MessageIn, field: str) -> Message:
         timestamp=parse_timestamp(raw.timestamp, f"{field}.timestamp"),
         provider_data=check_json(raw.provider_data or {}, f"{field}.providerData"),
         metadata=check_json(raw.metadata or {}, f"{field}.metadata"),
+        status=_status(raw, field),
     )
+
+
+def _status(raw: MessageIn, field: str) -> Status:
+    """A message's ``status``: complete, or interrupted on an assistant row (only beginReply
+    makes a streaming one)."""
+    if raw.status is None or raw.status == "complete":
+        return "complete"
+    if raw.status != "interrupted" or raw.role != "assistant":
+        raise InvalidParams(
+            f"{field}.status", '"interrupted" on an assistant message is the only status sent'
+        )
+    return "interrupted"
 
 
 def to_tools(tools: Sequence[ToolIn] | None) -> tuple[ToolSpec, ...] | None:

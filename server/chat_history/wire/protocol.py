@@ -22,6 +22,7 @@ from chat_history.errors import (
     ContextOverflow,
     ConversationChanged,
     InvalidParams,
+    ReplyInProgress,
     StorageError,
 )
 from chat_history.model import (
@@ -227,6 +228,7 @@ def wire_message(row: StoredMessage) -> dict[str, Any]:
         "timestamp": row.timestamp,
         "providerData": dict(row.provider_data),
         "metadata": dict(row.metadata),
+        "status": row.status,
     }
 
 
@@ -292,7 +294,7 @@ def capabilities(protocol_version: int, provider_kinds: Sequence[str]) -> dict[s
 #: Error codes that answer bad input or a known condition, not a server defect. (The classes
 #: that carry them are in server.py: pygls's exceptions import lsprotocol, ~0.5 s the CLI, which
 #: uses this module too, must not pay.)
-EXPECTED_CODES = frozenset({-32600, -32602, -32002, 1001, 1002, 1003})
+EXPECTED_CODES = frozenset({-32600, -32602, -32002, 1001, 1002, 1003, 1004})
 
 
 def wire_error(exc: ChatHistoryError) -> tuple[str, dict[str, Any]]:
@@ -308,4 +310,6 @@ def wire_error(exc: ChatHistoryError) -> tuple[str, dict[str, Any]]:
         return str(exc), {"reason": exc.reason}
     if isinstance(exc, ConversationChanged):
         return str(exc), {"lastId": exc.last_id}
+    if isinstance(exc, ReplyInProgress):
+        return str(exc), {"id": exc.row_id}
     return str(exc), {}

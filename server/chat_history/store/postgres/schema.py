@@ -31,7 +31,7 @@ from typing import Any
 from chat_history.store import keys
 from chat_history.store.schema import FIGURES as _FIGURES
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: pg_advisory_xact_lock key of migrations ('chmi').
 MIGRATION_LOCK = 0x63686D69
 
@@ -193,8 +193,48 @@ GRANT UPDATE (token) ON write_tokens TO PUBLIC;
 """
 )
 
+# Version 5 (issue 34): replies in flight (store/replies.py): each row's status, the streaming
+# replies with their leases, and their parts; one streaming reply per conversation and role.
+_V5 = (
+    """
+ALTER TABLE messages ADD COLUMN status TEXT;
+CREATE TABLE replies (
+    id BIGINT NOT NULL,
+    workspace TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    content TEXT NOT NULL,
+    length BIGINT NOT NULL,
+    parts BIGINT NOT NULL,
+    revision BIGINT NOT NULL,
+    writer TEXT NOT NULL,
+    lease_until BIGINT NOT NULL,
+    owner TEXT NOT NULL DEFAULT current_user,
+    PRIMARY KEY (owner, id)
+);
+CREATE UNIQUE INDEX replies_one_per_conversation ON replies (owner, workspace, conversation);
+CREATE INDEX replies_by_lease ON replies (lease_until);
+CREATE TABLE reply_parts (
+    reply BIGINT NOT NULL,
+    seq BIGINT NOT NULL,
+    text TEXT NOT NULL,
+    owner TEXT NOT NULL DEFAULT current_user,
+    PRIMARY KEY (owner, reply, seq)
+);
+CREATE FUNCTION forget_deleted_reply() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM reply_parts WHERE reply = OLD.id AND owner = OLD.owner;
+    DELETE FROM replies WHERE id = OLD.id AND owner = OLD.owner;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER messages_reply_delete AFTER DELETE ON messages
+    FOR EACH ROW WHEN (OLD.status = 'streaming') EXECUTE FUNCTION forget_deleted_reply();
+"""
+    + _owned("replies")
+    + _owned("reply_parts")
+)
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4}
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5}
 
 
 class NewerSchema(Exception):

@@ -4,7 +4,15 @@ a new family is a new module and one line here."""
 
 from __future__ import annotations
 
-from chat_history.wire.methods import conversations, edits, history, search, usage, workspaces
+from chat_history.wire.methods import (
+    conversations,
+    edits,
+    history,
+    replies,
+    search,
+    usage,
+    workspaces,
+)
 from chat_history.wire.methods.base import Method
 
 #: Every custom method of the wire, registered in this order.
@@ -15,4 +23,5 @@ METHODS: tuple[Method, ...] = (
     *search.METHODS,
     *usage.METHODS,
     *workspaces.METHODS,
+    *replies.METHODS,
 )

@@ -72,6 +72,8 @@ class PrepareParams(FormatParams):
     extra_tokens: int | None = None
     overflow_recovery: bool | None = None
     keep_tool_context_turns: int | None = None
+    #: version 4: the interrupted newest row the body continues
+    continue_id: int | None = None
 
 
 @attrs.define
@@ -120,6 +122,7 @@ def prepare_options(params: PrepareParams) -> PrepareOptions:
         keep_tool_context_turns=check_int(
             params.keep_tool_context_turns, "keepToolContextTurns", 0
         ),
+        continue_id=check_int(params.continue_id, "continue_id", 0),
     )
 
 
