@@ -437,6 +437,10 @@ class Transaction(Reading):
             return clash
         workspace_sql.drop_empty(self.connection, target, taken)
         workspace_sql.move(self.connection, source, target)
+        # Both keys of every moved conversation changed: the change watch re-reads them before
+        # the commit, so a window never hears of its own move.
+        self.touched.update(Key(source, c) for c in moving)
+        self.touched.update(Key(target, c) for c in moving)
         self._cache.clear()
         self._tails.clear()
         return set()
