@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from chat_history.store import calibration, keys, search_index, workspaces
+from chat_history.store import calibration, changes, keys, search_index, workspaces
 from chat_history.store.engine import sqlite3
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -162,6 +162,11 @@ MIGRATIONS[7] = keys.SCHEMA
 
 # Version 9 (issue 24): the folder fingerprints of workspace identities (store/workspaces.py).
 MIGRATIONS[8] = workspaces.SCHEMA
+
+# Version 10 (issue 35 item 15): the change marks, so the change watch and the cache read what
+# another process changed, not every conversation (store/changes.py). A database before it has
+# no marks: each reader's first look after the upgrade reads everything once, as at its start.
+MIGRATIONS[9] = changes.SCHEMA
 
 
 def statements(script: str) -> list[str]:

@@ -11,7 +11,8 @@ done). Version 1 here holds what SQLite's version 6 holds, with PostgreSQL's own
   ``lower(content COLLATE "C")``, which lower-cases ASCII only, exactly as SQLite's ``lower``;
   kept in step by PostgreSQL on every write (no catch-up mark: with concurrent writers a
   later-committed lower id would be skipped);
-- ``store_version``: the version counter every write bumps (the coherence check, store.py);
+- ``store_version``: the version counter every write bumps (the coherence check, store.py), and
+  the stamp of the change marks (version 4, store/changes.py);
 - ``search_state``: a view that says nothing waits to be indexed (the SQLite catch-up's mark),
   so the shared delete code never takes FTS5's bulk path here.
 """
@@ -23,7 +24,7 @@ from typing import Any
 
 from chat_history.store import keys
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: pg_advisory_xact_lock key of migrations ('chmi').
 MIGRATION_LOCK = 0x63686D69
 
@@ -153,8 +154,24 @@ CREATE TABLE server_keys (name TEXT PRIMARY KEY, secret BYTEA NOT NULL);
 GRANT SELECT ON server_keys TO PUBLIC;
 """
 
+# Version 4 (issue 35 item 15): the change marks (store/changes.py), stamped with
+# ``store_version`` at each commit; ``change_counter`` is the counter under SQLite's name, so
+# the readers' SQL is shared. Each role sees only its own marks.
+_V4 = """
+CREATE TABLE change_marks (
+    workspace TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    owner TEXT NOT NULL DEFAULT current_user,
+    PRIMARY KEY (owner, workspace, conversation)
+);
+CREATE INDEX change_marks_by_seq ON change_marks (seq);
+CREATE VIEW change_counter AS SELECT 1 AS only, version AS seq FROM store_version;
+GRANT SELECT ON change_counter TO PUBLIC;
+""" + _owned("change_marks")
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3}
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4}
 
 
 class NewerSchema(Exception):

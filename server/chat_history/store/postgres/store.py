@@ -208,7 +208,7 @@ class PostgresStore:
                 yield transaction
                 if self.observer is not None:
                     self.observer.after_write(transaction)
-                self._commit(connection)
+                self._commit(connection, transaction.touched)
             except BaseException as exc:
                 self._rollback(connection)
                 if self.observer is not None:
@@ -310,12 +310,19 @@ class PostgresStore:
             self._seen = version
             self._local_version += 1
 
-    def _commit(self, connection: Connection) -> None:
-        """Bump the counter and commit, in one round trip."""
-        cursor = connection.raw.execute(
-            "UPDATE store_version SET version = version + 1 RETURNING version; COMMIT"
-        )
-        row = cursor.fetchone()
+    def _commit(self, connection: Connection, touched: Collection[Key] = ()) -> None:
+        """Bump the counter and commit, in one round trip; a write that changed conversations
+        stamps their change marks with the bumped value first (store.changes: under the
+        counter's row lock, so stamps follow commit order), one round trip more."""
+        if touched:
+            cursor = connection.raw.execute(_MARKED_BUMP, _mark_arrays(touched))
+            row = cursor.fetchone()
+            connection.raw.execute("COMMIT")
+        else:
+            cursor = connection.raw.execute(
+                "UPDATE store_version SET version = version + 1 RETURNING version; COMMIT"
+            )
+            row = cursor.fetchone()
         version = int(row[0]) if row else 0
         if self._seen is None or version - 1 != self._seen:
             self._local_version += 1  # another commit came between: what is remembered goes
@@ -474,6 +481,19 @@ class PostgresStore:
 
 
 _VERSION = "SELECT version FROM store_version"
+#: The counter's bump with the change marks of the write's conversations (store.changes).
+_MARKED_BUMP = (
+    "WITH bumped AS (UPDATE store_version SET version = version + 1 RETURNING version), "
+    "marked AS (INSERT INTO change_marks (workspace, conversation, seq) "
+    "SELECT t.w, t.c, bumped.version FROM bumped, unnest(%s::text[], %s::text[]) AS t(w, c) "
+    "ON CONFLICT (owner, workspace, conversation) DO UPDATE SET seq = excluded.seq) "
+    "SELECT version FROM bumped"
+)
+
+
+def _mark_arrays(keys: Collection[Key]) -> tuple[list[str], list[str]]:
+    ordered = sorted(keys)
+    return [k.workspace for k in ordered], [k.conversation for k in ordered]
 
 
 def conversation_lock(key: Key) -> int:
