@@ -43,15 +43,17 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def populate(storage: Path, url: str | None, conversations: int) -> None:
-    """``conversations`` conversations of one turn each in WORKSPACE, and the small one."""
+    """``conversations`` conversations of one turn each in WORKSPACE, and the small one, in one
+    write (the store's own insert: minutes of appends on a loaded PostgreSQL otherwise)."""
     store = open_store(storage, url)
-    manager = ChatHistoryManager(store, load_settings(KEEP).settings)
+    now = int(time.time() * 1000)
     try:
-        for n in range(conversations):
-            manager.append(
-                Key(WORKSPACE, f"c{n:05d}"),
-                [Message(role="user", content=f"q {n}"), Message(role="assistant", content="a")],
-            )
+        with store.write() as tx:
+            for n in range(conversations):
+                rows = [(Message(role="user", content=f"q {n}"), 1, 3)]
+                rows.append((Message(role="assistant", content="a"), 1, 1))
+                tx.insert(Key(WORKSPACE, f"c{n:05d}"), rows, None, now)
+        manager = ChatHistoryManager(store, load_settings(KEEP).settings)
         manager.append(Key(WORKSPACE, "small"), [Message(role="user", content="hi")])
     finally:
         store.close()

@@ -124,5 +124,5 @@ def mark(connection: sqlite3.Connection, keys: Collection[Key]) -> None:
     connection.executemany(
         "INSERT INTO change_marks (workspace, conversation, seq) VALUES (?, ?, ?) "
         "ON CONFLICT (workspace, conversation) DO UPDATE SET seq = excluded.seq",
-        [(key.workspace, key.conversation, int(row[0])) for key in sorted(keys)],
+        [(key.workspace, key.conversation, int(row[0])) for key in sorted(keys, key=str)],
     )

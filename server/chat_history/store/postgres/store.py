@@ -492,7 +492,7 @@ _MARKED_BUMP = (
 
 
 def _mark_arrays(keys: Collection[Key]) -> tuple[list[str], list[str]]:
-    ordered = sorted(keys)
+    ordered = sorted(keys, key=str)
     return [k.workspace for k in ordered], [k.conversation for k in ordered]
 
 
