@@ -94,6 +94,8 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/economy.py
 	$(PY) bench/engines.py
 	$(PY) bench/pg_writers.py
+	$(PY) bench/watch.py
+	$(PY) bench/watch.py --engine postgres
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

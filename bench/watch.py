@@ -151,8 +151,8 @@ def run(storage: Path, url: str | None, args: argparse.Namespace) -> None:
         writer.close()
         reader.close()
     print(f"engine {args.engine}, A appends every {args.interval} s; B was told {reader.changed}")
-    print(f"  quiet:     B's CPU {quiet[0] * 100:5.1f} % of a core, small request {quiet[1]:6.2f} ms")
-    print(f"  appending: B's CPU {busy[0] * 100:5.1f} % of a core, small request {busy[1]:6.2f} ms")
+    for name, (share, ms) in (("quiet", quiet), ("appending", busy)):
+        print(f"  {name + ':':10} B's CPU {share * 100:5.1f} % of a core, request {ms:6.2f} ms")
     print(f"  ratio of the small request, appending / quiet: {busy[1] / quiet[1]:.2f}x")
 
 

@@ -4,12 +4,14 @@ conversations of the session's workspace another process changed, for ``chatHist
 It remembers a fingerprint of each conversation (policy.changes), read whole at the first look,
 and when the store's change token moved (SQLite: ``data_version``, which only another
 connection's commit moves) re-reads only the conversations whose change marks are past the
-counter it last saw (store.changes): a look costs what changed, not the workspace. The store tells it of each own write (``store.Store.observer``): at the start, while it
-holds the write lock, the others' commits are caught up (so a write never hides them), and
-before the commit the conversations it touched are re-read (so its own changes are never
-reported). ``poll`` runs while idle and before each request; ``take`` hands out what a write
-found. Another engine needs only ``change_token``, ``change_position``, ``changed_in``,
-``fingerprints``, ``fingerprint`` and ``growth`` on its readings, and to call the two hooks from its own write section."""
+counter it last saw (store.changes): a look costs what changed, not the workspace. The store
+tells it of each own write (``store.Store.observer``): at the start, while it holds the write
+lock, the others' commits are caught up (so a write never hides them), and before the commit
+the conversations it touched are re-read (so its own changes are never reported). ``poll``
+runs while idle and before each request; ``take`` hands out what a write found. Another engine
+needs only ``change_token``, ``change_position``, ``changed_in``, ``fingerprints``,
+``fingerprint`` and ``growth`` on its readings, and to call the two hooks from its own write
+section."""
 
 from __future__ import annotations
 
