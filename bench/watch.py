@@ -65,7 +65,10 @@ class Window:
 
     def __init__(self, storage: Path, url: str | None) -> None:
         path = os.pathsep.join([str(SERVER), os.environ.get("PYTHONPATH", "")])
-        self.client = StdioClient(storage, env={**os.environ, "PYTHONPATH": path})
+        # Its log to a file: a pipe nobody reads would stall it once full.
+        self.log = open(storage / f"server-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
+        env = {**os.environ, "PYTHONPATH": path}
+        self.client = StdioClient(storage, env=env, stderr=self.log)
         options: dict[str, Any] = {"workspace": WORKSPACE, "settings": KEEP}
         if url is not None:
             options["database"] = url
@@ -104,6 +107,7 @@ class Window:
         self.call("shutdown", None)
         self.client.notify("exit")
         self.client.process.wait(30)
+        self.log.close()
 
 
 def measure(reader: Window, seconds: float, requests: int) -> tuple[float, float]:
