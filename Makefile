@@ -111,6 +111,8 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/recall.py
 	$(PY) bench/memory.py
 	$(PY) bench/replies.py
+	$(PY) bench/watch.py
+	$(PY) bench/watch.py --engine postgres
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

@@ -1,14 +1,17 @@
 """The change watch (protocol.md "Version 3" → Several windows on one conversation): which
 conversations of the session's workspace another process changed, for ``chatHistory/changed``.
 
-It remembers a fingerprint of each conversation (policy.changes) and re-reads them when the
-store's change token moved (SQLite: ``data_version``, which only another connection's commit
-moves). The store tells it of each own write (``store.Store.observer``): at the start, while it
-holds the write lock, the others' commits are caught up (so a write never hides them), and
-before the commit the conversations it touched are re-read (so its own changes are never
-reported). ``poll`` runs while idle and before each request; ``take`` hands out what a write
-found. Another engine needs only ``change_token``, ``fingerprints``, ``fingerprint`` and
-``growth`` on its readings, and to call the two hooks from its own write section."""
+It remembers a fingerprint of each conversation (policy.changes), read whole at the first look,
+and when the store's change token moved (SQLite: ``data_version``, which only another
+connection's commit moves) re-reads only the conversations whose change marks are past the
+counter it last saw (store.changes): a look costs what changed, not the workspace. The store
+tells it of each own write (``store.Store.observer``): at the start, while it holds the write
+lock, the others' commits are caught up (so a write never hides them), and before the commit
+the conversations it touched are re-read (so its own changes are never reported). ``poll``
+runs while idle and before each request; ``take`` hands out what a write found. Another engine
+needs only ``change_token``, ``change_position``, ``changed_in``, ``fingerprints``,
+``fingerprint`` and ``growth`` on its readings, and to call the two hooks from its own write
+section."""
 
 from __future__ import annotations
 
@@ -35,6 +38,8 @@ class ChangeWatch:
         #: (workspace, conversation fingerprints) last seen; None before the first look
         self._seen: tuple[str, dict[str, Fingerprint]] | None = None
         self._token: object = None
+        #: the change counter (store.changes) at the last look; None before the first
+        self._position: int | None = None
         self._pending: list[Change] = []
         #: when a "reply" change of each conversation was last told (time.monotonic)
         self._reply_told: dict[str, float] = {}
@@ -106,17 +111,35 @@ class ChangeWatch:
         seen = self._seen
         if seen is not None and seen[0] == workspace and token == self._token:
             return
-        now = reading.fingerprints(workspace)
-        if seen is not None and seen[0] == workspace:
-            before = seen[1]
-            growth: dict[str, Growth] = {
-                conversation: reading.growth(Key(workspace, conversation), old.last_id)
-                for conversation, old in before.items()
-                if conversation in now and now[conversation] != old
-            }
-            found = changes(before, now, growth)
-            if found:
-                with self._lock:
-                    self._pending += found
-        self._seen = (workspace, now)
+        position = reading.change_position()  # before the marks: none is missed
+        if seen is None or seen[0] != workspace or self._position is None:
+            self._seen = (workspace, reading.fingerprints(workspace))
+        else:
+            self._look(reading, seen[1], reading.changed_in(workspace, self._position))
         self._token = token
+        self._position = position
+
+    def _look(self, reading: Reading, known: dict[str, Fingerprint], marked: set[str]) -> None:
+        """Re-read the ``marked`` conversations (what commits changed since the last look),
+        note how each changed, and remember them as they are now."""
+        workspace = self._workspace()
+        before = {c: known[c] for c in marked if c in known}
+        now: dict[str, Fingerprint] = {}
+        for conversation in marked:
+            found = reading.fingerprint(Key(workspace, conversation))
+            if found is not None:
+                now[conversation] = found
+        growth: dict[str, Growth] = {
+            conversation: reading.growth(Key(workspace, conversation), old.last_id)
+            for conversation, old in before.items()
+            if conversation in now and now[conversation] != old
+        }
+        found_changes = changes(before, now, growth)
+        if found_changes:
+            with self._lock:
+                self._pending += found_changes
+        for conversation in marked:
+            if conversation in now:
+                known[conversation] = now[conversation]
+            else:
+                known.pop(conversation, None)

@@ -18,7 +18,7 @@ from typing import Protocol
 
 from chat_history.errors import StorageError
 from chat_history.model import Key
-from chat_history.store import calibration, failures, files, keys
+from chat_history.store import calibration, changes, failures, files, keys
 from chat_history.store.conversation_cache import ConversationCache
 from chat_history.store.engine import sqlite3
 from chat_history.store.schema import DATABASE_FILE, NewerSchema, check_version, migrate
@@ -158,6 +158,7 @@ class Store:
                 yield transaction
                 if self.observer is not None:
                     self.observer.after_write(transaction)
+                changes.mark(connection, transaction.touched)
                 connection.execute("COMMIT")
             except BaseException as exc:
                 with contextlib.suppress(sqlite3.Error):

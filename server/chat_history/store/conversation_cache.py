@@ -1,5 +1,6 @@
-"""The fast path: a bounded LRU of whole conversations. ``Store`` drops it whenever SQLite's
-``data_version`` shows another connection committed, so it never serves stale rows. Bounded in
+"""The fast path: a bounded LRU of whole conversations. When ``data_version`` shows another
+connection committed, the conversations it changed are dropped (their change marks,
+store.changes), so it never serves stale rows and keeps the others. Bounded in
 conversations, rows and bytes (``model.resident_bytes``: everything a row holds, images,
 providerData and metadata included): rows alone let two unlimited ``get``s of histories with
 large images keep gigabytes resident."""
@@ -36,6 +37,8 @@ class ConversationCache:
         self._bytes = 0
         #: SQLite's ``data_version`` when the cached rows were read (None: not read yet)
         self.version: int | None = None
+        #: the change counter (store.changes) when ``version`` was read (None: not read yet)
+        self.position: int | None = None
 
     def __len__(self) -> int:
         return len(self._entries)

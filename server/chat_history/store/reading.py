@@ -35,16 +35,25 @@ from chat_history.store.tail import Tails
 
 
 def sync_cache(cache: ConversationCache, connection: sqlite3.Connection) -> None:
-    """Drop the cache when another connection committed since its rows were read."""
+    """When another connection committed since the cache's rows were read, drop the
+    conversations it changed (the change marks past the cache's position, store.changes); the
+    whole cache only when it has no position."""
     if not len(cache):
         # Nothing cached, nothing can be stale: skip the pragma (one statement of every
         # append). The baseline is read again before the next conversation is cached.
         cache.version = None
+        cache.position = None
         return
     version = queries.data_version(connection)
     if version != cache.version:
-        cache.clear()
+        position = changes.position(connection)  # before the marks: none is missed
+        if cache.position is None:
+            cache.clear()
+        else:
+            for key in changes.changed_keys(connection, cache.position):
+                cache.drop(key)
         cache.version = version
+        cache.position = position
 
 
 class Reading:
@@ -83,9 +92,10 @@ class Reading:
         cached = self._cache.get(key)
         if cached is not None:
             return cached
-        if self._cache.version is None:
-            # Before the rows: a commit in between only makes the next check drop the cache.
+        if self._cache.version is None or self._cache.position is None:
+            # Before the rows: a commit in between only makes the next check drop it again.
             self._cache.version = queries.data_version(self.connection)
+            self._cache.position = changes.position(self.connection)
         rows = queries.rows_from(self.connection, key, 0)
         self._cache.put(key, rows)
         return rows
@@ -212,6 +222,15 @@ class Reading:
         """Moves whenever another connection commits (SQLite's ``data_version`` on this
         connection; a new connection's is not comparable, so its identity is part of it)."""
         return (id(self.connection), queries.data_version(self.connection))
+
+    def change_position(self) -> int:
+        """The change counter now (store.changes): read it before ``changed_in``."""
+        return changes.position(self.connection)
+
+    def changed_in(self, workspace: str, after: int) -> set[str]:
+        """The conversations of ``workspace`` committed changes touched since the counter was
+        ``after`` (a superset: this connection's own are there too)."""
+        return changes.changed_in(self.connection, workspace, after)
 
     def fingerprints(self, workspace: str) -> dict[str, Fingerprint]:
         """Every existing conversation of ``workspace``'s fingerprint, by id."""

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from chat_history.store import calibration, keys, replies, search_index, workspaces
+from chat_history.store import calibration, changes, keys, replies, search_index, workspaces
 from chat_history.store.engine import sqlite3
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -166,6 +166,11 @@ MIGRATIONS[8] = workspaces.SCHEMA
 # Version 10 (issue 34): replies in flight: each row's status, and the streaming replies with
 # their leases and their parts (store/replies.py). Every older row is complete (status NULL).
 MIGRATIONS[9] = replies.SCHEMA
+
+# Version 11 (issue 35 item 15): the change marks, so the change watch and the cache read what
+# another process changed, not every conversation (store/changes.py). A database before it has
+# no marks: each reader's first look after the upgrade reads everything once, as at its start.
+MIGRATIONS[10] = changes.SCHEMA
 
 
 def statements(script: str) -> list[str]:

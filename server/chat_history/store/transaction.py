@@ -226,6 +226,10 @@ class Transaction(Reading):
         workspace_sql.drop_empty(self.connection, target, taken)
         workspace_sql.rename(self.connection, source, renames)
         workspace_sql.move(self.connection, source, target)
+        # Both keys of every moved conversation changed: the change watch re-reads them before
+        # the commit, so a window never hears of its own move.
+        self.touched.update(Key(source, c) for c in moving)
+        self.touched.update(Key(target, c) for c in moving)
         self._cache.clear()
         self._tails.clear()
         return set()

@@ -14,11 +14,12 @@ done). Version 1 here holds what SQLite's version 6 holds, with PostgreSQL's own
   kept in step by PostgreSQL on every write (no catch-up mark: with concurrent writers a
   later-committed lower id would be skipped);
 - ``store_version``: each role's version counter, which its writes bump (the coherence check,
-  store.py); ``write_locks``: each role's lock rows, which its writes lock first (locks.py);
-  ``write_tokens``: each backend's token of its newest write, committed with it (store.py's
-  lost commit). Row-level security keeps every role to its own rows of the three, and no role
-  holds a table-wide privilege on them that could lock the whole table (``LOCK TABLE`` needs
-  ``UPDATE``, ``DELETE`` or ``TRUNCATE`` on the table: members have ``UPDATE`` on a column);
+  store.py) and which stamps the change marks (version 6, store/changes.py); ``write_locks``:
+  each role's lock rows, which its writes lock first (locks.py); ``write_tokens``: each
+  backend's token of its newest write, committed with it (store.py's lost commit). Row-level
+  security keeps every role to its own rows of the three, and no role holds a table-wide
+  privilege on them that could lock the whole table (``LOCK TABLE`` needs ``UPDATE``, ``DELETE``
+  or ``TRUNCATE`` on the table: members have ``UPDATE`` on a column);
 - ``search_state``: a view that says nothing waits to be indexed (the SQLite catch-up's mark),
   so the shared delete code never takes FTS5's bulk path here.
 """
@@ -31,7 +32,7 @@ from typing import Any
 from chat_history.store import keys
 from chat_history.store.schema import FIGURES as _FIGURES
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: pg_advisory_xact_lock key of migrations ('chmi').
 MIGRATION_LOCK = 0x63686D69
 
@@ -233,8 +234,31 @@ CREATE TRIGGER messages_reply_delete AFTER DELETE ON messages
     + _owned("reply_parts")
 )
 
+# Version 6 (issue 35 item 15): the change marks (store/changes.py), stamped with
+# ``store_version`` at each commit; ``change_counter`` is the counter under SQLite's name, so
+# the readers' SQL is shared. Each role sees only its own marks (and counter).
+_V6 = (
+    """
+CREATE TABLE change_marks (
+    workspace TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    owner TEXT NOT NULL DEFAULT current_user,
+    PRIMARY KEY (owner, workspace, conversation)
+);
+CREATE INDEX change_marks_by_seq ON change_marks (seq);
+-- A role sees its own counter; a superuser, whom row-level security does not hold, sees every
+-- role's, whose stamps are not in one order: -1 then, and each reader reads every mark.
+CREATE VIEW change_counter AS SELECT 1 AS only,
+    CASE WHEN count(*) > 1 THEN -1 ELSE coalesce(max(version), 0) END AS seq FROM store_version;
+GRANT SELECT ON change_counter TO PUBLIC;
+"""
+    + _owned("change_marks", "SELECT, INSERT")
+    + "GRANT UPDATE (seq) ON change_marks TO PUBLIC;\n"
+)
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5}
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5, 5: _V6}
 
 
 class NewerSchema(Exception):

@@ -45,6 +45,7 @@ from chat_history.store import calibration, keys
 from chat_history.store.connection import WriteObserver
 from chat_history.store.conversation_cache import ConversationCache
 from chat_history.store.postgres import link, tokens
+from chat_history.store.postgres.counter import BUMP, MARKED_BUMP, VERSION, mark_arrays
 from chat_history.store.postgres.dialect import Connection
 from chat_history.store.postgres.link import RETRIED_STATES, is_database_error, last_value
 from chat_history.store.postgres.locks import conversation_lock, lock_statements
@@ -153,7 +154,7 @@ class PostgresStore(PurgeSteps):
                 yield transaction
                 if self.observer is not None:
                     self.observer.after_write(transaction)
-                self._commit(connection)
+                self._commit(connection, transaction.touched)
             except BaseException as exc:
                 self._rollback(connection)
                 if self.observer is not None:
@@ -198,13 +199,13 @@ class PostgresStore(PurgeSteps):
 
     def _check_version(self, connection: Connection) -> None:
         self._pinned = False
-        self._observe(last_value(connection.raw.execute(_VERSION)))
+        self._observe(last_value(connection.raw.execute(VERSION)))
         self._peeked = True
 
     def _begin_snapshot(self, connection: Connection) -> None:
         # REPEATABLE READ: the version read with the first query is the snapshot's.
         cursor = connection.raw.execute(
-            f"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; {_VERSION}"
+            f"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; {VERSION}"
         )
         self._observe(last_value(cursor))
         self._pinned = True
@@ -217,7 +218,7 @@ class PostgresStore(PurgeSteps):
         token = secrets.token_bytes(16)
         taken.append(tokens.statement(token))
         cursor = connection.raw.execute(
-            f"BEGIN; {'; '.join(taken)}; SELECT ({_VERSION}), pg_backend_pid()"
+            f"BEGIN; {'; '.join(taken)}; SELECT ({VERSION}), pg_backend_pid()"
         )
         while cursor.nextset():
             pass
@@ -254,7 +255,7 @@ class PostgresStore(PurgeSteps):
             self._peeked = False
             return self._local_version
         assert self._raw is not None
-        self._observe(last_value(self._raw.execute(_VERSION)))
+        self._observe(last_value(self._raw.execute(VERSION)))
         return self._local_version
 
     def _observe(self, version: int) -> None:
@@ -262,17 +263,20 @@ class PostgresStore(PurgeSteps):
             self._seen = version
             self._local_version += 1
 
-    def _commit(self, connection: Connection) -> None:
-        """Bump the counter and commit, in one round trip. A connection lost in that round trip
-        leaves the outcome unknown to this side: the write's token tells (``tokens``); one that
-        committed returns as committed, one that did not raises (1002)."""
+    def _commit(self, connection: Connection, touched: Collection[Key] = ()) -> None:
+        """Bump the role's counter and commit, in one round trip; a write that changed
+        conversations stamps their change marks with the bumped value first (store.changes:
+        under the counter's row lock, so stamps follow commit order), one round trip more. A
+        connection lost there leaves the outcome unknown to this side: the write's token tells
+        (``tokens``); one that committed returns as committed, one that did not raises (1002)."""
         import psycopg
 
         try:
-            cursor = connection.raw.execute(
-                "INSERT INTO store_version (version) VALUES (1) ON CONFLICT (owner) DO UPDATE "
-                "SET version = store_version.version + 1 RETURNING version; COMMIT"
-            )
+            if touched:
+                row = connection.raw.execute(MARKED_BUMP, mark_arrays(touched)).fetchone()
+                connection.raw.execute("COMMIT")
+            else:
+                row = connection.raw.execute(f"{BUMP}; COMMIT").fetchone()
         except psycopg.OperationalError as exc:
             if not (connection.raw.broken or connection.raw.closed) or self._token is None:
                 raise
@@ -281,7 +285,6 @@ class PostgresStore(PurgeSteps):
             ):
                 raise
             return
-        row = cursor.fetchone()
         version = int(row[0]) if row else 0
         if self._seen is None or version - 1 != self._seen:
             self._local_version += 1  # another commit came between: what is remembered goes
@@ -343,8 +346,3 @@ class PostgresStore(PurgeSteps):
         self._raw = None
         self._connection = None
         self._forget()
-
-
-#: The role's version counter (a superuser, whom row-level security does not hold, sees every
-#: role's: their sum moves whenever any of them commits).
-_VERSION = "SELECT coalesce(sum(version), 0) FROM store_version"

@@ -1,0 +1,125 @@
+"""The change marks (store.changes; issue 35 item 15) over real stores on one database, both
+engines: another process's write costs a reader what it changed, not the whole workspace. The
+cache keeps the conversations the write did not touch, the change watch re-reads only the
+marked ones, and a database from before the marks opens and keeps working."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import pytest
+from tests.unit.conftest import MakeStore
+
+from chat_history.model import Key, Message
+from chat_history.policy.changes import Change
+from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.watch import ChangeWatch
+from chat_history.settings import default_settings
+from chat_history.store import Reading, changes
+from chat_history.store.connection import Store
+from chat_history.store.engine import sqlite3
+from chat_history.store.schema import DATABASE_FILE, MIGRATIONS, SCHEMA_VERSION, statements
+
+W = "file:///w"
+
+pytestmark = pytest.mark.engines
+
+
+def two(make_store: MakeStore) -> tuple[ChatHistoryManager, ChatHistoryManager]:
+    settings = attrs.evolve(default_settings(), enable_auto_pruning=False)
+    return ChatHistoryManager(make_store(), settings), ChatHistoryManager(make_store(), settings)
+
+
+def say(manager: ChatHistoryManager, conversation: str, text: str) -> int:
+    stored = manager.append(
+        Key(W, conversation),
+        [Message(role="user", content=text), Message(role="assistant", content="ok " + text)],
+    )
+    return stored.messages[-1].id
+
+
+def test_anothers_write_drops_only_the_conversations_it_changed_from_the_cache(
+    make_store: MakeStore,
+) -> None:
+    mine, other = two(make_store)
+    for conversation in ("a", "b"):
+        say(other, conversation, "one")
+        assert len(mine.get(Key(W, conversation)).messages) == 2  # now cached here
+    assert len(mine.store.cache) == 2
+    newest = say(other, "b", "two")
+    # The next read sees b's new rows and still holds a (before the marks: the whole cache went).
+    assert mine.get(Key(W, "b")).messages[-1].id == newest
+    assert mine.store.cache.get(Key(W, "a")) is not None
+    other.clear(Key(W, "a"))
+    assert not mine.get(Key(W, "a")).messages
+
+
+def test_a_move_marks_both_keys_of_each_conversation(make_store: MakeStore) -> None:
+    mine, other = two(make_store)
+    say(other, "c", "one")
+    with mine.store.read() as reading:
+        before = reading.change_position()
+    other.move_workspace(W, "file:///x")
+    with mine.store.read() as reading:
+        assert reading.change_position() > before
+        assert reading.changed_in(W, before) == {"c"}
+        assert reading.changed_in("file:///x", before) == {"c"}
+        assert reading.changed_in("file:///elsewhere", before) == set()
+
+
+def test_the_watch_reads_only_the_marked_conversations_after_its_first_look(
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine, other = two(make_store)
+    for n in range(20):
+        say(other, f"c{n}", "one")
+    watch = ChangeWatch(mine.store, lambda: W)
+    looks: list[str] = []
+    real = Reading.fingerprints
+
+    def counted(reading: Reading, workspace: str) -> object:
+        looks.append(workspace)
+        return real(reading, workspace)
+
+    monkeypatch.setattr(Reading, "fingerprints", counted)
+    assert watch.poll() == []
+    assert looks == [W]  # the first look reads the workspace whole
+    newest = say(other, "c7", "two")
+    assert watch.poll() == [Change("c7", newest, "append")]
+    other.clear(Key(W, "c3"))
+    say(other, "new", "x")
+    assert [(c.conversation, c.reason) for c in watch.poll()] == [
+        ("c3", "clear"),
+        ("new", "append"),
+    ]
+    assert looks == [W], "a later look reads the marks, not every conversation"
+
+
+@pytest.mark.sqlite_only
+def test_a_version_9_database_opens_and_its_changes_are_marked(db_folder: Path) -> None:
+    db_folder.mkdir(mode=0o700)
+    legacy = sqlite3.connect(db_folder / DATABASE_FILE, isolation_level=None)
+    for version in range(9):
+        for statement in statements(MIGRATIONS[version]):
+            legacy.execute(statement)
+    legacy.execute("PRAGMA user_version = 9")
+    legacy.close()
+    settings = attrs.evolve(default_settings(), enable_auto_pruning=False)
+    mine = ChatHistoryManager(Store(db_folder), settings)
+    other = ChatHistoryManager(Store(db_folder), settings)
+    try:
+        watch = ChangeWatch(mine.store, lambda: W)
+        assert watch.poll() == []
+        newest = say(other, "c", "after the upgrade")
+        assert watch.poll() == [Change("c", newest, "append")]
+    finally:
+        mine.store.close()
+        other.store.close()
+    check = sqlite3.connect(db_folder / DATABASE_FILE)
+    try:
+        assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
+        assert check.execute("SELECT seq FROM change_counter").fetchone()[0] == 1
+        assert changes.changed_in(check, W, 0) == {"c"}
+    finally:
+        check.close()
