@@ -66,7 +66,7 @@ async def test_format_for_a_kind_an_alias_and_an_unknown_name(start_session: Sta
     with pytest.raises(JsonRpcException) as caught:
         await session.request("chatHistory/format", {"conversationId": "c", "provider": "gpt"})
     assert caught.value.code == -32602 and caught.value.data == {"field": "provider"}
-    assert "gpt" in caught.value.message and "anthropic" in caught.value.message
+    assert "gpt" not in caught.value.message and "anthropic" in caught.value.message
     assert "claude" in caught.value.message
 
 
