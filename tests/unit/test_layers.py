@@ -229,3 +229,21 @@ def test_the_wire_and_the_cli_reach_the_store_only_through_the_manager() -> None
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Store":
                 wrong.append(f"{module}:{node.lineno} builds a Store")
     assert wrong == []
+
+
+def test_the_store_files_and_every_function_stay_small() -> None:
+    """The room check (issue 30): no file of the store over 350 lines, where the engines' seam
+    lives and a newcomer reads most; no function of the package over 70 lines."""
+    store = {
+        str(path.relative_to(PACKAGE)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in (PACKAGE / "store").rglob("*.py")
+    }
+    assert {name: lines for name, lines in store.items() if lines > 350} == {}
+    long = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > 70:
+                    long.append(f"{path.relative_to(PACKAGE)}:{node.name} ({lines})")
+    assert long == []
