@@ -45,6 +45,13 @@ import {
   type TruncateResult,
   type UpdateConversationParams,
   type UpdateConversationResult,
+  // Version 4: replies in flight
+  type BeginReplyParams,
+  type BeginReplyResult,
+  type EndReplyParams,
+  type EndReplyResult,
+  type UpdateReplyParams,
+  type UpdateReplyResult,
 } from "./types";
 
 export interface Disposable {
@@ -76,6 +83,8 @@ export const ErrorCodes = {
   StorageError: 1002,
   /** Version 3: a rewind's `expectedLastId` is not the conversation's newest row; nothing changed. */
   ConversationChanged: 1003,
+  /** Version 4: the conversation already has a streaming reply (`data.id`); nothing changed. */
+  ReplyInProgress: 1004,
   /** vscode-jsonrpc: the message could not be written (e.g. the server's stdin is closed). */
   MessageWriteError: -32099,
   /** vscode-jsonrpc: the server's output could not be read. */
@@ -177,6 +186,22 @@ export class ConversationChangedError extends ChatHistoryError {
   }
 }
 
+/**
+ * 1004 (version 4): `beginReply` on a conversation whose reply is still streaming (in this
+ * window or another). Nothing changed; `id` is the streaming row.
+ */
+export class ReplyInProgressError extends ChatHistoryError {
+  static readonly code = ErrorCodes.ReplyInProgress;
+  /** The streaming row's id (undefined if the server did not say). */
+  readonly id: number | undefined;
+
+  constructor(message: string, data?: unknown, options?: ChatHistoryErrorOptions) {
+    super(message, ErrorCodes.ReplyInProgress, data, options);
+    const id = dataField(data, "id");
+    this.id = typeof id === "number" ? id : undefined;
+  }
+}
+
 export interface ConnectionClosedDetails {
   /** The server process's exit code, when it is known to have exited. */
   exitCode?: number | null;
@@ -229,6 +254,8 @@ export function toChatHistoryError(error: unknown, method?: string): unknown {
       return new StorageError(text, data, options);
     case ErrorCodes.ConversationChanged:
       return new ConversationChangedError(text, data, options);
+    case ErrorCodes.ReplyInProgress:
+      return new ReplyInProgressError(text, data, options);
     case ErrorCodes.MessageWriteError:
     case ErrorCodes.MessageReadError:
     case ErrorCodes.PendingResponseRejected:
@@ -394,6 +421,25 @@ export class ChatHistoryClient implements Disposable {
   /** Every workspace with conversations, newest activity first. */
   listWorkspaces(): Promise<ListWorkspacesResult> {
     return this.request(Methods.listWorkspaces, {});
+  }
+
+  // Version 4: replies in flight (see also `streamReply` in ./replies)
+
+  /** Stores a streaming assistant row (or makes the interrupted newest row `continueId` stream
+   * again); a conversation already streaming rejects with `ReplyInProgressError`. */
+  beginReply(params: BeginReplyParams): Promise<BeginReplyResult> {
+    return this.request(Methods.beginReply, params);
+  }
+
+  /** Appends `contentDelta` (or replaces `content`) of a streaming row; committed when answered. */
+  updateReply(params: UpdateReplyParams): Promise<UpdateReplyResult> {
+    return this.request(Methods.updateReply, params);
+  }
+
+  /** Ends a streaming row: "complete" or "interrupted" (estimated, indexed, retention as an
+   * append), or "discard" (deleted for good; `message` null). */
+  endReply(params: EndReplyParams): Promise<EndReplyResult> {
+    return this.request(Methods.endReply, params);
   }
 
   /** Subscribes to `chatHistory/trimmed` (storage retention deleted rows, or `prepare` dropped turns). */

@@ -9,6 +9,8 @@
 export * from "./types";
 export * from "./client";
 export { GuardedConnection } from "./guard";
+export { streamReply } from "./replies";
+export type { ReplyDelta, ReplyEnding, StreamReplyOptions, StreamReplyResult } from "./replies";
 export { checkPythonServer, installHint, ServerLaunchError, SERVER_MODULE, SERVER_DISTRIBUTION } from "./python";
 export type { CheckServerOptions, ServerLaunchProblem } from "./python";
 export { findServer, runCheck, pathPythons, frozenServerPath, bundledBoot, ServerNotFoundError, MINIMUM_PYTHON } from "./launch";

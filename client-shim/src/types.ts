@@ -43,6 +43,10 @@ export const Methods = {
   // Version 3: workspace identity
   moveWorkspace: "chatHistory/moveWorkspace",
   listWorkspaces: "chatHistory/listWorkspaces",
+  // Version 4: replies in flight
+  beginReply: "chatHistory/beginReply",
+  updateReply: "chatHistory/updateReply",
+  endReply: "chatHistory/endReply",
 } as const;
 export type Method = (typeof Methods)[keyof typeof Methods];
 
@@ -132,6 +136,8 @@ export interface AssistantReply extends MessageCommon {
   role: "assistant";
   content: string;
   toolCalls?: ToolCall[];
+  /** Version 4: a cut reply the client kept itself (only `beginReply` makes a streaming row). */
+  status?: "complete" | "interrupted";
 }
 
 /** An assistant tool-call carrier: `content` may be omitted or null (stored as `""`). */
@@ -171,7 +177,12 @@ export interface StoredMessage {
   timestamp: number;
   providerData: ProviderData;
   metadata: JsonObject;
+  /** Version 4: "streaming" while a reply streams, "interrupted" when it was cut, else "complete". */
+  status: MessageStatus;
 }
+
+/** Version 4: where a stored row stands (`beginReply` makes "streaming" rows). */
+export type MessageStatus = "complete" | "streaming" | "interrupted";
 
 // ---------------------------------------------------------------------------------------------
 // Reports and small results
@@ -321,6 +332,12 @@ export interface PreparedRequest<B = ProviderBody> extends ProviderRequest<B> {
   rawEstimatedTokens: number;
   /** The factor `estimatedTokens` and every other token figure were calibrated with. */
   calibration: Calibration;
+  /**
+   * Version 4, with `continueId`: the trailing whitespace cut from the reply so that the
+   * provider accepts it as a prefill (Anthropic, Bedrock), "" when nothing was cut; put it back
+   * before the continuation's first characters. null without `continueId`.
+   */
+  continueTrimmed: string | null;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -418,6 +435,8 @@ export interface PrepareParams<P extends string = string> extends FormatParams<P
   /** Set after a provider reported a context overflow. */
   overflowRecovery?: boolean;
   keepToolContextTurns?: number;
+  /** Version 4: the conversation's newest row, an interrupted reply, that the body continues. */
+  continueId?: number;
 }
 export type PrepareResult<B = ProviderBody> = PreparedRequest<B>;
 
@@ -647,7 +666,16 @@ export interface RequestTrimmedNotification extends TrimmedCommon {
 export type TrimmedNotification = StorageTrimmedNotification | RequestTrimmedNotification;
 
 /** Why a conversation changed (one notification may stand for several changes: the most telling). */
-export type ChangeReason = "append" | "edit" | "delete" | "summary" | "retention" | "title" | "clear";
+export type ChangeReason =
+  | "append"
+  | "edit"
+  | "delete"
+  | "summary"
+  | "retention"
+  | "title"
+  | "clear"
+  /** Version 4: a reply streams (at most twice a second per conversation), ended or was interrupted. */
+  | "reply";
 
 /**
  * `chatHistory/changed` params (version 3): another process changed a conversation of this
@@ -743,3 +771,55 @@ export interface ChatHistorySettings {
 
 /** "folder": the (normalized) folder URI; "repository": the git repository and the path in it. */
 export type WorkspaceIdentity = "folder" | "repository";
+
+// ---------------------------------------------------------------------------------------------
+// Version 4: replies in flight
+
+/** A reply's first fields (`beginReply`'s `message`): the role is always "assistant". */
+export interface ReplyMessage {
+  content?: string;
+  toolCalls?: ToolCall[];
+  providerData?: ProviderData;
+  metadata?: JsonObject;
+}
+
+export interface BeginReplyParams extends ConversationKey {
+  /** As for a rewind: the newest row the client saw (1003 when stale). */
+  expectedLastId?: number | null;
+  /** The conversation's newest row, an interrupted reply: it streams again, continued in place. */
+  continueId?: number;
+  message?: ReplyMessage;
+}
+/** The streaming row (`status` "streaming"). */
+export type BeginReplyResult = StoredMessage;
+
+export interface UpdateReplyParams extends ConversationKey {
+  id: number;
+  /** Appended to the text (never with `content`). */
+  contentDelta?: string;
+  /** Replaces the text. */
+  content?: string;
+  /** Replace the row's tool calls / providerData. */
+  toolCalls?: ToolCall[];
+  providerData?: ProviderData;
+}
+export interface UpdateReplyResult {
+  id: number;
+  /** The text's length in code points. */
+  length: number;
+}
+
+export type EndReplyStatus = "complete" | "interrupted" | "discard";
+export interface EndReplyParams extends ConversationKey {
+  id: number;
+  status: EndReplyStatus;
+  content?: string;
+  toolCalls?: ToolCall[];
+  providerData?: ProviderData;
+  metadata?: JsonObject;
+}
+export interface EndReplyResult {
+  /** The row as stored; null when discarded. */
+  message: StoredMessage | null;
+  pruned: PruneReport | null;
+}

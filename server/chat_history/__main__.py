@@ -5,7 +5,9 @@ that an older one is too old."""
 from __future__ import annotations
 
 import logging
+import signal
 import sys
+from typing import Any
 
 
 class _QuietExpectedErrors(logging.Filter):
@@ -21,6 +23,10 @@ class _QuietExpectedErrors(logging.Filter):
             if isinstance(error, JsonRpcException) and error.code in EXPECTED_CODES:
                 return False
         return True
+
+
+def _interrupted(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def main() -> None:
@@ -42,6 +48,11 @@ def main() -> None:
     )
     from chat_history.wire.server import server
 
+    # A signal it can catch ends the server as its client's closing pipe does: its streaming
+    # replies are interrupted at once (protocol.md "Replies in flight").
+    for name in ("SIGTERM", "SIGHUP"):  # SIGHUP: not on Windows
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), _interrupted)
     try:
         server.start_io()
     finally:

@@ -107,3 +107,15 @@ class ConversationChanged(ChatHistoryError):
             f"read it (its newest row is now {last_id}); nothing was changed"
         )
         self.last_id = last_id
+
+
+class ReplyInProgress(ChatHistoryError):
+    """``beginReply`` on a conversation that already has a streaming reply (1004): nothing
+    changed. ``row_id`` is the streaming row."""
+
+    def __init__(self, row_id: int) -> None:
+        super().__init__(
+            f"reply in progress: row {row_id} of this conversation is streaming; end it or wait "
+            "until it is interrupted (nothing was changed)"
+        )
+        self.row_id = row_id

@@ -64,6 +64,10 @@ def nesting_exceeds(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
+#: Where a row stands (protocol.md "Version 4" → Replies in flight): every row is complete but
+#: a reply while it streams (``beginReply``) and one cut before its end.
+Status = Literal["complete", "streaming", "interrupted"]
+STATUSES: tuple[Status, ...] = typing.get_args(Status)
 
 
 @attrs.frozen(kw_only=True)
@@ -165,6 +169,7 @@ class Message:
     timestamp: int | None = None
     provider_data: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
     metadata: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
+    status: Status = "complete"
 
     def __hash__(self) -> int:  # mappings are not hashable; identity is enough for sets of rows
         return id(self)
@@ -197,6 +202,7 @@ class StoredMessage(Message):
             timestamp=message.timestamp if timestamp is None else timestamp,
             provider_data=message.provider_data,
             metadata=message.metadata,
+            status=message.status,
             id=id,
             turn=turn,
             tokens=tokens,

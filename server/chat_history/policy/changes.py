@@ -16,7 +16,7 @@ import attrs
 
 #: The reasons of the wire, most telling first: one notification that stands for several
 #: changes names the first of them here (a client reloads for all but "append").
-REASONS = ("clear", "delete", "edit", "retention", "summary", "title", "append")
+REASONS = ("clear", "delete", "edit", "retention", "summary", "title", "reply", "append")
 
 
 @attrs.frozen
@@ -31,6 +31,8 @@ class Fingerprint:
     title: str | None
     metadata: str | None
     summary_at: int | None
+    #: the streaming reply's row and revision (store.replies), None when none streams
+    reply: int | None = None
 
 
 @attrs.frozen
@@ -73,6 +75,9 @@ def reason(before: Fingerprint | None, after: Fingerprint | None, growth: Growth
         if not touched or (growth.rows and after.first_id != before.first_id):
             return "retention"
         return "delete"
+    if after.reply != before.reply and not growth.rows:
+        # A reply grew, began again (continueId) or ended: its row's text and tokens moved.
+        return "reply"
     if after.tokens != before.tokens + growth.tokens or after.count != expected_count:
         return "edit"
     if growth.rows:
@@ -116,3 +121,25 @@ def merge(pending: Sequence[Change]) -> list[Change]:
         why = min(old.reason, change.reason, key=REASONS.index)
         merged[change.conversation] = Change(change.conversation, change.last_id, why)
     return list(merged.values())
+
+
+#: The shortest time between two ``"reply"`` changes of one conversation told to a window (s).
+REPLY_INTERVAL_S = 0.5
+
+
+def pace(
+    found: Sequence[Change], last_told: dict[str, float], now: float
+) -> tuple[list[Change], list[Change]]:
+    """What to tell now and what to hold back: a ``"reply"`` change of a conversation told one
+    less than ``REPLY_INTERVAL_S`` before ``now`` waits (a streaming reply moves a few times a
+    second; a window needs at most two a second). ``last_told`` is updated with what is told."""
+    told: list[Change] = []
+    held: list[Change] = []
+    for change in found:
+        if change.reason == "reply":
+            if now - last_told.get(change.conversation, -REPLY_INTERVAL_S) < REPLY_INTERVAL_S:
+                held.append(change)
+                continue
+            last_told[change.conversation] = now
+        told.append(change)
+    return told, held

@@ -178,11 +178,18 @@ def _age_rule(run: _Pruning, cutoff: int) -> None:
         run.units.remove(unit)
 
 
-def plan_retention(rows: Sequence[RowMeta], settings: Settings, now_ms: int) -> RetentionPlan:
-    """Apply age, then count, then tokens to a conversation's rows (in id order)."""
+def plan_retention(
+    rows: Sequence[RowMeta],
+    settings: Settings,
+    now_ms: int,
+    protected: frozenset[int] = frozenset(),
+) -> RetentionPlan:
+    """Apply age, then count, then tokens to a conversation's rows (in id order). The turns in
+    ``protected`` (a streaming reply's: protocol.md "Replies in flight") are never deleted."""
     if not settings.enable_auto_pruning or not rows:
         return RetentionPlan(frozenset(), None, ())
     run = _Pruning(rows, settings)
+    run.units = [unit for unit in run.units if unit.turn not in protected]
     cutoff = age_cutoff(settings, now_ms)
     if cutoff is not None:
         run.rule("age", None, lambda: _age_rule(run, cutoff))

@@ -61,6 +61,9 @@ def format_body(
         raise InvalidParams(
             "provider", f"unknown provider kind {quoted(kind)}; known: {', '.join(KINDS)}"
         )
+    # A streaming row is the answer being generated: no body sends it (protocol.md "Replies in
+    # flight"); an interrupted one is an assistant row like any other.
+    rows = [row for row in rows if row.status != "streaming"]
     sent = rows if swept else sweep_orphans(rows)
     body = formatter(sent, model)
     if not breakpoints:

@@ -291,12 +291,12 @@ def edit_message(
     fresh = Message(**{f.name: getattr(changed, f.name) for f in attrs.fields(Message)})
     changed = attrs.evolve(changed, tokens=stored_tokens(fresh))
     tx.update_message(key, row, changed)
-    _refigure_turn(tx, key, changed.turn)
+    refigure_turn(tx, key, changed.turn)
     tx.touch(key, now)
     return changed
 
 
-def _refigure_turn(tx: Transaction, key: Key, turn: int) -> None:
+def refigure_turn(tx: Transaction, key: Key, turn: int) -> None:
     """Record the edited turn's figures again when it is a completed turn that has them."""
     totals = tx.totals(key)
     if totals is None or turn >= totals.last_turn:

@@ -27,7 +27,7 @@ from chat_history.policy.search import parse_query
 from chat_history.policy.search_rank import SearchHit, SearchScope, rank
 from chat_history.policy.tokens import stored_tokens
 from chat_history.policy.turns import is_real_user
-from chat_history.service import conversations, workspaces
+from chat_history.service import conversations, replies, workspaces
 from chat_history.service.conversations import (
     ConversationInfo,
     ConversationPage,
@@ -47,10 +47,13 @@ from chat_history.store import (
     Transaction,
     open_store,
 )
+from chat_history.store.reply_section import Replies
 from chat_history.store.seam import write_retried
 
 if TYPE_CHECKING:  # preparation loads every provider: imported when a request needs it
+    from chat_history.policy.context import Prepared
     from chat_history.service.preparation import (
+        CompactionProposal,
         PreparedRequest,
         PrepareOptions,
         ProposalMemo,
@@ -136,6 +139,8 @@ class ChatHistoryManager:
         self._clock = clock
         self._lock = threading.RLock()
         self._retention = StorageRetention(store, lambda: self.settings, self._notify)
+        #: this process as the writer of streaming replies (service.replies)
+        self.writer = replies.Writer()
         #: each conversation's last compaction proposal (made with the first ``prepare``)
         self._proposals: ProposalMemo | None = None
 
@@ -275,12 +280,14 @@ class ChatHistoryManager:
                 self._proposals = preparation.ProposalMemo()
             memo = self._proposals
             cache_key = self.cache_key(key)
-            prepared, compaction = self._retained_read(
-                key,
-                lambda tx, _: preparation.prepare_in(
+
+            def prepare_in(tx: Reading) -> tuple[Prepared, CompactionProposal | None]:
+                replies.check_continue(tx, key, options.continue_id)
+                return preparation.prepare_in(
                     tx, self.settings, key, route, options, cache_key=cache_key, memo=memo
-                ),
-            )
+                )
+
+            prepared, compaction = self._retained_read(key, lambda tx, _: prepare_in(tx))
         if prepared.events:
             self._notify(key, prepared.events)
         return preparation.prepared_request(
@@ -289,6 +296,7 @@ class ChatHistoryManager:
             compaction,
             cache_key=cache_key,
             breakpoints=self.settings.context.prompt_cache == "auto",
+            continuing=options.continue_id is not None,
         )
 
     def report_usage(
@@ -452,6 +460,96 @@ class ChatHistoryManager:
             if deleted:
                 self.store.reset_wal()
             return deleted
+
+    # -- version 4: replies in flight (service.replies) -------------------------------------
+
+    def begin_reply(self, key: Key, options: replies.ReplyBegin) -> StoredMessage:
+        """A streaming assistant row (or the interrupted newest row again, ``continue_id``).
+        Raises ReplyInProgress (1004), ConversationChanged, InvalidParams, StorageError."""
+        with self._lock:
+            now = self._clock()
+
+            def record(tx: Transaction, message: Message) -> StoredMessage:
+                stored, _ = self._record_in(
+                    tx, key, tx.totals(key), [message], max_tool_result_chars=0, now=now
+                )
+                return stored[0]
+
+            row = self._write(
+                (key,), lambda tx: replies.begin(tx, key, options, self.writer.name, now, record)
+            )
+            self.writer.started(key, row.id)
+            return row
+
+    def update_reply(self, key: Key, row_id: int, change: replies.ReplyChange) -> int:
+        """Apply an update to this process's streaming row; returns its length (code points).
+        Raises InvalidParams ``id``/``content_delta``, StorageError."""
+        with self._lock:
+            self.writer.admit(row_id)
+            now = self._clock()
+            return self._write(
+                (key,),
+                lambda tx: replies.update(tx, key, row_id, change, self.writer.name, now),
+            )
+
+    def end_reply(
+        self, key: Key, row_id: int, status: replies.EndStatus, change: replies.ReplyChange
+    ) -> AppendResult:
+        """End this process's streaming row: complete or interrupted (then retention runs as
+        after an append), or discarded for good. Raises InvalidParams ``id``, StorageError."""
+        with self._lock:
+            now = self._clock()
+
+            def finish(tx: Transaction) -> tuple[StoredMessage | None, RetentionPlan]:
+                row = replies.end(tx, key, row_id, status, change, self.writer.name, now)
+                return row, self._retention.apply(tx, key, now, tx.totals(key))
+
+            row, plan = self._write((key,), finish)
+            self.writer.ended(key)
+            if status == "discard":
+                self.store.reset_wal()
+            self._retention.finish(key, plan)
+            return AppendResult((row,) if row is not None else (), plan.report)
+
+    def tend_replies(self) -> int:
+        """Renew this process's leases and end every expired one as interrupted (a server runs
+        it every ``replies.RENEW_MS``); returns how many it interrupted."""
+        with self._lock:
+            now = self._clock()
+            held = list(self.writer.held.items())
+            if held:
+                self._write(
+                    [k for k, _ in held],
+                    lambda tx: Replies(tx).renew(
+                        self.writer.name, [i for _, i in held], now + replies.LEASE_MS
+                    ),
+                )
+            with self.store.read() as reading:
+                due = replies.expired(reading, now)
+            return self._interrupt(due, now, expired_only=True)
+
+    def release_replies(self) -> int:
+        """This process's streaming rows interrupted at once (its exit); returns how many."""
+        with self._lock:
+            with self.store.read() as reading:
+                mine = replies.held_by(reading, self.writer.name)
+            return self._interrupt(mine, self._clock(), expired_only=False)
+
+    def _interrupt(self, rows: Sequence[tuple[Key, int]], now: int, *, expired_only: bool) -> int:
+        """End each of ``rows`` as interrupted (with ``expired_only``: if its lease is still
+        expired), each in its own write; returns how many ended."""
+        done = 0
+        for key, row_id in rows:
+
+            def interrupt(tx: Transaction, key: Key = key, row_id: int = row_id) -> object:
+                if expired_only:
+                    return replies.expire_if_due(tx, key, row_id, now)
+                return replies.end(tx, key, row_id, "interrupted", replies.ReplyChange(), None, now)
+
+            row = self._write((key,), interrupt)
+            self.writer.ended(key)
+            done += row is not None
+        return done
 
     # -- version 3: workspace identity (service.workspaces) ----------------------------------------
 

@@ -27,7 +27,7 @@ from chat_history.policy.context import (
     RequestOptions,
     prepare_rows,
 )
-from chat_history.providers import format_body
+from chat_history.providers import continuation, format_body
 from chat_history.settings import Settings
 from chat_history.store import Reading
 
@@ -82,6 +82,8 @@ class PreparedRequest:
     compacted_messages: int
     raw_estimated_tokens: int
     calibration: Calibration
+    #: with ``continue_id``: the trailing whitespace cut from the reply (providers.continuation)
+    continue_trimmed: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -95,6 +97,8 @@ class PrepareOptions:
     extra_tokens: int = 0
     overflow_recovery: bool = False
     keep_tool_context_turns: int | None = None
+    #: the interrupted newest row the body continues (protocol.md "Version 4")
+    continue_id: int | None = None
 
 
 def request_options(
@@ -333,6 +337,17 @@ def _head(
     return [*tx.system_rows(key, turns[0].id), *turns]
 
 
+def _continued_body(
+    route: Route, rows: Sequence[Message], *, breakpoints: bool
+) -> tuple[dict[str, object], str | None]:
+    """The body continuing the newest row (providers.continuation), and what was cut from it."""
+    found = continuation.continued(route.kind, route.model, rows)
+    if found is None:
+        return _body(route, rows, breakpoints=breakpoints), None
+    body = _body(route, found.rows, breakpoints=breakpoints)
+    return continuation.finish(route.kind, found, body), found.trimmed
+
+
 def _body(route: Route, rows: Sequence[Message], *, breakpoints: bool) -> dict[str, object]:
     """Rows formatted for the route, with the prompt-cache breakpoints when ``breakpoints``
     (protocol.md "Version 3")."""
@@ -375,14 +390,20 @@ def prepared_request(
     *,
     cache_key: str,
     breakpoints: bool,
+    continuing: bool = False,
 ) -> PreparedRequest:
     """``prepare``'s result: the rows formatted for the route, with the prompt-cache
     breakpoints when ``breakpoints``, the conversation's ``cache_key``, and the proposal
-    (``prepare_in`` formatted it, or found it remembered)."""
+    (``prepare_in`` formatted it, or found it remembered); ``continuing`` the newest row."""
+    if continuing:
+        body, trimmed = _continued_body(route, prepared.rows, breakpoints=breakpoints)
+    else:
+        body, trimmed = _body(route, prepared.rows, breakpoints=breakpoints), None
     return PreparedRequest(
         provider=route.name,
         model=route.model,
-        body=_body(route, prepared.rows, breakpoints=breakpoints),
+        body=body,
+        continue_trimmed=trimmed,
         cache_key=cache_key,
         estimated_tokens=prepared.estimated_tokens,
         budget=prepared.budget,

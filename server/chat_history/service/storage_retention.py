@@ -19,6 +19,7 @@ from chat_history.policy.retention import (
 )
 from chat_history.settings import Settings
 from chat_history.store import ConversationTotals, HistoryStore, Reading, Transaction
+from chat_history.store.reply_section import ReplyReading
 from chat_history.store.seam import write_retried
 
 #: Retention plans that delete no rows.
@@ -78,7 +79,9 @@ class StorageRetention:
         if not rows_due:
             return _KEEP_SUMMARY_GONE if summary_gone else _KEEP_ALL
         plan = attrs.evolve(
-            plan_retention(tx.row_meta(key), self._settings(), now),
+            plan_retention(
+                tx.row_meta(key), self._settings(), now, ReplyReading(tx).streaming_turns(key)
+            ),
             deleted_summary=summary_gone,
         )
         if plan.delete_ids:
@@ -113,7 +116,9 @@ class StorageRetention:
         settings = self._settings()
         with self._store.read() as tx:
             summary = tx.summary(key)
-            plan = plan_retention(tx.row_meta(key), settings, now)
+            plan = plan_retention(
+                tx.row_meta(key), settings, now, ReplyReading(tx).streaming_turns(key)
+            )
         expired = (
             summary is not None
             and settings.enable_auto_pruning

@@ -13,10 +13,11 @@ found. Another engine needs only ``change_token``, ``fingerprints``, ``fingerpri
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from chat_history.model import Key
-from chat_history.policy.changes import Change, Fingerprint, Growth, changes, merge
+from chat_history.policy.changes import Change, Fingerprint, Growth, changes, merge, pace
 from chat_history.store import Reading, Transaction
 from chat_history.store.seam import HistoryStore
 
@@ -35,6 +36,8 @@ class ChangeWatch:
         self._seen: tuple[str, dict[str, Fingerprint]] | None = None
         self._token: object = None
         self._pending: list[Change] = []
+        #: when a "reply" change of each conversation was last told (time.monotonic)
+        self._reply_told: dict[str, float] = {}
         #: what the last write's ``after_write`` replaced, until the next write begins
         self._undo: (
             tuple[tuple[str, dict[str, Fingerprint]], dict[str, Fingerprint | None]] | None
@@ -49,10 +52,13 @@ class ChangeWatch:
         return self.take()
 
     def take(self) -> list[Change]:
-        """The changes found and not handed out yet (each conversation once)."""
+        """The changes found and not handed out yet (each conversation once); a ``"reply"``
+        change told less than ``REPLY_INTERVAL_S`` ago waits for a later look (policy.pace)."""
         with self._lock:
             pending, self._pending = self._pending, []
-        return merge(pending)
+            told, held = pace(merge(pending), self._reply_told, time.monotonic())
+            self._pending = held + self._pending
+        return told
 
     # -- the store's observer -------------------------------------------------------------
 

@@ -16,13 +16,15 @@ SELECT c.conversation,
         AND m.conversation = c.conversation),
     c.message_count, c.tokens, c.last_activity, c.title, c.metadata,
     (SELECT s.updated_at FROM summaries s WHERE s.workspace = c.workspace
-        AND s.conversation = c.conversation)
+        AND s.conversation = c.conversation),
+    (SELECT r.id * 4294967296 + r.revision FROM replies r WHERE r.workspace = c.workspace
+        AND r.conversation = c.conversation)
 FROM conversations c WHERE c.workspace = ?
 """
 
 
 def _fingerprint(row: tuple[object, ...]) -> Fingerprint:
-    _, last_id, first_id, count, tokens, last_activity, title, metadata, summary_at = row
+    _, last_id, first_id, count, tokens, last_activity, title, metadata, summary_at, reply = row
     return Fingerprint(
         last_id=last_id,  # type: ignore[arg-type]
         first_id=first_id,  # type: ignore[arg-type]
@@ -32,6 +34,7 @@ def _fingerprint(row: tuple[object, ...]) -> Fingerprint:
         title=title,  # type: ignore[arg-type]
         metadata=metadata,  # type: ignore[arg-type]
         summary_at=summary_at,  # type: ignore[arg-type]
+        reply=reply,  # type: ignore[arg-type]
     )
 
 

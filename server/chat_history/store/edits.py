@@ -18,7 +18,7 @@ from chat_history.model import Key, StoredMessage
 from chat_history.policy.search import stored_fold
 from chat_history.store import queries
 from chat_history.store.engine import sqlite3
-from chat_history.store.rows import COLUMNS, message_columns, to_message
+from chat_history.store.rows import COLUMNS, STREAMING_TEXT, message_columns, to_message
 from chat_history.store.schema import FIGURES
 
 _WHERE = "workspace = ? AND conversation = ?"
@@ -187,9 +187,12 @@ def copy(
     (base,) = connection.execute(f"SELECT {_NEXT_ID}").fetchone()
     connection.execute(
         "INSERT INTO messages (id, workspace, conversation, turn, role, content, tool_calls, "
-        "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded) "
-        "SELECT ? + ROW_NUMBER() OVER (ORDER BY id), ?, ?, turn, role, content, tool_calls, "
-        "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded "
+        "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded, "
+        "status) SELECT ? + ROW_NUMBER() OVER (ORDER BY id), ?, ?, turn, role, "
+        f"CASE WHEN status = 'streaming' THEN {STREAMING_TEXT} ELSE content END, tool_calls, "
+        "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded, "
+        # A reply streaming in the source is a cut reply in the copy (nothing streams into it).
+        "CASE WHEN status IS NULL THEN NULL ELSE 'interrupted' END "
         f"FROM messages WHERE {_WHERE} AND id <= ? ORDER BY id",
         (base, *_key(target), *_key(source), through_id),
     )

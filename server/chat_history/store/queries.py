@@ -11,7 +11,7 @@ from chat_history.model import Key, Message, StoredMessage, Summary
 from chat_history.policy.search import stored_fold
 from chat_history.store import search_index
 from chat_history.store.engine import sqlite3
-from chat_history.store.rows import COLUMNS, message_columns, to_message
+from chat_history.store.rows import COLUMNS, message_columns, status_column, to_message
 from chat_history.store.schema import FIGURES
 
 #: Higher than any row id.
@@ -26,9 +26,9 @@ _LAST_FIGURES = (
 #: A new row's id is one more than any id the table holds or ever deleted (schema v3).
 _INSERT_MESSAGE = (
     "INSERT INTO messages (id, workspace, conversation, turn, role, content, tool_calls, "
-    "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded) VALUES ("
-    "(SELECT MAX(highest_deleted, COALESCE((SELECT MAX(id) FROM messages), 0)) + 1 "
-    "FROM id_floor), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded, status) "
+    "VALUES ((SELECT MAX(highest_deleted, COALESCE((SELECT MAX(id) FROM messages), 0)) + 1 "
+    "FROM id_floor), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _UPDATE_TOTALS = (
     "UPDATE conversations SET message_count = ?, tokens = ?, last_turn = ?, turn_start_id = ?, "
@@ -199,6 +199,7 @@ def insert_row(
             *message_columns(message, at),
             tokens,
             stored_fold(message.content),
+            status_column(message),
         ),
     )
     return int(cursor.lastrowid or 0)

@@ -16,10 +16,18 @@ from chat_history.model import (
 )
 from chat_history.store.engine import sqlite3
 
+#: A streaming row's text: its reply's folded text and the parts sent since (store.replies);
+#: the ``messages`` column holds "" until the reply ends, so search never sees it before.
+STREAMING_TEXT = (
+    "COALESCE((SELECT r.content || COALESCE((SELECT group_concat(p.text, '' ORDER BY p.seq) "
+    "FROM reply_parts p WHERE p.reply = messages.id), '') FROM replies r "
+    "WHERE r.id = messages.id), content)"
+)
 #: The columns every row query selects, in the order ``to_message`` reads them.
 COLUMNS = (
-    "id, turn, role, content, tool_calls, tool_call_id, name, attachments, timestamp, "
-    "provider_data, metadata, tokens"
+    f"id, turn, role, CASE WHEN status = 'streaming' THEN {STREAMING_TEXT} ELSE content END, "
+    "tool_calls, tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, "
+    "status"
 )
 
 
@@ -44,6 +52,7 @@ def to_message(row: sqlite3.Row | tuple[Any, ...]) -> StoredMessage:
         provider_data,
         metadata,
         tokens,
+        status,
     ) = row
     return StoredMessage(
         id=id_,
@@ -62,11 +71,13 @@ def to_message(row: sqlite3.Row | tuple[Any, ...]) -> StoredMessage:
         provider_data=json.loads(provider_data) if provider_data else {},
         metadata=json.loads(metadata) if metadata else {},
         tokens=tokens,
+        status=status or "complete",
     )
 
 
 def message_columns(message: Message, timestamp: int) -> tuple[Any, ...]:
-    """The values of ``message`` for the columns role .. metadata of an insert."""
+    """The values of ``message`` for the columns role .. metadata of an insert (its status is
+    ``status_column``)."""
     return (
         message.role,
         message.content,
@@ -78,3 +89,8 @@ def message_columns(message: Message, timestamp: int) -> tuple[Any, ...]:
         _dump(dict(message.provider_data)),
         _dump(dict(message.metadata)),
     )
+
+
+def status_column(message: Message) -> str | None:
+    """The ``status`` column of ``message``: NULL for a complete row (every row before it)."""
+    return None if message.status == "complete" else message.status

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from chat_history.store import calibration, keys, search_index, workspaces
+from chat_history.store import calibration, keys, replies, search_index, workspaces
 from chat_history.store.engine import sqlite3
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -162,6 +162,10 @@ MIGRATIONS[7] = keys.SCHEMA
 
 # Version 9 (issue 24): the folder fingerprints of workspace identities (store/workspaces.py).
 MIGRATIONS[8] = workspaces.SCHEMA
+
+# Version 10 (issue 34): replies in flight: each row's status, and the streaming replies with
+# their leases and their parts (store/replies.py). Every older row is complete (status NULL).
+MIGRATIONS[9] = replies.SCHEMA
 
 
 def statements(script: str) -> list[str]:

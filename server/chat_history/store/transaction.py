@@ -323,6 +323,13 @@ class Transaction(Reading):
         self._tails.track(key, after, stored)
         return stored, after
 
+    def rows_changed(self, key: Key) -> None:
+        """Rows of the conversation changed by SQL outside these methods (store.reply_section):
+        what this connection remembers of it goes."""
+        self.touched.add(key)
+        self._cache.drop(key)
+        self._tails.drop(key)
+
     def delete_rows(self, key: Key, ids: Iterable[int]) -> None:
         """Delete rows by id and recompute the conversation's totals from what is left."""
         self.touched.add(key)

@@ -25,6 +25,7 @@ from chat_history.errors import (
     ContextOverflow,
     ConversationChanged,
     InvalidParams,
+    ReplyInProgress,
     StorageError,
     quoted,
 )
@@ -37,6 +38,7 @@ from chat_history.model import (
     JsonText,
     Message,
     PruneReport,
+    Status,
     StoredMessage,
     Summary,
     ToolCall,
@@ -131,6 +133,8 @@ class MessageIn:
     timestamp: Any = None
     provider_data: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
+    #: "complete" (absent) or "interrupted": a cut reply the client kept (version 4)
+    status: Any = None
 
 
 @attrs.define
@@ -183,6 +187,8 @@ class PrepareParams(FormatParams):
     extra_tokens: int | None = None
     overflow_recovery: bool | None = None
     keep_tool_context_turns: int | None = None
+    #: version 4: the interrupted newest row the body continues
+    continue_id: int | None = None
 
 
 @attrs.define
@@ -621,7 +627,20 @@ def to_message(raw: MessageIn, field: str) -> Message:
         timestamp=parse_timestamp(raw.timestamp, f"{field}.timestamp"),
         provider_data=check_json(raw.provider_data or {}, f"{field}.providerData"),
         metadata=check_json(raw.metadata or {}, f"{field}.metadata"),
+        status=_status(raw, field),
     )
+
+
+def _status(raw: MessageIn, field: str) -> Status:
+    """A message's ``status``: complete, or interrupted on an assistant row (only beginReply
+    makes a streaming one)."""
+    if raw.status is None or raw.status == "complete":
+        return "complete"
+    if raw.status != "interrupted" or raw.role != "assistant":
+        raise InvalidParams(
+            f"{field}.status", '"interrupted" on an assistant message is the only status sent'
+        )
+    return "interrupted"
 
 
 def to_messages(params: AppendParams) -> list[Message]:
@@ -675,6 +694,7 @@ def wire_message(row: StoredMessage) -> dict[str, Any]:
         "timestamp": row.timestamp,
         "providerData": dict(row.provider_data),
         "metadata": dict(row.metadata),
+        "status": row.status,
     }
 
 
@@ -767,6 +787,7 @@ def prepare_options(params: PrepareParams) -> PrepareOptions:
         keep_tool_context_turns=check_int(
             params.keep_tool_context_turns, "keepToolContextTurns", 0
         ),
+        continue_id=check_int(params.continue_id, "continue_id", 0),
     )
 
 
@@ -1038,7 +1059,7 @@ def capabilities(protocol_version: int, provider_kinds: Sequence[str]) -> dict[s
 #: Error codes that answer bad input or a known condition, not a server defect. (The classes
 #: that carry them are in server.py: pygls's exceptions import lsprotocol, ~0.5 s the CLI, which
 #: uses this module too, must not pay.)
-EXPECTED_CODES = frozenset({-32600, -32602, -32002, 1001, 1002, 1003})
+EXPECTED_CODES = frozenset({-32600, -32602, -32002, 1001, 1002, 1003, 1004})
 
 
 def wire_error(exc: ChatHistoryError) -> tuple[str, dict[str, Any]]:
@@ -1054,4 +1075,6 @@ def wire_error(exc: ChatHistoryError) -> tuple[str, dict[str, Any]]:
         return str(exc), {"reason": exc.reason}
     if isinstance(exc, ConversationChanged):
         return str(exc), {"lastId": exc.last_id}
+    if isinstance(exc, ReplyInProgress):
+        return str(exc), {"id": exc.row_id}
     return str(exc), {}

@@ -4,6 +4,7 @@ wire to ChatHistoryManager calls. Domain errors become JSON-RPC errors here, in 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import sys
@@ -30,13 +31,14 @@ from chat_history.errors import (
     ContextOverflow,
     ConversationChanged,
     InvalidParams,
+    ReplyInProgress,
     StorageError,
     quoted,
 )
 from chat_history.model import Key, Trimmed
 from chat_history.paths import default_storage_folder
 from chat_history.policy.identity import normalize_uri
-from chat_history.service import watch, workspaces
+from chat_history.service import replies, watch, workspaces
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.settings import (
     PROVIDER_KINDS,
@@ -48,6 +50,7 @@ from chat_history.settings import (
 from chat_history.store import database_option, purge_option
 from chat_history.wire import frames, framing, lsp_adapter, protocol
 from chat_history.wire.barrier import BOUND_SECONDS, SettingsBarrier
+from chat_history.wire.methods import METHOD_FAMILIES
 
 log = logging.getLogger("chat_history")
 PROTOCOL_VERSION = 3
@@ -75,9 +78,18 @@ class ConversationChangedError(JsonRpcException):
     MESSAGE = "Conversation changed"
 
 
+class ReplyInProgressError(JsonRpcException):
+    CODE = 1004
+    MESSAGE = "Reply in progress"
+
+
+#: The domain errors a request answers with an error code (to_jsonrpc).
+DOMAIN_ERRORS = (InvalidParams, ContextOverflow, StorageError, ConversationChanged, ReplyInProgress)
+
+
 def to_jsonrpc(exc: Exception) -> JsonRpcException:
     """The one mapping of domain errors to JSON-RPC error codes (protocol.md, Errors)."""
-    if not isinstance(exc, InvalidParams | ContextOverflow | StorageError | ConversationChanged):
+    if not isinstance(exc, DOMAIN_ERRORS):
         raise exc
     message, data = protocol.wire_error(exc)
     if isinstance(exc, InvalidParams):
@@ -86,6 +98,8 @@ def to_jsonrpc(exc: Exception) -> JsonRpcException:
         return ContextOverflowError(message=message, data=data)
     if isinstance(exc, ConversationChanged):
         return ConversationChangedError(message=message, data=data)
+    if isinstance(exc, ReplyInProgress):
+        return ReplyInProgressError(message=message, data=data)
     return StorageFailure(message=message, data=data)
 
 
@@ -253,7 +267,18 @@ class ChatHistoryServer(LanguageServer):
             self.exit_code = exc.code if isinstance(exc.code, int) else 1
         finally:
             self.barrier.abandon()  # requests waiting for settings must not hold up the exit
+            self.release_replies()
             self.shutdown()  # type: ignore[no-untyped-call]
+
+    def release_replies(self) -> None:
+        """At exit: this process's streaming replies are interrupted at once (service.replies),
+        keeping the text last acknowledged; a store that cannot be written leaves them to expire."""
+        if self.manager is None:
+            return
+        try:
+            self.manager.release_replies()
+        except StorageError as exc:
+            log.warning("streaming replies left to expire: %s", exc)
 
     # -- telling the editor ----------------------------------------------------------------
 
@@ -382,12 +407,26 @@ class ChatHistoryServer(LanguageServer):
         """Look for others' changes every ``watch.IDLE_SECONDS`` on the request thread (queued
         behind requests, so never beside one), until ``shutdown``."""
         loop = asyncio.get_running_loop()
+        tended = loop.time()
         while not self.closing.is_set():
             await asyncio.sleep(watch.IDLE_SECONDS)
+            tend = loop.time() - tended >= replies.RENEW_MS / 1000
+            if tend:
+                tended = loop.time()
             try:
-                await loop.run_in_executor(self.requests, lambda: self.send_changes(poll=True))
+                await loop.run_in_executor(self.requests, functools.partial(self.look, tend=tend))
             except RuntimeError:  # the request thread is gone: exiting
                 return
+
+    def look(self, *, tend: bool) -> None:
+        """The idle look: with ``tend``, renew this process's reply leases and interrupt expired
+        ones first (service.replies), then what others changed."""
+        if tend and self.manager is not None:
+            try:
+                self.manager.tend_replies()
+            except StorageError as exc:
+                log.debug("reply leases: %s", exc)
+        self.send_changes(poll=True)
 
     @property
     def machine(self) -> str:
@@ -534,6 +573,7 @@ async def shutdown(ls: ChatHistoryServer, *args: Any) -> None:
     # Each request's answer is written by a callback pygls added before this one's: awaiting
     # the request tasks means their answers are out before the answer to `shutdown`.
     await asyncio.gather(*ls.in_flight, return_exceptions=True)
+    await asyncio.get_running_loop().run_in_executor(None, ls.release_replies)
 
 
 Handler = Callable[[ChatHistoryManager, ChatHistoryServer, Any], Any]
@@ -579,7 +619,7 @@ def request(ls: ChatHistoryServer, method: str, params_cls: type, body: Handler)
             params: Any = protocol.structure(raw, params_cls)
             ls.open_identity(manager, settings)
             return body(manager, ls, params)
-        except (InvalidParams, ContextOverflow, StorageError, ConversationChanged) as exc:
+        except DOMAIN_ERRORS as exc:
             raise to_jsonrpc(exc) from None
         finally:
             ls.send_changes(poll=False)  # what this request's writes found others did
@@ -730,6 +770,9 @@ def register(ls: ChatHistoryServer) -> ChatHistoryServer:
     ls.feature(types.SHUTDOWN)(shutdown)
     for method, (params_cls, body) in REQUESTS.items():
         request(ls, method, params_cls, body)
+    for family in METHOD_FAMILIES:  # version 4's families (wire/methods), folded in at merge
+        for one in family:
+            request(ls, one.name, one.params, one.run)
     return ls
 
 

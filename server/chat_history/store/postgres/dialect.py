@@ -34,8 +34,8 @@ _EXACT: dict[str, str] = {
     # A new row's id comes from the sequence (queries._INSERT_MESSAGE).
     queries._INSERT_MESSAGE: (
         "INSERT INTO messages (workspace, conversation, turn, role, content, tool_calls, "
-        "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+        "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded, "
+        "status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
     ),
     # The sequence never hands out an id twice: nothing to raise.
     queries._RAISE_ID_FLOOR: "SELECT 1",
@@ -57,6 +57,8 @@ _REWRITES: tuple[tuple[str, str], ...] = (
     ("s.updated_at, 1 FROM summaries", "s.updated_at, TRUE FROM summaries"),
     ("instr(", "strpos("),
     (" LIMIT -1", " LIMIT ALL"),
+    # A streaming row's text (store.rows.STREAMING_TEXT).
+    ("group_concat(", "string_agg("),
 )
 _IS_PARAM = re.compile(r"\bIS \?")
 #: SQLite's ``a IS b`` between columns (NULL-safe equality).

@@ -23,7 +23,7 @@ from typing import Any
 
 from chat_history.store import keys
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: pg_advisory_xact_lock key of migrations ('chmi').
 MIGRATION_LOCK = 0x63686D69
 
@@ -153,8 +153,39 @@ CREATE TABLE server_keys (name TEXT PRIMARY KEY, secret BYTEA NOT NULL);
 GRANT SELECT ON server_keys TO PUBLIC;
 """
 
+# Version 4 (issue 34): replies in flight (store/replies.py): each row's status, the streaming
+# replies with their leases, and their parts; one streaming reply per conversation and role.
+_V4 = (
+    """
+ALTER TABLE messages ADD COLUMN status TEXT;
+CREATE TABLE replies (
+    id BIGINT PRIMARY KEY,
+    workspace TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    content TEXT NOT NULL,
+    length BIGINT NOT NULL,
+    parts BIGINT NOT NULL,
+    revision BIGINT NOT NULL,
+    writer TEXT NOT NULL,
+    lease_until BIGINT NOT NULL,
+    owner TEXT NOT NULL DEFAULT current_user
+);
+CREATE UNIQUE INDEX replies_one_per_conversation ON replies (owner, workspace, conversation);
+CREATE INDEX replies_by_lease ON replies (lease_until);
+CREATE TABLE reply_parts (
+    reply BIGINT NOT NULL,
+    seq BIGINT NOT NULL,
+    text TEXT NOT NULL,
+    owner TEXT NOT NULL DEFAULT current_user,
+    PRIMARY KEY (reply, seq)
+);
+"""
+    + _owned("replies")
+    + _owned("reply_parts")
+)
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3}
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4}
 
 
 class NewerSchema(Exception):

@@ -85,7 +85,7 @@ CONNECT_TIMEOUT_S = 5
 #: The default purge interval (``purgeSeconds``, ``CHAT_HISTORY_PURGE_SECONDS``).
 PURGE_SECONDS = 600.0
 #: Tables a purge rewrites: every one that holds text of the history.
-PURGED_TABLES = ("messages", "summaries", "conversations")
+PURGED_TABLES = ("messages", "summaries", "conversations", "replies", "reply_parts")
 
 
 class PostgresReading(Reading):

@@ -1,0 +1,231 @@
+"""Replies in flight (protocol.md "Version 4" → Replies in flight): ``beginReply``,
+``updateReply`` and ``endReply`` as steps on one transaction (the manager runs each in its own
+write, like ``service.conversations``), and the writer that holds this process's leases.
+
+- **One streaming row per conversation**: a second begin is ``ReplyInProgress`` (1004).
+- **Only the writer updates or ends its reply**: a row that is not the conversation's streaming
+  reply, or that another process streams, is -32602 ``id``; nothing changes.
+- **Leases**: a reply's lease holds ``LEASE_MS`` from its last renewal; the writer renews its
+  own every ``RENEW_MS`` (and on every update), and any process ends an expired one as
+  interrupted (``Writer.tend``); its exit interrupts its own at once (``Writer.release``).
+- **Bounds**: a delta or a whole text past ``MAX_TEXT_CHARS`` is -32602; a writer may update one
+  reply ``BURST_UPDATES`` times at once and ``UPDATES_PER_SECOND`` a second after that (a client
+  sends a few a second), beyond which an update is refused and changes nothing."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+
+from chat_history.errors import InvalidParams, ReplyInProgress
+from chat_history.model import Expected, Key, Message, StoredMessage, ToolCall
+from chat_history.policy.tokens import stored_tokens
+from chat_history.service.conversations import check_expected, refigure_turn
+from chat_history.store import Transaction
+from chat_history.store.reply_section import Replies, ReplyReading
+
+#: How long a lease holds after its last renewal (ms): a killed writer's reply is interrupted
+#: within this and one ``RENEW_MS`` (the protocol's bound is 30 s). Tests may shorten it
+#: (``CHAT_HISTORY_REPLY_LEASE_MS``).
+LEASE_MS = int(os.environ.get("CHAT_HISTORY_REPLY_LEASE_MS", "20000"))
+#: How often a running server renews its leases and ends others' expired ones (ms).
+RENEW_MS = max(50, LEASE_MS // 4)
+#: The longest text a reply holds, and so the longest delta (code points).
+MAX_TEXT_CHARS = 4_000_000
+#: Updates of one reply a writer may send at once, and a second after that.
+BURST_UPDATES = 200
+UPDATES_PER_SECOND = 50.0
+
+EndStatus = Literal["complete", "interrupted", "discard"]
+
+
+@attrs.frozen(kw_only=True)
+class ReplyBegin:
+    """``beginReply``'s arguments after the wire's checks."""
+
+    continue_id: int | None = None
+    message: Message | None = None
+    expected: Expected = None
+
+
+@attrs.frozen(kw_only=True)
+class ReplyChange:
+    """``updateReply``'s (and ``endReply``'s) fields; None: unchanged."""
+
+    content_delta: str | None = None
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] | None = None
+    provider_data: Mapping[str, Any] | None = None
+    metadata: Mapping[str, Any] | None = None
+
+
+def begin(
+    tx: Transaction,
+    key: Key,
+    options: ReplyBegin,
+    writer: str,
+    now: int,
+    record: Any,
+) -> StoredMessage:
+    """Start a streaming row (``record(tx, message)`` stores a new one by the recording rules)
+    or make the interrupted newest row ``continue_id`` stream again."""
+    check_expected(tx, key, options.expected)
+    section = Replies(tx)
+    streaming = section.streaming(key)
+    if streaming is not None:
+        raise ReplyInProgress(streaming.id)
+    until = now + LEASE_MS
+    if options.continue_id is not None:
+        row = _continued(tx, key, options.continue_id)
+        section.start(key, row.id, row.content, writer, until)
+        tx.touch(key, now)
+        return attrs.evolve(row, status="streaming")
+    message = options.message or Message(role="assistant")
+    placeholder = attrs.evolve(message, content="", status="streaming")
+    stored: StoredMessage = record(tx, placeholder)
+    section.start(key, stored.id, message.content, writer, until)
+    return attrs.evolve(stored, content=message.content)
+
+
+def _continued(tx: Transaction, key: Key, row_id: int) -> StoredMessage:
+    check_continue(tx, key, row_id)
+    row = tx.row(key, row_id)
+    assert row is not None
+    return row
+
+
+def _mine(tx: Transaction, key: Key, row_id: int, writer: str | None) -> Replies:
+    section = Replies(tx)
+    streaming = section.streaming(key)
+    if streaming is None or streaming.id != row_id:
+        raise InvalidParams("id", "is not a streaming reply of this conversation")
+    if writer is not None and streaming.writer != writer:
+        raise InvalidParams("id", "is a reply another window is streaming")
+    return section
+
+
+def update(
+    tx: Transaction, key: Key, row_id: int, change: ReplyChange, writer: str, now: int
+) -> int:
+    """Apply an update to the writer's streaming row; returns the text's length."""
+    section = _mine(tx, key, row_id, writer)
+    until = now + LEASE_MS
+    length = section.streaming(key).length  # type: ignore[union-attr]
+    if change.content is not None:
+        length = section.replace(key, row_id, change.content, until)
+    elif change.content_delta:
+        if length + len(change.content_delta) > MAX_TEXT_CHARS:
+            raise InvalidParams("content_delta", f"makes the reply longer than {MAX_TEXT_CHARS:,}")
+        length = section.add(key, row_id, change.content_delta, until)
+    if change.tool_calls is not None or change.provider_data is not None:
+        row = tx.row(key, row_id)
+        assert row is not None
+        calls = row.tool_calls if change.tool_calls is None else change.tool_calls
+        data = row.provider_data if change.provider_data is None else change.provider_data
+        section.set_calls(key, row_id, calls, dict(data))
+    return length
+
+
+def end(
+    tx: Transaction,
+    key: Key,
+    row_id: int,
+    status: EndStatus,
+    change: ReplyChange,
+    writer: str | None,
+    now: int,
+) -> StoredMessage | None:
+    """End the streaming row (``writer`` None: whoever streams it, its lease expired): the final
+    fields, its estimate and turn figures; ``discard`` deletes it. Returns the row as stored."""
+    section = _mine(tx, key, row_id, writer)
+    row = tx.row(key, row_id)
+    assert row is not None
+    if status == "discard":
+        section.forget(key, row_id, None)
+        tx.delete_messages(key, [row])
+        tx.touch(key, now)
+        return None
+    ended = attrs.evolve(
+        row,
+        content=row.content if change.content is None else change.content,
+        tool_calls=row.tool_calls if change.tool_calls is None else change.tool_calls,
+        provider_data=row.provider_data if change.provider_data is None else change.provider_data,
+        metadata=row.metadata if change.metadata is None else change.metadata,
+        status=status,
+    )
+    fresh = Message(**{f.name: getattr(ended, f.name) for f in attrs.fields(Message)})
+    ended = attrs.evolve(ended, tokens=stored_tokens(fresh))
+    section.set_calls(key, row_id, ended.tool_calls, dict(ended.provider_data))
+    section.forget(key, row_id, None if status == "complete" else status)
+    blank = attrs.evolve(row, content="", status=status)  # the column held "" while streaming
+    tx.update_message(key, blank, ended)
+    refigure_turn(tx, key, ended.turn)
+    tx.touch(key, now)
+    return ended
+
+
+class Writer:
+    """This process as the writer of replies: its name in the leases, the replies it streams,
+    and how fast it may update each."""
+
+    def __init__(self) -> None:
+        #: the writer's name in ``replies.writer`` (one per process and store)
+        self.name = uuid.uuid4().hex
+        #: the rows this process streams, by conversation
+        self.held: dict[Key, int] = {}
+        self._buckets: dict[int, tuple[float, float]] = {}
+
+    def admit(self, row_id: int) -> None:
+        """One more update of ``row_id`` now, or -32602 ``id`` past the rate."""
+        now = time.monotonic()
+        tokens, at = self._buckets.get(row_id, (float(BURST_UPDATES), now))
+        tokens = min(float(BURST_UPDATES), tokens + (now - at) * UPDATES_PER_SECOND)
+        if tokens < 1:
+            raise InvalidParams(
+                "id", f"is updated too often: at most {UPDATES_PER_SECOND:g} updates a second"
+            )
+        self._buckets[row_id] = (tokens - 1, now)
+
+    def started(self, key: Key, row_id: int) -> None:
+        self.held[key] = row_id
+
+    def ended(self, key: Key) -> None:
+        row_id = self.held.pop(key, None)
+        if row_id is not None:
+            self._buckets.pop(row_id, None)
+
+
+def expired(reading: Any, now: int) -> list[tuple[Key, int]]:
+    """Every reply whose lease ended before ``now``, as (conversation, row)."""
+    return [(held.key, held.id) for held in ReplyReading(reading).expired(now)]
+
+
+def held_by(reading: Any, writer: str) -> list[tuple[Key, int]]:
+    """Every reply ``writer`` streams, as (conversation, row)."""
+    return [(held.key, held.id) for held in ReplyReading(reading).held_by(writer)]
+
+
+def expire_if_due(tx: Transaction, key: Key, row_id: int, now: int) -> StoredMessage | None:
+    """End ``row_id`` as interrupted when its lease is still expired (another process may have
+    renewed or ended it since it was read)."""
+    streaming = ReplyReading(tx).streaming(key)
+    if streaming is None or streaming.id != row_id or streaming.lease_until >= now:
+        return None
+    return end(tx, key, row_id, "interrupted", ReplyChange(), None, now)
+
+
+def check_continue(reading: Any, key: Key, row_id: int | None) -> None:
+    """``prepare``'s ``continue_id``: the conversation's newest row, an interrupted reply (a
+    streaming one is being generated; a complete one has nothing to continue)."""
+    if row_id is None:
+        return
+    row = reading.row(key, row_id)
+    if row is None or row.status != "interrupted" or reading.last_id(key) != row_id:
+        raise InvalidParams(
+            "continue_id", "must name the conversation's newest row, an interrupted reply"
+        )

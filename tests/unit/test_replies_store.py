@@ -1,0 +1,129 @@
+"""Replies in flight in the store and the service (store.replies, service.replies), on both
+engines: an old database opens and keeps working (every row complete, a reply can stream), the
+lease (renewed by its writer, expired ones interrupted by another process, its writer's exit
+interrupting at once), a fork of a streaming conversation, and the text read whole across folds
+of parts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import pytest
+
+from chat_history.errors import InvalidParams
+from chat_history.model import Key, Message
+from chat_history.service import replies
+from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.replies import ReplyBegin, ReplyChange
+from chat_history.store import Store
+from chat_history.store.engine import sqlite3
+from chat_history.store.schema import DATABASE_FILE, MIGRATIONS, statements
+
+pytestmark = pytest.mark.engines
+KEY = Key("ws", "c")
+
+
+def streaming(manager: ChatHistoryManager, text: str = "partial") -> int:
+    manager.append(KEY, [Message(role="user", content="q")])
+    row = manager.begin_reply(KEY, ReplyBegin(message=Message(role="assistant", content=text)))
+    return int(row.id)
+
+
+def status(manager: ChatHistoryManager, row_id: int) -> tuple[str, str]:
+    row = next(r for r in manager.get(KEY).messages if r.id == row_id)
+    return row.status, row.content
+
+
+@pytest.mark.sqlite_only
+def test_a_database_of_schema_9_opens_and_keeps_working(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    folder.mkdir(mode=0o700)
+    legacy = sqlite3.connect(folder / DATABASE_FILE)
+    for version in range(9):
+        for statement in statements(MIGRATIONS[version]):
+            legacy.execute(statement)
+    legacy.execute("PRAGMA user_version = 9")
+    legacy.execute(
+        "INSERT INTO messages (id, workspace, conversation, turn, role, content, timestamp, "
+        "tokens) VALUES (1, 'ws', 'c', 1, 'user', 'old row', 1764480000000, 5)"
+    )
+    legacy.execute(
+        "INSERT INTO conversations (workspace, conversation, message_count, tokens, last_turn, "
+        "turn_start_id, oldest_timestamp, last_activity, created_at) "
+        "VALUES ('ws', 'c', 1, 5, 1, 1, 1764480000000, 1764480000000, 1764480000000)"
+    )
+    legacy.close()
+    manager = ChatHistoryManager(Store(folder))
+    manager.settings = attrs.evolve(manager.settings, max_age_hours=0)  # the row is a year old
+    try:
+        assert [(r.content, r.status) for r in manager.get(KEY).messages] == [
+            ("old row", "complete")
+        ]
+        row = manager.begin_reply(KEY, ReplyBegin())
+        assert manager.update_reply(KEY, row.id, ReplyChange(content_delta="new")) == 3
+        manager.end_reply(KEY, row.id, "complete", ReplyChange())
+        assert [r.content for r in manager.get(KEY).messages] == ["old row", "new"]
+    finally:
+        manager.close()
+
+
+def test_another_process_interrupts_an_expired_lease_keeping_the_text(make_manager, clock) -> None:
+    writer, other = make_manager(), make_manager()
+    row_id = streaming(writer, "what was ")
+    writer.update_reply(KEY, row_id, ReplyChange(content_delta="acknowledged"))
+    # Within the lease nothing is interrupted; the writer renews while it runs.
+    clock.now += replies.LEASE_MS - 1
+    assert other.tend_replies() == 0
+    assert writer.tend_replies() == 0  # renews its own
+    clock.now += replies.LEASE_MS - 1
+    assert other.tend_replies() == 0
+    assert status(other, row_id) == ("streaming", "what was acknowledged")
+    # The writer is gone: past its lease, any process ends the reply as interrupted.
+    clock.now += 2
+    assert other.tend_replies() == 1
+    assert status(other, row_id) == ("interrupted", "what was acknowledged")
+    assert status(writer, row_id) == ("interrupted", "what was acknowledged")
+    # Its updates are refused now, and change nothing.
+    with pytest.raises(InvalidParams) as raised:
+        writer.update_reply(KEY, row_id, ReplyChange(content_delta="late"))
+    assert raised.value.field == "id"
+    assert other.tend_replies() == 0
+
+
+def test_a_writers_exit_interrupts_only_its_own_replies(make_manager) -> None:
+    first, second = make_manager(), make_manager()
+    mine = streaming(first)
+    theirs = second.begin_reply(Key("ws", "d"), ReplyBegin()).id
+    assert first.release_replies() == 1
+    assert status(second, mine) == ("interrupted", "partial")
+    other = next(r for r in second.get(Key("ws", "d")).messages if r.id == theirs)
+    assert other.status == "streaming"
+
+
+def test_a_fork_of_a_streaming_conversation_copies_the_text_as_interrupted(
+    make_manager,
+) -> None:
+    manager = make_manager()
+    row_id = streaming(manager, "half ")
+    manager.update_reply(KEY, row_id, ReplyChange(content_delta="an answer"))
+    manager.fork(KEY, Key("ws", "copy"))
+    copied = manager.get(Key("ws", "copy")).messages
+    assert [(r.content, r.status) for r in copied] == [
+        ("q", "complete"),
+        ("half an answer", "interrupted"),
+    ]
+    assert status(manager, row_id) == ("streaming", "half an answer")
+
+
+def test_many_updates_read_back_whole_across_folds(make_manager) -> None:
+    manager = make_manager()
+    row_id = streaming(manager, "")
+    deltas = [f"[{i}:é]" for i in range(200)]
+    for delta in deltas:
+        manager.update_reply(KEY, row_id, ReplyChange(content_delta=delta))
+    assert status(manager, row_id) == ("streaming", "".join(deltas))
+    ended = manager.end_reply(KEY, row_id, "complete", ReplyChange()).messages[0]
+    assert ended.content == "".join(deltas) and ended.tokens > 200
+    totals = sum(r.tokens for r in manager.get(KEY).messages)
+    assert manager.conversation(KEY).tokens == totals
