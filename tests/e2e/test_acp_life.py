@@ -26,8 +26,13 @@ def coalesced(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for update in updates:
         kind = update["sessionUpdate"]
         if out and kind in CHUNKS and out[-1]["sessionUpdate"] == kind:
-            out[-1] = {**out[-1], "content": {"type": "text",
-                       "text": out[-1]["content"]["text"] + update["content"]["text"]}}
+            out[-1] = {
+                **out[-1],
+                "content": {
+                    "type": "text",
+                    "text": out[-1]["content"]["text"] + update["content"]["text"],
+                },
+            }
         else:
             out.append(update)
     return out
@@ -48,7 +53,9 @@ async def test_a_whole_life(tmp_path: Path) -> None:
         seen: list[dict[str, Any]] = []
         prompts = ["fix the retry loop", "add a test", "rename it"]
         for text in prompts:
-            answer = await asyncio.wait_for(conn.prompt(prompt=[text_block(text)], session_id=session), 20)
+            answer = await asyncio.wait_for(
+                conn.prompt(prompt=[text_block(text)], session_id=session), 20
+            )
             assert answer.stop_reason == "end_turn"
             seen.extend(coalesced(editor.take()))  # each reply's own chunks
         assert sum(u["sessionUpdate"] == "tool_call" for u in seen) == 3
@@ -103,9 +110,11 @@ async def test_rows_of_a_session(tmp_path: Path) -> None:
     per result; the reply is in the store while it streams."""
     db, cwd = tmp_path / "history.db", tmp_path / "project"
     cwd.mkdir()
-    async with editor_session(db, {}) as (conn, editor, _):
+    async with editor_session(db, {}) as (conn, _editor, _):
         session = (await conn.new_session(cwd=str(cwd))).session_id
-        turn = asyncio.ensure_future(conn.prompt(prompt=[text_block("slow please")], session_id=session))
+        turn = asyncio.ensure_future(
+            conn.prompt(prompt=[text_block("slow please")], session_id=session)
+        )
         await asyncio.sleep(0.45)
         manager = ChatHistoryManager.open(db)
         try:

@@ -113,9 +113,7 @@ class Recorder:
         if current is None:
             return
         try:
-            self.manager.end_reply(
-                current.key, current.row_id, status, self._change(current.reply)
-            )
+            self.manager.end_reply(current.key, current.row_id, status, self._change(current.reply))
             tools = current.reply.tool_rows()
             if tools:
                 self.manager.append(current.key, tools)
@@ -129,9 +127,7 @@ class Recorder:
     def due(self) -> list[str]:
         """Sessions whose reply has updates older than ``FLUSH_S`` not yet written."""
         now = time.monotonic()
-        return [
-            s for s, o in self.open.items() if o.reply.dirty and now - o.flushed_at >= FLUSH_S
-        ]
+        return [s for s, o in self.open.items() if o.reply.dirty and now - o.flushed_at >= FLUSH_S]
 
     @staticmethod
     def _change(reply: rows.Reply) -> replies.ReplyChange:

@@ -161,8 +161,9 @@ class Relay(sessions.Link):
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.own[rid] = future
         assert self.agent is not None
-        await self.agent.send(lines.encode({"jsonrpc": "2.0", "id": rid, "method": method,
-                                            "params": params}))
+        await self.agent.send(
+            lines.encode({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        )
         return await future
 
     async def _read_agent(self, process: asyncio.subprocess.Process) -> None:
@@ -196,8 +197,9 @@ class Relay(sessions.Link):
             data = b""
         if message.get("method") == "session/update":
             params = message.get("params") or {}
-            if self.recorder.update(str(self.state.editor_of(params.get("sessionId"))),
-                                    params.get("update") or {}):
+            if self.recorder.update(
+                str(self.state.editor_of(params.get("sessionId"))), params.get("update") or {}
+            ):
                 self.recorder.flush(str(self.state.editor_of(params.get("sessionId"))))
         if "method" not in message and message.get("id") in self.pending:
             method, params = self.pending.pop(message["id"])

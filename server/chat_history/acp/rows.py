@@ -77,9 +77,13 @@ class Reply:
             text = str(content["text"])  # type: ignore[index]
             if kind == "agent_message_chunk":
                 self.text.append(text)
-            if last is not None and last.get("sessionUpdate") == kind and _is_text(
-                last.get("content")
-            ) and set(update) == {"sessionUpdate", "content"} and set(last) == set(update):
+            if (
+                last is not None
+                and last.get("sessionUpdate") == kind
+                and _is_text(last.get("content"))
+                and set(update) == {"sessionUpdate", "content"}
+                and set(last) == set(update)
+            ):
                 last["content"] = {"type": "text", "text": last["content"]["text"] + text}
                 return
         self.updates.append(json.loads(json.dumps(update)))
@@ -116,10 +120,15 @@ class Reply:
 
 
 def _is_text(content: object) -> bool:
-    return isinstance(content, Mapping) and content.get("type") == "text" and set(content) <= {
-        "type",
-        "text",
-    }
+    return (
+        isinstance(content, Mapping)
+        and content.get("type") == "text"
+        and set(content)
+        <= {
+            "type",
+            "text",
+        }
+    )
 
 
 def _tool_content_text(items: Iterable[Any]) -> Iterable[str]:
@@ -145,9 +154,7 @@ def replay(rows: Iterable[StoredMessage]) -> list[dict[str, Any]]:
         elif row.role == "assistant":
             stored = data.get("updates") if isinstance(data, Mapping) else None
             if stored is None:  # a row another client wrote: its text
-                stored = [
-                    {"sessionUpdate": "agent_message_chunk", "content": _text(row.content)}
-                ]
+                stored = [{"sessionUpdate": "agent_message_chunk", "content": _text(row.content)}]
             updates.extend(stored)
     return updates
 

@@ -242,4 +242,3 @@ def _iso(ms: int) -> str:
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")
-

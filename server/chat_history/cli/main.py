@@ -653,7 +653,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_acp(args: argparse.Namespace) -> int:
-    """``acp -- AGENT …``: the recording proxy in front of an ACP agent (it writes: retention on)."""
+    """``acp -- AGENT …``: the recording proxy before an ACP agent (it writes: retention on)."""
     manager = open_manager(args, create=True)
     return agents.serve_acp(args, manager, machine_of(args))
 

@@ -21,7 +21,16 @@ AGENT = [sys.executable, "-m", "tests.e2e.acp_peers.agent"]
 
 
 def proxy_command(db: Path, agent: list[str] | None = None) -> list[str]:
-    return [sys.executable, "-m", "chat_history.cli", "--db", str(db), "acp", "--", *(agent or AGENT)]
+    return [
+        sys.executable,
+        "-m",
+        "chat_history.cli",
+        "--db",
+        str(db),
+        "acp",
+        "--",
+        *(agent or AGENT),
+    ]
 
 
 class Editor(Client):
@@ -35,7 +44,9 @@ class Editor(Client):
             (session_id, update.model_dump(mode="json", by_alias=True, exclude_none=True))
         )
 
-    async def request_permission(self, options: Any, session_id: str, tool_call: Any, **kw: Any) -> Any:
+    async def request_permission(
+        self, options: Any, session_id: str, tool_call: Any, **kw: Any
+    ) -> Any:
         from acp.schema import AllowedOutcome, RequestPermissionResponse
 
         return RequestPermissionResponse(
