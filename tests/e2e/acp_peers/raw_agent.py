@@ -1,0 +1,82 @@
+"""A misbehaving ACP agent written by hand (newline-delimited JSON-RPC on stdio), for the
+proxy's fault tests. ``ACP_RAW_MODE``:
+
+- ``garbage``: a line that is not JSON, and one that is a JSON array, before every answer;
+- ``huge``: each prompt streams one ``agent_message_chunk`` of ``ACP_RAW_HUGE`` bytes (one line);
+- ``reorder``: holds each prompt until a second one arrives, then answers the later one first."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+MODE = os.environ.get("ACP_RAW_MODE", "")
+held: list[dict[str, Any]] = []
+count = 0
+
+
+def send(message: dict[str, Any]) -> None:
+    if MODE == "garbage":
+        sys.stdout.write("this is not json\n[1, 2, 3]\n")
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def chunk(session: str, text: str) -> None:
+    update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+    send(
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {"sessionId": session, "update": update},
+        }
+    )
+
+
+def reply(request: dict[str, Any]) -> None:
+    session = request["params"]["sessionId"]
+    asked = request["params"]["prompt"][-1]["text"]
+    if MODE == "huge":
+        sys.stdout.write(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {
+                        "sessionId": session,
+                        "update": {
+                            "sessionUpdate": "agent_message_chunk",
+                            "content": {
+                                "type": "text",
+                                "text": "x" * int(os.environ["ACP_RAW_HUGE"]),
+                            },
+                        },
+                    },
+                }
+            )
+            + "\n"
+        )
+    chunk(session, f"answer to {asked}")
+    send({"jsonrpc": "2.0", "id": request["id"], "result": {"stopReason": "end_turn"}})
+
+
+for line in sys.stdin:
+    request = json.loads(line)
+    method, rid = request.get("method"), request.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": 1}})
+    elif method == "session/new":
+        count += 1
+        send({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": f"raw-{count}"}})
+    elif method == "session/prompt" and MODE == "reorder":
+        held.append(request)
+        if len(held) == 2:
+            for waiting in reversed(held):
+                reply(waiting)
+            held.clear()
+    elif method == "session/prompt":
+        reply(request)
+    elif rid is not None:
+        send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no"}})

@@ -1,0 +1,145 @@
+"""``chat-history acp`` when things go wrong (issue 33, "Faults"): the agent crashes mid-reply,
+writes garbage or a 100 MB line, answers out of order; the editor leaves mid-reply; two editors
+share one database. Nothing is lost or doubled, and nobody waits forever."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from acp import RequestError, text_block
+from tests.e2e.acp_peers.client import editor_session
+
+from chat_history.model import Key
+from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.workspaces import resolve
+
+RAW = [sys.executable, "-m", "tests.e2e.acp_peers.raw_agent"]
+
+
+def rows_of(db: Path, cwd: Path, session: str) -> list[tuple[str, str, str]]:
+    manager = ChatHistoryManager.open(db)
+    try:
+        key = Key(resolve(cwd.as_uri(), "folder").workspace, f"acp:{session}")
+        rows, _ = manager.history(key)
+        return [(r.role, r.content, r.status) for r in rows]
+    finally:
+        manager.close()
+
+
+@pytest.fixture
+def cwd(tmp_path: Path) -> Path:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    return folder
+
+
+async def test_agent_crash_mid_reply(tmp_path: Path, cwd: Path) -> None:
+    db = tmp_path / "h.db"
+    async with editor_session(db, {}) as (conn, _, _p):
+        session = (await conn.new_session(cwd=str(cwd))).session_id
+        with pytest.raises(RequestError):
+            await asyncio.wait_for(
+                conn.prompt(prompt=[text_block("crash now")], session_id=session), 20
+            )
+        assert rows_of(db, cwd, session) == [
+            ("user", "crash now", "complete"),
+            ("assistant", "Let me ", "interrupted"),
+        ]
+        # the next prompt starts the agent again and carries the session on
+        answer = await asyncio.wait_for(
+            conn.prompt(prompt=[text_block("again")], session_id=session), 20
+        )
+        assert answer.stop_reason == "end_turn"
+    assert [r[0] for r in rows_of(db, cwd, session)] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+    ]
+
+
+async def test_garbage_lines_are_dropped(tmp_path: Path, cwd: Path) -> None:
+    db = tmp_path / "h.db"
+    async with editor_session(db, {"ACP_RAW_MODE": "garbage"}, RAW) as (conn, editor, _p):
+        session = (await conn.new_session(cwd=str(cwd))).session_id
+        answer = await asyncio.wait_for(
+            conn.prompt(prompt=[text_block("hi")], session_id=session), 20
+        )
+        assert answer.stop_reason == "end_turn"
+        assert [u["content"]["text"] for u in editor.take()] == ["answer to hi"]
+    assert rows_of(db, cwd, session) == [
+        ("user", "hi", "complete"),
+        ("assistant", "answer to hi", "complete"),
+    ]
+
+
+async def test_a_100_mb_line_passes(tmp_path: Path, cwd: Path) -> None:
+    db, size = tmp_path / "h.db", 100 * 1024 * 1024
+    env = {"ACP_RAW_MODE": "huge", "ACP_RAW_HUGE": str(size)}
+    async with editor_session(db, env, RAW) as (conn, editor, _p):
+        session = (await conn.new_session(cwd=str(cwd))).session_id
+        answer = await asyncio.wait_for(
+            conn.prompt(prompt=[text_block("big")], session_id=session), 120
+        )
+        assert answer.stop_reason == "end_turn"
+        texts = [u["content"]["text"] for u in editor.take()]
+        assert len(texts) == 2 and len(texts[0]) == size and texts[1] == "answer to big"
+    # the over-long line passed unparsed: the row holds what the proxy could read
+    assert rows_of(db, cwd, session)[1] == ("assistant", "answer to big", "complete")
+
+
+async def test_answers_out_of_order(tmp_path: Path, cwd: Path) -> None:
+    db = tmp_path / "h.db"
+    async with editor_session(db, {"ACP_RAW_MODE": "reorder"}, RAW) as (conn, _, _p):
+        one = (await conn.new_session(cwd=str(cwd))).session_id
+        two = (await conn.new_session(cwd=str(cwd))).session_id
+        answers = await asyncio.wait_for(
+            asyncio.gather(
+                conn.prompt(prompt=[text_block("first")], session_id=one),
+                conn.prompt(prompt=[text_block("second")], session_id=two),
+            ),
+            20,
+        )
+        assert [a.stop_reason for a in answers] == ["end_turn", "end_turn"]
+    assert rows_of(db, cwd, one)[1] == ("assistant", "answer to first", "complete")
+    assert rows_of(db, cwd, two)[1] == ("assistant", "answer to second", "complete")
+
+
+async def test_editor_leaves_mid_reply(tmp_path: Path, cwd: Path) -> None:
+    db, pid = tmp_path / "h.db", tmp_path / "agent.pid"
+    async with editor_session(db, {"ACP_AGENT_PID": str(pid)}) as (conn, _, process):
+        session = (await conn.new_session(cwd=str(cwd))).session_id
+        asyncio.ensure_future(conn.prompt(prompt=[text_block("slow one")], session_id=session))
+        await asyncio.sleep(0.5)
+        assert process.stdin is not None
+        process.stdin.close()
+        assert await asyncio.wait_for(process.wait(), 15) == 0
+    role, text, status = rows_of(db, cwd, session)[1]
+    assert (role, status) == ("assistant", "interrupted") and text.startswith("Let me")
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid.read_text()), 0)
+
+
+async def test_two_editors_on_one_database(tmp_path: Path, cwd: Path) -> None:
+    db = tmp_path / "h.db"
+
+    async def one_editor(name: str) -> str:
+        async with editor_session(db, {}) as (conn, _, _p):
+            session = (await conn.new_session(cwd=str(cwd))).session_id
+            for n in range(3):
+                await asyncio.wait_for(
+                    conn.prompt(prompt=[text_block(f"{name} {n}")], session_id=session), 30
+                )
+            return session
+
+    sessions = await asyncio.gather(one_editor("a"), one_editor("b"))
+    for name, session in zip("ab", sessions, strict=True):
+        rows = rows_of(db, cwd, session)
+        assert [r[1] for r in rows if r[0] == "user"] == [f"{name} {n}" for n in range(3)]
+        assert [r[0] for r in rows] == ["user", "assistant", "tool"] * 3
+        assert all(r[2] == "complete" for r in rows)
