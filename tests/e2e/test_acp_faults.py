@@ -114,11 +114,14 @@ async def test_editor_leaves_mid_reply(tmp_path: Path, cwd: Path) -> None:
     db, pid = tmp_path / "h.db", tmp_path / "agent.pid"
     async with editor_session(db, {"ACP_AGENT_PID": str(pid)}) as (conn, _, process):
         session = (await conn.new_session(cwd=str(cwd))).session_id
-        asyncio.ensure_future(conn.prompt(prompt=[text_block("slow one")], session_id=session))
+        turn = asyncio.ensure_future(
+            conn.prompt(prompt=[text_block("slow one")], session_id=session)
+        )
         await asyncio.sleep(0.5)
         assert process.stdin is not None
         process.stdin.close()
         assert await asyncio.wait_for(process.wait(), 15) == 0
+        turn.cancel()  # the editor is gone: nobody reads its answer
     role, text, status = rows_of(db, cwd, session)[1]
     assert (role, status) == ("assistant", "interrupted") and text.startswith("Let me")
     with pytest.raises(ProcessLookupError):
