@@ -105,6 +105,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/pg_writers.py
 	$(PY) bench/recall.py
 	$(PY) bench/replies.py
+	$(PY) bench/acp.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

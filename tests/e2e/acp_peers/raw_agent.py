@@ -3,13 +3,17 @@ proxy's fault tests. ``ACP_RAW_MODE``:
 
 - ``garbage``: a line that is not JSON, and one that is a JSON array, before every answer;
 - ``huge``: each prompt streams one ``agent_message_chunk`` of ``ACP_RAW_HUGE`` bytes (one line);
-- ``reorder``: holds each prompt until a second one arrives, then answers the later one first."""
+- ``reorder``: holds each prompt until a second one arrives, then answers the later one first;
+- ``stream`` (bench/acp.py): each prompt streams ``ACP_RAW_UPDATES`` chunks at
+  ``ACP_RAW_RATE`` a second, each text the sending time (``time.monotonic``, shared by the
+  machine's processes); any other request is answered ``{}`` at once."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+import time
 from typing import Any
 
 MODE = os.environ.get("ACP_RAW_MODE", "")
@@ -35,8 +39,20 @@ def chunk(session: str, text: str) -> None:
     )
 
 
+def stream(session: str) -> None:
+    total, rate = int(os.environ["ACP_RAW_UPDATES"]), float(os.environ["ACP_RAW_RATE"])
+    start = time.monotonic()
+    for n in range(total):
+        delay = start + n / rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        chunk(session, repr(time.monotonic()))
+
+
 def reply(request: dict[str, Any]) -> None:
     session = request["params"]["sessionId"]
+    if MODE == "stream":
+        stream(session)
     asked = request["params"]["prompt"][-1]["text"]
     if MODE == "huge":
         sys.stdout.write(
@@ -78,5 +94,7 @@ for line in sys.stdin:
             held.clear()
     elif method == "session/prompt":
         reply(request)
+    elif rid is not None and MODE == "stream":
+        send({"jsonrpc": "2.0", "id": rid, "result": {}})
     elif rid is not None:
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no"}})
