@@ -8,6 +8,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from acp.schema import ListSessionsResponse, SessionInfo, SessionNotification
+
 from chat_history.acp import rows
 from chat_history.acp.sessions import NOT_FOUND, AgentError, Link, attach, stored
 from chat_history.errors import ChatHistoryError
@@ -45,7 +47,8 @@ async def session_list(link: Link, message: dict[str, Any]) -> None:
     params = _params(message)
 
     async def work() -> Any:
-        return {"sessions": stored(link, params.get("cwd"))}
+        infos = [SessionInfo.model_validate(s) for s in stored(link, params.get("cwd"))]
+        return _wire(ListSessionsResponse(sessions=infos))
 
     await _guarded(link, message, work)
 
@@ -55,6 +58,12 @@ def _history(link: Link, session: str, cwd: str) -> tuple[Key, list[Any]]:
     link.state.cwd[session] = cwd
     history, _ = link.recorder.manager.history(key)
     return key, list(history)
+
+
+def _wire(model: Any) -> dict[str, Any]:
+    """An SDK message as its wire JSON (what was set, under ACP's names)."""
+    value: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return value
 
 
 async def _missing(link: Link, message: dict[str, Any]) -> None:
@@ -76,12 +85,9 @@ async def session_load(link: Link, message: dict[str, Any], replay: bool = True)
             return None
         if replay:
             for update in rows.replay(history):
+                note = SessionNotification.model_validate({"sessionId": session, "update": update})
                 await link.to_editor(
-                    {
-                        "jsonrpc": "2.0",
-                        "method": "session/update",
-                        "params": {"sessionId": session, "update": update},
-                    }
+                    {"jsonrpc": "2.0", "method": "session/update", "params": _wire(note)}
                 )
         return await attach(link, session, params)
 
