@@ -32,7 +32,14 @@ lint: $(DEV)
 	$(VENV)/bin/ruff format --check server tests bench packaging docs
 	$(VENV)/bin/mypy
 
-pytest: $(DEV) postgresql
+# A real ACP agent (Codex's ACP adapter, a binary inside its npm package) for
+# tests/e2e/test_acp_codex.py, run offline against a fake model in the test.
+ACP_AGENTS := tests/acp-agents/node_modules/.installed
+$(ACP_AGENTS): tests/acp-agents/package-lock.json
+	cd tests/acp-agents && npm ci --no-audit --no-fund
+	touch $@
+
+pytest: $(DEV) postgresql $(ACP_AGENTS)
 	$(PY) -m pytest -q -n 3 --dist loadfile
 
 # The storage suites run on SQLite and on a throwaway PostgreSQL cluster (tests/pgcluster.py):
