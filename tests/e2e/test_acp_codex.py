@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from acp import text_block
@@ -27,7 +27,7 @@ CODEX = ROOT / "tests" / "acp-agents" / "node_modules" / ".bin" / "codex-acp"
 class FakeResponses(BaseHTTPRequestHandler):
     """``POST /v1/responses``: one streamed assistant message; every request body is kept."""
 
-    bodies: list[dict[str, Any]] = []
+    bodies: ClassVar[list[dict[str, Any]]] = []
 
     def log_message(self, *args: Any) -> None:
         pass
