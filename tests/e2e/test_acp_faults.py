@@ -146,3 +146,53 @@ async def test_two_editors_on_one_database(tmp_path: Path, cwd: Path) -> None:
         assert [r[1] for r in rows if r[0] == "user"] == [f"{name} {n}" for n in range(3)]
         assert [r[0] for r in rows] == ["user", "assistant", "tool"] * 3
         assert all(r[2] == "complete" for r in rows)
+
+
+async def test_ids_kept_apart(tmp_path: Path, cwd: Path) -> None:
+    """An editor id in the proxy's own id space is renamed on the way and put back, while the
+    proxy's own requests (a served load's session/new) are under way."""
+    import json
+
+    from tests.e2e.acp_peers.client import ROOT, proxy_command
+
+    process = await asyncio.create_subprocess_exec(
+        *proxy_command(tmp_path / "h.db", RAW),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "ACP_RAW_MODE": "stream",
+             "ACP_RAW_UPDATES": "0", "ACP_RAW_RATE": "1"},
+    )  # fmt: skip
+    assert process.stdin is not None and process.stdout is not None
+
+    async def send(rid: object, method: str, params: dict[str, object]) -> None:
+        line = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+        process.stdin.write(json.dumps(line).encode() + b"\n")  # type: ignore[union-attr]
+        await process.stdin.drain()  # type: ignore[union-attr]
+
+    async def answers(count: int) -> dict[object, dict[str, object]]:
+        got: dict[object, dict[str, object]] = {}
+        while len(got) < count:
+            line = await asyncio.wait_for(process.stdout.readline(), 20)  # type: ignore[union-attr]
+            message = json.loads(line)
+            if "method" not in message:
+                got[message["id"]] = message
+        return got
+
+    await send(1, "initialize", {"protocolVersion": 1})
+    await send(2, "session/new", {"cwd": str(cwd), "mcpServers": []})
+    first = await answers(2)
+    session = first[2]["result"]["sessionId"]  # type: ignore[index]
+    await send(
+        3, "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "x"}]}
+    )
+    await answers(1)
+    # without the renaming, the agent's answer to /1 would be taken for the load's session/new
+    await send("chat-history-acp/1", "session/set_mode", {"sessionId": session, "modeId": "m"})
+    await send("chat-history-acp/2", "session/load", {"sessionId": session, "cwd": str(cwd)})
+    await send("chat-history-acp/3", "session/set_mode", {"sessionId": session, "modeId": "m"})
+    got = await answers(3)
+    assert set(got) == {"chat-history-acp/1", "chat-history-acp/2", "chat-history-acp/3"}
+    assert all("result" in a for a in got.values())
+    process.stdin.close()
+    assert await asyncio.wait_for(process.wait(), 15) == 0
