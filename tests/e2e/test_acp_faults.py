@@ -196,3 +196,25 @@ async def test_ids_kept_apart(tmp_path: Path, cwd: Path) -> None:
     assert all("result" in a for a in got.values())
     process.stdin.close()
     assert await asyncio.wait_for(process.wait(), 15) == 0
+
+
+async def test_permission_requests_and_cancel_pass_through(tmp_path: Path, cwd: Path) -> None:
+    """The agent's request to the editor and the editor's answer pass with their ids, on a
+    session bound to a new agent session (its session id rebound both ways)."""
+    import json
+
+    db, log = tmp_path / "h.db", tmp_path / "agent.log"
+    async with editor_session(db, {"ACP_AGENT_LOG": str(log)}) as (conn, editor, _p):
+        session = (await conn.new_session(cwd=str(cwd))).session_id
+        await asyncio.wait_for(conn.prompt(prompt=[text_block("one")], session_id=session), 20)
+        await conn.resume_session(session_id=session, cwd=str(cwd))  # a new agent session
+        answer = await asyncio.wait_for(
+            conn.prompt(prompt=[text_block("permission please")], session_id=session), 20
+        )
+        assert answer.stop_reason == "end_turn"
+        await conn.cancel(session_id=session)  # a notification: passes, nothing answers it
+        assert all(s == session for s, _ in editor.updates)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert {"permission": {"outcome": "selected", "option_id": "yes"}} in lines
+    assert lines[1]["session"] != session  # the prompt reached the new agent session
+    assert {"cancel": lines[1]["session"]} in lines  # the cancel too, under its id

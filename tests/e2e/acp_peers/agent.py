@@ -5,6 +5,8 @@ that reads a file and its completion, and a plan. Environment:
 
 - ``ACP_AGENT_LOG``: a file that gets one JSON line per prompt received (session, text blocks);
 - ``ACP_AGENT_PID``: a file that gets this process's pid;
+- a prompt whose text contains ``permission`` asks the editor's permission for its tool call
+  first (``session/request_permission``) and logs the outcome;
 - a prompt whose text contains ``crash`` makes it exit after the first chunk (a crash
   mid-reply); ``slow`` makes it sleep 0.2 s between chunks."""
 
@@ -30,6 +32,7 @@ from acp import (
     update_tool_call,
 )
 from acp.interfaces import Client
+from acp.schema import PermissionOption, ToolCallUpdate
 
 
 class ScriptedAgent(Agent):
@@ -45,6 +48,12 @@ class ScriptedAgent(Agent):
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
         return NewSessionResponse(session_id=f"agent-{uuid.uuid4()}")
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        log = os.environ.get("ACP_AGENT_LOG")
+        if log:
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"cancel": session_id}) + "\n")
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         assert self.client is not None
@@ -64,6 +73,18 @@ class ScriptedAgent(Agent):
         await send(session_id, update_agent_thought_text("reading the file"))
         self.calls += 1
         call = f"call-{self.calls}"
+        if "permission" in asked:
+            allowed = await self.client.request_permission(
+                session_id=session_id,
+                tool_call=ToolCallUpdate(tool_call_id=call, title="Read notes.txt"),
+                options=[PermissionOption(option_id="yes", name="Allow", kind="allow_once")],
+            )
+            if log:
+                with open(log, "a", encoding="utf-8") as f:
+                    f.write(
+                        json.dumps({"permission": allowed.outcome.model_dump(exclude_none=True)})
+                        + "\n"
+                    )
         await send(
             session_id,
             start_tool_call(call, "Read notes.txt", kind="read", raw_input={"path": "notes.txt"}),
