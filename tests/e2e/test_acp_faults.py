@@ -218,3 +218,25 @@ async def test_permission_requests_and_cancel_pass_through(tmp_path: Path, cwd: 
     assert {"permission": {"outcome": "selected", "option_id": "yes"}} in lines
     assert lines[1]["session"] != session  # the prompt reached the new agent session
     assert {"cancel": lines[1]["session"]} in lines  # the cancel too, under its id
+
+
+async def test_an_agent_that_cannot_start(tmp_path: Path) -> None:
+    """Each request gets an error, not a hang; the proxy exits when the editor leaves."""
+    from acp import PROTOCOL_VERSION, connect_to_agent
+    from tests.e2e.acp_peers.client import ROOT, Editor, proxy_command
+
+    process = await asyncio.create_subprocess_exec(
+        *proxy_command(tmp_path / "h.db", [str(tmp_path / "no-such-agent")]),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert process.stdin is not None and process.stdout is not None
+    conn = connect_to_agent(Editor(), process.stdin, process.stdout)
+    for _ in range(2):
+        with pytest.raises(RequestError):
+            await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 20)
+    await conn.close()
+    process.stdin.close()
+    assert await asyncio.wait_for(process.wait(), 15) == 0

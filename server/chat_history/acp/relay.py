@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import sys
@@ -22,11 +23,13 @@ from typing import Any
 
 from chat_history.acp import lines, served, sessions
 from chat_history.acp.recorder import Recorder
+from chat_history.errors import ChatHistoryError
 
 log = logging.getLogger("chat_history.acp")
 OWN = "chat-history-acp/"
 #: JSON-RPC error of a request the agent can no longer answer.
 AGENT_GONE = -32603
+NOT_STARTED = {"code": AGENT_GONE, "message": "the agent could not be started"}
 
 
 class Pipe:
@@ -87,7 +90,8 @@ class Relay(sessions.Link):
             await self._to_agent_raw(data)
             return
         if "id" not in message:
-            await self.forward(message, data)
+            with contextlib.suppress(sessions.AgentError):  # a notification: nobody to tell
+                await self.forward(message, data)
             return
         handler = served.SERVED.get(method)
         if handler is not None:  # may wait on the agent: never block the editor's pipe
@@ -100,7 +104,11 @@ class Relay(sessions.Link):
                 await sessions.prompt(self, message, data)
             return
         self.pending[message["id"]] = (method, dict(message.get("params") or {}))
-        await self.forward(message, data)
+        try:
+            await self.forward(message, data)
+        except sessions.AgentError as error:
+            self.pending.pop(message["id"], None)
+            await self.answer(message["id"], error=error.error)
 
     def _spawn(self, work: Any) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(work)
@@ -129,7 +137,8 @@ class Relay(sessions.Link):
         await self.to_editor({"jsonrpc": "2.0", "id": rid, **body})
 
     async def _to_agent_raw(self, data: bytes) -> None:
-        await self.ensure_agent()
+        with contextlib.suppress(sessions.AgentError):
+            await self.ensure_agent()
         if self.agent is not None:
             await self.agent.send(data)
 
@@ -140,9 +149,13 @@ class Relay(sessions.Link):
         async with self.starting:
             if self.process is not None and self.process.returncode is None:
                 return
-            self.process = await asyncio.create_subprocess_exec(
-                *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
-            )
+            try:
+                self.process = await asyncio.create_subprocess_exec(
+                    *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+                )
+            except OSError as error:
+                log.warning("acp: the agent could not be started: %s", error.strerror)
+                raise sessions.AgentError(NOT_STARTED) from None
             assert self.process.stdin is not None and self.process.stdout is not None
             self.agent = Pipe(self.process.stdin)
             self._spawn(self._read_agent(self.process))
@@ -232,7 +245,10 @@ class Relay(sessions.Link):
                 self.recorder.flush(session_id)
             beats += 1
             if beats % 100 == 0:
-                self.recorder.manager.tend_replies()
+                try:
+                    self.recorder.manager.tend_replies()
+                except ChatHistoryError as error:  # the next beat tries again
+                    log.warning("acp: the leases were not renewed: %s", error)
 
     async def _stop_agent(self) -> None:
         process = self.process

@@ -124,10 +124,15 @@ async def prompt(link: Link, message: dict[str, Any], data: bytes) -> None:
     link.recorder.prompt(session, blocks)
     seed = link.state.seeds.pop(session, None)
     link.pending[message["id"]] = ("session/prompt", params)
-    if seed is None:
-        await link.forward(message, data)
-    else:
-        await link.forward({**message, "params": {**params, "prompt": [seed, *blocks]}})
+    try:
+        if seed is None:
+            await link.forward(message, data)
+        else:
+            await link.forward({**message, "params": {**params, "prompt": [seed, *blocks]}})
+    except AgentError as error:
+        link.pending.pop(message["id"], None)
+        link.recorder.end(session, "interrupted")
+        await link.answer(message["id"], error=error.error)
 
 
 async def attach(link: Link, session: str, params: dict[str, Any]) -> dict[str, Any]:
