@@ -43,7 +43,7 @@ async def test_agent_crash_mid_reply(tmp_path: Path, cwd: Path) -> None:
         session = (await conn.new_session(cwd=str(cwd))).session_id
         with pytest.raises(RequestError):
             await asyncio.wait_for(
-                conn.prompt(prompt=[text_block("crash now")], session_id=session), 20
+                conn.prompt(prompt=[text_block("crash now")], session_id=session), 60
             )
         assert rows_of(db, cwd, session) == [
             ("user", "crash now", "complete"),
@@ -51,7 +51,7 @@ async def test_agent_crash_mid_reply(tmp_path: Path, cwd: Path) -> None:
         ]
         # the next prompt starts the agent again and carries the session on
         answer = await asyncio.wait_for(
-            conn.prompt(prompt=[text_block("again")], session_id=session), 20
+            conn.prompt(prompt=[text_block("again")], session_id=session), 60
         )
         assert answer.stop_reason == "end_turn"
     assert [r[0] for r in rows_of(db, cwd, session)] == [
@@ -68,7 +68,7 @@ async def test_garbage_lines_are_dropped(tmp_path: Path, cwd: Path) -> None:
     async with editor_session(db, {"ACP_RAW_MODE": "garbage"}, RAW) as (conn, editor, _p):
         session = (await conn.new_session(cwd=str(cwd))).session_id
         answer = await asyncio.wait_for(
-            conn.prompt(prompt=[text_block("hi")], session_id=session), 20
+            conn.prompt(prompt=[text_block("hi")], session_id=session), 60
         )
         assert answer.stop_reason == "end_turn"
         assert [u["content"]["text"] for u in editor.take()] == ["answer to hi"]
@@ -103,7 +103,7 @@ async def test_answers_out_of_order(tmp_path: Path, cwd: Path) -> None:
                 conn.prompt(prompt=[text_block("first")], session_id=one),
                 conn.prompt(prompt=[text_block("second")], session_id=two),
             ),
-            20,
+            60,
         )
         assert [a.stop_reason for a in answers] == ["end_turn", "end_turn"]
     assert rows_of(db, cwd, one)[1] == ("assistant", "answer to first", "complete")
@@ -173,7 +173,7 @@ async def test_ids_kept_apart(tmp_path: Path, cwd: Path) -> None:
     async def answers(count: int) -> dict[object, dict[str, object]]:
         got: dict[object, dict[str, object]] = {}
         while len(got) < count:
-            line = await asyncio.wait_for(process.stdout.readline(), 20)  # type: ignore[union-attr]
+            line = await asyncio.wait_for(process.stdout.readline(), 60)  # type: ignore[union-attr]
             message = json.loads(line)
             if "method" not in message:
                 got[message["id"]] = message
@@ -206,10 +206,10 @@ async def test_permission_requests_and_cancel_pass_through(tmp_path: Path, cwd: 
     db, log = tmp_path / "h.db", tmp_path / "agent.log"
     async with editor_session(db, {"ACP_AGENT_LOG": str(log)}) as (conn, editor, _p):
         session = (await conn.new_session(cwd=str(cwd))).session_id
-        await asyncio.wait_for(conn.prompt(prompt=[text_block("one")], session_id=session), 20)
+        await asyncio.wait_for(conn.prompt(prompt=[text_block("one")], session_id=session), 60)
         await conn.resume_session(session_id=session, cwd=str(cwd))  # a new agent session
         answer = await asyncio.wait_for(
-            conn.prompt(prompt=[text_block("permission please")], session_id=session), 20
+            conn.prompt(prompt=[text_block("permission please")], session_id=session), 60
         )
         assert answer.stop_reason == "end_turn"
         await conn.cancel(session_id=session)  # a notification: passes, nothing answers it
@@ -236,7 +236,7 @@ async def test_an_agent_that_cannot_start(tmp_path: Path) -> None:
     conn = connect_to_agent(Editor(), process.stdin, process.stdout)
     for _ in range(2):
         with pytest.raises(RequestError):
-            await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 20)
+            await asyncio.wait_for(conn.initialize(protocol_version=PROTOCOL_VERSION), 60)
     await conn.close()
     process.stdin.close()
     assert await asyncio.wait_for(process.wait(), 15) == 0

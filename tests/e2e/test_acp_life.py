@@ -15,7 +15,8 @@ from acp import text_block
 from tests.e2e.acp_peers.client import editor_session
 
 from chat_history.acp.rows import CHUNKS
-from chat_history.model import Key
+from chat_history.model import Key, StoredMessage
+from chat_history.policy.search_rank import SearchScope
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.workspaces import resolve
 
@@ -54,7 +55,7 @@ async def test_a_whole_life(tmp_path: Path) -> None:
         prompts = ["fix the retry loop", "add a test", "rename it"]
         for text in prompts:
             answer = await asyncio.wait_for(
-                conn.prompt(prompt=[text_block(text)], session_id=session), 20
+                conn.prompt(prompt=[text_block(text)], session_id=session), 60
             )
             assert answer.stop_reason == "end_turn"
             seen.extend(coalesced(editor.take()))  # each reply's own chunks
@@ -68,14 +69,14 @@ async def test_a_whole_life(tmp_path: Path) -> None:
         mine = [s for s in listed.sessions if s.session_id == session]
         assert mine and mine[0].title and "retry" in mine[0].title
 
-        await asyncio.wait_for(conn.load_session(cwd=str(cwd), session_id=session), 20)
+        await asyncio.wait_for(conn.load_session(cwd=str(cwd), session_id=session), 60)
         replayed = editor.take()
         user = [u for u in replayed if u["sessionUpdate"] == "user_message_chunk"]
         assert [u["content"]["text"] for u in user] == prompts
         others = [u for u in replayed if u["sessionUpdate"] != "user_message_chunk"]
         assert others == seen
 
-        await asyncio.wait_for(conn.prompt(prompt=[text_block("and now?")], session_id=session), 20)
+        await asyncio.wait_for(conn.prompt(prompt=[text_block("and now?")], session_id=session), 60)
         assert int(pid.read_text()) != first_agent  # a new agent process
         received = [json.loads(line) for line in log.read_text().splitlines()]
         last = received[-1]
@@ -97,10 +98,33 @@ async def test_a_whole_life(tmp_path: Path) -> None:
 
     manager = ChatHistoryManager.open(db)
     try:
-        assert manager.conversation(key_of(cwd, session)).message_count == 0
+        gone, forked = key_of(cwd, session), key_of(cwd, fork.session_id)
+        assert manager.conversation(gone).message_count == 0
+        assert manager.get_summary(gone) is None
+        roles = ("user", "assistant", "tool")
+        found = manager.search(SearchScope(gone.workspace, gone.conversation, roles), "retry", 10)
+        assert found.hits == ()  # nothing left in the search index either
+        kept = manager.search(
+            SearchScope(forked.workspace, forked.conversation, roles), "retry", 10
+        )
+        assert kept.hits  # the fork's copy is still found
         rows, _ = manager.history(key_of(cwd, fork.session_id))
         assert [r.role for r in rows].count("user") == 4
         assert all(r.status == "complete" for r in rows)
+    finally:
+        manager.close()
+
+
+async def streaming_row(db: Path, key: Key) -> StoredMessage:
+    """The assistant row of ``key`` as soon as it is stored streaming with some text."""
+    manager = ChatHistoryManager.open(db)
+    try:
+        for _ in range(400):
+            rows, _ = manager.history(key)
+            if len(rows) == 2 and rows[1].status == "streaming" and rows[1].content:
+                return rows[1]
+            await asyncio.sleep(0.05)
+        raise AssertionError("the reply was never seen streaming")
     finally:
         manager.close()
 
@@ -115,15 +139,9 @@ async def test_rows_of_a_session(tmp_path: Path) -> None:
         turn = asyncio.ensure_future(
             conn.prompt(prompt=[text_block("slow please")], session_id=session)
         )
-        await asyncio.sleep(0.45)
-        manager = ChatHistoryManager.open(db)
-        try:
-            rows, _ = manager.history(key_of(cwd, session))
-            assert [r.role for r in rows] == ["user", "assistant"]
-            assert rows[1].status == "streaming" and rows[1].content.startswith("Let me")
-        finally:
-            manager.close()
-        await asyncio.wait_for(turn, 20)
+        streaming = await streaming_row(db, key_of(cwd, session))
+        assert streaming.content.startswith("Let me")  # in the store before the reply ends
+        await asyncio.wait_for(turn, 60)
     manager = ChatHistoryManager.open(db)
     try:
         rows, _ = manager.history(key_of(cwd, session))

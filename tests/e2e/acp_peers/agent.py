@@ -8,7 +8,7 @@ that reads a file and its completion, and a plan. Environment:
 - a prompt whose text contains ``permission`` asks the editor's permission for its tool call
   first (``session/request_permission``) and logs the outcome;
 - a prompt whose text contains ``crash`` makes it exit after the first chunk (a crash
-  mid-reply); ``slow`` makes it sleep 0.2 s between chunks."""
+  mid-reply); ``slow`` makes it sleep 0.5 s between chunks."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ class ScriptedAgent(Agent):
             with open(log, "a", encoding="utf-8") as f:
                 f.write(json.dumps({"session": session_id, "texts": texts}) + "\n")
         asked = texts[-1] if texts else ""
-        slow = 0.2 if "slow" in asked else 0.0
+        slow = 0.5 if "slow" in asked else 0.0
         send = self.client.session_update
         for piece in ("Let me ", "look at ", "that."):
             await send(session_id, update_agent_message_text(piece))

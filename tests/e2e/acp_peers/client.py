@@ -82,7 +82,7 @@ async def editor_session(
                 client_capabilities=ClientCapabilities(),
                 client_info=Implementation(name="test-editor", version="1"),
             ),
-            20,
+            60,
         )
         yield conn, editor, process
     finally:
