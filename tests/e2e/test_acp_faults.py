@@ -240,3 +240,19 @@ async def test_an_agent_that_cannot_start(tmp_path: Path) -> None:
     await conn.close()
     process.stdin.close()
     assert await asyncio.wait_for(process.wait(), 15) == 0
+
+
+async def test_a_malformed_answer_to_the_proxy_is_an_error_not_a_hang(
+    tmp_path: Path, cwd: Path
+) -> None:
+    """The agent answers the served load's session/new without a session id."""
+    async with editor_session(tmp_path / "h.db", {"ACP_RAW_MODE": "badnew"}, RAW) as (conn, _, _p):
+        session = (await conn.new_session(cwd=str(cwd))).session_id
+        await asyncio.wait_for(conn.prompt(prompt=[text_block("hi")], session_id=session), 60)
+        with pytest.raises(RequestError):
+            await asyncio.wait_for(conn.load_session(cwd=str(cwd), session_id=session), 60)
+        # the proxy goes on: the session's prompts still pass
+        answer = await asyncio.wait_for(
+            conn.prompt(prompt=[text_block("still there")], session_id=session), 60
+        )
+        assert answer.stop_reason == "end_turn"

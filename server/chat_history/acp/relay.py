@@ -30,6 +30,7 @@ OWN = "chat-history-acp/"
 #: JSON-RPC error of a request the agent can no longer answer.
 AGENT_GONE = -32603
 NOT_STARTED = {"code": AGENT_GONE, "message": "the agent could not be started"}
+INTERNAL = {"code": AGENT_GONE, "message": "the proxy could not handle this request"}
 
 
 class Pipe:
@@ -95,11 +96,11 @@ class Relay(sessions.Link):
             return
         handler = served.SERVED.get(method)
         if handler is not None:  # may wait on the agent: never block the editor's pipe
-            self._spawn(handler(self, message))
+            self._spawn(handler(self, message), message["id"])
             return
         if method == "session/prompt":
             if sessions.needs_attach(self.state, message):  # waits on the agent
-                self._spawn(sessions.prompt(self, message, data))
+                self._spawn(sessions.prompt(self, message, data), message["id"])
             else:  # in order with what follows (a cancel)
                 await sessions.prompt(self, message, data)
             return
@@ -110,8 +111,19 @@ class Relay(sessions.Link):
             self.pending.pop(message["id"], None)
             await self.answer(message["id"], error=error.error)
 
-    def _spawn(self, work: Any) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(work)
+    def _spawn(self, work: Any, rid: Any = None) -> None:
+        """Run ``work`` beside the pipes; if it fails, the editor's request ``rid`` still gets
+        an answer (an error), never silence."""
+
+        async def guarded() -> None:
+            try:
+                await work
+            except Exception:
+                log.exception("acp: the proxy failed to handle a request")
+                if rid is not None:
+                    await self.answer(rid, error=INTERNAL)
+
+        task: asyncio.Task[None] = asyncio.ensure_future(guarded())
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
@@ -189,11 +201,20 @@ class Relay(sessions.Link):
                 elif frame.message is None:
                     log.warning("acp: the agent wrote a line that is not a JSON object")
                 else:
-                    await self.from_agent(frame.message, frame.data)
+                    await self._from_agent_guarded(frame.message, frame.data)
         finally:
             await process.wait()
             if process is self.process:
                 await self._agent_gone(process.returncode)
+
+    async def _from_agent_guarded(self, message: dict[str, Any], data: bytes) -> None:
+        """``from_agent``; when the proxy's own part fails, the message still passes as it came."""
+        try:
+            await self.from_agent(message, data)
+        except Exception:
+            log.exception("acp: the proxy failed on a message of the agent; passed as it came")
+            if self.editor is not None:
+                await self.editor.send(data)
 
     async def from_agent(self, message: dict[str, Any], data: bytes) -> None:
         rid = message.get("id")

@@ -4,6 +4,7 @@ proxy's fault tests. ``ACP_RAW_MODE``:
 - ``garbage``: a line that is not JSON, and one that is a JSON array, before every answer;
 - ``huge``: each prompt streams one ``agent_message_chunk`` of ``ACP_RAW_HUGE`` bytes (one line);
 - ``reorder``: holds each prompt until a second one arrives, then answers the later one first;
+- ``badnew``: answers every ``session/new`` after the first without a session id;
 - ``stream`` (bench/acp.py): each prompt streams ``ACP_RAW_UPDATES`` chunks at
   ``ACP_RAW_RATE`` a second, each text the sending time (``time.monotonic``, shared by the
   machine's processes); any other request is answered ``{}`` at once."""
@@ -85,7 +86,10 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": 1}})
     elif method == "session/new":
         count += 1
-        send({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": f"raw-{count}"}})
+        if MODE == "badnew" and count > 1:
+            send({"jsonrpc": "2.0", "id": rid, "result": {}})
+        else:
+            send({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": f"raw-{count}"}})
     elif method == "session/prompt" and MODE == "reorder":
         held.append(request)
         if len(held) == 2:
