@@ -256,3 +256,22 @@ async def test_a_malformed_answer_to_the_proxy_is_an_error_not_a_hang(
             conn.prompt(prompt=[text_block("still there")], session_id=session), 60
         )
         assert answer.stop_reason == "end_turn"
+
+
+async def test_an_agent_that_cannot_load_its_own_session(tmp_path: Path, cwd: Path) -> None:
+    """It declares loadSession but answers -32002: the proxy replays the store instead."""
+    db = tmp_path / "h.db"
+    async with editor_session(db, {"ACP_RAW_MODE": "forgetful"}, RAW) as (conn, editor, _p):
+        session = (await conn.new_session(cwd=str(cwd))).session_id
+        await asyncio.wait_for(conn.prompt(prompt=[text_block("hi")], session_id=session), 60)
+        editor.take()
+        await asyncio.wait_for(conn.load_session(cwd=str(cwd), session_id=session), 60)
+        assert [u["content"]["text"] for u in editor.take()] == ["hi", "answer to hi"]
+        answer = await asyncio.wait_for(
+            conn.prompt(prompt=[text_block("more")], session_id=session), 60
+        )
+        assert answer.stop_reason == "end_turn"
+        assert all(s == session for s, _ in editor.updates)
+        with pytest.raises(RequestError):  # a session neither knows
+            await conn.load_session(cwd=str(cwd), session_id="nobody")
+    assert [r[1] for r in rows_of(db, cwd, session) if r[0] == "user"] == ["hi", "more"]

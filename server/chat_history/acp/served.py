@@ -71,17 +71,31 @@ async def _missing(link: Link, message: dict[str, Any]) -> None:
 
 
 async def session_load(link: Link, message: dict[str, Any], replay: bool = True) -> None:
+    """Load (or resume) at the agent when it can; from the store when it cannot, or when it
+    does not know the session (an agent's own history lost, a session seeded elsewhere)."""
     method = "load" if replay else "resume"
-    if link.state.has(method):
-        await _forward(link, message)
-        return
     params = _params(message)
     session, cwd = str(params.get("sessionId")), str(params.get("cwd") or ".")
+    refused: dict[str, Any] | None = None
+    if link.state.has(method):
+        try:
+            result = await link.request(f"session/{method}", params)
+        except AgentError as error:
+            refused = error.error
+        else:
+            link.recorder.bind(session, cwd)
+            link.state.cwd[session] = cwd
+            link.state.bind(session, session)  # the agent holds it again: no rebinding
+            await link.answer(message["id"], result)
+            return
 
     async def work() -> Any:
         _, history = _history(link, session, cwd)
         if not history:
-            await _missing(link, message)
+            if refused is not None:
+                await link.answer(message["id"], error=refused)
+            else:
+                await _missing(link, message)
             return None
         if replay:
             for update in rows.replay(history):

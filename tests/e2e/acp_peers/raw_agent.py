@@ -4,6 +4,7 @@ proxy's fault tests. ``ACP_RAW_MODE``:
 - ``garbage``: a line that is not JSON, and one that is a JSON array, before every answer;
 - ``huge``: each prompt streams one ``agent_message_chunk`` of ``ACP_RAW_HUGE`` bytes (one line);
 - ``reorder``: holds each prompt until a second one arrives, then answers the later one first;
+- ``forgetful``: declares ``loadSession`` but knows no session to load (-32002);
 - ``badnew``: answers every ``session/new`` after the first without a session id;
 - ``stream`` (bench/acp.py): each prompt streams ``ACP_RAW_UPDATES`` chunks at
   ``ACP_RAW_RATE`` a second, each text the sending time (``time.monotonic``, shared by the
@@ -83,7 +84,14 @@ for line in sys.stdin:
     request = json.loads(line)
     method, rid = request.get("method"), request.get("id")
     if method == "initialize":
-        send({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": 1}})
+        caps = {"loadSession": True} if MODE == "forgetful" else {}
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "result": {"protocolVersion": 1, "agentCapabilities": caps},
+            }
+        )
     elif method == "session/new":
         count += 1
         if MODE == "badnew" and count > 1:
