@@ -37,7 +37,14 @@ lint: $(DEV)
 check: lint
 	CHAT_HISTORY_TEST_ENGINES=sqlite $(PY) -m pytest -q -n 2 --dist loadfile -p no:cacheprovider tests/unit
 
-pytest: $(DEV) postgresql
+# A real ACP agent (Codex's ACP adapter, a binary inside its npm package) for
+# tests/e2e/test_acp_codex.py, run offline against a fake model in the test.
+ACP_AGENTS := tests/acp-agents/node_modules/.installed
+$(ACP_AGENTS): tests/acp-agents/package-lock.json
+	cd tests/acp-agents && npm ci --no-audit --no-fund
+	touch $@
+
+pytest: $(DEV) postgresql $(ACP_AGENTS)
 	$(PY) -m pytest -q -n 3 --dist loadfile
 
 # The storage suites run on SQLite and on a throwaway PostgreSQL cluster (tests/pgcluster.py):
@@ -113,6 +120,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/replies.py
 	$(PY) bench/watch.py
 	$(PY) bench/watch.py --engine postgres
+	$(PY) bench/acp.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -139,4 +147,4 @@ $(PANEL_NODE): $(PANEL)/package-lock.json $(NODE)
 	touch $@
 
 clean:
-	rm -rf build dist $(VENV) client-shim/node_modules tests/mcp-inspector/node_modules client-shim/dist $(PANEL)/node_modules $(PANEL)/dist $(PANEL)/dist-test
+	rm -rf build dist $(VENV) client-shim/node_modules tests/mcp-inspector/node_modules tests/acp-agents/node_modules client-shim/dist $(PANEL)/node_modules $(PANEL)/dist $(PANEL)/dist-test

@@ -179,6 +179,8 @@ def freeze(target: Target, wheel: Path, work: Path, stage: Path) -> None:
             "--collect-submodules", "pygls", *postgres, "--exclude-module", "apsw.tests",
             # chat-history mcp: the MCP SDK and its types, loaded only when that command runs
             "--collect-submodules", "mcp_types",
+            # chat-history acp: the ACP SDK, loaded only when that command runs
+            "--collect-submodules", "acp",
             "--exclude-module", "apsw.shell", "--exclude-module", "apsw.speedtest",
             "--distpath", str(work / "frozen"), "--workpath", str(work / "pyinstaller"),
             "--specpath", str(work), str(Path(__file__).parent / "boot.py"),

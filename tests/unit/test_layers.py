@@ -39,7 +39,9 @@ LAYERS: dict[str, set[str]] = {
         "version",
         "demo",
         "mcp",
+        "acp",
     },
+    "acp": {"errors", "model", "settings", "policy", "store", "service", "version"},
     "mcp": {"errors", "model", "settings", "policy", "store", "service", "version"},
     "client": set(),
     "demo": {"client"},
@@ -58,6 +60,10 @@ CAMEL_ALLOWED = {
     "cli/transfer.py",
     "mcp/tools.py",
     "mcp/server.py",
+    "acp/rows.py",
+    "acp/sessions.py",
+    "acp/served.py",
+    "acp/relay.py",
     "settings.py",
     "client.py",
     "demo.py",
@@ -71,7 +77,7 @@ def room_of(module: str) -> str:
     if not parts:
         return "version"  # chat_history/__init__.py holds only __version__
     head = parts[0]
-    if head in {"policy", "providers", "store", "service", "wire", "cli", "mcp"}:
+    if head in {"policy", "providers", "store", "service", "wire", "cli", "mcp", "acp"}:
         return head
     if head in {"__main__", "launch_check"}:
         return "entry"

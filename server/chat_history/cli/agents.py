@@ -1,5 +1,6 @@
-"""The CLI's commands for agents: ``chat-history mcp`` (the MCP recall server on stdio). The
-MCP SDK is imported only when the command runs, so the rest of the CLI starts without it."""
+"""The CLI's commands for agents: ``chat-history mcp`` (the MCP recall server on stdio) and
+``chat-history acp -- AGENT …`` (the recording proxy in front of an ACP agent). Each SDK is
+imported only when its command runs, so the rest of the CLI starts without it."""
 
 from __future__ import annotations
 
@@ -46,7 +47,29 @@ def serve_mcp(args: argparse.Namespace, manager: ChatHistoryManager, machine: st
     return 0
 
 
-def add_commands(command: Command, run_mcp: Callable[[argparse.Namespace], int]) -> None:
+def serve_acp(args: argparse.Namespace, manager: ChatHistoryManager, machine: str) -> int:
+    """``acp``: relay stdio to the agent command, recording its sessions, until the editor
+    closes stdin."""
+    import asyncio
+
+    from chat_history.acp.recorder import Recorder
+    from chat_history.acp.relay import serve
+
+    argv = args.agent[1:] if args.agent[:1] == ["--"] else list(args.agent)
+    if not argv:
+        raise SystemExit("chat-history acp: name the agent's command after --")
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
+    try:
+        return asyncio.run(serve(argv, Recorder(manager, machine)))
+    finally:
+        manager.close()
+
+
+def add_commands(
+    command: Command,
+    run_mcp: Callable[[argparse.Namespace], int],
+    run_acp: Callable[[argparse.Namespace], int],
+) -> None:
     """The agents' subcommands of ``chat-history``."""
     from chat_history.mcp.tools import DEFAULT_MAX_TOKENS
 
@@ -73,4 +96,13 @@ def add_commands(command: Command, run_mcp: Callable[[argparse.Namespace], int])
         default=DEFAULT_MAX_TOKENS,
         metavar="N",
         help=f"bound of each answer in estimated tokens (default {DEFAULT_MAX_TOKENS})",
+    )
+    p = command(
+        "acp",
+        run_acp,
+        "stand between an editor and an ACP agent (stdio): record its sessions and serve "
+        "session/list, load, resume, fork and delete from the store where the agent lacks them",
+    )
+    p.add_argument(
+        "agent", nargs=argparse.REMAINDER, metavar="-- AGENT [ARGS...]", help="the agent's command"
     )

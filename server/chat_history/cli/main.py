@@ -665,6 +665,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return agents.serve_mcp(args, manager, machine_of(args))
 
 
+def cmd_acp(args: argparse.Namespace) -> int:
+    """``acp -- AGENT …``: the recording proxy before an ACP agent (it writes: retention on)."""
+    manager = open_manager(args, create=True)
+    return agents.serve_acp(args, manager, machine_of(args))
+
+
 def _workspace_commands(command: Command) -> None:
     p = command("workspaces", cmd_workspaces, "list workspaces with conversations (listWorkspaces)")
     p.add_argument("--json", action="store_true", help="the result as chatHistory/listWorkspaces's")
@@ -713,7 +719,7 @@ def build_parser() -> argparse.ArgumentParser:
     _change_commands(command, settings)
     _archive_commands(command, settings)
     _workspace_commands(command)
-    agents.add_commands(command, cmd_mcp)
+    agents.add_commands(command, cmd_mcp, cmd_acp)
     sub.add_parser("demo", help="run the live demo (python -m chat_history.demo)", add_help=False)
     return parser
 

@@ -1,0 +1,300 @@
+"""The two pipes of ``chat-history acp``: the editor on our stdio, the agent a child process.
+
+- **Transparent**: a message passes as the bytes it came in, unless its session id must be
+  rebound (a session the proxy loaded, resumed or forked runs on a new agent session) or it is
+  an answer the proxy completes (``initialize``'s capabilities, a merged ``session/list``).
+- **Ids kept apart**: the editor's ids go to the agent as they are; the proxy's own requests
+  to the agent use ids in ``OWN`` (an editor id that falls there is renamed on the way and back).
+  The agent's requests to the editor (permissions, files, terminals) keep their ids.
+- **Faults**: the agent's exit answers every open request with an error and leaves each reply
+  interrupted; the next request starts the agent again (``initialize`` replayed) and a session
+  of the dead agent gets a new agent session seeded with its history. Lines that are not JSON
+  objects are dropped and logged; over-long lines pass in pieces, unparsed. The editor's exit
+  interrupts what streams and stops the agent."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import sys
+from typing import Any
+
+from chat_history.acp import lines, served, sessions
+from chat_history.acp.recorder import Recorder
+from chat_history.errors import ChatHistoryError
+
+log = logging.getLogger("chat_history.acp")
+OWN = "chat-history-acp/"
+#: JSON-RPC error of a request the agent can no longer answer.
+AGENT_GONE = -32603
+NOT_STARTED = {"code": AGENT_GONE, "message": "the agent could not be started"}
+INTERNAL = {"code": AGENT_GONE, "message": "the proxy could not handle this request"}
+
+
+class Pipe:
+    """One destination: whole lines written at once, an over-long line's pieces under a lock."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.lock = asyncio.Lock()
+
+    async def send(self, data: bytes) -> None:
+        async with self.lock:
+            self.writer.write(data)
+            await self.writer.drain()
+
+
+class Relay(sessions.Link):
+    """One editor, one agent command; ``run`` until the editor leaves."""
+
+    def __init__(self, argv: list[str], recorder: Recorder, max_line: int = lines.MAX_LINE):
+        self.argv = argv
+        self.recorder = recorder
+        self.max_line = max_line
+        self.editor: Pipe | None = None
+        self.agent: Pipe | None = None
+        self.process: asyncio.subprocess.Process | None = None
+        self.ids = itertools.count(1)
+        self.own: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.renamed: dict[str, Any] = {}  # our id → the editor's that fell in OWN
+        self.pending: dict[Any, tuple[str, dict[str, Any]]] = {}  # editor id → method, params
+        self.state = sessions.State()
+        self.starting: asyncio.Lock = asyncio.Lock()
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    # -- the editor's side ---------------------------------------------------------------------
+
+    async def run(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> int:
+        self.editor = Pipe(writer)
+        ticker = asyncio.ensure_future(self._tick())
+        try:
+            async for frame in lines.frames(reader, self.max_line):
+                if frame.piece:
+                    await self._to_agent_raw(frame.data)
+                elif frame.message is None:
+                    log.warning("acp: the editor sent a line that is not a JSON object")
+                else:
+                    await self.from_editor(frame.message, frame.data)
+        finally:
+            ticker.cancel()
+            for task in list(self.tasks):
+                task.cancel()
+            self.recorder.end_all("interrupted")
+            await self._stop_agent()
+        return 0
+
+    async def from_editor(self, message: dict[str, Any], data: bytes) -> None:
+        method = message.get("method")
+        if not isinstance(method, str):  # an answer to the agent's request
+            await self._to_agent_raw(data)
+            return
+        if "id" not in message:
+            with contextlib.suppress(sessions.AgentError):  # a notification: nobody to tell
+                await self.forward(message, data)
+            return
+        handler = served.SERVED.get(method)
+        if handler is not None:  # may wait on the agent: never block the editor's pipe
+            self._spawn(handler(self, message), message["id"])
+            return
+        if method == "session/prompt":
+            if sessions.needs_attach(self.state, message):  # waits on the agent
+                self._spawn(sessions.prompt(self, message, data), message["id"])
+            else:  # in order with what follows (a cancel)
+                await sessions.prompt(self, message, data)
+            return
+        self.pending[message["id"]] = (method, dict(message.get("params") or {}))
+        try:
+            await self.forward(message, data)
+        except sessions.AgentError as error:
+            self.pending.pop(message["id"], None)
+            await self.answer(message["id"], error=error.error)
+
+    def _spawn(self, work: Any, rid: Any = None) -> None:
+        """Run ``work`` beside the pipes; if it fails, the editor's request ``rid`` still gets
+        an answer (an error), never silence."""
+
+        async def guarded() -> None:
+            try:
+                await work
+            except Exception:
+                log.exception("acp: the proxy failed to handle a request")
+                if rid is not None:
+                    await self.answer(rid, error=INTERNAL)
+
+        task: asyncio.Task[None] = asyncio.ensure_future(guarded())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def forward(self, message: dict[str, Any], data: bytes | None = None) -> None:
+        """An editor's message to the agent (its session id rebound, its id kept apart)."""
+        await self.ensure_agent()
+        changed = sessions.rebind(message, self.state.agent_of)
+        rid = message.get("id")
+        if "method" in message and isinstance(rid, str) and rid.startswith(OWN):
+            ours = f"{OWN}{next(self.ids)}"
+            self.renamed[ours] = rid
+            message = {**message, "id": ours}
+            changed = True
+        if self.agent is not None:
+            await self.agent.send(lines.encode(message) if changed or data is None else data)
+
+    async def to_editor(self, message: dict[str, Any]) -> None:
+        if self.editor is not None:
+            await self.editor.send(lines.encode(message))
+
+    async def answer(self, rid: Any, result: Any = None, error: Any = None) -> None:
+        body = {"error": error} if error is not None else {"result": result}
+        await self.to_editor({"jsonrpc": "2.0", "id": rid, **body})
+
+    async def _to_agent_raw(self, data: bytes) -> None:
+        with contextlib.suppress(sessions.AgentError):
+            await self.ensure_agent()
+        if self.agent is not None:
+            await self.agent.send(data)
+
+    # -- the agent's side ----------------------------------------------------------------------
+
+    async def ensure_agent(self) -> None:
+        """Start the agent if it is not running (after a crash: ``initialize`` replayed)."""
+        async with self.starting:
+            if self.process is not None and self.process.returncode is None:
+                return
+            try:
+                self.process = await asyncio.create_subprocess_exec(
+                    *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+                )
+            except OSError as error:
+                log.warning("acp: the agent could not be started: %s", error.strerror)
+                raise sessions.AgentError(NOT_STARTED) from None
+            assert self.process.stdin is not None and self.process.stdout is not None
+            self.agent = Pipe(self.process.stdin)
+            self._spawn(self._read_agent(self.process))
+            if self.state.initialize is not None:  # a restart: the editor initialized before
+                self.state.detach_all()
+                result = await self.request("initialize", self.state.initialize, started=True)
+                self.state.learn(result)
+
+    async def request(
+        self, method: str, params: dict[str, Any], started: bool = False
+    ) -> dict[str, Any]:
+        """The proxy's own request to the agent; its result (an error raises AgentError)."""
+        if not started:
+            await self.ensure_agent()
+        rid = f"{OWN}{next(self.ids)}"
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.own[rid] = future
+        assert self.agent is not None
+        await self.agent.send(
+            lines.encode({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        )
+        return await future
+
+    async def _read_agent(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stdout is not None
+        try:
+            async for frame in lines.frames(process.stdout, self.max_line):
+                if frame.piece:
+                    if self.editor is not None:
+                        await self.editor.send(frame.data)
+                elif frame.message is None:
+                    log.warning("acp: the agent wrote a line that is not a JSON object")
+                else:
+                    await self._from_agent_guarded(frame.message, frame.data)
+        finally:
+            await process.wait()
+            if process is self.process:
+                await self._agent_gone(process.returncode)
+
+    async def _from_agent_guarded(self, message: dict[str, Any], data: bytes) -> None:
+        """``from_agent``; when the proxy's own part fails, the message still passes as it came."""
+        try:
+            await self.from_agent(message, data)
+        except Exception:
+            log.exception("acp: the proxy failed on a message of the agent; passed as it came")
+            if self.editor is not None:
+                await self.editor.send(data)
+
+    async def from_agent(self, message: dict[str, Any], data: bytes) -> None:
+        rid = message.get("id")
+        if "method" not in message and rid in self.own:
+            future = self.own.pop(rid)
+            if not future.done():
+                if "error" in message:
+                    future.set_exception(sessions.AgentError(message["error"]))
+                else:
+                    future.set_result(message.get("result") or {})
+            return
+        if "method" not in message and rid in self.renamed:
+            message = {**message, "id": self.renamed.pop(rid)}
+            data = b""
+        if message.get("method") == "session/update":
+            params = message.get("params") or {}
+            if self.recorder.update(
+                str(self.state.editor_of(params.get("sessionId"))), params.get("update") or {}
+            ):
+                self.recorder.flush(str(self.state.editor_of(params.get("sessionId"))))
+        if "method" not in message and message.get("id") in self.pending:
+            method, params = self.pending.pop(message["id"])
+            message = sessions.completed(self, method, params, message)
+            data = b""
+        if sessions.rebind(message, self.state.editor_of) or not data:
+            data = lines.encode(message)
+        if self.editor is not None:
+            await self.editor.send(data)
+
+    async def _agent_gone(self, code: int | None) -> None:
+        log.warning("acp: the agent exited (code %s)", code)
+        self.recorder.end_all("interrupted")
+        self.state.detach_all()
+        error = {"code": AGENT_GONE, "message": "the agent exited"}
+        for future in self.own.values():
+            if not future.done():
+                future.set_exception(sessions.AgentError(error))
+        self.own.clear()
+        for rid in list(self.pending):
+            del self.pending[rid]
+            await self.answer(rid, error=error)
+
+    async def _tick(self) -> None:
+        """Flush replies that lag, renew the leases of streaming rows."""
+        beats = 0
+        while True:
+            await asyncio.sleep(0.05)
+            for session_id in self.recorder.due():
+                self.recorder.flush(session_id)
+            beats += 1
+            if beats % 100 == 0:
+                try:
+                    self.recorder.manager.tend_replies()
+                except ChatHistoryError as error:  # the next beat tries again
+                    log.warning("acp: the leases were not renewed: %s", error)
+
+    async def _stop_agent(self) -> None:
+        process = self.process
+        if process is None or process.returncode is not None:
+            return
+        self.process = None
+        if process.stdin is not None:
+            process.stdin.close()
+        try:
+            await asyncio.wait_for(process.wait(), 3)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+
+async def serve(argv: list[str], recorder: Recorder) -> int:
+    """Relay our stdio to the agent ``argv`` until the editor closes stdin."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=lines.CHUNK * 2)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, sys.stdout
+    )
+    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+    try:
+        return await Relay(argv, recorder).run(reader, writer)
+    finally:
+        recorder.manager.release_replies()

@@ -1,0 +1,171 @@
+"""The session methods the proxy answers itself when the agent lacks them (``sessions`` holds
+the state and the rules): each forwards when the agent declared the capability, else serves it
+from the store. Errors go to the editor as JSON-RPC errors; nothing here echoes its values."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from acp.schema import ListSessionsResponse, SessionInfo, SessionNotification
+
+from chat_history.acp import rows
+from chat_history.acp.sessions import NOT_FOUND, AgentError, Link, attach, stored
+from chat_history.errors import ChatHistoryError
+from chat_history.model import Key
+
+Served = Callable[[Link, dict[str, Any]], Awaitable[None]]
+
+
+async def _forward(link: Link, message: dict[str, Any]) -> None:
+    link.pending[message["id"]] = (message["method"], dict(message.get("params") or {}))
+    await link.forward(message)
+
+
+def _params(message: dict[str, Any]) -> dict[str, Any]:
+    params = message.get("params")
+    return dict(params) if isinstance(params, dict) else {}
+
+
+async def _guarded(link: Link, message: dict[str, Any], work: Callable[[], Awaitable[Any]]) -> None:
+    try:
+        result = await work()
+    except AgentError as error:
+        await link.answer(message["id"], error=error.error)
+    except ChatHistoryError as error:
+        await link.answer(message["id"], error={"code": -32603, "message": str(error)})
+    else:
+        if result is not None:
+            await link.answer(message["id"], result)
+
+
+async def session_list(link: Link, message: dict[str, Any]) -> None:
+    if link.state.has("list"):
+        await _forward(link, message)
+        return
+    params = _params(message)
+
+    async def work() -> Any:
+        infos = [SessionInfo.model_validate(s) for s in stored(link, params.get("cwd"))]
+        return _wire(ListSessionsResponse(sessions=infos))
+
+    await _guarded(link, message, work)
+
+
+def _history(link: Link, session: str, cwd: str) -> tuple[Key, list[Any]]:
+    key = link.recorder.bind(session, cwd)
+    link.state.cwd[session] = cwd
+    history, _ = link.recorder.manager.history(key)
+    return key, list(history)
+
+
+def _wire(model: Any) -> dict[str, Any]:
+    """An SDK message as its wire JSON (what was set, under ACP's names)."""
+    value: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return value
+
+
+async def _missing(link: Link, message: dict[str, Any]) -> None:
+    await link.answer(message["id"], error={"code": NOT_FOUND, "message": "session not found"})
+
+
+async def session_load(link: Link, message: dict[str, Any], replay: bool = True) -> None:
+    """Load (or resume) at the agent when it can; from the store when it cannot, or when it
+    does not know the session (an agent's own history lost, a session seeded elsewhere)."""
+    method = "load" if replay else "resume"
+    params = _params(message)
+    session, cwd = str(params.get("sessionId")), str(params.get("cwd") or ".")
+    refused: dict[str, Any] | None = None
+    if link.state.has(method):
+        try:
+            result = await link.request(f"session/{method}", params)
+        except AgentError as error:
+            refused = error.error
+        else:
+            link.recorder.bind(session, cwd)
+            link.state.cwd[session] = cwd
+            link.state.bind(session, session)  # the agent holds it again: no rebinding
+            await link.answer(message["id"], result)
+            return
+
+    async def work() -> Any:
+        _, history = _history(link, session, cwd)
+        if not history:
+            if refused is not None:
+                await link.answer(message["id"], error=refused)
+            else:
+                await _missing(link, message)
+            return None
+        if replay:
+            for update in rows.replay(history):
+                note = SessionNotification.model_validate({"sessionId": session, "update": update})
+                await link.to_editor(
+                    {"jsonrpc": "2.0", "method": "session/update", "params": _wire(note)}
+                )
+        return await attach(link, session, params)
+
+    await _guarded(link, message, work)
+
+
+async def session_resume(link: Link, message: dict[str, Any]) -> None:
+    await session_load(link, message, replay=False)
+
+
+async def session_fork(link: Link, message: dict[str, Any]) -> None:
+    if link.state.has("fork"):
+        await _forward(link, message)
+        return
+    params = _params(message)
+    source, cwd = str(params.get("sessionId")), str(params.get("cwd") or ".")
+
+    async def work() -> Any:
+        key, history = _history(link, source, cwd)
+        if not history:
+            await _missing(link, message)
+            return None
+        target = str(uuid.uuid4())
+        link.recorder.manager.fork(key, link.recorder.bind(target, cwd))
+        result = await attach(link, target, params)
+        return {"sessionId": target, **result}
+
+    await _guarded(link, message, work)
+
+
+async def session_delete(link: Link, message: dict[str, Any]) -> None:
+    params = _params(message)
+    session = str(params.get("sessionId"))
+    key = link.recorder.key(session)
+    if key is None and params.get("cwd"):
+        key = link.recorder.bind(session, str(params["cwd"]))
+    link.recorder.end(session, "discard")
+    if key is not None:
+        link.recorder.manager.clear(key)
+    else:  # no cwd: the session under any workspace
+        for entry in stored(link, None):
+            if entry["sessionId"] == session:
+                link.recorder.manager.clear(link.recorder.bind(session, entry["cwd"]))
+    if link.state.has("delete"):
+        await _forward(link, message)
+    else:
+        await link.answer(message["id"], {})
+
+
+async def session_close(link: Link, message: dict[str, Any]) -> None:
+    session = str(_params(message).get("sessionId"))
+    link.recorder.end(session, "interrupted")
+    link.state.seeds.pop(session, None)
+    if link.state.has("close"):
+        await _forward(link, message)
+    else:
+        await link.answer(message["id"], {})
+
+
+SERVED: dict[str, Served] = {
+    "session/list": session_list,
+    "session/load": session_load,
+    "session/resume": session_resume,
+    "session/fork": session_fork,
+    "session/delete": session_delete,
+    "session/close": session_close,
+}
