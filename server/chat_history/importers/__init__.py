@@ -1,0 +1,33 @@
+"""History from other tools (protocol.md "Version 4" → History from other tools): one pure reader
+per source — a session file's bytes in, conversations of rows and counts of what was skipped
+out — each documenting the format as observed. Which files to read, and the writing, are
+``service.imports``'s.
+
+Readers: ``claude_code`` (Claude Code's session JSONL), ``codex`` (Codex CLI's rollout JSONL).
+The other sources the spec names are refused by name until their readers land."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from chat_history.importers import claude_code, codex
+from chat_history.importers.common import Session, Skipped
+
+Reader = Callable[[bytes, str], list[Session]]
+
+#: Every source the spec names, in its order.
+SOURCES: tuple[str, ...] = (
+    "claude-code",
+    "codex",
+    "copilot-chat",
+    "copilot-cli",
+    "gemini-cli",
+    "cline",
+    "roo-code",
+    "continue",
+    "opencode",
+)
+#: The sources this server reads.
+READERS: dict[str, Reader] = {claude_code.SOURCE: claude_code.read, codex.SOURCE: codex.read}
+
+__all__ = ["READERS", "SOURCES", "Reader", "Session", "Skipped"]

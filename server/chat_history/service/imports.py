@@ -1,0 +1,198 @@
+"""Importing another tool's history (protocol.md "Version 4" → History from other tools): where
+each tool keeps its sessions, which of its files belong to a workspace, each file read within a
+size bound, and each session written as one conversation in one transaction — idempotent: the
+conversation id is ``SOURCE:`` + the tool's session id, and what is already stored is skipped
+(``policy.imports``), so importing again adds nothing and a longer session adds only its tail.
+
+A dry run reads and compares, and writes nothing."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import attrs
+
+from chat_history.errors import InvalidParams
+from chat_history.importers import READERS, SOURCES, Session, Skipped
+from chat_history.importers.claude_code import project_folder_name
+from chat_history.importers.codex import session_id_of
+from chat_history.model import Key
+from chat_history.policy.identity import normalize_uri
+from chat_history.policy.imports import match_stored
+from chat_history.service.conversations import ConversationUpdate
+from chat_history.service.manager import ChatHistoryManager
+
+log = logging.getLogger("chat_history")
+
+#: A session file larger than this is not read (one session is one conversation; memory is
+#: bounded by the largest one).
+MAX_FILE_BYTES = 256 * 1024 * 1024
+MAX_TITLE = 200
+
+
+@attrs.frozen
+class PlannedImport:
+    """One conversation of an import: what it is and what the import does (or would do)."""
+
+    source: str
+    source_id: str
+    conversation_id: str
+    workspace: str
+    title: str | None
+    messages: int
+    #: rows the import adds (0: "unchanged")
+    new_messages: int
+    status: str  # "new" | "updated" | "unchanged"
+    skipped: tuple[Skipped, ...]
+
+
+def data_folder(source: str, environ: Mapping[str, str] | None = None) -> Path:
+    """Where ``source`` keeps its sessions on this machine (its own environment variables
+    first, as the tool reads them)."""
+    env = os.environ if environ is None else environ
+    home = Path(env.get("HOME") or Path.home())
+    if source == "claude-code":
+        base = env.get("CLAUDE_CONFIG_DIR")
+        return (Path(base) if base else home / ".claude") / "projects"
+    if source == "codex":
+        base = env.get("CODEX_HOME")
+        return (Path(base) if base else home / ".codex") / "sessions"
+    raise InvalidParams("source", _unsupported(source))
+
+
+def _unsupported(source: str) -> str:
+    if source in SOURCES:
+        return f"reading this source is not supported yet; supported: {', '.join(READERS)}"
+    return f"must be one of {', '.join(SOURCES)}"
+
+
+def check_source(source: str) -> str:
+    """``source``, or InvalidParams ``source``."""
+    if source not in READERS:
+        raise InvalidParams("source", _unsupported(source))
+    return source
+
+
+def within(path: Path, folder: Path) -> Path:
+    """``path`` resolved (links followed), or InvalidParams ``path`` when it is not inside the
+    tool's data folder ``folder`` (the method reads nothing else)."""
+    resolved = path.expanduser().resolve()
+    root = folder.expanduser().resolve()
+    if resolved != root and root not in resolved.parents:
+        raise InvalidParams("path", "must be inside the tool's own data folder")
+    return resolved
+
+
+def session_files(source: str, root: Path, folder: str | None) -> list[Path]:
+    """The session files of ``source`` under ``root`` (a file: itself), those of the project
+    ``folder`` only when given (Claude Code keeps them per project; Codex records each session's
+    folder inside the file, checked by the caller after reading)."""
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        return []
+    if source == "claude-code":
+        base = root / project_folder_name(folder) if folder and root.name == "projects" else root
+        if not base.is_dir():
+            return []
+        return sorted({*base.glob("*.jsonl"), *base.glob("*/subagents/agent-*.jsonl")})
+    return sorted(root.rglob("rollout-*.jsonl"))
+
+
+def _session_id(source: str, path: Path) -> str:
+    if source == "claude-code" and path.parent.name == "subagents":
+        return f"{path.parent.parent.name}/{path.stem}"
+    if source == "codex":
+        return session_id_of(path.name)
+    return path.stem
+
+
+def read_file(source: str, path: Path) -> list[Session]:
+    """The sessions of one file; InvalidParams ``path`` naming the file when it cannot be read or
+    is too large."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise InvalidParams(
+                "path", f"{path}: larger than {MAX_FILE_BYTES // 2**20} MiB, not read"
+            )
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InvalidParams("path", f"{path}: cannot be read ({exc.strerror})") from None
+    return READERS[source](data, _session_id(source, path))
+
+
+def sessions_of(source: str, root: Path, folder: str | None) -> Iterator[tuple[Path, Session]]:
+    """Every session under ``root`` (of the project ``folder`` when given), one file at a time."""
+    wanted = _same_folder(folder) if folder else None
+    for path in session_files(source, root, folder):
+        for session in read_file(source, path):
+            elsewhere = session.folder is None or _same_folder(session.folder) != wanted
+            if wanted is not None and source == "codex" and elsewhere:
+                continue
+            yield path, session
+
+
+def _same_folder(folder: str) -> str:
+    return os.path.normcase(os.path.normpath(folder))
+
+
+def workspace_of(session: Session, given: str | None) -> str:
+    """The workspace a session goes into: ``given``, else the folder the tool recorded, as a
+    normalized identity (a session without one: ``given`` is required)."""
+    if given is not None:
+        return given
+    if session.folder is None:
+        raise InvalidParams("workspace", "the session records no folder; name the workspace")
+    return normalize_uri(
+        Path(session.folder).as_uri() if os.path.isabs(session.folder) else session.folder
+    )
+
+
+def import_sessions(
+    manager: ChatHistoryManager,
+    sessions: Iterator[tuple[Path, Session]],
+    workspace: str | None,
+    *,
+    dry_run: bool,
+) -> list[PlannedImport]:
+    """Each session compared with what is stored under its key and, unless ``dry_run``,
+    written (one transaction each); what was (or would be) done."""
+    planned: list[PlannedImport] = []
+    for _, session in sessions:
+        key = Key(workspace_of(session, workspace), session.conversation_id)
+        stored, _ = manager.history(key)
+        start = match_stored(stored, session.messages).start if stored else 0
+        new = len(session.messages) - start
+        status = "new" if not stored else ("updated" if new else "unchanged")
+        if not dry_run and new:
+            manager.import_conversation(key, session.messages)
+            if status == "new":
+                _describe(manager, key, session)
+        planned.append(
+            PlannedImport(
+                source=session.source,
+                source_id=session.session_id,
+                conversation_id=key.conversation,
+                workspace=key.workspace,
+                title=session.title,
+                messages=len(session.messages),
+                new_messages=new,
+                status=status,
+                skipped=session.skipped,
+            )
+        )
+    return planned
+
+
+def _describe(manager: ChatHistoryManager, key: Key, session: Session) -> None:
+    """A new conversation's title (the tool's) and where it came from (its metadata), so that a
+    listing can show its source."""
+    title = session.title[:MAX_TITLE] if session.title else None
+    metadata = {"import": {"source": session.source, "session": session.session_id}}
+    manager.update_conversation(
+        key, ConversationUpdate(set_title=title is not None, title=title, metadata=metadata)
+    )
