@@ -5,6 +5,8 @@ messages, what is new and what cannot be carried over — then imports it, unles
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,7 +51,24 @@ def run(
     print(f"{verb} {added:,} message(s) into {touched:,} of {len(planned):,} conversation(s).")
     if args.dry_run:
         print("Dry run: nothing was written.")
+    _warn_about_age(planned)
     return 0
+
+
+#: The default of chatHistory.maxAgeHours, in ms: older imported turns are deleted by it.
+DEFAULT_AGE_MS = 720 * 3_600_000
+
+
+def _warn_about_age(planned: list[imports.PlannedImport]) -> None:
+    now = int(time.time() * 1000)
+    old = [e for e in planned if e.oldest is not None and now - e.oldest > DEFAULT_AGE_MS]
+    if old:
+        print(
+            f"Note: {len(old)} conversation(s) hold messages older than 30 days. With "
+            "chatHistory.maxAgeHours at its default (720), the editor's server deletes those "
+            "turns at its next read; set it higher, or to 0, to keep imported history.",
+            file=sys.stderr,
+        )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -415,7 +415,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     """``import``: an export file into the database; rows already stored are skipped, and a
     conversation that fails is reported and skipped whole."""
     if args.source is not None:
-        return import_from.run(args, lambda: open_manager(args, create=True), CliError)
+        # retention is the server's, by its user's settings: the import itself deletes nothing
+        opened = lambda: open_manager(args, reading(default_settings()), create=True)  # noqa: E731
+        return import_from.run(args, opened, CliError)
     if args.file is None:
         raise CliError("import needs FILE (a JSONL export) or --from SOURCE", EXIT_USAGE)
     try:

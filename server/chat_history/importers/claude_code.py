@@ -181,6 +181,7 @@ def read(data: bytes, session_id: str) -> list[Session]:
     as a second conversation."""
     tally = Tally()
     main, side = _Builder(tally), _Builder(tally)
+    agent_file = "/" in session_id  # a sub-agent's own file: every line is its sidechain
     folder: str | None = None
     titles: list[str] = []
     named: str | None = None
@@ -204,7 +205,7 @@ def read(data: bytes, session_id: str) -> list[Session]:
             folder = line["cwd"]
         if named is None and isinstance(line.get("sessionId"), str) and line["sessionId"]:
             named = line["sessionId"]
-        builder = side if line.get("isSidechain") is True else main
+        builder = side if line.get("isSidechain") is True and not agent_file else main
         at = timestamp_ms(line.get("timestamp"))
         if kind == "user":
             if line.get("isMeta") is True:

@@ -15,7 +15,8 @@ The format as observed (codex-cli 0.2x to 0.5x; its protocol types are Rust, no 
   older ``{"content", "success"}``); ``custom_tool_call`` (``input`` as text) and its output;
   ``local_shell_call`` (``action.command``) and its output; ``reasoning`` (``summary``,
   ``encrypted_content``), kept as ``providerData["openai-responses"].reasoning`` on the row
-  after it, so that only the Responses API, which encrypted it, gets it back.
+  after it, so that only the Responses API, which encrypted it, gets it back — when it has an
+  ``id`` (older rollouts): newer ones drop it, and an input item without one is refused.
 - Not carried over (counted): ``developer`` messages and the user messages Codex writes itself
   (``<environment_context>``, ``<user_instructions>``, AGENTS.md instructions), ``web_search_call``
   and other items this reader does not know, and every ``event_msg``.
@@ -79,7 +80,10 @@ class _Builder:
         if kind == "message":
             self._message(item, at)
         elif kind == "reasoning":
-            if isinstance(item.get("encrypted_content"), str) or item.get("summary"):
+            if not isinstance(item.get("id"), str) or not item["id"]:
+                # newer rollouts drop the id, which a Responses API input item must have
+                self.tally.skip("reasoning item", "no id: the Responses API would refuse it")
+            elif isinstance(item.get("encrypted_content"), str) or item.get("summary"):
                 self.reasoning.append(item)
         elif kind in {"function_call", "custom_tool_call", "local_shell_call"}:
             self._call(item, at)

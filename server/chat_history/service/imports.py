@@ -47,6 +47,8 @@ class PlannedImport:
     new_messages: int
     status: str  # "new" | "updated" | "unchanged"
     skipped: tuple[Skipped, ...]
+    #: the oldest message's time (epoch ms; None: none has one)
+    oldest: int | None
 
 
 def data_folder(source: str, environ: Mapping[str, str] | None = None) -> Path:
@@ -183,6 +185,7 @@ def import_sessions(
                 new_messages=new,
                 status=status,
                 skipped=session.skipped,
+                oldest=min((m.timestamp for m in session.messages if m.timestamp), default=None),
             )
         )
     return planned

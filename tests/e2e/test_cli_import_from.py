@@ -1,0 +1,138 @@
+"""``chat-history import --from SOURCE`` over the real CLI and a real SQLite file: the preview of a
+dry run writes nothing, an import brings each session in as ``SOURCE:<session id>`` under the
+workspace of the folder the tool recorded, importing again adds nothing, a longer version of a
+session adds only its tail, and without PATH the tool's own folder for the current folder is
+read."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from chat_history.importers.claude_code import project_folder_name
+from chat_history.model import Key
+from chat_history.service.manager import ChatHistoryManager
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
+SHOP = FIXTURES / "claude-code" / "-home-me-shop"
+NEW = "7f3c2a10-5b1e-4c2d-9e8f-0a1b2c3d4e5f"
+
+
+def cli(db: Path, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "chat_history.cli", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def conversations(db: Path) -> dict[Key, int]:
+    manager = ChatHistoryManager.open(db)
+    try:
+        listed = manager.list_conversations_page(None, None, None).conversations
+        return {info.key: info.message_count for info in listed}
+    finally:
+        manager.close()
+
+
+def test_a_dry_run_previews_then_an_import_adds_each_session_once(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite3"
+    preview = cli(db, "import", "--from", "claude-code", str(SHOP), "--dry-run")
+    assert "Dry run: nothing was written." in preview
+    assert (
+        f"claude-code:{NEW}" in preview
+        and "skipped 1 tool result: no tool call before it" in preview
+    )
+    assert not db.exists() or conversations(db) == {}
+    done = cli(db, "import", "--from", "claude-code", str(SHOP))
+    found = conversations(db)
+    workspace = "file:///home/me/shop"
+    assert found[Key(workspace, f"claude-code:{NEW}")] == 6
+    assert found[Key(workspace, f"claude-code:{NEW}/agent-a1b2")] == 2
+    assert Key(workspace, "claude-code:0b9d4e21-aaaa-4bbb-8ccc-123456789abc/sidechain") in found
+    assert "Imported 14 message(s) into 4 of 4 conversation(s)." in done
+    again = cli(db, "import", "--from", "claude-code", str(SHOP))
+    assert "Imported 0 message(s) into 0 of 4 conversation(s)." in again
+    assert conversations(db) == found
+    manager = ChatHistoryManager.open(db)
+    try:
+        info = manager.conversation(Key(workspace, f"claude-code:{NEW}"))
+        assert info.title == "Fix the Safari checkout date test"
+        assert dict(info.metadata.value()) == {"import": {"source": "claude-code", "session": NEW}}
+    finally:
+        manager.close()
+
+
+def test_a_longer_version_of_a_session_adds_only_its_tail(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite3"
+    lines = (SHOP / f"{NEW}.jsonl").read_text().splitlines()
+    folder = tmp_path / "projects" / "-home-me-shop"
+    folder.mkdir(parents=True)
+    session = folder / f"{NEW}.jsonl"
+    session.write_text("\n".join(lines[:7]) + "\n")  # up to the first tool result
+    cli(db, "import", "--from", "claude-code", str(session))
+    key = Key("file:///home/me/shop", f"claude-code:{NEW}")
+    assert conversations(db)[key] == 3
+    session.write_text("\n".join(lines) + "\n")
+    grown = cli(db, "import", "--from", "claude-code", str(session))
+    assert "updated" in grown and "Imported 3 message(s) into 1 of 1" in grown
+    assert conversations(db)[key] == 6
+
+
+def test_without_a_path_the_tools_own_folder_for_this_folder_is_read(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite3"
+    project = tmp_path / "work" / "shop"
+    project.mkdir(parents=True)
+    home = tmp_path / "home"
+    store = home / ".claude" / "projects" / project_folder_name(str(project))
+    store.mkdir(parents=True)
+    shutil.copy(SHOP / f"{NEW}.jsonl", store / f"{NEW}.jsonl")
+    other = home / ".claude" / "projects" / "-elsewhere"
+    other.mkdir()
+    shutil.copy(SHOP / "0b9d4e21-aaaa-4bbb-8ccc-123456789abc.jsonl", other / "other.jsonl")
+    env = {"HOME": str(home), "CLAUDE_CONFIG_DIR": ""}
+    out = cli(db, "import", "--from", "claude-code", cwd=project, env=env)
+    assert "into 1 of 1 conversation(s)" in out  # the other project's session is not read
+    codex_home = tmp_path / "codex"
+    shutil.copytree(FIXTURES / "codex" / "sessions", codex_home / "sessions")
+    out = cli(
+        db,
+        "import",
+        "--from",
+        "codex",
+        "--all-projects",
+        "--workspace",
+        "file:///x",
+        env={"CODEX_HOME": str(codex_home)},
+    )
+    assert "into 2 of 2 conversation(s)" in out
+    found = conversations(db)
+    assert found[Key("file:///x", "codex:019a6f0e-1d2c-7b3a-9e8d-5c4b3a291807")] == 6
+
+
+def test_an_unknown_or_unsupported_source_is_a_usage_error(tmp_path: Path) -> None:
+    for source, said in (("notatool", "must be one of"), ("gemini-cli", "not supported yet")):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "chat_history.cli",
+                "--db",
+                str(tmp_path),
+                "import",
+                "--from",
+                source,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode != 0 and "--from" in done.stderr and said in done.stderr
