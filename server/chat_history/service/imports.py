@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -127,10 +127,18 @@ def read_file(source: str, path: Path) -> list[Session]:
     return READERS[source](data, _session_id(source, path))
 
 
-def sessions_of(source: str, root: Path, folder: str | None) -> Iterator[tuple[Path, Session]]:
-    """Every session under ``root`` (of the project ``folder`` when given), one file at a time."""
+def sessions_of(
+    source: str, root: Path, folder: str | None, confine: Path | None = None
+) -> Iterator[tuple[Path, Session]]:
+    """Every session under ``root`` (of the project ``folder`` when given), one file at a time;
+    with ``confine``, a file that resolves outside that folder (a link out of the tool's data
+    folder) is InvalidParams ``path`` naming it, before anything is read."""
     wanted = _same_folder(folder) if folder else None
-    for path in session_files(source, root, folder):
+    files = session_files(source, root, folder)
+    if confine is not None:
+        for path in files:
+            _confined(path, confine)
+    for path in files:
         for session in read_file(source, path):
             elsewhere = session.folder is None or _same_folder(session.folder) != wanted
             if wanted is not None and source == "codex" and elsewhere:
@@ -138,20 +146,30 @@ def sessions_of(source: str, root: Path, folder: str | None) -> Iterator[tuple[P
             yield path, session
 
 
+def _confined(path: Path, folder: Path) -> None:
+    resolved, root = path.resolve(), folder.expanduser().resolve()
+    if root not in resolved.parents:
+        raise InvalidParams("path", f"{path}: links outside the tool's own data folder, not read")
+
+
 def _same_folder(folder: str) -> str:
     return os.path.normcase(os.path.normpath(folder))
 
 
-def workspace_of(session: Session, given: str | None) -> str:
+def workspace_of(
+    session: Session, given: str | None, place: Callable[[str], str] | None = None
+) -> str:
     """The workspace a session goes into: ``given``, else the folder the tool recorded, as a
-    normalized identity (a session without one: ``given`` is required)."""
+    normalized identity, through ``place`` when given (the server's session maps its own folder
+    to its identity); a session without a folder: ``given`` is required."""
     if given is not None:
         return given
     if session.folder is None:
         raise InvalidParams("workspace", "the session records no folder; name the workspace")
-    return normalize_uri(
+    recorded = normalize_uri(
         Path(session.folder).as_uri() if os.path.isabs(session.folder) else session.folder
     )
+    return place(recorded) if place is not None else recorded
 
 
 def import_sessions(
@@ -160,12 +178,13 @@ def import_sessions(
     workspace: str | None,
     *,
     dry_run: bool,
+    place: Callable[[str], str] | None = None,
 ) -> list[PlannedImport]:
     """Each session compared with what is stored under its key and, unless ``dry_run``,
-    written (one transaction each); what was (or would be) done."""
+    written (one transaction each); what was (or would be) done. ``place``: see workspace_of."""
     planned: list[PlannedImport] = []
     for _, session in sessions:
-        key = Key(workspace_of(session, workspace), session.conversation_id)
+        key = Key(workspace_of(session, workspace, place), session.conversation_id)
         stored, _ = manager.history(key)
         start = match_stored(stored, session.messages).start if stored else 0
         new = len(session.messages) - start

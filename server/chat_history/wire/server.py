@@ -48,6 +48,7 @@ from chat_history.settings import (
 from chat_history.store import database_option, purge_option
 from chat_history.wire import frames, framing, lsp_adapter, protocol
 from chat_history.wire.barrier import BOUND_SECONDS, SettingsBarrier
+from chat_history.wire.methods.imports import METHODS
 
 log = logging.getLogger("chat_history")
 PROTOCOL_VERSION = 3
@@ -730,6 +731,8 @@ def register(ls: ChatHistoryServer) -> ChatHistoryServer:
     ls.feature(types.SHUTDOWN)(shutdown)
     for method, (params_cls, body) in REQUESTS.items():
         request(ls, method, params_cls, body)
+    for entry in METHODS:
+        request(ls, entry.name, entry.params, entry.run)
     return ls
 
 
