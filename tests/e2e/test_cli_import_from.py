@@ -119,7 +119,7 @@ def test_without_a_path_the_tools_own_folder_for_this_folder_is_read(tmp_path: P
 
 
 def test_an_unknown_or_unsupported_source_is_a_usage_error(tmp_path: Path) -> None:
-    for source, said in (("notatool", "must be one of"), ("gemini-cli", "not supported yet")):
+    for source, said in (("notatool", "must be one of"), ("cline", "not supported yet")):
         done = subprocess.run(
             [
                 sys.executable,
@@ -136,3 +136,20 @@ def test_an_unknown_or_unsupported_source_is_a_usage_error(tmp_path: Path) -> No
             timeout=60,
         )
         assert done.returncode != 0 and "--from" in done.stderr and said in done.stderr
+
+
+def test_gemini_cli_sessions_of_both_formats_come_in_under_the_folder_projects_json_names(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "history.sqlite3"
+    gemini = tmp_path / "g" / ".gemini"
+    shutil.copytree(FIXTURES / "gemini-cli", gemini)
+    done = cli(db, "import", "--from", "gemini-cli", str(gemini / "tmp"))
+    assert "Imported 13 message(s) into 2 of 2 conversation(s)." in done
+    assert "skipped 1 tool call: no result recorded (cancelled or still running)" in done
+    found = conversations(db)
+    shop = "file:///home/me/shop"
+    assert found[Key(shop, "gemini-cli:9c8b7a6d-1111-4222-8333-944455566677")] == 7
+    assert found[Key(shop, "gemini-cli:a1b2c3d4-0e1f-4a2b-8c3d-4e5f6a7b8c9d")] == 6
+    again = cli(db, "import", "--from", "gemini-cli", str(gemini / "tmp"))
+    assert "Imported 0 message(s) into 0 of 2 conversation(s)." in again

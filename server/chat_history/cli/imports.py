@@ -77,8 +77,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--from",
         dest="source",
         metavar="SOURCE",
-        help="another tool's history: claude-code, codex (PATH: a session file or folder; "
-        "default: the tool's own folder, sessions of the current folder)",
+        help=f"another tool's history: {', '.join(imports.SUPPORTED)} (PATH: a session file "
+        "or folder; default: the tool's own folder, sessions of the current folder)",
     )
     p.add_argument("--workspace", metavar="URI", help="the workspace to import into")
     p.add_argument("--dry-run", action="store_true", help="show what would be imported")

@@ -3,14 +3,15 @@ per source — a session file's bytes in, conversations of rows and counts of wh
 out — each documenting the format as observed. Which files to read, and the writing, are
 ``service.imports``'s.
 
-Readers: ``claude_code`` (Claude Code's session JSONL), ``codex`` (Codex CLI's rollout JSONL).
+Readers: ``claude_code`` (Claude Code's session JSONL), ``codex`` (Codex CLI's rollout JSONL),
+``gemini_cli`` (Gemini CLI's session JSON, and its newer JSON-lines log replayed).
 The other sources the spec names are refused by name until their readers land."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from chat_history.importers import claude_code, codex
+from chat_history.importers import claude_code, codex, gemini_cli
 from chat_history.importers.common import Session, Skipped
 
 Reader = Callable[[bytes, str], list[Session]]
@@ -28,6 +29,10 @@ SOURCES: tuple[str, ...] = (
     "opencode",
 )
 #: The sources this server reads.
-READERS: dict[str, Reader] = {claude_code.SOURCE: claude_code.read, codex.SOURCE: codex.read}
+READERS: dict[str, Reader] = {
+    claude_code.SOURCE: claude_code.read,
+    codex.SOURCE: codex.read,
+    gemini_cli.SOURCE: gemini_cli.read,
+}
 
 __all__ = ["READERS", "SOURCES", "Reader", "Session", "Skipped"]

@@ -8,6 +8,8 @@ A dry run reads and compares, and writes nothing."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -31,6 +33,8 @@ log = logging.getLogger("chat_history")
 #: bounded by the largest one).
 MAX_FILE_BYTES = 256 * 1024 * 1024
 MAX_TITLE = 200
+#: The sources read (importers.READERS), for the CLI's help and the errors.
+SUPPORTED: tuple[str, ...] = tuple(READERS)
 
 
 @attrs.frozen
@@ -62,6 +66,9 @@ def data_folder(source: str, environ: Mapping[str, str] | None = None) -> Path:
     if source == "codex":
         base = env.get("CODEX_HOME")
         return (Path(base) if base else home / ".codex") / "sessions"
+    if source == "gemini-cli":
+        base = env.get("GEMINI_CLI_HOME")
+        return (Path(base) if base else home) / ".gemini" / "tmp"
     raise InvalidParams("source", _unsupported(source))
 
 
@@ -101,7 +108,58 @@ def session_files(source: str, root: Path, folder: str | None) -> list[Path]:
         if not base.is_dir():
             return []
         return sorted({*base.glob("*.jsonl"), *base.glob("*/subagents/agent-*.jsonl")})
+    if source == "gemini-cli":
+        return gemini_files(root, folder)
     return sorted(root.rglob("rollout-*.jsonl"))
+
+
+def gemini_files(root: Path, folder: str | None) -> list[Path]:
+    """Gemini CLI's session files under ``root`` (its ``tmp`` folder, a project's folder or a
+    ``chats`` folder): when ``root`` is ``tmp`` and ``folder`` is given, that project's only
+    (the folder's SHA-256, or its name in ``projects.json``)."""
+    if root.name == "tmp":
+        if folder:
+            names = {hashlib.sha256(folder.encode()).hexdigest(), *_gemini_names(root, folder)}
+            projects = [root / name for name in sorted(names)]
+        else:
+            projects = [path for path in root.iterdir() if path.is_dir()]
+        chats = [project / "chats" for project in projects]
+    else:
+        chats = [root] if root.name == "chats" else [root / "chats"]
+    found: set[Path] = set()
+    for folder_of_chats in chats:
+        for pattern in ("session-*.json", "session-*.jsonl", "*/*.jsonl"):
+            found.update(folder_of_chats.glob(pattern))
+    return sorted(path for path in found if path.is_file())
+
+
+def _gemini_projects(tmp: Path) -> dict[str, str]:
+    """``projects.json`` beside ``tmp``: folder → the name of its folder under ``tmp``."""
+    try:
+        value = json.loads((tmp.parent / "projects.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    projects = value.get("projects") if isinstance(value, dict) else None
+    if not isinstance(projects, dict):
+        return {}
+    return {k: v for k, v in projects.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _gemini_names(tmp: Path, folder: str) -> list[str]:
+    wanted = _same_folder(folder)
+    return [name for path, name in _gemini_projects(tmp).items() if _same_folder(path) == wanted]
+
+
+def _gemini_folder(path: Path) -> str | None:
+    """The project folder of a Gemini CLI session file: the folder ``projects.json`` names, or
+    whose SHA-256 is the name of the file's project folder (None: neither is known)."""
+    for parent in path.parents:
+        if parent.parent.name == "tmp" and (parent / "chats").is_dir():
+            for folder, name in _gemini_projects(parent.parent).items():
+                if parent.name in {name, hashlib.sha256(folder.encode()).hexdigest()}:
+                    return folder
+            return None
+    return None
 
 
 def _session_id(source: str, path: Path) -> str:
@@ -109,6 +167,8 @@ def _session_id(source: str, path: Path) -> str:
         return f"{path.parent.parent.name}/{path.stem}"
     if source == "codex":
         return session_id_of(path.name)
+    if source == "gemini-cli" and path.parent.name != "chats":
+        return f"{path.parent.name}/{path.stem}"  # a sub-agent's file
     return path.stem
 
 
@@ -139,11 +199,20 @@ def sessions_of(
         for path in files:
             _confined(path, confine)
     for path in files:
-        for session in read_file(source, path):
+        for session in _placed(source, path, read_file(source, path), folder):
             elsewhere = session.folder is None or _same_folder(session.folder) != wanted
             if wanted is not None and source == "codex" and elsewhere:
                 continue
             yield path, session
+
+
+def _placed(source: str, path: Path, sessions: list[Session], folder: str | None) -> list[Session]:
+    """Gemini CLI's sessions record no folder: the project folder they were found for, else the
+    one ``projects.json`` names for theirs."""
+    if source != "gemini-cli":
+        return sessions
+    where = folder or _gemini_folder(path)
+    return [attrs.evolve(s, folder=where) if s.folder is None else s for s in sessions]
 
 
 def _confined(path: Path, folder: Path) -> None:
