@@ -153,3 +153,21 @@ def test_gemini_cli_sessions_of_both_formats_come_in_under_the_folder_projects_j
     assert found[Key(shop, "gemini-cli:a1b2c3d4-0e1f-4a2b-8c3d-4e5f6a7b8c9d")] == 6
     again = cli(db, "import", "--from", "gemini-cli", str(gemini / "tmp"))
     assert "Imported 0 message(s) into 0 of 2 conversation(s)." in again
+
+
+def test_vscode_chat_sessions_come_in_under_the_folder_workspace_json_names(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "history.sqlite3"
+    storage = tmp_path / "User" / "workspaceStorage"
+    shutil.copytree(FIXTURES / "copilot-chat" / "workspaceStorage", storage)
+    done = cli(db, "import", "--from", "copilot-chat", str(storage), "--dry-run")
+    assert "Would import 13 message(s) into 2 of 2 conversation(s)." in done
+    assert not db.exists() or conversations(db) == {}
+    cli(db, "import", "--from", "copilot-chat", str(storage))
+    shop = "file:///home/me/shop"
+    found = conversations(db)
+    assert found[Key(shop, "copilot-chat:8e7d6c5b-4a39-4281-9f70-6e5d4c3b2a19")] == 7
+    assert found[Key(shop, "copilot-chat:6c1f0d2e-7a8b-4c9d-8e0f-1a2b3c4d5e6f")] == 6
+    again = cli(db, "import", "--from", "copilot-chat", str(storage))
+    assert "Imported 0 message(s) into 0 of 2 conversation(s)." in again

@@ -4,14 +4,15 @@ out — each documenting the format as observed. Which files to read, and the wr
 ``service.imports``'s.
 
 Readers: ``claude_code`` (Claude Code's session JSONL), ``codex`` (Codex CLI's rollout JSONL),
-``gemini_cli`` (Gemini CLI's session JSON, and its newer JSON-lines log replayed).
+``gemini_cli`` (Gemini CLI's session JSON, and its newer JSON-lines log replayed),
+``copilot_chat`` (VS Code's chat sessions: the whole-file JSON and the mutation log replayed).
 The other sources the spec names are refused by name until their readers land."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from chat_history.importers import claude_code, codex, gemini_cli
+from chat_history.importers import claude_code, codex, copilot_chat, gemini_cli
 from chat_history.importers.common import Session, Skipped
 
 Reader = Callable[[bytes, str], list[Session]]
@@ -33,6 +34,7 @@ READERS: dict[str, Reader] = {
     claude_code.SOURCE: claude_code.read,
     codex.SOURCE: codex.read,
     gemini_cli.SOURCE: gemini_cli.read,
+    copilot_chat.SOURCE: copilot_chat.read,
 }
 
 __all__ = ["READERS", "SOURCES", "Reader", "Session", "Skipped"]

@@ -1,30 +1,29 @@
-"""Importing another tool's history (protocol.md "Version 4" → History from other tools): where
-each tool keeps its sessions, which of its files belong to a workspace, each file read within a
-size bound, and each session written as one conversation in one transaction — idempotent: the
-conversation id is ``SOURCE:`` + the tool's session id, and what is already stored is skipped
-(``policy.imports``), so importing again adds nothing and a longer session adds only its tail.
+"""Importing another tool's history (protocol.md "Version 4" → History from other tools): the
+files ``service.import_files`` finds, each read within a size bound, and each session written
+as one conversation in one transaction — idempotent: the conversation id is ``SOURCE:`` + the
+tool's session id, and what is already stored is skipped (``policy.imports``), so importing
+again adds nothing and a longer session adds only its tail.
 
 A dry run reads and compares, and writes nothing."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import attrs
 
 from chat_history.errors import InvalidParams
-from chat_history.importers import READERS, SOURCES, Session, Skipped
-from chat_history.importers.claude_code import project_folder_name
-from chat_history.importers.codex import session_id_of
+from chat_history.importers import READERS, Session, Skipped
 from chat_history.model import Key
 from chat_history.policy.identity import normalize_uri
 from chat_history.policy.imports import match_stored
 from chat_history.service.conversations import ConversationUpdate
+from chat_history.service.import_files import data_folder as data_folder
+from chat_history.service.import_files import placed, same_folder, session_id, unsupported
+from chat_history.service.import_files import session_files as session_files
 from chat_history.service.manager import ChatHistoryManager
 
 log = logging.getLogger("chat_history")
@@ -55,33 +54,10 @@ class PlannedImport:
     oldest: int | None
 
 
-def data_folder(source: str, environ: Mapping[str, str] | None = None) -> Path:
-    """Where ``source`` keeps its sessions on this machine (its own environment variables
-    first, as the tool reads them)."""
-    env = os.environ if environ is None else environ
-    home = Path(env.get("HOME") or Path.home())
-    if source == "claude-code":
-        base = env.get("CLAUDE_CONFIG_DIR")
-        return (Path(base) if base else home / ".claude") / "projects"
-    if source == "codex":
-        base = env.get("CODEX_HOME")
-        return (Path(base) if base else home / ".codex") / "sessions"
-    if source == "gemini-cli":
-        base = env.get("GEMINI_CLI_HOME")
-        return (Path(base) if base else home) / ".gemini" / "tmp"
-    raise InvalidParams("source", _unsupported(source))
-
-
-def _unsupported(source: str) -> str:
-    if source in SOURCES:
-        return f"reading this source is not supported yet; supported: {', '.join(READERS)}"
-    return f"must be one of {', '.join(SOURCES)}"
-
-
 def check_source(source: str) -> str:
     """``source``, or InvalidParams ``source``."""
     if source not in READERS:
-        raise InvalidParams("source", _unsupported(source))
+        raise InvalidParams("source", unsupported(source))
     return source
 
 
@@ -93,83 +69,6 @@ def within(path: Path, folder: Path) -> Path:
     if resolved != root and root not in resolved.parents:
         raise InvalidParams("path", "must be inside the tool's own data folder")
     return resolved
-
-
-def session_files(source: str, root: Path, folder: str | None) -> list[Path]:
-    """The session files of ``source`` under ``root`` (a file: itself), those of the project
-    ``folder`` only when given (Claude Code keeps them per project; Codex records each session's
-    folder inside the file, checked by the caller after reading)."""
-    if root.is_file():
-        return [root]
-    if not root.is_dir():
-        return []
-    if source == "claude-code":
-        base = root / project_folder_name(folder) if folder and root.name == "projects" else root
-        if not base.is_dir():
-            return []
-        return sorted({*base.glob("*.jsonl"), *base.glob("*/subagents/agent-*.jsonl")})
-    if source == "gemini-cli":
-        return gemini_files(root, folder)
-    return sorted(root.rglob("rollout-*.jsonl"))
-
-
-def gemini_files(root: Path, folder: str | None) -> list[Path]:
-    """Gemini CLI's session files under ``root`` (its ``tmp`` folder, a project's folder or a
-    ``chats`` folder): when ``root`` is ``tmp`` and ``folder`` is given, that project's only
-    (the folder's SHA-256, or its name in ``projects.json``)."""
-    if root.name == "tmp":
-        if folder:
-            names = {hashlib.sha256(folder.encode()).hexdigest(), *_gemini_names(root, folder)}
-            projects = [root / name for name in sorted(names)]
-        else:
-            projects = [path for path in root.iterdir() if path.is_dir()]
-        chats = [project / "chats" for project in projects]
-    else:
-        chats = [root] if root.name == "chats" else [root / "chats"]
-    found: set[Path] = set()
-    for folder_of_chats in chats:
-        for pattern in ("session-*.json", "session-*.jsonl", "*/*.jsonl"):
-            found.update(folder_of_chats.glob(pattern))
-    return sorted(path for path in found if path.is_file())
-
-
-def _gemini_projects(tmp: Path) -> dict[str, str]:
-    """``projects.json`` beside ``tmp``: folder → the name of its folder under ``tmp``."""
-    try:
-        value = json.loads((tmp.parent / "projects.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    projects = value.get("projects") if isinstance(value, dict) else None
-    if not isinstance(projects, dict):
-        return {}
-    return {k: v for k, v in projects.items() if isinstance(k, str) and isinstance(v, str)}
-
-
-def _gemini_names(tmp: Path, folder: str) -> list[str]:
-    wanted = _same_folder(folder)
-    return [name for path, name in _gemini_projects(tmp).items() if _same_folder(path) == wanted]
-
-
-def _gemini_folder(path: Path) -> str | None:
-    """The project folder of a Gemini CLI session file: the folder ``projects.json`` names, or
-    whose SHA-256 is the name of the file's project folder (None: neither is known)."""
-    for parent in path.parents:
-        if parent.parent.name == "tmp" and (parent / "chats").is_dir():
-            for folder, name in _gemini_projects(parent.parent).items():
-                if parent.name in {name, hashlib.sha256(folder.encode()).hexdigest()}:
-                    return folder
-            return None
-    return None
-
-
-def _session_id(source: str, path: Path) -> str:
-    if source == "claude-code" and path.parent.name == "subagents":
-        return f"{path.parent.parent.name}/{path.stem}"
-    if source == "codex":
-        return session_id_of(path.name)
-    if source == "gemini-cli" and path.parent.name != "chats":
-        return f"{path.parent.name}/{path.stem}"  # a sub-agent's file
-    return path.stem
 
 
 def read_file(source: str, path: Path) -> list[Session]:
@@ -184,7 +83,7 @@ def read_file(source: str, path: Path) -> list[Session]:
         data = path.read_bytes()
     except OSError as exc:
         raise InvalidParams("path", f"{path}: cannot be read ({exc.strerror})") from None
-    return READERS[source](data, _session_id(source, path))
+    return READERS[source](data, session_id(source, path))
 
 
 def sessions_of(
@@ -193,36 +92,23 @@ def sessions_of(
     """Every session under ``root`` (of the project ``folder`` when given), one file at a time;
     with ``confine``, a file that resolves outside that folder (a link out of the tool's data
     folder) is InvalidParams ``path`` naming it, before anything is read."""
-    wanted = _same_folder(folder) if folder else None
+    wanted = same_folder(folder) if folder else None
     files = session_files(source, root, folder)
     if confine is not None:
         for path in files:
             _confined(path, confine)
     for path in files:
-        for session in _placed(source, path, read_file(source, path), folder):
-            elsewhere = session.folder is None or _same_folder(session.folder) != wanted
+        for session in placed(source, path, read_file(source, path), folder):
+            elsewhere = session.folder is None or same_folder(session.folder) != wanted
             if wanted is not None and source == "codex" and elsewhere:
                 continue
             yield path, session
-
-
-def _placed(source: str, path: Path, sessions: list[Session], folder: str | None) -> list[Session]:
-    """Gemini CLI's sessions record no folder: the project folder they were found for, else the
-    one ``projects.json`` names for theirs."""
-    if source != "gemini-cli":
-        return sessions
-    where = folder or _gemini_folder(path)
-    return [attrs.evolve(s, folder=where) if s.folder is None else s for s in sessions]
 
 
 def _confined(path: Path, folder: Path) -> None:
     resolved, root = path.resolve(), folder.expanduser().resolve()
     if root not in resolved.parents:
         raise InvalidParams("path", f"{path}: links outside the tool's own data folder, not read")
-
-
-def _same_folder(folder: str) -> str:
-    return os.path.normcase(os.path.normpath(folder))
 
 
 def workspace_of(
