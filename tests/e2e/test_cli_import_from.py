@@ -171,3 +171,19 @@ def test_vscode_chat_sessions_come_in_under_the_folder_workspace_json_names(
     assert found[Key(shop, "copilot-chat:6c1f0d2e-7a8b-4c9d-8e0f-1a2b3c4d5e6f")] == 6
     again = cli(db, "import", "--from", "copilot-chat", str(storage))
     assert "Imported 0 message(s) into 0 of 2 conversation(s)." in again
+
+
+def test_continue_sessions_of_this_folder_come_in_at_their_sessions_json_time(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "history.sqlite3"
+    home = tmp_path / "c"
+    shutil.copytree(FIXTURES / "continue" / "sessions", home / "sessions")
+    env = {"CONTINUE_GLOBAL_DIR": str(home)}
+    done = cli(db, "import", "--from", "continue", "--all-projects", env=env)
+    assert "Imported 10 message(s) into 2 of 2 conversation(s)." in done
+    found = conversations(db)
+    shop = "file:///home/me/shop"
+    assert found[Key(shop, "continue:3b9e2f10-6c4d-4e8a-9b1f-2d3c4e5f6a7b")] == 6
+    again = cli(db, "import", "--from", "continue", "--all-projects", env=env)
+    assert "Imported 0 message(s) into 0 of 2 conversation(s)." in again

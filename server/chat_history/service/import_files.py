@@ -18,6 +18,7 @@ from chat_history.errors import InvalidParams
 from chat_history.importers import READERS, SOURCES, Session
 from chat_history.importers.claude_code import project_folder_name
 from chat_history.importers.codex import session_id_of
+from chat_history.importers.common import timestamp_ms
 from chat_history.importers.copilot_chat import workspace_folder
 from chat_history.policy.identity import normalize_uri
 
@@ -45,6 +46,9 @@ def data_folder(source: str, environ: Mapping[str, str] | None = None) -> Path:
         return (Path(base) if base else home) / ".gemini" / "tmp"
     if source == "copilot-chat":
         return _vscode_user(env, home) / "workspaceStorage"
+    if source == "continue":
+        base = env.get("CONTINUE_GLOBAL_DIR")
+        return (Path(base) if base else home / ".continue") / "sessions"
     raise InvalidParams("source", unsupported(source))
 
 
@@ -74,6 +78,8 @@ def session_files(source: str, root: Path, folder: str | None) -> list[Path]:
         return gemini_files(root, folder)
     if source == "copilot-chat":
         return copilot_files(root, folder)
+    if source == "continue":
+        return sorted(p for p in root.glob("*.json") if p.name != "sessions.json")
     return sorted(root.rglob("rollout-*.jsonl"))
 
 
@@ -171,9 +177,42 @@ def placed(source: str, path: Path, sessions: list[Session], folder: str | None)
         where = folder or _gemini_folder(path)
     elif source == "copilot-chat":
         where = folder or _copilot_folder(path.parent.parent)
+    elif source == "continue":
+        return [_timed(s, path) for s in sessions]
     else:
         return sessions
     return [attrs.evolve(s, folder=where) if s.folder is None else s for s in sessions]
+
+
+def _timed(session: Session, path: Path) -> Session:
+    """A Continue session's rows at its ``dateCreated`` in ``sessions.json`` (no message of
+    Continue records its time); InvalidParams ``path`` naming the file when it has none."""
+    try:
+        index = json.loads((path.parent / "sessions.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        index = []
+    created = next(
+        (
+            entry.get("dateCreated")
+            for entry in (index if isinstance(index, list) else [])
+            if isinstance(entry, dict) and entry.get("sessionId") == session.session_id
+        ),
+        None,
+    )
+    at = timestamp_ms(int(created) if isinstance(created, str) and created.isdigit() else created)
+    if at is None:
+        raise InvalidParams("path", f"{path}: sessions.json beside it gives this session no time")
+    rows = tuple(m if m.timestamp else attrs.evolve(m, timestamp=at) for m in session.messages)
+    return attrs.evolve(session, messages=rows)
+
+
+def folder_key(folder: str) -> str:
+    """A folder (a path or a ``file:`` URI) in one spelling, to compare two."""
+    if "://" in folder:
+        return normalize_uri(folder)
+    if not os.path.isabs(folder):
+        return folder
+    return normalize_uri(Path(os.path.normpath(folder)).as_uri())
 
 
 def same_folder(folder: str) -> str:

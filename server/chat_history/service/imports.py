@@ -22,7 +22,7 @@ from chat_history.policy.identity import normalize_uri
 from chat_history.policy.imports import match_stored
 from chat_history.service.conversations import ConversationUpdate
 from chat_history.service.import_files import data_folder as data_folder
-from chat_history.service.import_files import placed, same_folder, session_id, unsupported
+from chat_history.service.import_files import folder_key, placed, session_id, unsupported
 from chat_history.service.import_files import session_files as session_files
 from chat_history.service.manager import ChatHistoryManager
 
@@ -92,15 +92,16 @@ def sessions_of(
     """Every session under ``root`` (of the project ``folder`` when given), one file at a time;
     with ``confine``, a file that resolves outside that folder (a link out of the tool's data
     folder) is InvalidParams ``path`` naming it, before anything is read."""
-    wanted = same_folder(folder) if folder else None
+    wanted = folder_key(folder) if folder else None
     files = session_files(source, root, folder)
     if confine is not None:
         for path in files:
             _confined(path, confine)
     for path in files:
         for session in placed(source, path, read_file(source, path), folder):
-            elsewhere = session.folder is None or same_folder(session.folder) != wanted
-            if wanted is not None and source == "codex" and elsewhere:
+            # Codex and Continue keep every project's sessions together, each naming its folder
+            elsewhere = session.folder is None or folder_key(session.folder) != wanted
+            if wanted is not None and source in {"codex", "continue"} and elsewhere:
                 continue
             yield path, session
 
