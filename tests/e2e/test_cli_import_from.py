@@ -187,3 +187,16 @@ def test_continue_sessions_of_this_folder_come_in_at_their_sessions_json_time(
     assert found[Key(shop, "continue:3b9e2f10-6c4d-4e8a-9b1f-2d3c4e5f6a7b")] == 6
     again = cli(db, "import", "--from", "continue", "--all-projects", env=env)
     assert "Imported 0 message(s) into 0 of 2 conversation(s)." in again
+
+
+def test_opencode_sessions_come_in_from_its_storage_tree(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite3"
+    data = tmp_path / "share"
+    shutil.copytree(FIXTURES / "opencode" / "storage", data / "opencode" / "storage")
+    env = {"XDG_DATA_HOME": str(data)}
+    done = cli(db, "import", "--from", "opencode", "--all-projects", env=env)
+    assert "Imported 9 message(s) into 2 of 2 conversation(s)." in done
+    again = cli(db, "import", "--from", "opencode", "--all-projects", env=env)
+    assert "Imported 0 message(s) into 0 of 2 conversation(s)." in again
+    main = Key("file:///home/me/shop", "opencode:ses_6a1b2c3d4e5fAbCdEf012345")
+    assert conversations(db)[main] == 7

@@ -6,14 +6,22 @@ out — each documenting the format as observed. Which files to read, and the wr
 Readers: ``claude_code`` (Claude Code's session JSONL), ``codex`` (Codex CLI's rollout JSONL),
 ``gemini_cli`` (Gemini CLI's session JSON, and its newer JSON-lines log replayed),
 ``copilot_chat`` (VS Code's chat sessions: the whole-file JSON and the mutation log replayed),
-``continue_dev`` (Continue's session JSON).
+``continue_dev`` (Continue's session JSON), ``opencode`` (OpenCode's storage tree, gathered by
+the service into the shape of its export).
 The other sources the spec names are refused by name until their readers land."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from chat_history.importers import claude_code, codex, continue_dev, copilot_chat, gemini_cli
+from chat_history.importers import (
+    claude_code,
+    codex,
+    continue_dev,
+    copilot_chat,
+    gemini_cli,
+    opencode,
+)
 from chat_history.importers.common import Session, Skipped
 
 Reader = Callable[[bytes, str], list[Session]]
@@ -37,6 +45,7 @@ READERS: dict[str, Reader] = {
     gemini_cli.SOURCE: gemini_cli.read,
     copilot_chat.SOURCE: copilot_chat.read,
     continue_dev.SOURCE: continue_dev.read,
+    opencode.SOURCE: opencode.read,
 }
 
 __all__ = ["READERS", "SOURCES", "Reader", "Session", "Skipped"]

@@ -49,6 +49,9 @@ def data_folder(source: str, environ: Mapping[str, str] | None = None) -> Path:
     if source == "continue":
         base = env.get("CONTINUE_GLOBAL_DIR")
         return (Path(base) if base else home / ".continue") / "sessions"
+    if source == "opencode":
+        data = env.get("XDG_DATA_HOME")
+        return (Path(data) if data else home / ".local" / "share") / "opencode" / "storage"
     raise InvalidParams("source", unsupported(source))
 
 
@@ -80,6 +83,8 @@ def session_files(source: str, root: Path, folder: str | None) -> list[Path]:
         return copilot_files(root, folder)
     if source == "continue":
         return sorted(p for p in root.glob("*.json") if p.name != "sessions.json")
+    if source == "opencode":
+        return sorted((root / "session").glob("*/*.json") if (root / "session").is_dir() else [])
     return sorted(root.rglob("rollout-*.jsonl"))
 
 

@@ -25,6 +25,7 @@ from chat_history.service.import_files import data_folder as data_folder
 from chat_history.service.import_files import folder_key, placed, session_id, unsupported
 from chat_history.service.import_files import session_files as session_files
 from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.opencode_tree import in_opencode_tree, opencode_bundle
 
 log = logging.getLogger("chat_history")
 
@@ -80,7 +81,8 @@ def read_file(source: str, path: Path) -> list[Session]:
             raise InvalidParams(
                 "path", f"{path}: larger than {MAX_FILE_BYTES // 2**20} MiB, not read"
             )
-        data = path.read_bytes()
+        data = opencode_bundle(path, MAX_FILE_BYTES) if in_opencode_tree(source, path) else None
+        data = path.read_bytes() if data is None else data
     except OSError as exc:
         raise InvalidParams("path", f"{path}: cannot be read ({exc.strerror})") from None
     return READERS[source](data, session_id(source, path))
@@ -99,9 +101,9 @@ def sessions_of(
             _confined(path, confine)
     for path in files:
         for session in placed(source, path, read_file(source, path), folder):
-            # Codex and Continue keep every project's sessions together, each naming its folder
+            # Codex, Continue, OpenCode keep all projects' sessions together, each naming its own
             elsewhere = session.folder is None or folder_key(session.folder) != wanted
-            if wanted is not None and source in {"codex", "continue"} and elsewhere:
+            if wanted is not None and source in {"codex", "continue", "opencode"} and elsewhere:
                 continue
             yield path, session
 
