@@ -104,6 +104,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/engines.py
 	$(PY) bench/pg_writers.py
 	$(PY) bench/recall.py
+	$(PY) bench/imports.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

@@ -200,3 +200,25 @@ def test_opencode_sessions_come_in_from_its_storage_tree(tmp_path: Path) -> None
     assert "Imported 0 message(s) into 0 of 2 conversation(s)." in again
     main = Key("file:///home/me/shop", "opencode:ses_6a1b2c3d4e5fAbCdEf012345")
     assert conversations(db)[main] == 7
+
+
+def test_a_two_gigabyte_session_file_is_refused_by_name_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "history.sqlite3"
+    folder = tmp_path / "projects" / "-home-me-shop"
+    folder.mkdir(parents=True)
+    shutil.copy(SHOP / f"{NEW}.jsonl", folder / f"{NEW}.jsonl")
+    huge = folder / "ffffffff-aaaa-4bbb-8ccc-123456789abc.jsonl"  # after the other one
+    with huge.open("wb") as sparse:  # 2 GiB on no disk: a hole, never read
+        sparse.truncate(2 * 2**30)
+    command = [sys.executable, "-m", "chat_history.cli", "--db", str(db), "import"]
+    done = subprocess.run(
+        [*command, "--from", "claude-code", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert f"{huge}: larger than 256 MiB, not read" in done.stderr
+    assert not db.exists() or conversations(db) == {}

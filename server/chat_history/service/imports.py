@@ -76,11 +76,7 @@ def read_file(source: str, path: Path) -> list[Session]:
     """The sessions of one file; InvalidParams ``path`` naming the file when it cannot be read or
     is too large."""
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise InvalidParams(
-                "path", f"{path}: larger than {MAX_FILE_BYTES // 2**20} MiB, not read"
-            )
+        _bounded(path)
         data = opencode_bundle(path, MAX_FILE_BYTES) if in_opencode_tree(source, path) else None
         data = path.read_bytes() if data is None else data
     except OSError as exc:
@@ -96,9 +92,10 @@ def sessions_of(
     folder) is InvalidParams ``path`` naming it, before anything is read."""
     wanted = folder_key(folder) if folder else None
     files = session_files(source, root, folder)
-    if confine is not None:
-        for path in files:
+    for path in files:  # every file checked before any is read: refused whole, or imported
+        if confine is not None:
             _confined(path, confine)
+        _bounded(path)
     for path in files:
         for session in placed(source, path, read_file(source, path), folder):
             # Codex, Continue, OpenCode keep all projects' sessions together, each naming its own
@@ -106,6 +103,16 @@ def sessions_of(
             if wanted is not None and source in {"codex", "continue", "opencode"} and elsewhere:
                 continue
             yield path, session
+
+
+def _bounded(path: Path) -> None:
+    """InvalidParams ``path`` naming a session file larger than MAX_FILE_BYTES."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise InvalidParams("path", f"{path}: cannot be read ({exc.strerror})") from None
+    if size > MAX_FILE_BYTES:
+        raise InvalidParams("path", f"{path}: larger than {MAX_FILE_BYTES // 2**20} MiB, not read")
 
 
 def _confined(path: Path, folder: Path) -> None:
