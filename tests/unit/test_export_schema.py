@@ -176,7 +176,10 @@ def test_the_imports_checker_agrees_with_jsonschema_on_every_line(line: dict[str
     ("line", "said"),
     [
         ({**HEADER, "note": "by hand"}, "has a field the export format does not define"),
-        ({**SUMMARY, "summary": {**SUMMARY["summary"], "coverMessages": 2}}, "summary: has a field"),
+        (
+            {**SUMMARY, "summary": {**SUMMARY["summary"], "coverMessages": 2}},
+            "summary: has a field",
+        ),
         ({**VALID, "extra": 1}, "has a field the export format does not define"),
     ],
 )
