@@ -119,7 +119,7 @@ def test_without_a_path_the_tools_own_folder_for_this_folder_is_read(tmp_path: P
 
 
 def test_an_unknown_or_unsupported_source_is_a_usage_error(tmp_path: Path) -> None:
-    for source, said in (("notatool", "must be one of"), ("cline", "not supported yet")):
+    for source, said in (("notatool", "must be one of"), ("copilot-cli", "not supported yet")):
         done = subprocess.run(
             [
                 sys.executable,
@@ -222,3 +222,15 @@ def test_a_two_gigabyte_session_file_is_refused_by_name_and_nothing_is_written(
     assert done.returncode != 0
     assert f"{huge}: larger than 256 MiB, not read" in done.stderr
     assert not db.exists() or conversations(db) == {}
+
+
+def test_cline_and_roo_code_tasks_come_in_under_the_folder_their_details_name(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "history.sqlite3"
+    for source in ("cline", "roo-code"):
+        done = cli(db, "import", "--from", source, str(FIXTURES / source / "tasks"))
+        assert "Imported 4 message(s) into 1 of 1 conversation(s)." in done
+    found = conversations(db)
+    assert found[Key("file:///home/me/shop", "cline:1795770000000")] == 4
+    assert found[Key("file:///home/me/shop", "roo-code:5b6c7d8e-9f01-4a2b-8c3d-4e5f60718293")] == 4

@@ -7,7 +7,8 @@ Readers: ``claude_code`` (Claude Code's session JSONL), ``codex`` (Codex CLI's r
 ``gemini_cli`` (Gemini CLI's session JSON, and its newer JSON-lines log replayed),
 ``copilot_chat`` (VS Code's chat sessions: the whole-file JSON and the mutation log replayed),
 ``continue_dev`` (Continue's session JSON), ``opencode`` (OpenCode's storage tree, gathered by
-the service into the shape of its export).
+the service into the shape of its export), ``cline`` and ``roo_code`` (their task folders,
+``task_history``).
 The other sources the spec names are refused by name until their readers land."""
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from collections.abc import Callable
 
 from chat_history.importers import (
     claude_code,
+    cline,
     codex,
     continue_dev,
     copilot_chat,
     gemini_cli,
     opencode,
+    roo_code,
 )
 from chat_history.importers.common import Session, Skipped
 
@@ -46,6 +49,8 @@ READERS: dict[str, Reader] = {
     copilot_chat.SOURCE: copilot_chat.read,
     continue_dev.SOURCE: continue_dev.read,
     opencode.SOURCE: opencode.read,
+    cline.SOURCE: cline.read,
+    roo_code.SOURCE: roo_code.read,
 }
 
 __all__ = ["READERS", "SOURCES", "Reader", "Session", "Skipped"]

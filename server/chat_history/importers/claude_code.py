@@ -44,7 +44,7 @@ NOT_MESSAGES = {"file-history-snapshot", "queue-operation", "progress", "system"
 
 
 @attrs.define
-class _Builder:
+class Builder:
     """The rows of one conversation as the lines come: an assistant reply's lines merged, tool
     results paired with the calls before them."""
 
@@ -180,7 +180,7 @@ def read(data: bytes, session_id: str) -> list[Session]:
     name's stem, unless its lines name another) and, when it holds sidechain lines, the sidechain
     as a second conversation."""
     tally = Tally()
-    main, side = _Builder(tally), _Builder(tally)
+    main, side = Builder(tally), Builder(tally)
     agent_file = "/" in session_id  # a sub-agent's own file: every line is its sidechain
     folder: str | None = None
     titles: list[str] = []

@@ -15,12 +15,16 @@ from pathlib import Path
 import attrs
 
 from chat_history.errors import InvalidParams
-from chat_history.importers import READERS, SOURCES, Session
+from chat_history.importers import READERS, SOURCES, Session, cline, roo_code
 from chat_history.importers.claude_code import project_folder_name
 from chat_history.importers.codex import session_id_of
 from chat_history.importers.common import timestamp_ms
 from chat_history.importers.copilot_chat import workspace_folder
 from chat_history.policy.identity import normalize_uri
+
+#: The VS Code extensions that keep tasks (Cline, Roo Code), by source.
+TASK_EXTENSIONS = {cline.SOURCE: cline.EXTENSION, roo_code.SOURCE: roo_code.EXTENSION}
+TASK_FILE = "api_conversation_history.json"
 
 
 def unsupported(source: str) -> str:
@@ -49,6 +53,8 @@ def data_folder(source: str, environ: Mapping[str, str] | None = None) -> Path:
     if source == "continue":
         base = env.get("CONTINUE_GLOBAL_DIR")
         return (Path(base) if base else home / ".continue") / "sessions"
+    if source in TASK_EXTENSIONS:
+        return _vscode_user(env, home) / "globalStorage" / TASK_EXTENSIONS[source] / "tasks"
     if source == "opencode":
         data = env.get("XDG_DATA_HOME")
         return (Path(data) if data else home / ".local" / "share") / "opencode" / "storage"
@@ -85,6 +91,9 @@ def session_files(source: str, root: Path, folder: str | None) -> list[Path]:
         return sorted(p for p in root.glob("*.json") if p.name != "sessions.json")
     if source == "opencode":
         return sorted((root / "session").glob("*/*.json") if (root / "session").is_dir() else [])
+    if source in TASK_EXTENSIONS:
+        own = root / TASK_FILE
+        return [own] if own.is_file() else sorted(root.glob(f"*/{TASK_FILE}"))
     return sorted(root.rglob("rollout-*.jsonl"))
 
 
@@ -172,6 +181,8 @@ def session_id(source: str, path: Path) -> str:
         return session_id_of(path.name)
     if source == "gemini-cli" and path.parent.name != "chats":
         return f"{path.parent.name}/{path.stem}"  # a sub-agent's file
+    if source in TASK_EXTENSIONS:
+        return path.parent.name  # the task folder
     return path.stem
 
 

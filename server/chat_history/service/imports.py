@@ -33,6 +33,8 @@ log = logging.getLogger("chat_history")
 #: bounded by the largest one).
 MAX_FILE_BYTES = 256 * 1024 * 1024
 MAX_TITLE = 200
+#: Sources that keep every project's sessions together, each naming its folder.
+NAMED_FOLDERS = frozenset({"codex", "continue", "opencode", "cline", "roo-code"})
 #: The sources read (importers.READERS), for the CLI's help and the errors.
 SUPPORTED: tuple[str, ...] = tuple(READERS)
 
@@ -98,9 +100,8 @@ def sessions_of(
         _bounded(path)
     for path in files:
         for session in placed(source, path, read_file(source, path), folder):
-            # Codex, Continue, OpenCode keep all projects' sessions together, each naming its own
             elsewhere = session.folder is None or folder_key(session.folder) != wanted
-            if wanted is not None and source in {"codex", "continue", "opencode"} and elsewhere:
+            if wanted is not None and source in NAMED_FOLDERS and elsewhere:
                 continue
             yield path, session
 
