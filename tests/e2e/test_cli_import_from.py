@@ -119,7 +119,7 @@ def test_without_a_path_the_tools_own_folder_for_this_folder_is_read(tmp_path: P
 
 
 def test_an_unknown_or_unsupported_source_is_a_usage_error(tmp_path: Path) -> None:
-    for source, said in (("notatool", "must be one of"), ("copilot-cli", "not supported yet")):
+    for source, said in (("notatool", "must be one of"), ("Claude-Code", "must be one of")):
         done = subprocess.run(
             [
                 sys.executable,

@@ -8,8 +8,8 @@ Readers: ``claude_code`` (Claude Code's session JSONL), ``codex`` (Codex CLI's r
 ``copilot_chat`` (VS Code's chat sessions: the whole-file JSON and the mutation log replayed),
 ``continue_dev`` (Continue's session JSON), ``opencode`` (OpenCode's storage tree, gathered by
 the service into the shape of its export), ``cline`` and ``roo_code`` (their task folders,
-``task_history``).
-The other sources the spec names are refused by name until their readers land."""
+``task_history``), ``copilot_cli`` (Copilot CLI's session events).
+Every source the spec names has its reader."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from chat_history.importers import (
     codex,
     continue_dev,
     copilot_chat,
+    copilot_cli,
     gemini_cli,
     opencode,
     roo_code,
@@ -51,6 +52,7 @@ READERS: dict[str, Reader] = {
     opencode.SOURCE: opencode.read,
     cline.SOURCE: cline.read,
     roo_code.SOURCE: roo_code.read,
+    copilot_cli.SOURCE: copilot_cli.read,
 }
 
 __all__ = ["READERS", "SOURCES", "Reader", "Session", "Skipped"]

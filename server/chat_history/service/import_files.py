@@ -55,6 +55,9 @@ def data_folder(source: str, environ: Mapping[str, str] | None = None) -> Path:
         return (Path(base) if base else home / ".continue") / "sessions"
     if source in TASK_EXTENSIONS:
         return _vscode_user(env, home) / "globalStorage" / TASK_EXTENSIONS[source] / "tasks"
+    if source == "copilot-cli":
+        base = env.get("COPILOT_HOME")
+        return (Path(base) if base else home / ".copilot") / "session-state"
     if source == "opencode":
         data = env.get("XDG_DATA_HOME")
         return (Path(data) if data else home / ".local" / "share") / "opencode" / "storage"
@@ -91,6 +94,9 @@ def session_files(source: str, root: Path, folder: str | None) -> list[Path]:
         return sorted(p for p in root.glob("*.json") if p.name != "sessions.json")
     if source == "opencode":
         return sorted((root / "session").glob("*/*.json") if (root / "session").is_dir() else [])
+    if source == "copilot-cli":
+        own = root / "events.jsonl"
+        return [own] if own.is_file() else sorted(root.glob("*/events.jsonl"))
     if source in TASK_EXTENSIONS:
         own = root / TASK_FILE
         return [own] if own.is_file() else sorted(root.glob(f"*/{TASK_FILE}"))
@@ -181,8 +187,8 @@ def session_id(source: str, path: Path) -> str:
         return session_id_of(path.name)
     if source == "gemini-cli" and path.parent.name != "chats":
         return f"{path.parent.name}/{path.stem}"  # a sub-agent's file
-    if source in TASK_EXTENSIONS:
-        return path.parent.name  # the task folder
+    if source in TASK_EXTENSIONS or source == "copilot-cli":
+        return path.parent.name  # the task's or the session's folder
     return path.stem
 
 

@@ -34,7 +34,7 @@ log = logging.getLogger("chat_history")
 MAX_FILE_BYTES = 256 * 1024 * 1024
 MAX_TITLE = 200
 #: Sources that keep every project's sessions together, each naming its folder.
-NAMED_FOLDERS = frozenset({"codex", "continue", "opencode", "cline", "roo-code"})
+NAMED_FOLDERS = frozenset({"codex", "continue", "opencode", "cline", "roo-code", "copilot-cli"})
 #: The sources read (importers.READERS), for the CLI's help and the errors.
 SUPPORTED: tuple[str, ...] = tuple(READERS)
 
