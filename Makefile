@@ -121,6 +121,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/watch.py
 	$(PY) bench/watch.py --engine postgres
 	$(PY) bench/acp.py
+	$(PY) bench/imports.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

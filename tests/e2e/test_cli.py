@@ -22,7 +22,6 @@ from chat_history.service.conversations import ConversationUpdate
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.settings import default_settings
 from chat_history.store import Key, Store
-from chat_history.wire import checks
 
 SCRIPT = Path(sys.executable).with_name("chat-history")
 CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "chat_history.cli"]
@@ -655,10 +654,12 @@ def test_reimporting_an_older_export_does_not_bring_pruned_turns_back(
 def test_a_workspace_as_long_as_the_server_accepts_survives_export_and_import(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    """The server takes workspaces up to MAX_WORKSPACE_CHARS; its backup must restore them."""
+    """The server takes workspaces up to MAX_IDENTITY_BYTES; its backup must restore them."""
     from tests.e2e.reliability import start, user
 
-    longest = "file:///" + "w" * (checks.MAX_WORKSPACE_CHARS - len("file:///"))
+    from chat_history.policy.identity import MAX_IDENTITY_BYTES
+
+    longest = "file:///" + "w" * (MAX_IDENTITY_BYTES - len("file:///"))
     source, target = tmp_path / "source", tmp_path / "target"
     server = start(source, {"maxMessages": 100})
     try:

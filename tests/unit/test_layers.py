@@ -25,7 +25,8 @@ LAYERS: dict[str, set[str]] = {
     "policy": {"errors", "model", "settings"},
     "providers": {"errors", "model", "settings", "policy"},
     "store": {"errors", "model", "policy"},
-    "service": {"errors", "model", "settings", "policy", "providers", "store"},
+    "importers": {"errors", "model", "policy"},
+    "service": {"errors", "model", "settings", "policy", "providers", "store", "importers"},
     "wire": {"errors", "model", "paths", "settings", "policy", "store", "service", "version"},
     "cli": {
         "errors",
@@ -77,7 +78,17 @@ def room_of(module: str) -> str:
     if not parts:
         return "version"  # chat_history/__init__.py holds only __version__
     head = parts[0]
-    if head in {"policy", "providers", "store", "service", "wire", "cli", "mcp", "acp"}:
+    if head in {
+        "policy",
+        "providers",
+        "store",
+        "service",
+        "wire",
+        "cli",
+        "mcp",
+        "acp",
+        "importers",
+    }:
         return head
     if head in {"__main__", "launch_check"}:
         return "entry"

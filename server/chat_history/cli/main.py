@@ -18,6 +18,7 @@ import attrs
 
 from chat_history import __version__
 from chat_history.cli import agents
+from chat_history.cli import imports as import_from
 from chat_history.cli.progress import Progress
 from chat_history.cli.render import conversations_table, history_text, prune_text, search_text, when
 from chat_history.cli.settings_file import SettingsFileError, read_settings_file
@@ -426,6 +427,12 @@ def _read_file(path: str) -> list[ConversationImport]:
 def cmd_import(args: argparse.Namespace) -> int:
     """``import``: an export file into the database; rows already stored are skipped, and a
     conversation that fails is reported and skipped whole."""
+    if args.source is not None:
+        # retention is the server's, by its user's settings: the import itself deletes nothing
+        opened = lambda: open_manager(args, reading(default_settings()), create=True)  # noqa: E731
+        return import_from.run(args, opened, CliError)
+    if args.file is None:
+        raise CliError("import needs FILE (a JSONL export) or --from SOURCE", EXIT_USAGE)
     try:
         conversations = _read_file(args.file)
     except ImportFileError as exc:
@@ -608,8 +615,15 @@ def _archive_commands(command: Command, settings: argparse.ArgumentParser) -> No
     p.add_argument("conversations", nargs="*", metavar="CONVERSATION", help="default: all")
     p.add_argument("--workspace", metavar="W", type=normalize_uri, help="only this workspace")
 
-    p = command("import", cmd_import, "import a JSONL export (never duplicates)")
-    p.add_argument("file", metavar="FILE", help="the .jsonl file, or - for stdin")
+    p = command(
+        "import",
+        cmd_import,
+        "import a JSONL export, or another tool's history with --from (never duplicates)",
+    )
+    p.add_argument(
+        "file", metavar="FILE", nargs="?", help="the .jsonl file (- for stdin), or with --from PATH"
+    )
+    import_from.add_arguments(p)
 
     p = command("stats", cmd_stats, "database size, counts and the settings in force", settings)
     p.add_argument("--json", action="store_true", help="machine-readable output")

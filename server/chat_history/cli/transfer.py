@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from chat_history.cli.export_schema import check_line
 from chat_history.errors import InvalidParams
 from chat_history.model import Key, Message, StoredMessage, Summary
 from chat_history.service.manager import ImportedSummary
@@ -42,6 +43,8 @@ def conversation_lines(
         message = protocol.wire_message(row)
         for field in DATABASE_FIELDS:
             del message[field]
+        if message["status"] == "streaming":  # what was stored so far: a cut reply in the file
+            message["status"] = "interrupted"
         yield {"type": "message", **keys, "message": message}
     if summary is not None:
         through = summary.covers_through_id
@@ -162,6 +165,7 @@ def _read_line(text: str, number: int, conversations: dict[Key, ConversationImpo
                 entry.summary, entry.summary_line = summary, number
         else:
             raise InvalidParams("type", f'expected "header", "message" or "summary", got {kind!r}')
+        check_line(line)  # what the rules of append let through, the published format may not
     except InvalidParams as exc:
         raise ImportFileError(number, str(exc)) from None
 

@@ -8,6 +8,7 @@ from chat_history.wire.methods import (
     conversations,
     edits,
     history,
+    imports,
     replies,
     search,
     usage,
@@ -24,4 +25,5 @@ METHODS: tuple[Method, ...] = (
     *usage.METHODS,
     *workspaces.METHODS,
     *replies.METHODS,
+    *imports.METHODS,
 )

@@ -1,0 +1,236 @@
+"""Claude Code sessions: ``~/.claude/projects/<encoded cwd>/<session id>.jsonl``, and sub-agent
+transcripts beside them in ``<session id>/subagents/agent-<id>.jsonl`` (newer builds).
+
+The format as observed (builds 1.0.x to 2.1.x; no published schema):
+
+- One JSON object per line. ``type`` ``"user"`` and ``"assistant"`` lines carry ``message``
+  (Anthropic's Messages API shape: ``role`` and ``content``, a string or a list of blocks),
+  ``uuid``/``parentUuid`` (the chain), ``sessionId``, ``cwd`` (the project folder), ``version``
+  (the build), ``timestamp`` (ISO 8601), ``isSidechain`` and ``isMeta``.
+- An assistant reply is written over several lines that share ``message.id``, one content
+  block each in newer builds: merged into one row here.
+- Blocks: ``text``; ``thinking`` with its ``signature`` and ``redacted_thinking`` (kept as
+  ``providerData.anthropic.thinking`` so that only Anthropic, which signed them, gets them
+  back); ``tool_use`` (``id``, ``name``, ``input``) → a tool call; ``tool_result`` (in a user
+  line: ``tool_use_id``, ``content`` a string or blocks, ``is_error``) → a tool row; ``image``
+  (base64 ``source``) → an attachment.
+- Not messages, counted as skipped: ``summary`` lines (their text becomes the title),
+  ``file-history-snapshot``, ``queue-operation``, ``progress``, ``system`` lines, and
+  ``isMeta`` user lines (text the tool inserted: caveats, command output, reminders).
+- ``isSidechain`` lines (older builds: a sub-agent inside the main file) form a conversation of
+  their own, ``<session id>/sidechain``; a ``subagents/agent-<id>.jsonl`` file is read as the
+  session ``<session id>/agent-<id>`` (the caller names it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from chat_history.importers.common import (
+    Session,
+    Tally,
+    first_line_title,
+    json_lines,
+    text_of,
+    timestamp_ms,
+)
+from chat_history.model import Attachment, Message, ToolCall
+
+SOURCE = "claude-code"
+NOT_MESSAGES = {"file-history-snapshot", "queue-operation", "progress", "system", "attachment"}
+
+
+@attrs.define
+class Builder:
+    """The rows of one conversation as the lines come: an assistant reply's lines merged, tool
+    results paired with the calls before them."""
+
+    tally: Tally
+    rows: list[Message] = attrs.field(factory=list)
+    pending: set[str] = attrs.field(factory=set)
+    reply_id: str | None = None
+
+    def user(self, line: dict[str, Any], content: Any, at: int | None) -> None:
+        self.reply_id = None
+        if isinstance(content, str):
+            if content.strip():
+                self.rows.append(Message(role="user", content=content, timestamp=at))
+            return
+        if not isinstance(content, list):
+            self.tally.skip("user line", "content is neither text nor blocks")
+            return
+        texts: list[str] = []
+        images: list[Attachment] = []
+        for block in content:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "tool_result":
+                self._tool_result(block, at)
+            elif kind == "text" and isinstance(block.get("text"), str):
+                texts.append(block["text"])
+            elif kind == "image":
+                image = _image(block)
+                if image is None:
+                    self.tally.skip("image", "not inline base64")
+                else:
+                    images.append(image)
+            else:
+                self.tally.skip(f"{kind or 'unknown'} block", "not carried over")
+        text = "\n\n".join(t for t in texts if t)
+        if text or images:
+            self.rows.append(
+                Message(role="user", content=text, attachments=tuple(images), timestamp=at)
+            )
+
+    def _tool_result(self, block: dict[str, Any], at: int | None) -> None:
+        call_id = block.get("tool_use_id")
+        if not isinstance(call_id, str) or call_id not in self.pending:
+            self.tally.skip("tool result", "no tool call before it")
+            return
+        self.pending.discard(call_id)
+        content = block.get("content")
+        text = text_of(content) if not isinstance(content, str) else content
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") == "image" for b in content
+        ):
+            self.tally.skip("image in a tool result", "kept as text only")
+        if block.get("is_error") is True:
+            text = f"Error: {text}" if text else "Error"
+        self.rows.append(Message(role="tool", content=text, tool_call_id=call_id, timestamp=at))
+
+    def assistant(self, message: dict[str, Any], at: int | None) -> None:
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        if not isinstance(content, list):
+            self.tally.skip("assistant line", "content is neither text nor blocks")
+            return
+        blocks: list[Any] = content
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        thinking: list[dict[str, Any]] = []
+        for block in blocks:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "text" and isinstance(block.get("text"), str):
+                texts.append(block["text"])
+            elif kind == "tool_use" and isinstance(block.get("id"), str):
+                name = block.get("name") if isinstance(block.get("name"), str) else "tool"
+                arguments = block.get("input") if isinstance(block.get("input"), dict) else {}
+                calls.append(ToolCall(id=block["id"], name=name, arguments=arguments))
+            elif kind == "thinking" and isinstance(block.get("signature"), str):
+                thinking.append(
+                    {
+                        "type": "thinking",
+                        "thinking": str(block.get("thinking", "")),
+                        "signature": block["signature"],
+                    }
+                )
+            elif kind == "redacted_thinking" and isinstance(block.get("data"), str):
+                thinking.append({"type": "redacted_thinking", "data": block["data"]})
+            elif kind == "thinking":
+                self.tally.skip("thinking block", "no signature: Anthropic would refuse it")
+            else:
+                self.tally.skip(f"{kind or 'unknown'} block", "not carried over")
+        reply = message.get("id") if isinstance(message.get("id"), str) else None
+        if reply is not None and reply == self.reply_id and self.rows:
+            self._extend_last(texts, calls, thinking)
+        else:
+            self.rows.append(_assistant_row(texts, calls, thinking, at))
+        self.reply_id = reply
+        self.pending.update(call.id for call in calls)
+
+    def _extend_last(
+        self, texts: list[str], calls: list[ToolCall], thinking: list[dict[str, Any]]
+    ) -> None:
+        last = self.rows[-1]
+        earlier = list(last.provider_data.get("anthropic", {}).get("thinking", ()))
+        text = "\n\n".join(t for t in [last.content, *texts] if t)
+        self.rows[-1] = _assistant_row(
+            [text], [*last.tool_calls, *calls], [*earlier, *thinking], last.timestamp
+        )
+
+
+def _assistant_row(
+    texts: Iterable[str], calls: list[ToolCall], thinking: list[dict[str, Any]], at: int | None
+) -> Message:
+    provider_data = {"anthropic": {"thinking": thinking}} if thinking else {}
+    return Message(
+        role="assistant",
+        content="\n\n".join(t for t in texts if t),
+        tool_calls=tuple(calls),
+        timestamp=at,
+        provider_data=provider_data,
+    )
+
+
+def _image(block: dict[str, Any]) -> Attachment | None:
+    source = block.get("source")
+    if not isinstance(source, dict) or source.get("type") != "base64":
+        return None
+    data, mime = source.get("data"), source.get("media_type")
+    if not isinstance(data, str) or not isinstance(mime, str) or not mime.startswith("image/"):
+        return None
+    return Attachment(kind="image", mime_type=mime, data=data)
+
+
+def read(data: bytes, session_id: str) -> list[Session]:
+    """The conversations of one Claude Code session file: the session (``session_id``, the file
+    name's stem, unless its lines name another) and, when it holds sidechain lines, the sidechain
+    as a second conversation."""
+    tally = Tally()
+    main, side = Builder(tally), Builder(tally)
+    agent_file = "/" in session_id  # a sub-agent's own file: every line is its sidechain
+    folder: str | None = None
+    titles: list[str] = []
+    named: str | None = None
+    for _, line in json_lines(data, tally):
+        kind = line.get("type")
+        if kind == "summary":
+            if isinstance(line.get("summary"), str) and line["summary"].strip():
+                titles.append(line["summary"].strip())
+            continue
+        if kind in NOT_MESSAGES:
+            tally.skip(f"{kind} line", "not a message")
+            continue
+        if kind not in {"user", "assistant"}:
+            tally.skip(f"{kind or 'untyped'} line", "unknown to this reader")
+            continue
+        message = line.get("message")
+        if not isinstance(message, dict):
+            tally.skip(f"{kind} line", "no message")
+            continue
+        if folder is None and isinstance(line.get("cwd"), str) and line["cwd"]:
+            folder = line["cwd"]
+        if named is None and isinstance(line.get("sessionId"), str) and line["sessionId"]:
+            named = line["sessionId"]
+        builder = side if line.get("isSidechain") is True and not agent_file else main
+        at = timestamp_ms(line.get("timestamp"))
+        if kind == "user":
+            if line.get("isMeta") is True:
+                tally.skip("meta line", "inserted by the tool, not typed by the user")
+                continue
+            builder.user(line, message.get("content"), at)
+        else:
+            builder.assistant(message, at)
+    sid = session_id if named is None or session_id.startswith(f"{named}/") else named
+    sessions = [_session(sid, folder, titles, main.rows, tally)]
+    if side.rows:
+        sessions.append(_session(f"{sid}/sidechain", folder, [], side.rows, Tally()))
+    return [s for s in sessions if s.messages]
+
+
+def _session(
+    sid: str, folder: str | None, titles: list[str], rows: list[Message], tally: Tally
+) -> Session:
+    first = next((row.content for row in rows if row.role == "user" and row.content), "")
+    title = titles[-1] if titles else first_line_title(first)
+    return Session(SOURCE, sid, folder, title, tuple(rows), tally.items())
+
+
+def project_folder_name(folder: str) -> str:
+    """The folder name Claude Code keeps a project's sessions under: its path with every
+    character that is not a letter or digit written as ``-`` (``/home/me/app`` →
+    ``-home-me-app``)."""
+    return "".join(c if c.isalnum() else "-" for c in folder)

@@ -1,0 +1,192 @@
+"""Continue sessions: ``~/.continue/sessions/<session id>.json`` (``$CONTINUE_GLOBAL_DIR``
+instead of ``~/.continue``), listed in ``sessions.json`` beside them (``[{sessionId, title,
+dateCreated, workspaceDirectory}]``).
+
+The format as observed (Continue's ``Session`` and ``ChatHistoryItem`` types in
+``core/index.d.ts``, 0.8 to 1.x; no published schema):
+
+- One JSON object: ``sessionId``, ``title``, ``workspaceDirectory`` (the project folder, a path
+  or a ``file:`` URI), ``history[]`` of items ``{message, contextItems, toolCallStates?
+  (toolCallState in older builds), reasoning?, promptLogs?}``.
+- ``message`` is a chat message: ``user`` (``content`` a string or parts: ``{type: "text",
+  text}``, ``{type: "imageUrl", imageUrl: {url}}`` — a data URL is an image), ``assistant``
+  (``content``, ``toolCalls: [{id, type: "function", function: {name, arguments (a JSON
+  string)}}]``), ``thinking`` (``content``, with Anthropic's ``signature`` or
+  ``redactedThinking``: kept as ``providerData.anthropic.thinking`` of the next assistant row),
+  ``tool`` (``content``, ``toolCallId``), ``system``.
+- A tool call's result is its ``tool`` message; builds that kept it only in the call's
+  ``toolCallStates[].output`` (context items with ``content``) are read from there.
+- No message records its time: the caller gives each row the session's ``dateCreated`` from
+  ``sessions.json`` (one time for the whole session, so a re-import recognises every row).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import attrs
+
+from chat_history.importers.common import Session, Tally, first_line_title, json_value, text_of
+from chat_history.model import Attachment, Message, ToolCall
+
+SOURCE = "continue"
+_DATA_URL = re.compile(r"^data:(image/[a-z0-9.+-]+);base64,(.+)$", re.S)
+
+
+def _content(content: Any, tally: Tally) -> tuple[str, list[Attachment]]:
+    if isinstance(content, str):
+        return content, []
+    images: list[Attachment] = []
+    for part in content if isinstance(content, list) else []:
+        url = part.get("imageUrl", {}).get("url") if isinstance(part, dict) else None
+        if isinstance(part, dict) and part.get("type") == "imageUrl":
+            found = _DATA_URL.match(url) if isinstance(url, str) else None
+            if found:
+                images.append(Attachment(kind="image", mime_type=found[1], data=found[2]))
+            else:
+                tally.skip("image", "a link, not inline data")
+    return text_of(content), images
+
+
+def _calls(message: dict[str, Any], tally: Tally) -> list[ToolCall]:
+    calls: list[ToolCall] = []
+    raw_calls = message.get("toolCalls")
+    for raw in raw_calls if isinstance(raw_calls, list) else []:
+        function = raw.get("function") if isinstance(raw, dict) else None
+        cid = raw.get("id") if isinstance(raw, dict) else None
+        if not isinstance(function, dict) or not isinstance(cid, str) or not cid:
+            tally.skip("tool call", "no id or no function")
+            continue
+        try:
+            arguments = json_value(function.get("arguments") or "{}")
+        except (TypeError, ValueError):
+            arguments = None
+        if not isinstance(arguments, dict):
+            tally.skip("tool call", "its arguments are not a JSON object")
+            continue
+        name = function.get("name") if isinstance(function.get("name"), str) else None
+        calls.append(ToolCall(id=cid, name=name or "tool", arguments=arguments))
+    return calls
+
+
+def _state_outputs(item: dict[str, Any]) -> dict[str, str]:
+    states = item.get("toolCallStates")
+    if not isinstance(states, list):
+        states = [item["toolCallState"]] if isinstance(item.get("toolCallState"), dict) else []
+    outputs: dict[str, str] = {}
+    for state in states:
+        if not isinstance(state, dict) or not isinstance(state.get("toolCallId"), str):
+            continue
+        output = state.get("output")
+        items: list[Any] = output if isinstance(output, list) else []
+        texts = [
+            i["content"] for i in items if isinstance(i, dict) and isinstance(i.get("content"), str)
+        ]
+        if texts:
+            outputs[state["toolCallId"]] = "\n\n".join(texts)
+    return outputs
+
+
+def _thinking(message: dict[str, Any], text: str, tally: Tally) -> dict[str, Any] | None:
+    if isinstance(message.get("redactedThinking"), str):
+        return {"type": "redacted_thinking", "data": message["redactedThinking"]}
+    if isinstance(message.get("signature"), str) and message["signature"]:
+        return {"type": "thinking", "thinking": text, "signature": message["signature"]}
+    tally.skip("thinking message", "no signature: no provider would take it back")
+    return None
+
+
+def _rows(history: list[Any], tally: Tally) -> list[Message]:
+    """The rows of ``history``: thinking joined to the next reply, each result after its call."""
+    rows: list[Message] = []
+    thinking: list[dict[str, Any]] = []
+    pending: dict[str, str | None] = {}  # call id → its result from toolCallStates, if any
+    for item in history:
+        message = item.get("message") if isinstance(item, dict) else None
+        role = message.get("role") if isinstance(message, dict) else None
+        if not isinstance(message, dict) or role not in {"user", "assistant", "thinking", "tool"}:
+            tally.skip(f"{role or 'unknown'} message", "not carried over")
+            continue
+        if role != "tool":
+            _answer_from_states(rows, pending, tally)
+        text, images = _content(message.get("content"), tally)
+        if role == "thinking":
+            block = _thinking(message, text, tally)
+            thinking.extend([block] if block else [])
+        elif role == "tool":
+            cid = message.get("toolCallId")
+            if not isinstance(cid, str) or cid not in pending:
+                tally.skip("tool result", "no tool call before it")
+                continue
+            del pending[cid]
+            rows.append(Message(role="tool", content=text, tool_call_id=cid))
+        elif role == "user":
+            context = item.get("contextItems")
+            if isinstance(context, list) and context:
+                tally.skip("context item", "the editor's files given with a prompt", len(context))
+            if text.strip() or images:
+                rows.append(Message(role="user", content=text, attachments=tuple(images)))
+        else:
+            calls = _calls(message, tally)
+            data = {"anthropic": {"thinking": thinking}} if thinking else {}
+            thinking = []
+            if text or calls:
+                rows.append(
+                    Message(
+                        role="assistant", content=text, tool_calls=tuple(calls), provider_data=data
+                    )
+                )
+            outputs = _state_outputs(item)
+            pending.update({call.id: outputs.get(call.id) for call in calls})
+    _answer_from_states(rows, pending, tally)
+    return rows
+
+
+def _answer_from_states(rows: list[Message], pending: dict[str, str | None], tally: Tally) -> None:
+    """Calls still unanswered by a ``tool`` message: their result from ``toolCallStates``; a
+    call with none is taken out of its reply (a provider refuses a call without a result)."""
+    for cid, output in list(pending.items()):
+        del pending[cid]
+        if output is not None:
+            rows.append(Message(role="tool", content=output, tool_call_id=cid))
+            continue
+        tally.skip("tool call", "no result recorded")
+        for index in range(len(rows) - 1, -1, -1):
+            row = rows[index]
+            if any(call.id == cid for call in row.tool_calls):
+                kept = tuple(call for call in row.tool_calls if call.id != cid)
+                if kept or row.content:
+                    rows[index] = attrs.evolve(row, tool_calls=kept)
+                else:
+                    del rows[index]
+                break
+
+
+def read(data: bytes, session_id: str) -> list[Session]:
+    """The conversation of one Continue session file (its rows without times: see the module)."""
+    tally = Tally()
+    try:
+        session = json_value(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return []
+    history = session.get("history") if isinstance(session, dict) else None
+    if not isinstance(history, list):
+        return []
+    rows = _rows(history, tally)
+    if not rows:
+        return []
+    named, folder = session.get("sessionId"), session.get("workspaceDirectory")
+    title = session.get("title") if isinstance(session.get("title"), str) else None
+    if title in {None, "", "New Session"}:
+        title = first_line_title(next((r.content for r in rows if r.role == "user"), ""))
+    return [
+        Session(
+            SOURCE,
+            named if isinstance(named, str) and named else session_id,
+            folder if isinstance(folder, str) and folder else None,
+            title,
+            tuple(rows),
+            tally.items(),
+        )
+    ]

@@ -1,0 +1,90 @@
+"""What Cline and Roo Code share (Roo Code began as a fork of Cline): a task folder
+``tasks/<task id>/`` whose ``api_conversation_history.json`` is the conversation as the model
+saw it — a JSON array of Anthropic Messages API messages (``role``, ``content`` a string or
+blocks: ``text``, ``image``, ``tool_use``, ``tool_result``, ``thinking`` with its
+``signature``), each with ``ts`` (epoch ms) in newer builds — beside ``ui_messages.json`` (what
+the panel showed) and ``task_metadata.json``.
+
+The format as observed (Cline 3.x, Roo Code 3.x; no published schema):
+
+- The first prompt is wrapped in ``<task>…</task>``; the extension adds
+  ``<environment_details>`` blocks to user messages (visible files, open tabs, the time, the
+  folder: ``# Current Working Directory (<folder>) Files`` in Cline, ``# Current Workspace
+  Directory (<folder>) Files`` in Roo Code): the folder is read from them, the blocks are not
+  carried over (counted).
+- Older builds call tools in XML inside the reply's text (``<read_file><path>…``) and answer
+  them in the next user message's text (``[read_file for '…'] Result:``): kept as the text it is.
+  Newer builds use native ``tool_use``/``tool_result`` blocks: paired as tool calls and results.
+- A message without ``ts`` takes the time of the one before it, or the task's (Cline's task id
+  is its creation time in epoch ms); a task with no time at all is not imported (counted).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from chat_history.importers.claude_code import Builder
+from chat_history.importers.common import (
+    Session,
+    Tally,
+    first_line_title,
+    json_value,
+    timestamp_ms,
+)
+
+_FOLDER = re.compile(r"# Current (?:Working|Workspace) Directory \((.+?)\) Files")
+_TASK = re.compile(r"^\s*<task>\s*(.*?)\s*</task>\s*$", re.S)
+
+
+def _clean(content: Any, tally: Tally) -> tuple[Any, str | None]:
+    """``content`` without the extension's ``<environment_details>`` blocks (counted) and with
+    the first prompt's ``<task>`` unwrapped; the folder the details name."""
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    if not isinstance(blocks, list):
+        return content, None
+    folder: str | None = None
+    kept: list[Any] = []
+    for block in blocks:
+        text = block.get("text") if isinstance(block, dict) else None
+        if isinstance(text, str) and text.lstrip().startswith("<environment_details>"):
+            found = _FOLDER.search(text)
+            folder = folder or (found[1] if found else None)
+            tally.skip("environment details", "added by the extension, not typed by the user")
+            continue
+        task = _TASK.match(text) if isinstance(text, str) else None
+        kept.append({**block, "text": task[1]} if task else block)
+    return kept, folder
+
+
+def read_tasks(source: str, data: bytes, task_id: str) -> list[Session]:
+    """The conversation of one task's ``api_conversation_history.json``."""
+    tally = Tally()
+    try:
+        messages = json_value(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return []
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        return []
+    builder = Builder(tally)
+    folder: str | None = None
+    at = timestamp_ms(int(task_id)) if task_id.isdigit() else None
+    for message in messages:
+        at = timestamp_ms(message.get("ts")) or at
+        if at is None:
+            tally.skip("message", "no time recorded, none for the task")
+            continue
+        role = message.get("role")
+        if role == "user":
+            content, named = _clean(message.get("content"), tally)
+            folder = folder or named
+            builder.user(message, content, at)
+        elif role == "assistant":
+            builder.assistant({"content": message.get("content")}, at)
+        else:
+            tally.skip(f"{role or 'unknown'} message", "not carried over")
+    rows = builder.rows
+    if not rows:
+        return []
+    first = next((r.content for r in rows if r.role == "user" and r.content), "")
+    return [Session(source, task_id, folder, first_line_title(first), tuple(rows), tally.items())]

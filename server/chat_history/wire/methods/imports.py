@@ -1,0 +1,73 @@
+"""``chatHistory/importFrom`` (protocol.md "Version 4" → History from other tools): its params,
+their checks and its handler over ``service.imports``. A dry run unless the client says
+``dryRun: false``; it reads only the tool's own data folder (a ``path`` elsewhere, or a file
+linking out of it, is -32602 ``path``); without ``path``, the sessions the tool recorded for the
+session's folder. Each session goes into ``workspace`` when given, else the workspace of the
+folder the tool recorded (the session's own folder being the session's identity)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from chat_history.errors import InvalidParams
+from chat_history.policy.identity import folder_of, request_workspace
+from chat_history.service import imports
+from chat_history.service.manager import ChatHistoryManager
+from chat_history.wire import checks, protocol
+from chat_history.wire.methods.base import Method
+
+#: A path longer than this is no session file of any tool.
+MAX_PATH_CHARS = 4_096
+
+
+@attrs.define
+class ImportFromParams:
+    """``chatHistory/importFrom``: which tool, where (default: its folder for this session's
+    workspace), into which workspace, and whether only to preview (the default)."""
+
+    source: str = attrs.field(kw_only=True)
+    path: str | None = None
+    workspace: str | None = None
+    dry_run: bool = True
+
+
+def source_root(
+    params: ImportFromParams, session_folder: str
+) -> tuple[str, Path, Path, str | None]:
+    """(source, its data folder, the root to read, the project folder to keep), checked:
+    InvalidParams ``source`` or ``path``."""
+    source = imports.check_source(params.source)
+    home = imports.data_folder(source)
+    if params.path is not None:
+        raw = checks.check_id(params.path, "path", MAX_PATH_CHARS)
+        path = Path(raw).expanduser()
+        if not os.path.isabs(path):
+            raise InvalidParams("path", "must be an absolute path")
+        return source, home, imports.within(path, home), None
+    folder = folder_of(session_folder)
+    if folder is None:
+        raise InvalidParams("path", "required when the session's workspace is not a local folder")
+    return source, home, home, folder
+
+
+def import_from(m: ChatHistoryManager, ls: Any, p: ImportFromParams) -> Any:
+    """``chatHistory/importFrom``: what the import does (or, in a dry run, would do), one entry
+    per session: ``{"conversations": [...]}``."""
+    session = ls.session_workspace
+    workspace = session.named(p.workspace) if p.workspace is not None else None
+    source, home, root, folder = source_root(p, session.folder)
+    planned = imports.import_sessions(
+        m,
+        imports.sessions_of(source, root, folder, confine=home),
+        workspace,
+        dry_run=p.dry_run,
+        place=lambda recorded: request_workspace(recorded, session.identity, session.folder),
+    )
+    return {"conversations": protocol.wire(planned)}
+
+
+METHODS = (Method("chatHistory/importFrom", ImportFromParams, import_from),)

@@ -1,0 +1,131 @@
+"""The Continue reader (importers/continue_dev.py) over fixtures in the shapes of an older and a
+newer session file (tests/fixtures/imports/SOURCES.md): results from ``tool`` messages, or from
+``toolCallState(s)`` in builds that kept them there; signed thinking kept for Anthropic only;
+a call without a result taken out of its reply; every row at the session's ``dateCreated``
+from ``sessions.json`` (no message records its time); a project's sessions chosen by their
+``workspaceDirectory``; every session formats to a body each provider kind's SDK accepts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from provider_rules import violations
+from test_import_readers import secrets, skipped
+from test_providers_sdk import sdk_problems
+
+from chat_history.errors import InvalidParams
+from chat_history.importers import continue_dev
+from chat_history.importers.common import Session
+from chat_history.providers import KINDS, format_body
+from chat_history.service import imports
+
+SESSIONS_DIR = (
+    Path(__file__).resolve().parents[1] / "fixtures" / "imports" / "continue" / "sessions"
+)
+OLD = SESSIONS_DIR / "3b9e2f10-6c4d-4e8a-9b1f-2d3c4e5f6a7b.json"
+NEW = SESSIONS_DIR / "d4c3b2a1-0f9e-4d8c-b7a6-958473625140.json"
+
+
+def placed(path: Path) -> Session:
+    [(_, session)] = imports.sessions_of("continue", path, None)
+    return session
+
+
+def test_an_older_session_takes_its_results_from_the_tool_call_state() -> None:
+    session = placed(OLD)
+    raw = json.loads(OLD.read_text(encoding="utf-8"))
+    assert session.conversation_id == "continue:" + raw["sessionId"]
+    assert (session.title, session.folder) == (raw["title"], "/home/me/shop")
+    rows = session.messages
+    assert [(m.role, m.tool_call_id) for m in rows] == [
+        ("user", None),
+        ("assistant", None),
+        ("tool", "call_k1"),
+        ("assistant", None),
+        ("user", None),
+        ("assistant", None),
+    ]
+    [call] = rows[1].tool_calls
+    assert (call.name, call.arguments) == ("builtin_read_file", {"filepath": "tests/cart.spec.ts"})
+    assert rows[2].content == raw["history"][1]["toolCallState"]["output"][0]["content"]
+    assert rows[4].content == "And this stack trace?"
+    assert [(a.mime_type, a.data) for a in rows[4].attachments] == [
+        ("image/png", "iVBORw0KGgoAAAANSUhEUgAAAAE=")
+    ]
+    assert {m.timestamp for m in rows} == {1790000000000}  # sessions.json's dateCreated
+    assert skipped(session) == {
+        ("image", "a link, not inline data"): 1,
+        ("context item", "the editor's files given with a prompt"): 1,
+    }
+
+
+def test_a_newer_session_keeps_signed_thinking_and_drops_a_call_without_result() -> None:
+    session = placed(NEW)
+    assert session.folder == "file:///home/me/shop"
+    assert session.title == "Rename total() to cartTotal() everywhere."  # "New Session" is none
+    prompt, calling, found, answer = session.messages
+    assert prompt.content == "Rename total() to cartTotal() everywhere."
+    assert [c.id for c in calling.tool_calls] == ["toolu_c1"]  # the cancelled toolu_c2 is out
+    assert calling.provider_data == {
+        "anthropic": {
+            "thinking": [
+                {
+                    "type": "thinking",
+                    "thinking": "Search first, then edit each caller.",
+                    "signature": "ErUBCkYICBgCIkDcontinueSig",
+                }
+            ]
+        }
+    }
+    assert found.tool_call_id == "toolu_c1" and found.content.startswith("src/cart.ts:3:")
+    assert answer.content.startswith("Two places call total()")
+    assert {m.timestamp for m in session.messages} == {1795700000000}
+    counts = skipped(session)
+    assert counts[("tool call", "no result recorded")] == 1
+    assert counts[("tool result", "no tool call before it")] == 1
+    assert counts[("thinking message", "no signature: no provider would take it back")] == 1
+    assert counts[("system message", "not carried over")] == 1
+
+
+def test_a_project_chooses_its_sessions_by_workspace_directory_in_either_spelling() -> None:
+    both = [s.session_id for _, s in imports.sessions_of("continue", SESSIONS_DIR, "/home/me/shop")]
+    assert sorted(both) == sorted([OLD.stem, NEW.stem])
+    assert list(imports.sessions_of("continue", SESSIONS_DIR, "/home/me/other")) == []
+
+
+def test_a_session_that_sessions_json_gives_no_time_is_an_error_naming_the_file(
+    tmp_path: Path,
+) -> None:
+    lone = tmp_path / OLD.name
+    lone.write_bytes(OLD.read_bytes())
+    with pytest.raises(InvalidParams) as caught:
+        list(imports.sessions_of("continue", lone, None))
+    assert caught.value.field == "path" and str(lone) in caught.value.why
+
+
+def test_a_file_of_another_source_yields_nothing() -> None:
+    other = SESSIONS_DIR.parents[1] / "copilot-chat"
+    for path in other.rglob("*.json"):
+        assert continue_dev.read(path.read_bytes(), "x") == []
+    assert continue_dev.read(b"\xff not json", "x") == []
+
+
+SESSIONS = {path.name: placed(path) for path in (OLD, NEW)}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", sorted(SESSIONS))
+def test_every_continue_session_formats_to_a_body_each_provider_accepts(
+    kind: str, name: str
+) -> None:
+    session = SESSIONS[name]
+    body = format_body(kind, list(session.messages))
+    assert violations(kind, body) == []
+    assert sdk_problems(kind, body) == []
+    text = json.dumps(body)
+    for message in session.messages:
+        for provider, data in message.provider_data.items():
+            for secret in secrets(data):
+                assert (secret in text) == (provider == kind), (provider, secret)
