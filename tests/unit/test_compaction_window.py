@@ -37,7 +37,7 @@ from chat_history.service import preparation
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.preparation import PrepareOptions
 from chat_history.settings import ContextSettings, default_settings
-from chat_history.store import queries, tail, transaction
+from chat_history.store import queries, reading, tail
 from chat_history.store import rows as row_codec
 
 pytestmark = pytest.mark.engines
@@ -296,7 +296,7 @@ def rows_decoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         count[0] += 1
         return row_codec.to_message(raw)
 
-    for module in (queries, tail, transaction):
+    for module in (queries, tail, reading):
         monkeypatch.setattr(module, "to_message", counting)
     return count
 
