@@ -30,7 +30,7 @@ async def test_initialize_advertises_protocol_and_provider_kinds(start_session: 
     session = await start_session()
     assert session.initialize_result is not None
     experimental = session.initialize_result.capabilities.experimental
-    assert experimental["chatHistory"]["protocolVersion"] == 3
+    assert experimental["chatHistory"]["protocolVersion"] == 4
     assert experimental["chatHistory"]["providers"] == [
         "openai",
         "openai-responses",

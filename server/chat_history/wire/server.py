@@ -54,7 +54,7 @@ from chat_history.wire.barrier import BOUND_SECONDS, SettingsBarrier
 from chat_history.wire.methods import METHODS
 
 log = logging.getLogger("chat_history")
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 TRIMMED = "chatHistory/trimmed"
 CHANGED = "chatHistory/changed"
 EXPECTED_CODES = protocol.EXPECTED_CODES
