@@ -113,6 +113,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/replies.py
 	$(PY) bench/watch.py
 	$(PY) bench/watch.py --engine postgres
+	$(PY) bench/roundtrip.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

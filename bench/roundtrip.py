@@ -1,0 +1,240 @@
+"""``make bench``, round-trip part (issue 36): what one request costs over stdio with LSP framing,
+against a floor measured in the same run, the bare echo server of bench/echo_server.py (read a
+frame, ``json.loads``, write a null result). The same client sends every request and waits for
+its answer: a trivial request (the summary of a conversation that has none), ``get`` of one row
+and of a page of 50, ``append`` of one row, ``prepare`` of a 4,000-token request, and
+``updateReply`` with a 200-character delta, on a conversation of 100 / 10,000 / 100,000 stored
+rows (the workload of bench/workload.py). Rounds alternate the floor and each request, so load
+that comes and goes lands on both; every figure is a median and a ratio to the floor's median.
+Writes the "Round trips" section of BENCHMARKS.md. ``--quick``: 100 and 10,000 rows, fewer
+rounds. ``--profile`` runs py-spy (a dev tool, never a dependency) on the server while it
+answers the trivial request and prints the top of its breakdown."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH))
+
+from systems import OUR_SETTINGS, preload_ours  # noqa: E402
+from workload import CONVERSATION, OTHER_CONVERSATIONS, OTHER_LENGTH, WORKSPACE, take  # noqa: E402
+
+from chat_history.client import StdioClient  # noqa: E402
+
+ECHO = [sys.executable, str(BENCH / "echo_server.py")]
+PYGLS = [sys.executable, str(BENCH / "bare_server.py")]
+DELTA = "x" * 200
+#: updates per reply: under the 200 a window may send to one reply at once (protocol.md)
+UPDATES_PER_REPLY = 100
+OPS = ("bare pygls", "trivial", "get 1", "get 50", "append", "prepare", "updateReply")
+
+
+class Session:
+    """Our server on a preloaded folder and the echo floor, both alive for the whole size."""
+
+    def __init__(self, folder: Path) -> None:
+        self.ours = StdioClient(folder)
+        self.ours.initialize(OUR_SETTINGS, workspace=WORKSPACE)
+        self.echo = StdioClient(command=ECHO)
+        self.pygls = StdioClient(command=PYGLS)
+        self.pygls.initialize()
+        self.key = {"conversationId": CONVERSATION}
+        self.reply: dict[str, Any] | None = None
+        self.updates = 0
+        self.appended = 0
+
+    def call(self, op: str) -> None:
+        client = self.ours
+        if op == "floor":
+            self.echo.call("echo", {"conversationId": CONVERSATION})
+        elif op == "bare pygls":
+            self.pygls.call("bench/echo", {"conversationId": CONVERSATION})
+        elif op == "trivial":
+            client.call("chatHistory/getSummary", {"conversationId": "none"})
+        elif op.startswith("get "):
+            client.call("chatHistory/get", {**self.key, "limit": int(op[4:])})
+        elif op == "append":
+            self.appended += 1
+            row = {"role": "user" if self.appended % 2 else "assistant", "content": DELTA}
+            client.call("chatHistory/append", {"conversationId": "appended", "messages": [row]})
+        elif op == "prepare":
+            client.call("chatHistory/prepare", self.key)
+        elif op == "updateReply":
+            self.update()
+
+    def update(self) -> None:
+        """One update of the streaming reply; a new reply after UPDATES_PER_REPLY (its begin and
+        end are not timed: they are the next call's setup, done before its clock starts)."""
+        assert self.reply is not None
+        self.ours.call("chatHistory/updateReply", {**self.reply, "contentDelta": DELTA})
+        self.updates += 1
+
+    def ready(self, op: str) -> None:
+        """Untimed setup before a call: a streaming reply with updates left."""
+        if op != "updateReply" or (self.reply is not None and self.updates < UPDATES_PER_REPLY):
+            return
+        streamed = {"conversationId": "streamed"}
+        if self.reply is not None:
+            self.ours.call("chatHistory/endReply", {**self.reply, "status": "complete"})
+        else:
+            self.ours.call(
+                "chatHistory/append",
+                {**streamed, "messages": [{"role": "user", "content": "go"}]},
+            )
+        row = self.ours.call("chatHistory/beginReply", streamed)
+        self.reply = {**streamed, "id": row["id"]}
+        self.updates = 0
+
+    def close(self) -> None:
+        self.ours.close()
+        self.echo.close()
+        self.pygls.close()
+
+
+def timed(session: Session, op: str, calls: int) -> list[float]:
+    out = []
+    for _ in range(calls):
+        session.ready(op)
+        start = time.perf_counter()
+        session.call(op)
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def measure(size: int, rounds: int, calls: int) -> dict[str, float]:
+    """Median ms of the floor and of each request at ``size`` stored rows."""
+    folder = Path(tempfile.mkdtemp(prefix="chat-history-roundtrip-"))
+    try:
+        others = {f"other{i}": take(OTHER_LENGTH, f"o{i}") for i in range(OTHER_CONVERSATIONS)}
+        preload_ours(folder, take(size), others)
+        session = Session(folder)
+        try:
+            samples: dict[str, list[float]] = {op: [] for op in ("floor", *OPS)}
+            for op in samples:  # warm both processes' caches
+                timed(session, op, 20)
+            for _ in range(rounds):
+                for op, out in samples.items():
+                    out += timed(session, op, calls)
+            return {op: statistics.median(out) for op, out in samples.items()}
+        finally:
+            session.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def profile(seconds: float) -> None:
+    """py-spy on the server while it answers trivial requests: the top of its breakdown."""
+    spy = shutil.which("py-spy") or os.environ.get("PY_SPY", "")
+    if not spy:
+        sys.exit("--profile needs py-spy on PATH (or PY_SPY): pip install py-spy")
+    folder = Path(tempfile.mkdtemp(prefix="chat-history-roundtrip-"))
+    out = Path(tempfile.gettempdir()) / "chat-history-roundtrip-profile.txt"
+    try:
+        session = Session(folder)
+        timed(session, "trivial", 200)
+        command = [spy, "record", "--threads", "--rate", "2000", "--format", "raw"]
+        command += ["--duration", str(int(seconds)), "--output", str(out)]
+        command += ["--pid", str(session.ours.process.pid)]
+        recorder = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+        time.sleep(1.0)
+        sent = 0
+        while recorder.poll() is None:
+            timed(session, "trivial", 50)
+            sent += 50
+        session.close()
+        print(f"{sent} trivial requests profiled; collapsed stacks in {out}")
+        summarize(out.read_text(encoding="utf-8"))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def summarize(collapsed: str, top: int = 30) -> None:
+    """Per function, over every thread's on-CPU samples: in how many it is on the stack
+    (inclusive) and in how many it is the innermost frame (self)."""
+    inclusive: dict[str, int] = {}
+    own: dict[str, int] = {}
+    total = 0
+    for line in collapsed.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        frames = stack.split(";")
+        total += int(count)
+        own[frames[-1]] = own.get(frames[-1], 0) + int(count)
+        for frame in set(frames):
+            inclusive[frame] = inclusive.get(frame, 0) + int(count)
+    for title, figures in (("inclusive", inclusive), ("self", own)):
+        print(f"-- {title}, % of {total} samples")
+        for frame, count in sorted(figures.items(), key=lambda kv: -kv[1])[:top]:
+            print(f"{100 * count / total:6.1f}%  {frame[:150]}")
+
+
+def write_section(results: dict[int, dict[str, float]], load: str, calls: str) -> None:
+    sizes = sorted(results)
+    lines = [
+        "## Round trips",
+        "",
+        "`bench/roundtrip.py`: one client, one request at a time, over stdio with LSP framing; "
+        "the floor is a bare Python echo server (bench/echo_server.py: read a frame, "
+        "`json.loads`, write a null result) measured in the same rounds as each request. "
+        f"Medians of {calls} calls in ms, each with its ratio to the floor. Load average {load} "
+        "on 2 CPUs. Goal: a trivial request at most 2x the floor.",
+        "",
+        "| request | " + " | ".join(f"{size:,} rows" for size in sizes) + " |",
+        "|---|" + "---:|" * len(sizes),
+    ]
+    for op in ("floor", *OPS):
+        cells = []
+        for size in sizes:
+            value, floor = results[size][op], results[size]["floor"]
+            cells.append(f"{value:.3f}" if op == "floor" else f"{value:.3f} ({value / floor:.2f}x)")
+        lines.append(f"| {'echo floor' if op == 'floor' else op} | {' | '.join(cells)} |")
+    replace_section(BENCH.parent / "BENCHMARKS.md", "## Round trips", "\n".join(lines) + "\n")
+
+
+def replace_section(path: Path, heading: str, section: str) -> None:
+    current = path.read_text(encoding="utf-8")
+    if heading in current:
+        before, _, after = current.partition(heading)
+        rest = after.split("\n## ", 1)
+        current = before + section + ("\n## " + rest[1] if len(rest) > 1 else "")
+    else:
+        current = current.rstrip("\n") + "\n\n" + section
+    path.write_text(current, encoding="utf-8")
+    print(section)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--profile", type=float, metavar="SECONDS")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    if args.profile:
+        profile(args.profile)
+        return
+    sizes = (100, 10_000) if args.quick else (100, 10_000, 100_000)
+    rounds, calls = (4, 25) if args.quick else (10, 40)
+    results: dict[int, dict[str, float]] = {}
+    loads = []
+    for size in sizes:
+        results[size] = measure(size, rounds, calls)
+        loads.append(os.getloadavg()[0])
+        print(size, {op: round(ms, 3) for op, ms in results[size].items()}, flush=True)
+    if not args.no_write:
+        write_section(results, f"{min(loads):.1f}-{max(loads):.1f}", f"{rounds} x {calls}")
+
+
+if __name__ == "__main__":
+    main()
