@@ -37,15 +37,27 @@ PYGLS = [sys.executable, str(BENCH / "bare_server.py")]
 DELTA = "x" * 200
 #: updates per reply: under the 200 a window may send to one reply at once (protocol.md)
 UPDATES_PER_REPLY = 100
+#: the requests ``--against`` also sends to the other build (no replies: a window's own)
+AGAINST = ("trivial", "get 1", "get 50", "append", "prepare")
+AGAINST_SUFFIX = " (against)"
 OPS = ("bare pygls", "trivial", "get 1", "get 50", "append", "prepare", "updateReply")
 
 
 class Session:
-    """Our server on a preloaded folder and the echo floor, both alive for the whole size."""
+    """Our server on a preloaded folder and the echo floor, both alive for the whole size;
+    with ``against`` (a checkout's root), that build of the server too, on a copy of the
+    folder, for the requests of AGAINST."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, against: Path | None = None) -> None:
         self.ours = StdioClient(folder)
         self.ours.initialize(OUR_SETTINGS, workspace=WORKSPACE)
+        self.base: StdioClient | None = None
+        if against is not None:
+            copy = folder.parent / (folder.name + "-against")
+            shutil.copytree(folder, copy)
+            env = {**os.environ, "PYTHONPATH": str(against / "server")}
+            self.base = StdioClient(copy, env=env)
+            self.base.initialize(OUR_SETTINGS, workspace=WORKSPACE)
         self.echo = StdioClient(command=ECHO)
         self.pygls = StdioClient(command=PYGLS)
         self.pygls.initialize()
@@ -56,6 +68,9 @@ class Session:
 
     def call(self, op: str) -> None:
         client = self.ours
+        if op.endswith(AGAINST_SUFFIX):
+            assert self.base is not None
+            client, op = self.base, op.removesuffix(AGAINST_SUFFIX)
         if op == "floor":
             self.echo.call("echo", {"conversationId": CONVERSATION})
         elif op == "bare pygls":
@@ -100,6 +115,8 @@ class Session:
         self.ours.close()
         self.echo.close()
         self.pygls.close()
+        if self.base is not None:
+            self.base.close()
 
 
 def timed(session: Session, op: str, calls: int) -> list[float]:
@@ -112,15 +129,18 @@ def timed(session: Session, op: str, calls: int) -> list[float]:
     return out
 
 
-def measure(size: int, rounds: int, calls: int) -> dict[str, float]:
+def measure(size: int, rounds: int, calls: int, against: Path | None = None) -> dict[str, float]:
     """Median ms of the floor and of each request at ``size`` stored rows."""
     folder = Path(tempfile.mkdtemp(prefix="chat-history-roundtrip-"))
     try:
         others = {f"other{i}": take(OTHER_LENGTH, f"o{i}") for i in range(OTHER_CONVERSATIONS)}
         preload_ours(folder, take(size), others)
-        session = Session(folder)
+        session = Session(folder, against)
         try:
-            samples: dict[str, list[float]] = {op: [] for op in ("floor", *OPS)}
+            ops = ["floor", *OPS]
+            if against is not None:
+                ops += [op + AGAINST_SUFFIX for op in AGAINST]
+            samples: dict[str, list[float]] = {op: [] for op in ops}
             for op in samples:  # warm both processes' caches
                 timed(session, op, 20)
             for _ in range(rounds):
@@ -131,6 +151,7 @@ def measure(size: int, rounds: int, calls: int) -> dict[str, float]:
             session.close()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(folder.parent / (folder.name + "-against"), ignore_errors=True)
 
 
 def profile(seconds: float) -> None:
@@ -220,16 +241,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--profile", type=float, metavar="SECONDS")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--sizes", help="comma-separated row counts (printed only)")
+    parser.add_argument("--rounds", type=int)
+    parser.add_argument(
+        "--against", type=Path, help="another checkout's root, measured alongside (printed only)"
+    )
     args = parser.parse_args(argv)
     if args.profile:
         profile(args.profile)
         return
     sizes = (100, 10_000) if args.quick else (100, 10_000, 100_000)
+    if args.sizes:
+        sizes = tuple(int(size) for size in args.sizes.split(","))
+        args.no_write = True
     rounds, calls = (4, 25) if args.quick else (10, 40)
+    rounds = args.rounds or rounds
+    args.no_write = args.no_write or args.against is not None
     results: dict[int, dict[str, float]] = {}
     loads = []
     for size in sizes:
-        results[size] = measure(size, rounds, calls)
+        results[size] = measure(size, rounds, calls, args.against)
         loads.append(os.getloadavg()[0])
         print(size, {op: round(ms, 3) for op, ms in results[size].items()}, flush=True)
     if not args.no_write:
