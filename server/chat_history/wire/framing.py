@@ -78,13 +78,15 @@ class StdinReader:
         self.stdin = stdin
         self.executor = executor
 
-    async def header(self) -> tuple[int | None, bytes | None] | None:
-        """The next frame's header: (length, None), or (None, the bad Content-Length value);
-        None at the end of input. Read on the executor in one go: the stray lines before a
-        header (garbage, or a skipped frame's body) cost a ``readline`` each, not a hop to the
-        executor and back each (~75 µs: 500,000 short lines took 40 s)."""
+    async def frame(self) -> tuple[int | None, bytes | None, bytes | None] | None:
+        """The next frame: (length, None, body), or (None, the bad Content-Length value, None),
+        or (length, None, None) for a frame longer than ``MAX_FRAME_BYTES`` (not read); None
+        at the end of input. Header and body are read on the executor in one go: each hop to
+        the executor and back wakes two threads, so the stray lines before a header cost a
+        ``readline`` each, not a hop each (500,000 short lines took 40 s), and a request costs
+        one hop to read, not two (issue 36)."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.executor, read_header, self.stdin)
+        return await loop.run_in_executor(self.executor, read_frame, self.stdin)
 
     async def peek(self) -> bytes:
         """What can be read without blocking for more (nothing is consumed)."""
@@ -95,10 +97,6 @@ class StdinReader:
         head: bytes = await loop.run_in_executor(self.executor, peek, _MAX_HEADER_LINE)
         return head
 
-    async def read(self, size: int) -> bytes:
-        """Up to ``size`` bytes of stdin, read on a worker thread so the event loop never blocks."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.executor, self.stdin.read, size)
 
 
 async def serve(reader: StdinReader, protocol: JsonRPCProtocol, stop: threading.Event) -> None:
@@ -107,11 +105,11 @@ async def serve(reader: StdinReader, protocol: JsonRPCProtocol, stop: threading.
     at the end of input, and before an ``exit`` notification is handled."""
     pending: set[Any] = set()
     while not stop.is_set():
-        header = await reader.header()
-        if header is None:
+        frame = await reader.frame()
+        if frame is None:
             await finish(protocol, pending, closed=True)
             return
-        length, bad_header = header
+        length, bad_header, body = frame
         if length is None:
             send_error(
                 protocol,
@@ -131,8 +129,7 @@ async def serve(reader: StdinReader, protocol: JsonRPCProtocol, stop: threading.
                 "bytes",
             )
             continue
-        body = await reader.read(length)
-        if len(body) < length:
+        if body is None or len(body) < length:
             await finish(protocol, pending, closed=True)
             return  # end of input inside a frame
         if len(body) < 1_024 and _EXIT.search(body) and _method(body) == "exit":
@@ -179,6 +176,18 @@ async def finish(protocol: JsonRPCProtocol, pending: set[Any], *, closed: bool) 
             break
         await asyncio.wait(waiting)
         await asyncio.sleep(0)  # the answers are written by the futures' done callbacks
+
+
+def read_frame(stdin: BinaryIO) -> tuple[int | None, bytes | None, bytes | None] | None:
+    """``StdinReader.frame``'s blocking part: a header, then the body it announces unless it
+    is missing, bad or longer than ``MAX_FRAME_BYTES``."""
+    header = read_header(stdin)
+    if header is None:
+        return None
+    length, bad_header = header
+    if length is None or length > MAX_FRAME_BYTES:
+        return length, bad_header, None
+    return length, None, stdin.read(length)
 
 
 def read_header(stdin: BinaryIO) -> tuple[int | None, bytes | None] | None:
