@@ -67,8 +67,22 @@ def converter() -> cattrs.Converter:
     return conv
 
 
+#: What a request handler returns when it has written its answer itself (``answer``).
+ANSWERED = object()
+
+
 class AdaptedProtocol(LanguageServerProtocol):
-    """pygls's protocol with our writer and quieter routing of ``$/`` methods and late cancels."""
+    """pygls's protocol with our writer, answers written by the thread that made them, and
+    quieter routing of ``$/`` methods and late cancels."""
+
+    def _send_response(
+        self, msg_id: Any, result: Any | None = None, error: Any | None = None
+    ) -> None:
+        """pygls's answer, unless the handler already wrote it (``answer``)."""
+        if result is ANSWERED and error is None:
+            self._result_types.pop(msg_id, None)
+            return
+        super()._send_response(msg_id, result, error)
 
     @property
     def server(self) -> Any:
@@ -134,6 +148,16 @@ class AdaptedProtocol(LanguageServerProtocol):
 def send(protocol: JsonRPCProtocol, data: Any) -> None:
     """Write one message (a dict) through the protocol's writer."""
     protocol._send_data(data)
+
+
+def answer(protocol: JsonRPCProtocol, msg_id: Any, result: Any) -> Any:
+    """Write the answer to request ``msg_id`` now, from the calling thread (the writer's lock
+    keeps frames whole); returns what the handler returns so that pygls does not answer again.
+    Without an id (not called for a request) the result is returned for pygls to send."""
+    if msg_id is None or not isinstance(protocol, AdaptedProtocol):
+        return result
+    LanguageServerProtocol._send_response(protocol, msg_id, result)
+    return ANSWERED
 
 
 def shutting_down(protocol: JsonRPCProtocol) -> bool:
