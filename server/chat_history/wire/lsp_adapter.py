@@ -9,6 +9,7 @@ and that each attribute still exists with the expected kind."""
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 import logging
 import threading
 from collections.abc import Sequence
@@ -158,6 +159,25 @@ def answer(protocol: JsonRPCProtocol, msg_id: Any, result: Any) -> Any:
         return result
     LanguageServerProtocol._send_response(protocol, msg_id, result)
     return ANSWERED
+
+
+def handle_message(protocol: JsonRPCProtocol, message: Any) -> None:
+    """pygls's ``handle_message`` for a plain request or notification (a custom method's), in
+    its own context as pygls runs it, without pygls's ``isinstance`` against its
+    ``runtime_checkable`` protocols (~37 µs each at load 10 here, two for a notification:
+    issue 36). Any other message, and every message once ``shutdown`` came, goes through
+    pygls's own."""
+    kind = type(message)
+    if message.jsonrpc != JsonRPCProtocol.VERSION or protocol._shutdown:
+        protocol.handle_message(message)
+    elif kind is JsonRPCRequestMessage:
+        context = contextvars.copy_context()
+        context.run(protocol._handle_request, message.id, message.method, message.params)
+    elif kind is JsonRPCNotification:
+        context = contextvars.copy_context()
+        context.run(protocol._handle_notification, message.method, message.params)
+    else:
+        protocol.handle_message(message)
 
 
 def shutting_down(protocol: JsonRPCProtocol) -> bool:
