@@ -201,9 +201,25 @@ def summarize(collapsed: str, top: int = 30) -> None:
             print(f"{100 * count / total:6.1f}%  {frame[:150]}")
 
 
-#: The same bench at 2144ac8, before the cuts of issue 36 (one run, load 6.9-7.4), 100 rows:
-#: a recorded run, not this one.
-BEFORE = {"floor": 0.072, "bare pygls": 0.272, "trivial": 0.346, "get 1": 0.387, "prepare": 1.568}
+#: The same bench at 2144ac8, before the cuts of issue 36 (one run, load 6.9-7.4), by size:
+#: a recorded run, not this one. Its floor was 0.072 / 0.022 / 0.026 ms: compare with bare pygls.
+BEFORE = {
+    100: {"bare pygls": 0.272, "trivial": 0.346, "get 1": 0.387, "append": 1.018, "prepare": 1.568},
+    10_000: {
+        "bare pygls": 0.285,
+        "trivial": 0.437,
+        "get 1": 0.483,
+        "append": 1.208,
+        "prepare": 1.922,
+    },
+    100_000: {
+        "bare pygls": 0.298,
+        "trivial": 0.546,
+        "get 1": 0.643,
+        "append": 1.258,
+        "prepare": 1.843,
+    },
+}
 #: Where a trivial request's time went and what was cut (issue 36): py-spy on the server, A/B
 #: runs of this bench against the commit before each cut (``--against``), in-process timings.
 BREAKDOWN = [
@@ -224,9 +240,15 @@ BREAKDOWN = [
     "- **Encoding the answer**: the chunked walk (which keeps a huge answer from being held "
     "twice) cost ~57 us on a null result; an answer of at most 512 values and 64 K "
     "characters is now one `json.dumps` (~18 us): 0.291 -> 0.276 ms.",
-    "- **Not cut**: the change watch's look before each answer (~33-48 us in-process: a read "
-    "transaction around `PRAGMA data_version`, and a `stat` of the database file that every "
-    "read section makes) and `getSummary`'s own reads (~60-100 us, three read sections).",
+    "- **The change watch**: its look before each answer opened a read transaction; it now "
+    "reads only the change token when nothing else committed (in-process 33 -> 8 us; over "
+    "stdio within noise). Its re-read of a written conversation's fingerprint before the "
+    "commit read every row for the newest and oldest ids (store/changes.py): an append to a "
+    "conversation of 10,000 rows took 5-8 ms over stdio, 0.76 ms now (bench/worker.py stdio "
+    "10000, against 2144ac8 in the same minute).",
+    "- **Not cut**: the rest of the change watch's look (`PRAGMA data_version` and a `stat` "
+    "of the database file that every read section makes) and `getSummary`'s own reads "
+    "(~60-100 us, three read sections).",
     "- **pygls's own share**: bare pygls (bench/bare_server.py answering `bench/echo` on its "
     "loop) costs about as much as our whole trivial request, 11-13x the echo floor by itself: "
     "its stdin reads go through an executor and every message through asyncio. With pygls "
@@ -237,6 +259,10 @@ BREAKDOWN = [
     "provider body ~20%, the per-turn memo lookups ~18%, most of it hashing ~270 rows per "
     "prepare through a Python `__hash__`; rows now use object's identity hash in C "
     "(1.407 -> 1.349 ms over stdio at 10,000 rows).",
+    "- **Peers** (bench/worker.py at 10,000 rows, one after the other at load 7, a recorded run; "
+    "`make bench`'s run.py gives the full table): our in-process prepare 0.392 ms, the OpenAI "
+    "Agents SDK's read + trim 34.3 ms (87x), LangChain's 858 ms (2,190x); over stdio ours is "
+    "1.233 ms (28x and 696x).",
 ]
 
 
@@ -260,17 +286,24 @@ def write_section(results: dict[int, dict[str, float]], load: str, calls: str) -
             value, floor = results[size][op], results[size]["floor"]
             cells.append(f"{value:.3f}" if op == "floor" else f"{value:.3f} ({value / floor:.2f}x)")
         lines.append(f"| {'echo floor' if op == 'floor' else op} | {' | '.join(cells)} |")
-    first = results[sizes[0]]
     lines += [
         "",
-        f"Before the cuts of issue 36 (2144ac8, a recorded run at {sizes[0]:,} rows, load 7): "
-        + ", ".join(
-            f"{op} {ms:.3f} ms" + ("" if op == "floor" else f" ({ms / BEFORE['floor']:.2f}x)")
-            for op, ms in BEFORE.items()
-        )
-        + f"; now {', '.join(f'{op} {first[op]:.3f}' for op in BEFORE)} ms. The floor moves "
-        "2-3x with the machine's load between runs, so compare ratios within one run, and "
-        "the requests with bare pygls.",
+        "Before the cuts of issue 36 (2144ac8, a recorded run at load 7; its echo floor moved "
+        "between 0.022 and 0.072 ms, so each request is given against bare pygls of the same "
+        "run), and now:",
+        "",
+        "| request ÷ bare pygls | " + " | ".join(f"{size:,} before / now" for size in sizes) + " |",
+        "|---|" + "---:|" * len(sizes),
+    ]
+    for op in ("trivial", "get 1", "append", "prepare"):
+        cells = []
+        for size in sizes:
+            now = results[size][op] / results[size]["bare pygls"]
+            before = BEFORE.get(size)
+            was = f"{before[op] / before['bare pygls']:.2f}x" if before else "-"
+            cells.append(f"{was} / {now:.2f}x")
+        lines.append(f"| {op} | {' | '.join(cells)} |")
+    lines += [
         "",
         *BREAKDOWN,
     ]
