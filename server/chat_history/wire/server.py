@@ -297,6 +297,13 @@ class ChatHistoryServer(LanguageServer):
         loop = self._loop
         if loop is None or _running_loop() is loop:
             send()
+        elif self._stdout is not None:
+            # Another thread (the request thread, which writes its answer itself): written now,
+            # so that what a request told goes before its answer, as the loop's sends did.
+            shown_too = [types.WINDOW_SHOW_MESSAGE] if show else []
+            for method in [types.WINDOW_LOG_MESSAGE, *shown_too]:
+                wired = {"type": int(kind), "message": text}
+                lsp_adapter.notify_all(self.protocol, self._stdout, method, [wired])
         elif not loop.is_closed():  # after the loop ended there is no client to tell
             loop.call_soon_threadsafe(send)
 
