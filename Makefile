@@ -122,6 +122,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/watch.py --engine postgres
 	$(PY) bench/acp.py
 	$(PY) bench/imports.py
+	$(PY) bench/roundtrip.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pygls.protocol import JsonRPCResponseMessage
 
-from chat_history.model import Attachment, StoredMessage, ToolCall
+from chat_history.model import Attachment, JsonText, StoredMessage, ToolCall
 from chat_history.service.manager import GetResult
 from chat_history.wire import frames, protocol
 from chat_history.wire.methods import history
@@ -66,14 +66,20 @@ JSON = st.recursive(SCALARS, containers, max_leaves=40)
 
 
 @settings(max_examples=300, deadline=None)
-@given(result=JSON, msg_id=st.integers() | TEXT, chunk_chars=st.sampled_from([1, 7, 1_000]))
+@given(
+    result=JSON,
+    msg_id=st.integers() | TEXT,
+    chunk_chars=st.sampled_from([1, 7, 1_000]),
+    small_values=st.sampled_from([0, 3, 512]),  # 0: always walked; 512: small ones whole
+)
 def test_chunks_joined_are_json_dumps_byte_for_byte(
-    result: Any, msg_id: Any, chunk_chars: int
+    result: Any, msg_id: Any, chunk_chars: int, small_values: int
 ) -> None:
     answer = JsonRPCResponseMessage(id=msg_id, jsonrpc="2.0", result=result)
     want = expected({"id": msg_id, "jsonrpc": "2.0", "result": result})
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(frames, "_CHUNK_CHARS", chunk_chars)
+        patch.setattr(frames, "_SMALL_VALUES", small_values)
         chunks = frames.encode_chunks(answer, UNSTRUCTURE)
         assert b"".join(chunks) == want
         body = frames.answer_body(answer, UNSTRUCTURE)
@@ -90,6 +96,7 @@ def test_the_answer_cap_counts_the_chunks_bytes(result: Any, cap: int) -> None:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(frames, "MAX_ANSWER_BYTES", cap)
         patch.setattr(frames, "_CHUNK_CHARS", 16)
+        patch.setattr(frames, "_SMALL_VALUES", 0)  # walked: the cap counts chunks
         body = frames.answer_body(answer, UNSTRUCTURE)
     assert body is not None
     if len(want) <= cap:
@@ -160,6 +167,7 @@ def test_a_get_answer_is_the_old_bytes_in_bounded_chunks_with_rows_wired_as_writ
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(frames, "_CHUNK_CHARS", 64 * 1024)
+    monkeypatch.setattr(frames, "_SMALL_VALUES", 0)
     rows = tuple(stored(n, f"row {n} " + "😀é中x" * (n * 997 % 4_000)) for n in range(1, 120))
     made: list[int] = []
 
@@ -186,3 +194,26 @@ def test_a_get_answer_is_the_old_bytes_in_bounded_chunks_with_rows_wired_as_writ
     # larger row is its own chunk. The whole answer is never one piece.
     assert max(map(len, chunks)) <= max(8 * frames._CHUNK_CHARS, 4 * largest_row)
     assert max(map(len, chunks)) < len(old) / 4
+
+
+def test_a_small_answer_is_one_chunk_and_a_large_one_is_walked() -> None:
+    """Issue 36: a small plain answer is encoded in one call (one chunk); past either bound
+    (values, characters) it is walked in chunks as before; both the same bytes as json.dumps."""
+    assert frames._is_small({"id": 1, "result": {"summary": None, "n": [1, 2.5, True, "a"]}})
+    circular: list[Any] = []
+    circular.append(circular)
+    for large in (
+        [0] * 600,
+        {"text": "x" * (70 * 1024)},
+        {1: "non-string key"},
+        {"row": JsonText('{"a":1}')},
+        circular,  # stops at the bound
+    ):
+        assert not frames._is_small(large)
+    for result in ([{"i": i} for i in range(600)], {"text": "x" * (70 * 1024)}):
+        answer = JsonRPCResponseMessage(id=2, jsonrpc="2.0", result=result)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(frames, "_CHUNK_CHARS", 1_000)
+            chunks = frames.encode_chunks(answer, UNSTRUCTURE)
+        assert len(chunks) > 1
+        assert b"".join(chunks) == expected({"id": 2, "jsonrpc": "2.0", "result": result})

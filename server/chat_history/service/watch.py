@@ -51,7 +51,15 @@ class ChangeWatch:
 
     def poll(self) -> list[Change]:
         """Catch up with the store now; every change not handed out yet, one per conversation.
-        Raises StorageError (then nothing is lost: the next look catches up)."""
+        Raises StorageError (then nothing is lost: the next look catches up). When no other
+        connection committed since the last look (the change token has not moved), that is
+        all it reads: no read transaction (issue 36: this runs before every answer)."""
+        seen = self._seen
+        if seen is not None and seen[0] == self._workspace():
+            with self._store.read() as reading:
+                unchanged = reading.change_token() == self._token
+            if unchanged:
+                return self.take()
         with self._store.snapshot() as reading:
             self._catch_up(reading)
         return self.take()

@@ -297,6 +297,13 @@ class ChatHistoryServer(LanguageServer):
         loop = self._loop
         if loop is None or _running_loop() is loop:
             send()
+        elif self._stdout is not None:
+            # Another thread (the request thread, which writes its answer itself): written now,
+            # so that what a request told goes before its answer, as the loop's sends did.
+            shown_too = [types.WINDOW_SHOW_MESSAGE] if show else []
+            for method in [types.WINDOW_LOG_MESSAGE, *shown_too]:
+                wired = {"type": int(kind), "message": text}
+                lsp_adapter.notify_all(self.protocol, self._stdout, method, [wired])
         elif not loop.is_closed():  # after the loop ended there is no client to tell
             loop.call_soon_threadsafe(send)
 
@@ -601,7 +608,7 @@ def request(ls: ChatHistoryServer, method: str, params_cls: type, body: Handler)
     async def handler(ls: ChatHistoryServer, raw: Any) -> Any:
         # Ticket and submission before the first await: in the order the requests arrived.
         job = Job(ls.barrier.ticket(), ls.closing)
-        done = asyncio.wrap_future(ls.requests.submit(run, ls, job, raw))
+        done = asyncio.wrap_future(ls.requests.submit(run, ls, job, raw, ls.protocol.msg_id))
         task = asyncio.current_task()
         if task is not None:
             ls.in_flight.add(task)
@@ -618,7 +625,7 @@ def request(ls: ChatHistoryServer, method: str, params_cls: type, body: Handler)
                 raise asyncio.CancelledError
             return result
 
-    def run(ls: ChatHistoryServer, job: Job, raw: Any) -> Any:
+    def run(ls: ChatHistoryServer, job: Job, raw: Any, msg_id: Any) -> Any:
         settings = ls.barrier.settings_for(job.ticket, job.stopped)
         if not job.start():
             return _NOT_RUN
@@ -632,11 +639,14 @@ def request(ls: ChatHistoryServer, method: str, params_cls: type, body: Handler)
         try:
             params: Any = protocol.structure(raw, params_cls)
             ls.open_identity(manager, settings)
-            return body(manager, ls, params)
+            result = body(manager, ls, params)
         except DOMAIN_ERRORS as exc:
             raise to_jsonrpc(exc) from None
         finally:
             ls.send_changes(poll=False)  # what this request's writes found others did
+        # Written here, not by the event loop once it wakes for the result: the client has its
+        # answer one thread hop sooner (issue 36); pygls is then told it was sent.
+        return lsp_adapter.answer(ls.protocol, msg_id, result)
 
 
 def register(ls: ChatHistoryServer) -> ChatHistoryServer:

@@ -72,6 +72,15 @@ _REWRITES: tuple[tuple[str, str], ...] = (
     (" LIMIT -1", " LIMIT ALL"),
     # A streaming row's text (store.rows.STREAMING_TEXT).
     ("group_concat(", "string_agg("),
+    # store.changes' fingerprint: each lookup names the role, so its index (which leads with
+    # the owner) serves a superuser too, whom row-level security adds no owner condition for.
+    (
+        "WHERE m.workspace = c.workspace AND m.conversation = c.conversation",
+        "WHERE m.owner = c.owner AND m.workspace = c.workspace AND m.conversation = c.conversation",
+    ),
+    ("ON s.workspace = c.workspace AND", "ON s.owner = c.owner AND s.workspace = c.workspace AND"),
+    ("ON r.workspace = c.workspace AND", "ON r.owner = c.owner AND r.workspace = c.workspace AND"),
+    ("GROUP BY c.workspace, c.conversation,", "GROUP BY c.owner, c.workspace, c.conversation,"),
 )
 _IS_PARAM = re.compile(r"\bIS \?")
 #: SQLite's ``a IS b`` between columns (NULL-safe equality).
