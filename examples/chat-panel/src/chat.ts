@@ -75,21 +75,26 @@ export class InterruptedReply extends Error {
     /** With `storeReplies`: the reply's row, stored as interrupted (null: nothing of it stored). */
     readonly stored: StoredMessage | null = null,
   ) {
-    super(interruptedWords(why, inToolCall, stored !== null));
+    const after = stored !== null ? " What arrived is saved." : why === "stopped" ? " Nothing of it was stored." : " Nothing of this reply was stored.";
+    super(`${whyWords(why, inToolCall)}${after}`);
     this.name = "InterruptedReply";
+  }
+
+  /** What happened, without what was stored. */
+  get reason(): string {
+    return whyWords(this.why, this.inToolCall);
   }
 }
 
-function interruptedWords(why: InterruptedReply["why"], inToolCall: boolean, saved: boolean): string {
+function whyWords(why: InterruptedReply["why"], inToolCall: boolean): string {
   const where = inToolCall ? " while it was writing a tool call" : "";
-  const after = saved ? " What arrived is saved." : why === "stopped" ? " Nothing of it was stored." : " Nothing of this reply was stored.";
   switch (why) {
     case "cut":
-      return `The connection to the model closed in the middle of the reply${where}.${after}`;
+      return `The connection to the model closed in the middle of the reply${where}.`;
     case "unfinished":
-      return `The model's reply ended without saying it was complete${where}; it may be cut off.${after}`;
+      return `The model's reply ended without saying it was complete${where}; it may be cut off.`;
     case "stopped":
-      return `You stopped the reply.${after}`;
+      return "You stopped the reply.";
   }
 }
 
