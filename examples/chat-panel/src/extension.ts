@@ -269,12 +269,29 @@ class ChatPanel {
 
   private update(next: S.PanelState): void {
     this.state = next;
+    this.watchStreaming();
     if (this.postTimer !== undefined) return;
     // Streaming deltas arrive fast: post at most every 30 ms.
     this.postTimer = setTimeout(() => {
       this.postTimer = undefined;
       void this.panel?.webview.postMessage({ type: "view", view: S.viewOf(this.state, this.protocolVersion()) });
     }, 30);
+  }
+
+  private streamingTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * A streaming row this window is not writing (another window's, or one whose writer was
+   * killed): re-read every 3 s until none streams. Another window's reply is also announced
+   * (`changed` "reply"), but a reply whose writer died is interrupted by this window's own
+   * server (its lease expired, within 30 s), and a server does not announce its own changes.
+   */
+  private watchStreaming(): void {
+    if (this.streamingTimer !== undefined || this.state.busy || !R.othersStreaming(this.state)) return;
+    this.streamingTimer = setTimeout(() => {
+      this.streamingTimer = undefined;
+      if (!this.state.busy && R.othersStreaming(this.state)) void this.reload(true).catch(() => undefined);
+    }, 3000);
   }
 
   private fail(error: unknown): void {

@@ -22,6 +22,11 @@ export function replyBegun(state: PanelState, row: StoredMessage): PanelState {
   return { ...state, messages };
 }
 
+/** A stored row streams while this window runs no turn: another window's reply, or an orphan. */
+export function othersStreaming(state: PanelState): boolean {
+  return !state.busy && state.messages.some((m) => m.id !== null && m.streaming);
+}
+
 /** The newest row when it is a cut reply stored as interrupted that the person has not kept. */
 export function cutReply(state: PanelState): { reply: PanelMessage; prompt: PanelMessage | null } | null {
   if (state.busy || state.elsewhere !== null) return null;

@@ -58,6 +58,8 @@ test("the offer goes once the cut reply is kept, is not the newest row, or a tur
   const streaming = S.pageLoaded(S.emptyState("c"), { messages: [row(1, "user", "Tell me"), row(2, "assistant", "This", "streaming")], hasMore: false }, false);
   assert.ok(!offered(streaming));
   assert.equal(S.viewOf(streaming, 4).messages[1].streaming, true, "another window's reply shows as growing");
+  assert.ok(R.othersStreaming(streaming), "re-read until it is no longer streaming");
+  assert.ok(!R.othersStreaming(state) && !R.othersStreaming({ ...streaming, busy: true }));
 });
 
 test("Continue streams into the same bubble: same key, no second bubble, the stored row replaces it", () => {
