@@ -1104,6 +1104,7 @@ try {
     return replyText(f);
   }
 
+  const openaiSettings = JSON.parse(readFileSync(settingsFile, "utf8"));
   await step("replies: a reload mid-stream: the text shown before it is there after it, marked interrupted, with Continue, Retry and Keep", async () => {
     await runCommand("Chat Panel: New Chat");
     frame = await chatFrame();
@@ -1127,28 +1128,6 @@ try {
     assert.equal(await frame.locator("article.msg").count(), 2);
     assert.equal(await frame.locator("article.msg.interrupted").count(), 0);
     assert.match(await lastAssistantText(frame), /and that is the rest of the reply\.$/);
-  });
-
-  await step("replies: Stop ends the reply interrupted with its text (Continue, Retry, Keep stay); Continue with an Anthropic-format model prefills it", async () => {
-    const settings = JSON.parse(readFileSync(settingsFile, "utf8"));
-    writeFileSync(settingsFile, JSON.stringify({ ...settings, "chatPanel.provider": "anthropic", "chatPanel.baseUrl": fake.url }, null, 2));
-    try {
-      await sleep(1000);
-      await runCommand("Chat Panel: New Chat");
-      frame = await chatFrame();
-      const shown = await startSlowReply(frame, "Tell me about lakes [slow]");
-      await frame.locator("#stop").click();
-      await noticeShown(frame, /You stopped the reply\. The text shown is saved/);
-      const partial = await cutShown(frame, shown);
-      assert.equal(fake.requests.at(-1).path, "/v1/messages", "the Anthropic format");
-      await shot("53-stopped-saved", { editorOnly: true });
-      const text = await continueCut(frame, partial, "/v1/messages");
-      assert.equal(text, `${partial.trimEnd()} and that is the rest of the reply.`, "one space where the prefill cut one");
-      await shot("54-continued-anthropic", { editorOnly: true });
-    } finally {
-      writeFileSync(settingsFile, JSON.stringify(settings, null, 2));
-      await sleep(1000);
-    }
   });
 
   await step("replies: a second window of the conversation shows the reply as it grows", async () => {
@@ -1222,6 +1201,9 @@ try {
     codeServer = null;
     await closeBrowser();
     await waitFor("the history server to be gone", () => historyServers().length === 0);
+    // While it is down, its settings name an Anthropic-format model for the next step (a running
+    // code-server here does not notice settings.json written behind its back).
+    writeFileSync(settingsFile, JSON.stringify({ ...openaiSettings, "chatPanel.provider": "anthropic", "chatPanel.baseUrl": fake.url }, null, 2));
     await startCodeServer();
     await openWorkbench();
     await openFromList("Tell me about glaciers");
@@ -1230,6 +1212,25 @@ try {
     log(`the killed reply showed interrupted ${took} ms after the kill`);
     assert.ok(took <= 30_000, `interrupted within 30 s of the kill: ${took} ms`);
     await shot("58-killed-interrupted", { editorOnly: true });
+  });
+
+  await step("replies: Stop ends the reply interrupted with its text (Continue, Retry, Keep stay); Continue with an Anthropic-format model prefills it", async () => {
+    try {
+      await runCommand("Chat Panel: New Chat");
+      frame = await chatFrame();
+      const shown = await startSlowReply(frame, "Tell me about lakes [slow]");
+      await frame.locator("#stop").click();
+      await noticeShown(frame, /You stopped the reply\. The text shown is saved/);
+      const partial = await cutShown(frame, shown);
+      assert.equal(fake.requests.at(-1).path, "/v1/messages", "the Anthropic format");
+      await shot("53-stopped-saved", { editorOnly: true });
+      const text = await continueCut(frame, partial, "/v1/messages");
+      assert.equal(text, `${partial.trimEnd()} and that is the rest of the reply.`, "one space where the prefill cut one");
+      await shot("54-continued-anthropic", { editorOnly: true });
+    } finally {
+      // Back to the OpenAI format for the next start of code-server.
+      writeFileSync(settingsFile, JSON.stringify(openaiSettings, null, 2));
+    }
   });
 
   await step("the panel's own retention defaults (maxTokens 4,000,000) show in the Settings UI", async () => {

@@ -282,7 +282,7 @@ class ChatPanel {
 
   /**
    * A streaming row this window is not writing (another window's, or one whose writer was
-   * killed): re-read every 3 s until none streams. Another window's reply is also announced
+   * killed): re-read every 2 s until none streams. Another window's reply is also announced
    * (`changed` "reply"), but a reply whose writer died is interrupted by this window's own
    * server (its lease expired, within 30 s), and a server does not announce its own changes.
    */
@@ -291,7 +291,7 @@ class ChatPanel {
     this.streamingTimer = setTimeout(() => {
       this.streamingTimer = undefined;
       if (!this.state.busy && R.othersStreaming(this.state)) void this.reload(true).catch(() => undefined);
-    }, 3000);
+    }, 2000);
   }
 
   private fail(error: unknown): void {
