@@ -17,6 +17,9 @@
  *   "[cut-text]"      → the first request streams a few words and ends the body cleanly without
  *                       a finish reason or [DONE] (OpenAI format); the next one answers normally;
  *   "[slow]"          → a long reply streamed slowly (for Stop);
+ *   a request whose last message is the assistant's (Continue of an interrupted reply: a
+ *                       prefill, or the last message of the history) → " and that is the rest of
+ *                       the reply." (leading space: the continuation of a cut word list);
  *   "Summarize the conversation above" (the server's compaction prompt, the last message of a
  *                       compaction request) → "SUMMARY (fake): <the user prompts it saw>", without
  *                       counting as a reply; counted in `compactions`;
@@ -70,14 +73,15 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
       const prompt = [...messages].reverse().map((m) => (m.role === "user" ? blocks(m).filter((b) => b.type === "text").map((b) => b.text).join("") : "")).find((t) => t !== "") ?? "";
       const result = last.role === "user" ? blocks(last).find((b) => b.type === "tool_result") : undefined;
       const resultText = result === undefined ? null : typeof result.content === "string" ? result.content : text(result.content);
-      return { prompt, toolResult: resultText };
+      return { prompt, toolResult: resultText, continuing: last.role === "assistant" };
     }
     const prompt = text([...messages].reverse().find((m) => m.role === "user")?.content ?? "");
-    return { prompt, toolResult: last.role === "tool" ? text(last.content) : null };
+    return { prompt, toolResult: last.role === "tool" ? text(last.content) : null, continuing: last.role === "assistant" };
   }
 
   /** What to answer, whatever the wire format. */
-  function script(prompt, toolResult, body) {
+  function script(prompt, toolResult, body, continuing) {
+    if (continuing) return { type: "text", text: " and that is the rest of the reply." };
     if (toolResult === null && prompt.startsWith("Summarize the conversation above")) {
       counters.compactions++;
       return { type: "text", text: `SUMMARY (fake): the person asked ${prompts(body).map((p) => JSON.stringify(p)).join(", ")}.` };
@@ -112,8 +116,8 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
     }
     const body = JSON.parse(raw);
     requests.push({ path: req.url, headers: req.headers, body });
-    const { prompt, toolResult } = read(format, body);
-    const plan = script(prompt, toolResult, body);
+    const { prompt, toolResult, continuing } = read(format, body);
+    const plan = script(prompt, toolResult, body, continuing);
     const promptTokens = Math.ceil(raw.length / 4);
     const writer = { openai: openaiAnswer, anthropic: anthropicAnswer, ollama: ollamaAnswer }[format];
     await writer(res, body, plan, promptTokens, requests.length);

@@ -36,7 +36,14 @@ export function registerMcpServer(context: vscode.ExtensionContext, launcher: Se
       return [new Definition("Chat History", launch.command, launch.args, {}, context.extension.packageJSON.version)];
     },
   };
-  context.subscriptions.push(lm.registerMcpServerDefinitionProvider(MCP_PROVIDER, provider));
+  try {
+    context.subscriptions.push(lm.registerMcpServerDefinitionProvider(MCP_PROVIDER, provider));
+  } catch (error) {
+    // VS Code 1.100 (code-server 4.100) has the function but wants another contribution point
+    // ("contributes.modelContextServerCollections") and throws: the panel goes on without it.
+    launcher.output.info(`MCP: this editor refused the MCP server definition (${(error as Error).message}); use Copy MCP Server Configuration`);
+    return false;
+  }
   launcher.output.info("MCP: the recall server is offered to the editor's agent");
   return true;
 }

@@ -6,7 +6,8 @@
  */
 
 import { randomBytes } from "node:crypto";
-import type { ChatHistoryClient, CompactionProposal, Message, PreparedRequest, StoredMessage, ToolCall } from "chat-history-client";
+import { streamReply } from "chat-history-client";
+import type { ChatHistoryClient, CompactionProposal, Message, PreparedRequest, ReplyDelta, StoredMessage, ToolCall } from "chat-history-client";
 import {
   buildRequest,
   errorMessage,
@@ -26,10 +27,12 @@ function cacheKeyOf(request: object): string | undefined {
 export type TurnEvent =
   | { type: "prepared"; request: PreparedRequest }
   | { type: "streamStart" }
+  /** Version 4: the reply's streaming row is stored (its id is the bubble's from now on). */
+  | { type: "replyBegun"; row: StoredMessage }
   | { type: "delta"; text: string }
   | { type: "streamEnd"; toolCalls: ToolCall[] }
   | { type: "streamDiscarded" }
-  /** The reply stopped before it was complete: its partial text is shown, nothing of it stored. */
+  /** The reply stopped before it was complete: its partial text is shown (stored only with `storeReplies`). */
   | { type: "interrupted"; partial: string }
   | { type: "stored"; rows: StoredMessage[] }
   | { type: "usage"; promptTokens: number; cachedTokens: number | null }
@@ -37,7 +40,7 @@ export type TurnEvent =
   | { type: "retry"; reason: string };
 
 export interface TurnOptions {
-  client: Pick<ChatHistoryClient, "append" | "prepare" | "reportUsage">;
+  client: ChatHistoryClient;
   conversationId: string;
   model: ModelSettings;
   /** The `provider` param of `prepare`: a kind, or a `chatHistory.providers` alias of the same kind. */
@@ -49,6 +52,12 @@ export interface TurnOptions {
   signal?: AbortSignal;
   /** Tool rounds before the turn stops asking the model again (default 5). */
   maxToolRounds?: number;
+  /**
+   * Version 4: every reply is stored while it streams (`streamReply`), so a reload or a crash
+   * keeps what was shown; a cut reply stays stored, interrupted. Without it (an older server),
+   * a reply is appended once complete and a cut one is not stored.
+   */
+  storeReplies?: boolean;
 }
 
 /**
@@ -63,21 +72,29 @@ export class InterruptedReply extends Error {
     readonly partial: string,
     /** The reply was inside a tool call when it stopped. */
     readonly inToolCall: boolean,
+    /** With `storeReplies`: the reply's row, stored as interrupted (null: nothing of it stored). */
+    readonly stored: StoredMessage | null = null,
   ) {
-    super(interruptedWords(why, inToolCall));
+    const after = stored !== null ? " What arrived is saved." : why === "stopped" ? " Nothing of it was stored." : " Nothing of this reply was stored.";
+    super(`${whyWords(why, inToolCall)}${after}`);
     this.name = "InterruptedReply";
+  }
+
+  /** What happened, without what was stored. */
+  get reason(): string {
+    return whyWords(this.why, this.inToolCall);
   }
 }
 
-function interruptedWords(why: InterruptedReply["why"], inToolCall: boolean): string {
+function whyWords(why: InterruptedReply["why"], inToolCall: boolean): string {
   const where = inToolCall ? " while it was writing a tool call" : "";
   switch (why) {
     case "cut":
-      return `The connection to the model closed in the middle of the reply${where}. Nothing of this reply was stored.`;
+      return `The connection to the model closed in the middle of the reply${where}.`;
     case "unfinished":
-      return `The model's reply ended without saying it was complete${where}; it may be cut off. Nothing of this reply was stored.`;
+      return `The model's reply ended without saying it was complete${where}; it may be cut off.`;
     case "stopped":
-      return "You stopped the reply. Nothing of it was stored.";
+      return "You stopped the reply.";
   }
 }
 
@@ -132,9 +149,21 @@ interface Answer {
   toolCalls: ToolCall[];
   /** Prompt tokens the provider reported, when it did. */
   promptTokens: number | null;
+  /** With `storeReplies`: the reply's row, stored complete (null: append it). */
+  row: StoredMessage | null;
 }
 
-async function ask(options: TurnOptions, request: PreparedRequest): Promise<Answer> {
+/** The model's answer so far, filled in by {@link replyDeltas} as it is read. */
+interface Progress {
+  text: string;
+  toolCalls: ToolCall[];
+  promptTokens: number | null;
+  /** Known only when the stream ended (a cut stream's half-written calls are never parsed). */
+  inToolCall: boolean;
+}
+
+/** Sends the request; the answer's body once the model server answered 2xx. */
+async function open(options: TurnOptions, request: PreparedRequest): Promise<ReadableStream<Uint8Array>> {
   const http = buildRequest(options.model, request.body as Record<string, unknown>, options.tools, cacheKeyOf(request));
   let response: Response;
   try {
@@ -156,24 +185,35 @@ async function ask(options: TurnOptions, request: PreparedRequest): Promise<Answ
       isContextLengthError(response.status, text),
     );
   }
-  options.on({ type: "streamStart" });
-  let text = "";
-  let toolCalls: ToolCall[] = [];
-  let promptTokens: number | null = null;
+  return response.body;
+}
+
+/**
+ * The reply's text as it streams (and its complete tool calls last), telling the panel as it
+ * goes. Throws {@link InterruptedReply} when it is cut, unfinished or stopped, and the
+ * provider's {@link ModelStreamError}. `trimmed`: a continued reply's `continueTrimmed` (the
+ * stored row still ends with it): the same characters at the continuation's start are dropped.
+ */
+async function* replyDeltas(options: TurnOptions, body: ReadableStream<Uint8Array>, progress: Progress, trimmed = ""): AsyncGenerator<string | ReplyDelta> {
   let finishReason: string | null = null;
-  // Known only when the stream ended (a cut stream's half-written calls are never parsed).
-  let inToolCall = false;
+  let toolCalls: ToolCall[] = [];
+  let skip = trimmed;
   const interrupted = (why: InterruptedReply["why"]) => {
-    options.on({ type: "interrupted", partial: text });
-    return new InterruptedReply(why, text, inToolCall);
+    options.on({ type: "interrupted", partial: progress.text });
+    return new InterruptedReply(why, progress.text, progress.inToolCall);
   };
   try {
-    for await (const event of parseStream(options.model.kind, decode(response.body))) {
+    for await (const event of parseStream(options.model.kind, decode(body))) {
       if (event.type === "text") {
-        text += event.text;
-        options.on({ type: "delta", text: event.text });
+        let text = event.text;
+        while (skip !== "" && text !== "" && text[0] === skip[0]) [text, skip] = [text.slice(1), skip.slice(1)];
+        if (text !== "") skip = "";
+        if (text === "") continue;
+        progress.text += text;
+        options.on({ type: "delta", text });
+        yield text;
       } else if (event.type === "usage") {
-        promptTokens = event.promptTokens;
+        progress.promptTokens = event.promptTokens;
         options.on({ type: "usage", promptTokens: event.promptTokens, cachedTokens: event.cachedTokens });
       } else {
         toolCalls = event.toolCalls;
@@ -191,14 +231,61 @@ async function ask(options: TurnOptions, request: PreparedRequest): Promise<Answ
     throw interrupted("cut");
   }
   if (finishReason === null) {
-    inToolCall ||= toolCalls.length > 0;
+    progress.inToolCall ||= toolCalls.length > 0;
     throw interrupted("unfinished");
   }
   // The history pairs each result with its call by id, and ids must not repeat within a turn:
   // a call the provider sent without one gets a fresh id.
-  toolCalls = toolCalls.map((call) => (call.id === "" ? { ...call, id: `call_${randomBytes(6).toString("hex")}` } : call));
-  options.on({ type: "streamEnd", toolCalls });
-  return { text, toolCalls, promptTokens };
+  progress.toolCalls = toolCalls.map((call) => (call.id === "" ? { ...call, id: `call_${randomBytes(6).toString("hex")}` } : call));
+  options.on({ type: "streamEnd", toolCalls: progress.toolCalls });
+  if (progress.toolCalls.length > 0) yield { toolCalls: progress.toolCalls };
+}
+
+const newProgress = (): Progress => ({ text: "", toolCalls: [], promptTokens: null, inToolCall: false });
+
+/** An older server: the reply is read to its end, and the caller appends it once complete. */
+async function ask(options: TurnOptions, request: PreparedRequest): Promise<Answer> {
+  const body = await open(options, request);
+  options.on({ type: "streamStart" });
+  const progress = newProgress();
+  for await (const delta of replyDeltas(options, body, progress)) void delta;
+  return { ...progress, row: null };
+}
+
+/**
+ * Version 4: the reply is stored while it streams (`streamReply`; with `continueId`, into that
+ * interrupted row). Complete: its row. Cut or stopped: the row stays, interrupted, and
+ * {@link InterruptedReply} carries it; a reply that showed nothing, or that the provider
+ * refused in its stream, is discarded (a continued one always keeps its row).
+ */
+async function askStored(options: TurnOptions, request: PreparedRequest, continueId: number | undefined): Promise<Answer> {
+  const body = await open(options, request);
+  options.on({ type: "streamStart" });
+  const progress = newProgress();
+  const result = await streamReply(options.client, {
+    conversationId: options.conversationId,
+    ...(continueId === undefined ? {} : { continueId }),
+    deltas: replyDeltas(options, body, progress, continueId === undefined ? "" : (request.continueTrimmed ?? "")),
+    signal: options.signal,
+    metadata: { model: options.model.model },
+    onBegin: (row) => options.on({ type: "replyBegun", row }),
+    decide: ({ text, error, aborted }) => {
+      if (continueId !== undefined) return undefined;
+      if (error instanceof ModelStreamError) return "discard";
+      return (error !== undefined || aborted) && text === "" ? "discard" : undefined;
+    },
+  });
+  if (result.status === "complete" && result.message !== null) return { ...progress, row: result.message };
+  if (result.status === "discard") {
+    options.on({ type: "streamDiscarded" });
+    throw result.error ?? new InterruptedReply("stopped", "", false);
+  }
+  if (result.message !== null) options.on({ type: "stored", rows: [result.message] });
+  const error = result.error;
+  if (error instanceof ModelStreamError) throw error;
+  const partial = result.message?.content ?? progress.text;
+  const why = error instanceof InterruptedReply ? error.why : options.signal?.aborted ? "stopped" : "cut";
+  throw new InterruptedReply(why, partial, progress.inToolCall, result.message);
 }
 
 /**
@@ -246,17 +333,24 @@ export async function summarize(
 
 /**
  * Runs one turn for `prompt`; resolves when the reply is recorded. With `promptStored` (a
- * regenerate) the prompt is already the conversation's last row and is not appended again.
+ * regenerate) the prompt is already the conversation's last row and is not appended again. With
+ * `continueId` (version 4, `storeReplies`: Continue of an interrupted reply, the conversation's
+ * newest row) the model carries on from that reply, streamed into the same row.
  */
-export async function runTurn(options: TurnOptions, prompt: string, { promptStored = false } = {}): Promise<void> {
+export async function runTurn(
+  options: TurnOptions,
+  prompt: string,
+  { promptStored = false, continueId }: { promptStored?: boolean; continueId?: number } = {},
+): Promise<void> {
   const { client, conversationId } = options;
-  if (!promptStored) {
+  if (!promptStored && continueId === undefined) {
     const user = await client.append({ conversationId, messages: [{ role: "user", content: prompt }] });
     options.on({ type: "stored", rows: user.messages });
   }
   const maxRounds = options.maxToolRounds ?? 5;
   let retried = false;
   let overflowRecovery = false;
+  let continuing = options.storeReplies ? continueId : undefined;
   for (let round = 0; ; round++) {
     if (options.signal?.aborted) throw new InterruptedReply("stopped", "", false);
     const request = await client.prepare({
@@ -265,12 +359,13 @@ export async function runTurn(options: TurnOptions, prompt: string, { promptStor
       model: options.model.model,
       tools: options.tools,
       ...(overflowRecovery ? { overflowRecovery: true } : {}),
+      ...(continuing === undefined ? {} : { continueId: continuing }),
     });
     overflowRecovery = false;
     options.on({ type: "prepared", request });
     let answer: Answer;
     try {
-      answer = await ask(options, request);
+      answer = options.storeReplies ? await askStored(options, request, continuing) : await ask(options, request);
     } catch (error) {
       if (error instanceof ModelRequestError && error.contextLength && !retried) {
         retried = true;
@@ -281,7 +376,18 @@ export async function runTurn(options: TurnOptions, prompt: string, { promptStor
       }
       throw error;
     }
+    continuing = undefined;
     await reportUsage(options, request, answer.promptTokens);
+    if (answer.row !== null) {
+      // Stored complete already, with its tool calls: their results follow (even past Stop or
+      // the round limit, so that no stored call is left without its result).
+      options.on({ type: "stored", rows: [answer.row] });
+      if (answer.toolCalls.length === 0) return;
+      await storeResults(options, answer.toolCalls);
+      if (round >= maxRounds) return;
+      if (options.signal?.aborted) throw new InterruptedReply("stopped", "", false);
+      continue;
+    }
     if (options.signal?.aborted) throw new InterruptedReply("stopped", answer.text, false);
     if (answer.toolCalls.length === 0 || round >= maxRounds) {
       const stored = await client.append({
@@ -292,13 +398,23 @@ export async function runTurn(options: TurnOptions, prompt: string, { promptStor
       return;
     }
     const rows: Message[] = [{ role: "assistant", content: answer.text === "" ? null : answer.text, toolCalls: answer.toolCalls }];
-    for (const call of answer.toolCalls) {
-      rows.push({ role: "tool", toolCallId: call.id, name: call.name, content: await options.runTool(call) });
-    }
+    for (const call of answer.toolCalls) rows.push(await toolRow(options, call));
     // Stopped while the tools ran: the round is not stored (a call is stored with its results
     // or not at all).
     if (options.signal?.aborted) throw new InterruptedReply("stopped", "", false);
     const stored = await client.append({ conversationId, messages: rows });
     options.on({ type: "stored", rows: stored.messages });
   }
+}
+
+async function toolRow(options: TurnOptions, call: ToolCall): Promise<Message> {
+  return { role: "tool", toolCallId: call.id, name: call.name, content: await options.runTool(call) };
+}
+
+/** Runs the calls of a stored reply and appends their results. */
+async function storeResults(options: TurnOptions, calls: ToolCall[]): Promise<void> {
+  const rows: Message[] = [];
+  for (const call of calls) rows.push(await toolRow(options, call));
+  const stored = await options.client.append({ conversationId: options.conversationId, messages: rows });
+  options.on({ type: "stored", rows: stored.messages });
 }

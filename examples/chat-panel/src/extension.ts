@@ -6,7 +6,7 @@
 
 import { randomBytes } from "node:crypto";
 import * as vscode from "vscode";
-import { ConversationChangedError, InvalidParamsError } from "chat-history-client";
+import { ChatHistoryError, ConversationChangedError, InvalidParamsError } from "chat-history-client";
 import type {
   ChangedNotification,
   ChatHistoryClient,
@@ -21,6 +21,7 @@ import { InterruptedReply, runTurn, summarize, type TurnEvent } from "./chat";
 import { copyMcpConfiguration, registerMcpServer } from "./agents";
 import { ServerLauncher } from "./launcher";
 import { MODEL_KINDS, type ModelKind, type ModelSettings } from "./providers";
+import * as R from "./replies";
 import * as S from "./state";
 import { READ_FILE_TOOL, readWorkspaceFile } from "./tools";
 import * as W from "./workspaces";
@@ -268,12 +269,29 @@ class ChatPanel {
 
   private update(next: S.PanelState): void {
     this.state = next;
+    this.watchStreaming();
     if (this.postTimer !== undefined) return;
     // Streaming deltas arrive fast: post at most every 30 ms.
     this.postTimer = setTimeout(() => {
       this.postTimer = undefined;
       void this.panel?.webview.postMessage({ type: "view", view: S.viewOf(this.state, this.protocolVersion()) });
     }, 30);
+  }
+
+  private streamingTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * A streaming row this window is not writing (another window's, or one whose writer was
+   * killed): re-read every 2 s until none streams. Another window's reply is also announced
+   * (`changed` "reply"), but a reply whose writer died is interrupted by this window's own
+   * server (its lease expired, within 30 s), and a server does not announce its own changes.
+   */
+  private watchStreaming(): void {
+    if (this.streamingTimer !== undefined || this.state.busy || !R.othersStreaming(this.state)) return;
+    this.streamingTimer = setTimeout(() => {
+      this.streamingTimer = undefined;
+      if (!this.state.busy && R.othersStreaming(this.state)) void this.reload(true).catch(() => undefined);
+    }, 2000);
   }
 
   private fail(error: unknown): void {
@@ -286,13 +304,14 @@ class ChatPanel {
    * refused): the rows from the oldest one shown on, replacing them in place, with its title and
    * summary.
    */
-  private async reload(): Promise<void> {
+  private async reload(rowsOnly = false): Promise<void> {
     const id = this.state.conversationId;
     const shown = this.state.messages.filter((m) => m.id !== null).length;
     // Enough to reach back to the oldest row shown, with room for what was added since.
     const page = await (await this.client()).get({ ...S.keyOf(this.state), limit: Math.min(10_000, shown + this.pageSize()) });
     if (id !== this.state.conversationId) return;
     this.update(S.reloaded(this.state, page));
+    if (rowsOnly) return;
     await this.refreshTitle().catch(() => undefined);
     await this.loadSummary().catch(() => undefined);
   }
@@ -317,7 +336,8 @@ class ChatPanel {
       return;
     }
     if (this.state.busy) this.reloadAfterTurn = true;
-    else void this.reload().catch((e) => this.fail(e));
+    // A reply growing in another window (at most twice a second): its rows only.
+    else void this.reload(event.reason === "reply").catch((e) => this.fail(e));
   }
 
   /** Shows the panel with the conversation it had (a new chat the first time). */
@@ -336,7 +356,7 @@ class ChatPanel {
     const id = conversationId ?? newConversationId();
     const search = this.state.search;
     const shownTitle = title ?? S.titleOf(conversationId ? this.list.infos.get(conversationId) : undefined);
-    this.state = { ...S.emptyState(id, shownTitle, conversationId === undefined ? null : elsewhere), search };
+    this.state = { ...S.emptyState(id, shownTitle, conversationId === undefined ? null : elsewhere), search, keptCut: this.keptCuts()[id] ?? null };
     this.setTitle(this.state.title);
     if (conversationId !== undefined) {
       await this.loadNewest();
@@ -426,8 +446,58 @@ class ChatPanel {
     }
   }
 
-  private async send(text: string, promptStored = false): Promise<void> {
-    if (this.state.busy || text.trim() === "") return;
+  /** Version 4 (advertised, or the replies methods answer): replies are stored while they stream. */
+  private async storesReplies(client: ChatHistoryClient): Promise<boolean> {
+    if (this.protocolVersion() >= 4) return true;
+    let known = this.repliesKnown.get(client);
+    if (known === undefined) {
+      // An update of no reply: -32601 from a server without the methods, else "no such row".
+      known = client.updateReply({ conversationId: newConversationId(), id: 1 }).then(
+        () => true,
+        (error: unknown) => !(error instanceof ChatHistoryError && error.code === -32601),
+      );
+      this.repliesKnown.set(client, known);
+    }
+    return known;
+  }
+  private readonly repliesKnown = new WeakMap<ChatHistoryClient, Promise<boolean>>();
+
+  /** Cut replies kept as they are, per conversation (their offer is not shown again). */
+  private keptCuts(): Record<string, number> {
+    return this.context.workspaceState.get<Record<string, number>>("chatPanel.keptCuts", {});
+  }
+
+  /** Keep: the cut reply stays as it is stored. */
+  private async keepCut(): Promise<void> {
+    const cut = R.cutReply(this.state);
+    if (cut === null) return;
+    const id = cut.reply.id!;
+    this.update(R.cutKept(this.state, id));
+    await this.context.workspaceState.update("chatPanel.keptCuts", { ...this.keptCuts(), [this.state.conversationId]: id });
+  }
+
+  /** Retry of a cut reply: it goes (`truncate` from it), and its prompt is answered again. */
+  private async retryCut(): Promise<void> {
+    const cut = R.cutReply(this.state);
+    if (cut === null || cut.prompt === null) return;
+    const { conversationId } = this.state;
+    const fromId = cut.reply.id!;
+    const client = await this.client();
+    const done = await this.guarded(undefined, (expected) => client.truncate({ conversationId, fromId, ...expected }));
+    if (done === undefined) return;
+    this.update(S.truncated(this.state, fromId));
+    await this.send(cut.prompt.content, true);
+  }
+
+  /** Continue: the model carries on from the cut reply, streamed into the same bubble and row. */
+  private async continueCut(): Promise<void> {
+    const cut = R.cutReply(this.state);
+    if (cut === null) return;
+    await this.send("", true, cut.reply.id!);
+  }
+
+  private async send(text: string, promptStored = false, continueId?: number): Promise<void> {
+    if (this.state.busy || (text.trim() === "" && continueId === undefined)) return;
     if (this.state.elsewhere !== null) {
       this.update(S.addNotice(this.state, "info", "Nothing was sent: this chat belongs to another workspace. Continue it in this workspace to reply."));
       return;
@@ -435,8 +505,11 @@ class ChatPanel {
     // The prompt of a failed turn typed again is a Retry: it is stored once, not twice in a row.
     if (!promptStored && S.isRetryOf(this.state, text)) promptStored = true;
     const conversationId = this.state.conversationId;
-    const started = S.retryStarted(this.state);
-    this.update(promptStored ? started : S.promptSent(started, text));
+    if (continueId !== undefined) this.update(R.continueStarted(this.state, continueId));
+    else {
+      const started = S.retryStarted(this.state);
+      this.update(promptStored ? started : S.promptSent(started, text));
+    }
     const running = new AbortController();
     this.running = running;
     const c = config();
@@ -453,6 +526,8 @@ class ChatPanel {
           return this.update(S.calibrated(this.state, event.calibration));
         case "streamStart":
           return this.update(S.streamStarted(this.state));
+        case "replyBegun":
+          return this.update(R.replyBegun(this.state, event.row));
         case "delta":
           return this.update(S.streamDelta(this.state, event.text));
         case "streamEnd":
@@ -471,9 +546,11 @@ class ChatPanel {
       }
     };
     try {
+      const client = await this.client();
       await runTurn(
         {
-          client: await this.client(),
+          client,
+          storeReplies: await this.storesReplies(client),
           conversationId,
           model,
           historyProvider: c.get<string>("historyProvider", "") || model.kind,
@@ -487,13 +564,22 @@ class ChatPanel {
           signal: running.signal,
         },
         text,
-        { promptStored },
+        { promptStored, ...(continueId === undefined ? {} : { continueId }) },
       );
       // The proposal is carried out after the reply, in the background (the panel is free).
       if (proposal !== null) void this.compact(conversationId, proposal);
       if (conversationId === this.state.conversationId) this.update(S.turnSucceeded(this.state));
     } catch (error) {
-      if (conversationId === this.state.conversationId) {
+      if (conversationId !== this.state.conversationId) {
+        // Another chat is shown now.
+      } else if (error instanceof InterruptedReply && error.stored !== null) {
+        // Stored as far as it got: Continue, Retry and Keep are offered for it.
+        this.update(R.cutStored(S.turnFinished(this.state), error.reason));
+      } else if (continueId !== undefined) {
+        // The continued row is as the server left it (interrupted: the offer stands again).
+        await this.reload(true).catch(() => undefined);
+        this.update(S.addNotice(S.turnFinished(this.state), "error", turnFailureWords(error), S.TURN_NOTICE));
+      } else {
         const partial = error instanceof InterruptedReply ? error.partial : "";
         const shown = error instanceof InterruptedReply ? S.streamInterrupted(this.state, partial) : S.streamDiscarded(this.state);
         this.update(S.turnFailed(shown, text, turnFailureWords(error)));
@@ -690,6 +776,9 @@ class ChatPanel {
         return;
       case "noticeAction": {
         const offer = this.state.retry;
+        if (message.action === "continue") return this.continueCut();
+        if (message.action === "retryCut") return this.retryCut();
+        if (message.action === "keepCut") return this.keepCut();
         if (message.action === "keep") return this.keepPartial();
         if (message.action === "retry" && offer !== null) return this.send(offer.prompt, offer.promptId !== null);
         return;
@@ -697,6 +786,8 @@ class ChatPanel {
       case "loadOlder":
         return this.loadOlder();
       case "dismiss":
+        // Dismissing the offer of a cut reply keeps it as it is.
+        if (message.id === R.CUT_NOTICE_ID) return this.keepCut();
         return this.update(S.dismissNotice(this.state, message.id));
       case "newChat":
         return this.newChat();

@@ -6,7 +6,8 @@
  */
 
 import { codePointSpanToUtf16 } from "chat-history-client";
-import type { PreparedRequest, SearchResultItem, StoredMessage, ToolCall, TrimmedNotification } from "chat-history-client";
+import type { MessageStatus, PreparedRequest, SearchResultItem, StoredMessage, ToolCall, TrimmedNotification } from "chat-history-client";
+import { cutNotice } from "./replies";
 import { newestStoredId } from "./rows";
 
 /** A row of the conversation as the panel holds it: a stored row, or one not stored yet. */
@@ -25,6 +26,8 @@ export interface PanelMessage {
   streaming: boolean;
   /** A reply that stopped before it was complete: shown, never stored (unless the person keeps it). */
   interrupted?: boolean;
+  /** Version 4: the stored row's status ("interrupted": a cut reply stored as far as it got). */
+  status?: MessageStatus;
 }
 
 export interface ContextMeter {
@@ -62,8 +65,11 @@ export interface SearchView {
 }
 
 export type NoticeKind = "request" | "storage" | "error" | "info";
-/** Buttons a notice offers: run the failed turn again, keep an interrupted reply's text. */
-export type NoticeAction = "retry" | "keep";
+/**
+ * Buttons a notice offers: run the failed turn again, keep an interrupted reply's text; for a
+ * cut reply stored as interrupted (version 4): continue it in its row, retry it, keep it as it is.
+ */
+export type NoticeAction = "retry" | "keep" | "continue" | "retryCut" | "keepCut";
 export interface Notice {
   id: number;
   kind: NoticeKind;
@@ -115,6 +121,10 @@ export interface PanelState {
    * are read with its `workspace`); Continue copies it here. Null: this workspace's.
    */
   elsewhere: Elsewhere | null;
+  /** A cut reply the person chose to Keep as it is (its offer is not shown again). */
+  keptCut: number | null;
+  /** Why the newest cut reply stopped, when this window saw it stop (else the offer says it generally). */
+  cutWords: string | null;
 }
 
 /** The workspace a conversation shown read-only belongs to. */
@@ -144,6 +154,8 @@ export function emptyState(conversationId: string, title = "New chat", elsewhere
     focusId: null,
     retry: null,
     elsewhere,
+    keptCut: null,
+    cutWords: null,
   };
 }
 
@@ -168,7 +180,8 @@ function fromStored(row: StoredMessage): PanelMessage {
     toolCalls: row.toolCalls,
     toolCallId: row.toolCallId,
     name: row.name,
-    streaming: false,
+    streaming: row.status === "streaming",
+    status: row.status,
   };
 }
 
@@ -270,7 +283,12 @@ export function promptSent(state: PanelState, text: string): PanelState {
 export function rowsStored(state: PanelState, rows: StoredMessage[]): PanelState {
   let messages = [...state.messages];
   for (const row of rows) {
-    if (messages.some((m) => m.id === row.id)) continue;
+    // A row shown already (a reply stored while it streamed) is replaced by what was stored.
+    const same = messages.findIndex((m) => m.id === row.id);
+    if (same >= 0) {
+      messages[same] = fromStored(row);
+      continue;
+    }
     // An interrupted reply is never the stored one: it stays what it was (or goes with Retry).
     const local = messages.findIndex(
       (m) => m.id === null && !m.interrupted && m.role === row.role && (m.role !== "user" || m.content === row.content),
@@ -281,8 +299,9 @@ export function rowsStored(state: PanelState, rows: StoredMessage[]): PanelState
   return { ...state, messages };
 }
 
-/** A reply starts streaming. */
+/** A reply starts streaming (a continued reply streams in its own bubble, already there). */
 export function streamStarted(state: PanelState): PanelState {
+  if (state.messages.some((m) => m.streaming)) return state;
   const message: PanelMessage = {
     key: `local:${state.nextLocal}`,
     id: null,
@@ -670,8 +689,10 @@ export interface MessageView {
   role: PanelMessage["role"];
   content: string;
   streaming: boolean;
-  /** Stopped before it was complete; not stored. */
+  /** Stopped before it was complete; not stored unless `saved`. */
   interrupted: boolean;
+  /** Version 4: an interrupted reply stored as far as it got (Continue, Retry or Keep). */
+  saved: boolean;
   /** A prompt whose turn failed (Retry is offered in the notice). */
   failed: boolean;
   toolCalls: ToolCallView[];
@@ -758,7 +779,8 @@ export function viewOf(state: PanelState, protocolVersion = 1): PanelView {
       role: m.role,
       content: m.role === "tool" ? `${m.name ?? "tool"} result:\n${m.content}` : m.content,
       streaming: m.streaming,
-      interrupted: m.interrupted === true,
+      interrupted: m.interrupted === true || m.status === "interrupted",
+      saved: m.status === "interrupted",
       failed: m.id !== null && state.retry !== null && m.id === state.retry.promptId,
       toolCalls: m.toolCalls.map((call) => ({
         id: call.id,
@@ -777,7 +799,7 @@ export function viewOf(state: PanelState, protocolVersion = 1): PanelView {
     loadingOlder: state.loadingOlder,
     busy: state.busy,
     meter: meterView(state.meter),
-    notices: state.notices,
+    notices: cutNotice(state) === null ? state.notices : [...state.notices, cutNotice(state)!],
     summary: summaryText(state.summary),
     compacting: state.compacting,
     search: state.search,

@@ -19,6 +19,7 @@ function row(role: StoredMessage["role"], content: string, extra: Partial<Stored
     timestamp: 1764480000000,
     providerData: {},
     metadata: {},
+    status: "complete",
     ...extra,
   };
 }

@@ -92,6 +92,16 @@ function renderBlocks(blocks: Block[], parent: HTMLElement): void {
   }
 }
 
+// Labels of state.NoticeAction: Retry / Keep partial reply of a reply not stored; Continue /
+// Retry / Keep of a cut reply stored as interrupted (version 4).
+const NOTICE_ACTION_LABELS: Record<string, string> = {
+  retry: "Retry",
+  keep: "Keep partial reply",
+  continue: "Continue",
+  retryCut: "Retry",
+  keepCut: "Keep",
+};
+
 // Labels of state.MESSAGE_ACTIONS (kept here so the webview bundle does not import the shim).
 const ACTION_LABELS: Record<string, string> = {
   copy: "Copy",
@@ -140,7 +150,12 @@ function renderMessage(message: MessageView): HTMLElement {
   const body = article.appendChild(el("div", "body"));
   if (message.role === "assistant") renderBlocks(parseMarkdown(message.content), body);
   else renderPlain(message, body);
-  if (message.interrupted) article.append(el("div", "mark", "Interrupted: not stored (Keep or Retry in the notice above)"));
+  if (message.interrupted) {
+    const words = message.saved
+      ? "Interrupted: saved as far as it got (Continue, Retry or Keep in the notice above)"
+      : "Interrupted: not stored (Keep or Retry in the notice above)";
+    article.append(el("div", "mark", words));
+  }
   if (message.failed) article.append(el("div", "mark", "No reply stored for this prompt (Retry in the notice above)"));
   for (const call of message.toolCalls) {
     const details = article.appendChild(el("details", "tool-call"));
@@ -229,7 +244,7 @@ function draw(view: PanelView): void {
       const div = el("div", `notice notice-${notice.kind}`);
       div.append(el("span", "notice-text", notice.text));
       for (const action of notice.actions ?? []) {
-        const button = div.appendChild(el("button", "notice-action", action === "retry" ? "Retry" : "Keep partial reply"));
+        const button = div.appendChild(el("button", "notice-action", NOTICE_ACTION_LABELS[action] ?? action));
         button.type = "button";
         button.dataset.noticeAction = action;
       }

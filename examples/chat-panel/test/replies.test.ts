@@ -1,0 +1,152 @@
+/**
+ * Replies stored while they stream (protocol version 4, `storeReplies`): src/chat.ts against the
+ * real history server over stdio and the fake model server (a test double in three wire
+ * formats). A cut or stopped reply stays stored, interrupted; Continue streams into the same
+ * row and the model receives the partial reply last, never a user message nobody wrote; a
+ * second server on the same database (another window) sees the reply grow.
+ */
+
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { test, type TestContext } from "node:test";
+import { startStdioServer, type ChangedNotification } from "chat-history-client";
+import { InterruptedReply, runTurn, type TurnEvent, type TurnOptions } from "../src/chat";
+import { READ_FILE_TOOL } from "../src/tools";
+import { startFakeModelServer } from "../e2e/fake-model-server.mjs";
+
+const REPO = resolve(__dirname, "..", "..", "..", "..");
+const VENV_PYTHON = join(REPO, ".venv", "bin", "python");
+const PYTHON = process.env.CHAT_HISTORY_PYTHON || (existsSync(VENV_PYTHON) ? VENV_PYTHON : "python3");
+const BASE_PATH = { openai: "/v1", anthropic: "", ollama: "" } as const;
+
+async function setup(t: TestContext, kind: keyof typeof BASE_PATH = "openai") {
+  const root = mkdtempSync(join(tmpdir(), "chat-panel-replies-"));
+  t.after(() => rmSync(root, { recursive: true, force: true }));
+  const start = () => startStdioServer({ command: PYTHON, args: ["-m", "chat_history"], storagePath: join(root, "store"), workspace: "w" });
+  const server = await start();
+  t.after(() => server.shutdown());
+  const fake = await startFakeModelServer({ chunkDelayMs: 0 });
+  t.after(() => fake.close());
+  const events: TurnEvent[] = [];
+  const options = (extra: Partial<TurnOptions> = {}): TurnOptions => ({
+    client: server.client,
+    conversationId: "c",
+    model: { kind, baseUrl: `${fake.url}${BASE_PATH[kind]}`, model: "fake-model", maxOutputTokens: 100 },
+    historyProvider: kind,
+    tools: [READ_FILE_TOOL],
+    runTool: async () => "Hello from a workspace file.\n",
+    fetch,
+    on: (e) => events.push(e),
+    storeReplies: true,
+    ...extra,
+  });
+  return { server, fake, events, options, start };
+}
+
+const rows = async (server: Awaited<ReturnType<typeof startStdioServer>>) =>
+  (await server.client.get({ conversationId: "c" })).messages.map((m) => [m.role, m.status, m.content]);
+
+test("storeReplies: a tool round and its reply are stored through beginReply/endReply, complete, in order", async (t) => {
+  const { server, events, options } = await setup(t);
+  await runTurn(options(), "Please read hello.txt");
+  assert.deepEqual(await rows(server), [
+    ["user", "complete", "Please read hello.txt"],
+    ["assistant", "complete", ""],
+    ["tool", "complete", "Hello from a workspace file.\n"],
+    ["assistant", "complete", "The file says: **Hello from a workspace file.**"],
+  ]);
+  const begun = events.filter((e) => e.type === "replyBegun");
+  assert.equal(begun.length, 2, "each model answer began a streaming row");
+  const { messages } = await server.client.get({ conversationId: "c" });
+  assert.deepEqual(messages[1].toolCalls.map((c) => c.name), ["read_file"]);
+  assert.deepEqual(begun.map((e) => (e.type === "replyBegun" ? e.row.id : 0)), [messages[1].id, messages[3].id], "the bubble's id is the stored row's");
+});
+
+test("storeReplies: a reply that ends without a finish reason stays stored, interrupted, with its text", async (t) => {
+  const { server, options } = await setup(t);
+  await assert.rejects(runTurn(options(), "Tell me [cut-text]"), (error: unknown) => {
+    assert.ok(error instanceof InterruptedReply);
+    assert.equal(error.why, "unfinished");
+    assert.equal(error.stored?.status, "interrupted");
+    assert.match(error.message, /What arrived is saved\./);
+    return true;
+  });
+  assert.deepEqual(await rows(server), [
+    ["user", "complete", "Tell me [cut-text]"],
+    ["assistant", "interrupted", "This reply stops in the middle of"],
+  ]);
+});
+
+test("openai: Continue sends the partial reply as the history's last message (no invented prompt) and streams into the same row", async (t) => {
+  const { server, fake, options } = await setup(t, "openai");
+  await assert.rejects(runTurn(options(), "Tell me [cut-text]"), InterruptedReply);
+  const cut = (await server.client.get({ conversationId: "c" })).messages[1];
+  const before = fake.requests.length;
+  await runTurn(options(), "", { continueId: cut.id });
+  const sent = fake.requests[before].body.messages;
+  assert.deepEqual(sent.map((m) => m.role), ["user", "assistant"], "the body ends with the partial reply");
+  assert.equal(sent.at(-1)!.content, "This reply stops in the middle of");
+  const { messages } = await server.client.get({ conversationId: "c" });
+  assert.deepEqual(
+    messages.map((m) => [m.id, m.status, m.content]),
+    [
+      [messages[0].id, "complete", "Tell me [cut-text]"],
+      [cut.id, "complete", "This reply stops in the middle of and that is the rest of the reply."],
+    ],
+  );
+});
+
+test("anthropic: Stop keeps the reply interrupted; Continue prefills it (trailing space cut, not doubled) into the same row", async (t) => {
+  const { server, fake, options } = await setup(t, "anthropic");
+  const stop = new AbortController();
+  let deltas = 0;
+  const running = runTurn(
+    options({
+      signal: stop.signal,
+      on: (e) => {
+        if (e.type === "delta" && ++deltas === 4) stop.abort();
+      },
+    }),
+    "Tell me a long story [slow]",
+  );
+  await assert.rejects(running, (error: unknown) => error instanceof InterruptedReply && error.why === "stopped" && error.stored !== null);
+  const cut = (await server.client.get({ conversationId: "c" })).messages[1];
+  assert.equal(cut.status, "interrupted");
+  assert.match(cut.content, /^A slow .*\s$/, "what arrived, ending in a space (as a prefill may not)");
+  const before = fake.requests.length;
+  await runTurn(options(), "", { continueId: cut.id });
+  const sent = fake.requests[before].body.messages;
+  assert.deepEqual(sent.map((m) => m.role), ["user", "assistant"], "a prefill: the partial reply is the final message");
+  const prefill = sent.at(-1)!.content;
+  const prefillText = typeof prefill === "string" ? prefill : (prefill as { text: string }[]).map((b) => b.text).join("");
+  assert.equal(prefillText, cut.content.trimEnd(), "the trailing whitespace is not sent");
+  const { messages } = await server.client.get({ conversationId: "c" });
+  assert.equal(messages.length, 2);
+  assert.equal(messages[1].id, cut.id);
+  assert.equal(messages[1].status, "complete");
+  assert.equal(messages[1].content, `${cut.content.trimEnd()} and that is the rest of the reply.`);
+});
+
+test("a second window (another server on the database) hears reason reply while the reply grows, and reads it growing", async (t) => {
+  const { options, start } = await setup(t);
+  const other = await start();
+  t.after(() => other.shutdown());
+  const seen: string[] = [];
+  const heard: ChangedNotification[] = [];
+  other.client.onChanged((event) => {
+    heard.push(event);
+    void other.client.get({ conversationId: "c" }).then((page) => {
+      const reply = page.messages.find((m) => m.role === "assistant");
+      if (reply) seen.push(`${reply.status}:${reply.content}`);
+    });
+  });
+  await runTurn(options({ model: { ...options().model } }), "Tell me a long story [slow]");
+  await new Promise((r) => setTimeout(r, 2500));
+  assert.ok(heard.some((e) => e.reason === "reply"), JSON.stringify(heard.map((e) => e.reason)));
+  const growing = seen.filter((s) => s.startsWith("streaming:")).map((s) => s.slice("streaming:".length));
+  assert.ok(growing.length >= 2, `several partial texts seen: ${growing.length}`);
+  for (let i = 1; i < growing.length; i++) assert.ok(growing[i].startsWith(growing[i - 1]), "each a prefix of the next");
+  assert.ok(seen.at(-1)!.startsWith("complete:A slow reply to"), seen.at(-1));
+});
