@@ -65,3 +65,38 @@ def test_check_still_runs_the_launch_check() -> None:
     done = run("--check")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip()
+
+
+def test_a_signal_ends_the_server_while_its_client_keeps_the_pipe_open(tmp_path: object) -> None:
+    """SIGTERM ends the server at once, before initialize as after it, though its stdin stays
+    open: the exit no longer joins the stdin reader blocked in its read (a signalled server used
+    to wait for the client to close the pipe, which a client that only kills never does)."""
+    import os
+    import signal
+    import time
+
+    env = {**os.environ, "CHAT_HISTORY_STORAGE": str(tmp_path)}
+    for initialized in (False, True):
+        server = subprocess.Popen(
+            SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
+        assert server.stdin is not None and server.stdout is not None
+        if initialized:
+            request = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {"capabilities": {}},
+            }
+            server.stdin.write(frame(request))
+            server.stdin.flush()
+            server.stdout.read1(1)  # the answer has begun: initialized
+        else:
+            time.sleep(1)
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=10)
+        finally:
+            server.kill()
+            server.stdin.close()
+        assert server.returncode is not None

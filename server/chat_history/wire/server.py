@@ -5,6 +5,7 @@ become JSON-RPC errors here, in one place."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -258,18 +259,33 @@ class ChatHistoryServer(LanguageServer):
         self._stdout = frames.FrameWriter(stdout or sys.stdout.buffer)
         self.protocol.set_writer(self._stdout)
         reader = framing.StdinReader(stdin or sys.stdin.buffer, self.thread_pool)
+        signalled = False
         try:
             asyncio.run(framing.serve(reader, self.protocol, stop))
         except BrokenPipeError:
             log.error("the client closed the connection; shutting down")
-        except KeyboardInterrupt:
-            pass
+        except KeyboardInterrupt:  # SIGTERM, SIGHUP (__main__) or Ctrl-C
+            signalled = True
         except SystemExit as exc:  # `exit`: 0 after `shutdown`, else 1 (LSP)
             self.exit_code = exc.code if isinstance(exc.code, int) else 1
         finally:
             self.barrier.abandon()  # requests waiting for settings must not hold up the exit
             self.release_replies()
+            if signalled:
+                self._exit_at_once()
             self.shutdown()  # type: ignore[no-untyped-call]
+
+    def _exit_at_once(self) -> None:
+        """After a signal: the store closed, then the process ends without joining the stdin
+        reader, which may be blocked in a read that only the client's closing pipe ends (joining
+        it kept a signalled server alive for as long as its client kept the pipe open)."""
+        if self.manager is not None:
+            with contextlib.suppress(Exception):
+                self.manager.store.close()
+        logging.shutdown()
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        os._exit(self.exit_code)
 
     def release_replies(self) -> None:
         """At exit: this process's streaming replies are interrupted at once (service.replies),
