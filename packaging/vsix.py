@@ -223,8 +223,12 @@ def binary_kind(path: Path) -> tuple[str, str] | None:
         if head[:4] in (b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe"):
             (cpu,) = struct.unpack("<I", head[4:8])
             return "Mach-O", MACHO_CPUS.get(cpu, f"cpu {cpu:#x}")
-        if head[:4] in (b"\xca\xfe\xba\xbe",):
-            return "Mach-O", "universal"
+        if head[:4] in (b"\xca\xfe\xba\xbe",):  # a fat (universal2) file: its architectures
+            (count,) = struct.unpack(">I", head[4:8])
+            file.seek(8)
+            cpus = [struct.unpack(">I", file.read(20)[:4])[0] for _ in range(min(count, 8))]
+            names = "+".join(MACHO_CPUS.get(cpu, f"{cpu:#x}") for cpu in cpus)
+            return "Mach-O", f"universal({names})"
         if head[:2] == b"MZ":
             (offset,) = struct.unpack("<I", head[60:64])
             file.seek(offset)
@@ -260,6 +264,9 @@ def check_compiled(target: Target, stage: Path) -> int:
         if kind is None:
             continue
         count += 1
+        fat = kind[1].removeprefix("universal(").removesuffix(")").split("+")
+        if kind[0] == target.binary_format == "Mach-O" and target.machine in fat:
+            continue  # a universal2 file (cryptography's) holds the target's machine
         if kind != (target.binary_format, target.machine):
             wrong.append(f"{path.relative_to(stage)}: {kind[0]} {kind[1]}")
         elif kind[0] == "ELF" and (libc := elf_libc(path)) is not None:
