@@ -190,14 +190,19 @@ SESSIONS = every_fixture_session()
 def test_every_imported_session_formats_to_a_body_each_provider_accepts(
     kind: str, name: str
 ) -> None:
-    session = dict(SESSIONS)[name]
+    assert_every_provider_accepts(kind, dict(SESSIONS)[name])
+
+
+def assert_every_provider_accepts(kind: str, session: Session) -> None:
+    """``session`` formatted for ``kind`` passes the provider's rules and SDK types, and signed
+    thinking and encrypted reasoning reach the provider that made them, only (every reader's
+    test checks its fixtures with this)."""
     body = format_body(kind, list(session.messages))
     assert violations(kind, body) == []
     assert sdk_problems(kind, body) == []
     text = json.dumps(body)
     for message in session.messages:
         for provider, data in message.provider_data.items():
-            # signed thinking and encrypted reasoning reach the provider that made them, only
             for secret in secrets(data):
                 assert (secret in text) == (provider == kind), (provider, secret)
 
