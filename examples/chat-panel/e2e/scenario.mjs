@@ -818,6 +818,12 @@ try {
     const appeared = Date.now() - sent;
     log(`the other window's turn appeared after ${appeared} ms`);
     assert.ok(appeared <= 2000, `appeared after ${appeared} ms`);
+    // Replies are stored while they stream, so window two may first show the reply streaming
+    // (no actions on it); its Regenerate below needs the finished row.
+    await frameTwo.waitForFunction(() => {
+      const last = [...document.querySelectorAll("article.role-assistant")].at(-1);
+      return last?.innerText.includes("to: A turn from window one") && !last.classList.contains("streaming");
+    }, null, { timeout: 10_000 });
     page = two;
     await shot("27-second-window-sees-turn");
     page = one;
