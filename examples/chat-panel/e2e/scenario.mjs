@@ -260,6 +260,27 @@ async function messageAction(frame, role, text, label) {
   await article.locator("button.action", { hasText: label }).click();
 }
 
+const sidebarAction = (label) => page.locator(`#workbench\\.parts\\.sidebar .action-label[aria-label="${label}"]`).first();
+/**
+ * Shows the chat list. Clicking the activity bar's item toggles the sidebar, so a click while
+ * the workbench is still restoring the list (after a reload) can close it: click only while
+ * the item is not the active one (or it stayed active with no list for two looks), and look
+ * again until the list shows.
+ */
+async function showChatList() {
+  const deadline = Date.now() + STEP_TIMEOUT;
+  const item = page.locator('.activitybar li.action-item:has([aria-label^="Chat History"])').first();
+  for (let idle = 0; !(await sidebarAction("New Chat").isVisible().catch(() => false)); ) {
+    if (Date.now() > deadline) throw new Error("the chat list did not show within the step's time");
+    const active = await item.evaluate((e) => e.classList.contains("checked")).catch(() => false);
+    if (!active || ++idle > 2) {
+      await item.click();
+      idle = 0;
+    }
+    await sidebarAction("New Chat").waitFor({ state: "visible", timeout: 3000 }).catch(() => {});
+  }
+}
+
 /** Fills VS Code's input box (showInputBox) and accepts it. */
 async function answerInputBox(value) {
   const box = page.locator(".quick-input-widget input");
@@ -555,7 +576,7 @@ try {
     await waitFor("the history server to exit with code-server", () => historyServers().length === 0);
     await startCodeServer();
     await openWorkbench();
-    await page.locator('.activitybar [aria-label^="Chat History"]').first().click();
+    await showChatList();
     const item = page.locator(".monaco-list-row", { hasText: title }).first();
     await item.waitFor({ state: "visible" });
     await shot("09-conversation-list");
@@ -803,7 +824,7 @@ try {
     page = two;
     let frameTwo;
     try {
-      await page.locator('.activitybar [aria-label^="Chat History"]').first().click();
+      await showChatList();
       await listRow("[redacted]").click();
       frameTwo = await chatFrame();
       await frameTwo.waitForFunction(() => document.querySelectorAll("article.msg").length === 2);
@@ -884,11 +905,6 @@ try {
 
   // --- Issue 35, items 17-20: the panel as a person uses it ---------------------------------------
   // Each step starts its own chat, so `E2E_ONLY=person` runs them alone (about a minute).
-  const sidebarAction = (label) => page.locator(`#workbench\\.parts\\.sidebar .action-label[aria-label="${label}"]`).first();
-  async function showChatList() {
-    if (!(await sidebarAction("New Chat").isVisible().catch(() => false))) await page.locator('.activitybar [aria-label^="Chat History"]').first().click();
-    await sidebarAction("New Chat").waitFor({ state: "visible" });
-  }
   /** The prompt box's text once the webview has drawn (what a person typed into it). */
   const promptValue = (f) => f.evaluate(() => document.getElementById("prompt").value);
 
@@ -1265,7 +1281,7 @@ try {
     await waitFor("the history servers to exit with code-server", () => historyServers().length === 0);
     await startCodeServer();
     await openWorkbench(folder);
-    await page.locator('.activitybar [aria-label^="Chat History"]').first().click();
+    await showChatList();
   }
 
   await step("workspaces: a first window on old-project (a git clone) stores a conversation", async () => {
