@@ -44,7 +44,7 @@ $(ACP_AGENTS): tests/acp-agents/package-lock.json
 	cd tests/acp-agents && npm ci --no-audit --no-fund
 	touch $@
 
-pytest: $(DEV) postgresql $(ACP_AGENTS)
+pytest: $(DEV) postgresql $(ACP_AGENTS) $(PANEL_NODE)
 	$(PY) -m pytest -q -n 3 --dist loadfile
 
 # The storage suites run on SQLite and on a throwaway PostgreSQL cluster (tests/pgcluster.py):

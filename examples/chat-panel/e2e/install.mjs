@@ -180,7 +180,11 @@ async function closeBrowser() {
   page = null;
 }
 
-async function runCommand(title) {
+/**
+ * Runs a palette command; `opensQuickInput`: it shows its own QuickPick, so the widget stays
+ * open (waiting for it to close would only end at the step's timeout).
+ */
+async function runCommand(title, { opensQuickInput = false } = {}) {
   const deadline = Date.now() + STEP_TIMEOUT;
   for (;;) {
     await page.keyboard.press("F1");
@@ -198,7 +202,7 @@ async function runCommand(title) {
       continue;
     }
     await row.click();
-    await page.locator(".quick-input-widget").waitFor({ state: "hidden" }).catch(() => undefined);
+    if (!opensQuickInput) await page.locator(".quick-input-widget").waitFor({ state: "hidden" }).catch(() => undefined);
     return;
   }
 }
@@ -401,7 +405,7 @@ try {
     });
 
     await step("Export as JSONL runs the CLI through the same server inside the extension", async () => {
-      await runCommand("Chat Panel: Export Conversation");
+      await runCommand("Chat Panel: Export Conversation", { opensQuickInput: true });
       const pick = page.locator(".quick-input-list .monaco-list-row", { hasText: "JSONL" }).first();
       await pick.waitFor({ state: "visible" });
       await pick.click();
