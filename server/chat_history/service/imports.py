@@ -91,15 +91,21 @@ def sessions_of(
 ) -> Iterator[tuple[Path, Session]]:
     """Every session under ``root`` (of the project ``folder`` when given), one file at a time;
     with ``confine``, a file that resolves outside that folder (a link out of the tool's data
-    folder) is InvalidParams ``path`` naming it, before anything is read."""
+    folder) is InvalidParams ``path`` naming it, before anything is read. A session found again
+    (Copilot CLI's event log and its older file) is read from the first file that holds it
+    (``session_files`` lists the newer format first)."""
     wanted = folder_key(folder) if folder else None
     files = session_files(source, root, folder)
     for path in files:  # every file checked before any is read: refused whole, or imported
         if confine is not None:
             _confined(path, confine)
         _bounded(path)
+    seen: set[str] = set()
     for path in files:
         for session in placed(source, path, read_file(source, path), folder):
+            if session.conversation_id in seen:
+                continue
+            seen.add(session.conversation_id)
             elsewhere = session.folder is None or folder_key(session.folder) != wanted
             if wanted is not None and source in NAMED_FOLDERS and elsewhere:
                 continue
