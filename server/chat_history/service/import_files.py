@@ -58,9 +58,9 @@ def data_folder(source: str, environ: Mapping[str, str] | None = None) -> Path:
     if source == "copilot-cli":  # session-state/ and the older history-session-state/
         base = env.get("COPILOT_HOME")
         return Path(base) if base else home / ".copilot"
-    if source == "opencode":
+    if source == "opencode":  # opencode.db (2026 builds) and the older storage/ tree
         data = env.get("XDG_DATA_HOME")
-        return (Path(data) if data else home / ".local" / "share") / "opencode" / "storage"
+        return (Path(data) if data else home / ".local" / "share") / "opencode"
     raise InvalidParams("source", unsupported(source))
 
 
@@ -93,13 +93,22 @@ def session_files(source: str, root: Path, folder: str | None) -> list[Path]:
     if source == "continue":
         return sorted(p for p in root.glob("*.json") if p.name != "sessions.json")
     if source == "opencode":
-        return sorted((root / "session").glob("*/*.json") if (root / "session").is_dir() else [])
+        return opencode_files(root)
     if source == "copilot-cli":
         return copilot_cli_files(root)
     if source in TASK_EXTENSIONS:
         own = root / TASK_FILE
         return [own] if own.is_file() else sorted(root.glob(f"*/{TASK_FILE}"))
     return sorted(root.rglob("rollout-*.jsonl"))
+
+
+def opencode_files(root: Path) -> list[Path]:
+    """OpenCode's databases (``opencode.db``, ``opencode-<channel>.db``) under ``root`` (its data
+    folder), then the session files of its older storage tree (``root`` or ``root/storage``):
+    a session in both is read from the database (the caller keeps the first of an id)."""
+    tree = root if (root / "session").is_dir() else root / "storage"
+    databases = sorted(p for p in root.glob("opencode*.db") if p.is_file())
+    return [*databases, *sorted(tree.glob("session/*/*.json"))]
 
 
 def copilot_cli_files(root: Path) -> list[Path]:
