@@ -73,6 +73,20 @@ def _arguments(raw: Any) -> dict[str, Any]:
     return {}
 
 
+#: A tool request as the readers give it: (call id, name, raw arguments), each as found.
+Request = tuple[Any, Any, Any]
+
+
+def _outcome(data: dict[str, Any]) -> str:
+    """A ``tool.execution_complete`` event's result as the tool row's text."""
+    result = _obj(data.get("result"))
+    error = _obj(data.get("error"))
+    if data.get("success") is False:
+        return f"Error: {error.get('message') or result.get('content') or 'failed'}"
+    content = result.get("content")
+    return content if isinstance(content, str) else ""
+
+
 @attrs.define
 class _Events:
     tally: Tally
@@ -80,27 +94,21 @@ class _Events:
     requested: set[str] = attrs.field(factory=set)
     started: dict[str, ToolCall] = attrs.field(factory=dict)
 
-    def user(self, data: dict[str, Any], at: int | None) -> None:
+    def user(self, content: Any, at: int | None) -> None:
         self.settle()
-        content = data.get("content")
         if isinstance(content, str) and content.strip():
             self.rows.append(Message(role="user", content=content, timestamp=at))
 
-    def assistant(self, data: dict[str, Any], at: int | None) -> None:
+    def assistant(self, said: Any, requests: list[Request], at: int | None) -> None:
+        """A reply: its text and its tool requests, each (call id, name, raw arguments)."""
         self.settle()
         calls: list[ToolCall] = []
-        for request in data.get("toolRequests") or []:
-            cid = request.get("toolCallId") if isinstance(request, dict) else None
+        for cid, name, raw in requests:
             if not isinstance(cid, str) or not cid:
                 self.tally.skip("tool request", "no call id")
                 continue
-            name = request.get("name") if isinstance(request.get("name"), str) else None
-            calls.append(
-                ToolCall(
-                    id=cid, name=name or "tool", arguments=_arguments(request.get("arguments"))
-                )
-            )
-        said = data.get("content")
+            named = name if isinstance(name, str) and name else "tool"
+            calls.append(ToolCall(id=cid, name=named, arguments=_arguments(raw)))
         content = said if isinstance(said, str) else ""
         if content or calls:
             self.rows.append(
@@ -116,19 +124,12 @@ class _Events:
                 id=cid, name=call_name, arguments=_arguments(data.get("arguments"))
             )
 
-    def complete(self, data: dict[str, Any], at: int | None) -> None:
-        cid = data.get("toolCallId")
+    def complete(self, cid: Any, text: str, at: int | None) -> None:
+        """A call's result, after its request (or adopted from its start event)."""
         if not isinstance(cid, str) or (cid not in self.requested and not self._adopt(cid)):
             self.tally.skip("tool result", "no tool call before it")
             return
         self.requested.discard(cid)
-        result = _obj(data.get("result"))
-        error = _obj(data.get("error"))
-        if data.get("success") is False:
-            text = f"Error: {error.get('message') or result.get('content') or 'failed'}"
-        else:
-            content = result.get("content")
-            text = content if isinstance(content, str) else ""
         self.rows.append(Message(role="tool", content=text, tool_call_id=cid, timestamp=at))
 
     def _adopt(self, cid: str) -> bool:
@@ -189,13 +190,15 @@ def read(data: bytes, session_id: str) -> list[Session]:
             sid = payload.get("sessionId")
             named = sid if isinstance(sid, str) and sid else named
         elif kind == "user.message":
-            events.user(payload, at)
+            events.user(payload.get("content"), at)
         elif kind == "assistant.message":
-            events.assistant(payload, at)
+            requests = [_obj(r) for r in payload.get("toolRequests") or []]
+            listed = [(r.get("toolCallId"), r.get("name"), r.get("arguments")) for r in requests]
+            events.assistant(payload.get("content"), listed, at)
         elif kind == "tool.execution_start":
             events.start(payload)
         elif kind == "tool.execution_complete":
-            events.complete(payload, at)
+            events.complete(payload.get("toolCallId"), _outcome(payload), at)
         else:
             tally.skip(f"{kind} event", "not a message")
     events.settle()
@@ -274,15 +277,14 @@ def _history(value: dict[str, Any], session_id: str) -> list[Session]:
         content = message.get("content")
         text = content if isinstance(content, str) else text_of(content)
         if role == "user":
-            events.user({"content": text}, times.prompt())
+            events.user(text, times.prompt())
         elif role == "assistant":
             requests = [_request(call) for call in message.get("tool_calls") or []]
-            ids = [r["toolCallId"] for r in requests if isinstance(r.get("toolCallId"), str)]
-            at = times.reply(bool(text.strip()), ids)
-            events.assistant({"content": text, "toolRequests": requests}, at)
+            at = times.reply(bool(text.strip()), [c for c, _, _ in requests if isinstance(c, str)])
+            events.assistant(text, requests, at)
         elif role == "tool":
             cid = message.get("tool_call_id")
-            events.complete({"toolCallId": cid, "result": {"content": text}}, times.result(cid))
+            events.complete(cid, text, times.result(cid))
         else:
             tally.skip("system message", "the CLI's instructions, not the conversation")
     events.settle()
@@ -290,13 +292,7 @@ def _history(value: dict[str, Any], session_id: str) -> list[Session]:
     return _session(sid if isinstance(sid, str) and sid else session_id, None, events.rows, tally)
 
 
-def _request(call: Any) -> dict[str, Any]:
-    """A Chat Completions tool call as the event log's tool request."""
-    if not isinstance(call, dict):
-        return {}
-    function = _obj(call.get("function"))
-    return {
-        "toolCallId": call.get("id"),
-        "name": function.get("name"),
-        "arguments": function.get("arguments"),
-    }
+def _request(call: Any) -> Request:
+    """A Chat Completions tool call as (call id, name, raw arguments)."""
+    function = _obj(_obj(call).get("function"))
+    return _obj(call).get("id"), function.get("name"), function.get("arguments")
