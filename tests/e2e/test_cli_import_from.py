@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.opencode_db import build
+
 from chat_history.importers.claude_code import project_folder_name
 from chat_history.model import Key
 from chat_history.service.manager import ChatHistoryManager
@@ -200,6 +202,37 @@ def test_opencode_sessions_come_in_from_its_storage_tree(tmp_path: Path) -> None
     assert "Imported 0 message(s) into 0 of 2 conversation(s)." in again
     main = Key("file:///home/me/shop", "opencode:ses_6a1b2c3d4e5fAbCdEf012345")
     assert conversations(db)[main] == 7
+
+
+def test_opencode_sessions_come_in_from_its_database_left_as_it_was(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite3"
+    data = tmp_path / "share"
+    database = build(data / "opencode" / "opencode.db")
+    before = database.read_bytes()
+    env = {"XDG_DATA_HOME": str(data)}
+    done = cli(db, "import", "--from", "opencode", "--all-projects", env=env)
+    assert "Imported 9 message(s) into 2 of 2 conversation(s)." in done
+    again = cli(db, "import", "--from", "opencode", "--all-projects", env=env)
+    assert "Imported 0 message(s) into 0 of 2 conversation(s)." in again
+    assert database.read_bytes() == before
+    main = Key("file:///home/me/shop", "opencode:ses_6a1b2c3d4e5fAbCdEf012345")
+    assert conversations(db)[main] == 7
+
+
+def test_copilot_cli_older_sessions_come_in_with_a_named_workspace(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite3"
+    home = tmp_path / "copilot"
+    shutil.copytree(FIXTURES / "copilot-cli", home)
+    env = {"COPILOT_HOME": str(home)}
+    older = str(home / "history-session-state")
+    done = cli(db, "import", "--from", "copilot-cli", older, "--workspace", "file:///w", env=env)
+    assert "Imported 9 message(s) into 1 of 1 conversation(s)." in done
+    again = cli(db, "import", "--from", "copilot-cli", older, "--workspace", "file:///w", env=env)
+    assert "Imported 0 message(s) into 0 of 1 conversation(s)." in again
+    shop = cli(db, "import", "--from", "copilot-cli", cwd=Path("/"), env=env)
+    assert "No copilot-cli sessions found" in shop  # none of them recorded the folder /
+    key = Key("file:///w", "copilot-cli:4d3c2b1a-0f9e-4d8c-b7a6-5e4d3c2b1a09")
+    assert conversations(db)[key] == 9
 
 
 def test_a_two_gigabyte_session_file_is_refused_by_name_and_nothing_is_written(

@@ -1,7 +1,8 @@
 """The Cline and Roo Code readers (importers/cline.py, roo_code.py over task_history.py) on task
 folders written in their shapes (tests/fixtures/imports/SOURCES.md): a Cline task of the XML
 tool era (tools as text, times from the task id) and a Roo Code task with native tool blocks,
-an image, signed thinking and a time per message; the folder read from the extension's
+an image, signed thinking and a time per message, and the same task in newer Roo Code's
+versioned AI SDK shape, which reads into the same rows; the folder read from the extension's
 environment details, which are not carried over; every task formats to a body each provider
 kind's SDK accepts, signed thinking reaching Anthropic only."""
 
@@ -21,6 +22,7 @@ from chat_history.service import imports
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
 CLINE = FIXTURES / "cline" / "tasks"
 ROO = FIXTURES / "roo-code" / "tasks"
+ROO_VERSIONED = FIXTURES / "roo-code" / "versioned" / "tasks"
 CLINE_TASK = "1795770000000"
 ROO_TASK = "5b6c7d8e-9f01-4a2b-8c3d-4e5f60718293"
 
@@ -84,7 +86,106 @@ def test_a_task_with_no_time_at_all_and_files_of_other_sources_yield_nothing() -
         assert cline.read(path.read_bytes(), "1") == []
 
 
-SESSIONS = {"cline": only("cline", CLINE), "roo-code": only("roo-code", ROO)}
+def test_a_roo_code_task_in_the_versioned_shape_reads_into_the_rows_of_the_older_one() -> None:
+    versioned, older = only("roo-code", ROO_VERSIONED), only("roo-code", ROO)
+    assert versioned.session_id == "6c7d8e9f-0a1b-4c2d-9e3f-5a6b7c8d9e0f"
+    assert versioned.messages == older.messages  # image, signed thinking, the call and its result
+    assert (versioned.folder, versioned.title) == (older.folder, older.title)
+    assert skipped(versioned) == {
+        **skipped(older),
+        ("reasoning item", "OpenAI's encrypted reasoning in Roo Code's own format"): 1,
+    }
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "# Current Workspace Directory (/home/me/a (copy)) Files",
+        "# Current Workspace Directory (/home/me/a (copy))",  # builds that list no files
+        "## Current Workspace Directory (/home/me/a (copy))",
+    ],
+)
+def test_the_folder_is_read_from_each_wording_of_the_details(line: str) -> None:
+    details = f"<environment_details>\n# Current Mode\ncode\n\n{line}\n(Only folders)\n"
+    task = [
+        {
+            "role": "user",
+            "ts": 1795780000000,
+            "content": [
+                {"type": "text", "text": "<task>\nHi\n</task>"},
+                {"type": "text", "text": details + "</environment_details>"},
+            ],
+        }
+    ]
+    [session] = roo_code.read(json.dumps(task).encode(), "t")
+    assert session.folder == "/home/me/a (copy)"
+
+
+def test_versioned_tool_outputs_errors_and_redacted_thinking() -> None:
+    call = {"type": "tool-call", "toolName": "run", "input": {"cmd": "x"}}
+    history = {
+        "version": 2,
+        "messages": [
+            {"role": "user", "ts": 1795780000000, "content": "Go."},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "reasoning", "text": "", "providerOptions": {"anthropic": {}}},
+                    {"type": "text", "text": "Running both."},
+                    *({**call, "toolCallId": f"c{i}"} for i in range(1, 5)),
+                ],
+            },
+            {
+                "role": "tool",
+                "content": [
+                    {
+                        "type": "tool-result",
+                        "toolCallId": "c1",
+                        "output": {"type": "json", "value": {"n": 1}},
+                    },
+                    {
+                        "type": "tool-result",
+                        "toolCallId": "c2",
+                        "output": {"type": "error-text", "value": "no"},
+                    },
+                    {"type": "tool-result", "toolCallId": "c3", "output": "[ERROR] timed out"},
+                    {
+                        "type": "tool-result",
+                        "toolCallId": "c4",
+                        "output": {"type": "content", "value": [{"type": "text", "text": "a"}]},
+                    },
+                ],
+            },
+        ],
+    }
+    [session] = roo_code.read(json.dumps(history).encode(), "t")
+    _, reply, *results = session.messages
+    assert [c.id for c in reply.tool_calls] == ["c1", "c2", "c3", "c4"]
+    assert [r.content for r in results] == [
+        '{"n": 1}',
+        "Error: no",
+        "Error: [ERROR] timed out",
+        "a",
+    ]
+    assert {r.timestamp for r in session.messages} == {1795780000000}  # the one time given
+    assert skipped(session)[("thinking block", "no signature: Anthropic would refuse it")] == 1
+    redacted = {
+        "type": "reasoning",
+        "text": "",
+        "providerOptions": {"anthropic": {"redactedData": "Zm9v"}},
+    }
+    history["messages"][1]["content"][0] = redacted  # type: ignore[index]
+    [session] = roo_code.read(json.dumps(history).encode(), "t")
+    assert session.messages[1].provider_data["anthropic"]["thinking"] == [
+        {"type": "redacted_thinking", "data": "Zm9v"}
+    ]
+
+
+SESSIONS = {
+    "cline": only("cline", CLINE),
+    "roo-code": only("roo-code", ROO),
+    "roo-code versioned": only("roo-code", ROO_VERSIONED),
+}
 
 
 @pytest.mark.parametrize("kind", KINDS)

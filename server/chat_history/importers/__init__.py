@@ -6,9 +6,10 @@ out — each documenting the format as observed. Which files to read, and the wr
 Readers: ``claude_code`` (Claude Code's session JSONL), ``codex`` (Codex CLI's rollout JSONL),
 ``gemini_cli`` (Gemini CLI's session JSON, and its newer JSON-lines log replayed),
 ``copilot_chat`` (VS Code's chat sessions: the whole-file JSON and the mutation log replayed),
-``continue_dev`` (Continue's session JSON), ``opencode`` (OpenCode's storage tree, gathered by
-the service into the shape of its export), ``cline`` and ``roo_code`` (their task folders,
-``task_history``), ``copilot_cli`` (Copilot CLI's session events).
+``continue_dev`` (Continue's session JSON), ``opencode`` (OpenCode's storage tree or database,
+gathered by the service into the shape of its export), ``cline`` and ``roo_code`` (their task
+folders, ``task_history``), ``copilot_cli`` (Copilot CLI's session events, and its older
+single-file sessions).
 Every source the spec names has its reader."""
 
 from __future__ import annotations

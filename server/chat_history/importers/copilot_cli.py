@@ -1,10 +1,11 @@
 """GitHub Copilot CLI sessions: ``~/.copilot/session-state/<session id>/events.jsonl``
-(``$COPILOT_HOME`` instead of ``~/.copilot``). The older single-file sessions
-(``history-session-state/*.json``) are not read.
+(``$COPILOT_HOME`` instead of ``~/.copilot``), and the older single-file sessions of builds
+before the event log, ``~/.copilot/history-session-state/session_<session id>_<epoch ms>.json``,
+told apart by their content (one JSON object with ``chatMessages``).
 
-The format as observed (the CLI's session events, 0.0.3xx to 1.x; the CLI ships a JSON schema
-of them under a proprietary licence, not read here; shapes from the MIT-licensed SDK's event
-types as other readers use them):
+The event log as observed (the CLI's session events, 0.0.3xx to 1.x; the CLI ships a JSON
+schema of them under a proprietary licence, not read here; shapes from the MIT-licensed SDK's
+event types as other readers use them):
 
 - One event a line: ``{type, data, id, parentId, timestamp (ISO 8601), ephemeral?}``.
 - ``session.start``: ``data.sessionId``, ``data.context.cwd`` (the project folder).
@@ -16,10 +17,28 @@ types as other readers use them):
   request (or, when the reply listed no requests, with the start event's call).
 - Not messages, counted: ephemeral events (deltas, usage, idle), turn, hook, permission,
   model-change and info events; events of a sub-agent (``parentToolCallId``) are counted too.
+
+The single-file session as observed (builds of autumn 2025, as readers of it parse it; no
+schema was published): ``{sessionId, startTime (ISO 8601), chatMessages, timeline}``.
+
+- ``chatMessages``: the conversation as the model was sent it, in the Chat Completions shape:
+  ``{role: user|assistant|tool|system, content, tool_calls: [{id, type: "function",
+  function: {name, arguments (a JSON string)}}], tool_call_id}``. Read here, with the same
+  pairing rules as the event log (a result without its call before it is counted, a call never
+  answered is taken out of its reply); ``system`` messages are the CLI's instructions, counted.
+- ``timeline``: what the CLI showed, each entry with ``id``, ``timestamp`` and ``type``:
+  ``user`` (``text``, ``expandedText``), ``copilot`` (``text``), ``tool_call_requested`` and
+  ``tool_call_completed`` (``callId``, ``name``, ``toolTitle``, ``intentionSummary``,
+  ``arguments``, ``result: {type: success|error, log}``), ``info``. Only its times are used:
+  a prompt's is its ``user`` entry's (in order), a reply's its ``copilot`` entry's (else its
+  first call's request), a result's its call's completion; else the row before's, else
+  ``startTime``.
+- No project folder is recorded: such a session needs the workspace named.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 import attrs
@@ -30,6 +49,7 @@ from chat_history.importers.common import (
     first_line_title,
     json_lines,
     json_value,
+    text_of,
     timestamp_ms,
 )
 from chat_history.model import Message, ToolCall
@@ -53,6 +73,20 @@ def _arguments(raw: Any) -> dict[str, Any]:
     return {}
 
 
+#: A tool request as the readers give it: (call id, name, raw arguments), each as found.
+Request = tuple[Any, Any, Any]
+
+
+def _outcome(data: dict[str, Any]) -> str:
+    """A ``tool.execution_complete`` event's result as the tool row's text."""
+    result = _obj(data.get("result"))
+    error = _obj(data.get("error"))
+    if data.get("success") is False:
+        return f"Error: {error.get('message') or result.get('content') or 'failed'}"
+    content = result.get("content")
+    return content if isinstance(content, str) else ""
+
+
 @attrs.define
 class _Events:
     tally: Tally
@@ -60,27 +94,21 @@ class _Events:
     requested: set[str] = attrs.field(factory=set)
     started: dict[str, ToolCall] = attrs.field(factory=dict)
 
-    def user(self, data: dict[str, Any], at: int | None) -> None:
+    def user(self, content: Any, at: int | None) -> None:
         self.settle()
-        content = data.get("content")
         if isinstance(content, str) and content.strip():
             self.rows.append(Message(role="user", content=content, timestamp=at))
 
-    def assistant(self, data: dict[str, Any], at: int | None) -> None:
+    def assistant(self, said: Any, requests: list[Request], at: int | None) -> None:
+        """A reply: its text and its tool requests, each (call id, name, raw arguments)."""
         self.settle()
         calls: list[ToolCall] = []
-        for request in data.get("toolRequests") or []:
-            cid = request.get("toolCallId") if isinstance(request, dict) else None
+        for cid, name, raw in requests:
             if not isinstance(cid, str) or not cid:
                 self.tally.skip("tool request", "no call id")
                 continue
-            name = request.get("name") if isinstance(request.get("name"), str) else None
-            calls.append(
-                ToolCall(
-                    id=cid, name=name or "tool", arguments=_arguments(request.get("arguments"))
-                )
-            )
-        said = data.get("content")
+            named = name if isinstance(name, str) and name else "tool"
+            calls.append(ToolCall(id=cid, name=named, arguments=_arguments(raw)))
         content = said if isinstance(said, str) else ""
         if content or calls:
             self.rows.append(
@@ -96,19 +124,12 @@ class _Events:
                 id=cid, name=call_name, arguments=_arguments(data.get("arguments"))
             )
 
-    def complete(self, data: dict[str, Any], at: int | None) -> None:
-        cid = data.get("toolCallId")
+    def complete(self, cid: Any, text: str, at: int | None) -> None:
+        """A call's result, after its request (or adopted from its start event)."""
         if not isinstance(cid, str) or (cid not in self.requested and not self._adopt(cid)):
             self.tally.skip("tool result", "no tool call before it")
             return
         self.requested.discard(cid)
-        result = _obj(data.get("result"))
-        error = _obj(data.get("error"))
-        if data.get("success") is False:
-            text = f"Error: {error.get('message') or result.get('content') or 'failed'}"
-        else:
-            content = result.get("content")
-            text = content if isinstance(content, str) else ""
         self.rows.append(Message(role="tool", content=text, tool_call_id=cid, timestamp=at))
 
     def _adopt(self, cid: str) -> bool:
@@ -142,8 +163,12 @@ class _Events:
 
 
 def read(data: bytes, session_id: str) -> list[Session]:
-    """The conversation of one ``events.jsonl`` (``session_id``: the session folder's name,
-    unless ``session.start`` names the session)."""
+    """The conversation of one ``events.jsonl``, or of one older single-file session
+    (``session_id``: the session folder's name, or the id in the file's name, unless the file
+    names the session)."""
+    whole = _single_file(data)
+    if whole is not None:
+        return _history(whole, session_id)
     tally = Tally()
     events = _Events(tally)
     named: str | None = None
@@ -165,26 +190,109 @@ def read(data: bytes, session_id: str) -> list[Session]:
             sid = payload.get("sessionId")
             named = sid if isinstance(sid, str) and sid else named
         elif kind == "user.message":
-            events.user(payload, at)
+            events.user(payload.get("content"), at)
         elif kind == "assistant.message":
-            events.assistant(payload, at)
+            requests = [_obj(r) for r in payload.get("toolRequests") or []]
+            listed = [(r.get("toolCallId"), r.get("name"), r.get("arguments")) for r in requests]
+            events.assistant(payload.get("content"), listed, at)
         elif kind == "tool.execution_start":
             events.start(payload)
         elif kind == "tool.execution_complete":
-            events.complete(payload, at)
+            events.complete(payload.get("toolCallId"), _outcome(payload), at)
         else:
             tally.skip(f"{kind} event", "not a message")
     events.settle()
-    if not events.rows:
+    return _session(named or session_id, folder, events.rows, tally)
+
+
+def _session(sid: str, folder: str | None, rows: list[Message], tally: Tally) -> list[Session]:
+    if not rows:
         return []
-    first = next((r.content for r in events.rows if r.role == "user"), "")
-    return [
-        Session(
-            SOURCE,
-            named or session_id,
-            folder,
-            first_line_title(first),
-            tuple(events.rows),
-            tally.items(),
-        )
-    ]
+    first = next((r.content for r in rows if r.role == "user"), "")
+    return [Session(SOURCE, sid, folder, first_line_title(first), tuple(rows), tally.items())]
+
+
+def _single_file(data: bytes) -> dict[str, Any] | None:
+    """The older single-file session in ``data``, or None (not one: an event log)."""
+    if not data.lstrip().startswith(b"{"):
+        return None
+    try:
+        value = json_value(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None  # an event log's lines, or a file cut short: read as lines
+    if isinstance(value, dict) and isinstance(value.get("chatMessages"), list):
+        return value
+    return None
+
+
+class _Times:
+    """The times of a single-file session's rows, from its timeline (see the module's notes)."""
+
+    def __init__(self, timeline: Any, start: int | None) -> None:
+        self.last = start
+        self.prompts: deque[int | None] = deque()
+        self.replies: deque[int | None] = deque()
+        self.requested: dict[str, int | None] = {}
+        self.completed: dict[str, int | None] = {}
+        for entry in timeline if isinstance(timeline, list) else []:
+            kind = entry.get("type") if isinstance(entry, dict) else None
+            at = timestamp_ms(entry.get("timestamp")) if isinstance(entry, dict) else None
+            call = entry.get("callId") if isinstance(entry, dict) else None
+            if kind == "user":
+                self.prompts.append(at)
+            elif kind == "copilot":
+                self.replies.append(at)
+            elif kind == "tool_call_requested" and isinstance(call, str):
+                self.requested.setdefault(call, at)
+            elif kind == "tool_call_completed" and isinstance(call, str):
+                self.completed[call] = at
+
+    def _at(self, found: int | None) -> int | None:
+        self.last = found if found is not None else self.last
+        return self.last
+
+    def prompt(self) -> int | None:
+        return self._at(self.prompts.popleft() if self.prompts else None)
+
+    def reply(self, said: bool, calls: list[str]) -> int | None:
+        found = self.replies.popleft() if said and self.replies else None
+        if found is None:
+            found = next((self.requested[c] for c in calls if self.requested.get(c)), None)
+        return self._at(found)
+
+    def result(self, cid: Any) -> int | None:
+        return self._at(self.completed.get(cid) if isinstance(cid, str) else None)
+
+
+def _history(value: dict[str, Any], session_id: str) -> list[Session]:
+    """The conversation of an older single-file session's ``chatMessages``."""
+    tally = Tally()
+    events = _Events(tally)
+    times = _Times(value.get("timeline"), timestamp_ms(value.get("startTime")))
+    for message in value["chatMessages"]:
+        role = message.get("role") if isinstance(message, dict) else None
+        if not isinstance(message, dict) or role not in {"user", "assistant", "tool", "system"}:
+            tally.skip("chat message", "not a message of a known role")
+            continue
+        content = message.get("content")
+        text = content if isinstance(content, str) else text_of(content)
+        if role == "user":
+            events.user(text, times.prompt())
+        elif role == "assistant":
+            requests = [_request(call) for call in message.get("tool_calls") or []]
+            at = times.reply(bool(text.strip()), [c for c, _, _ in requests if isinstance(c, str)])
+            events.assistant(text, requests, at)
+        elif role == "tool":
+            cid = message.get("tool_call_id")
+            events.complete(cid, text, times.result(cid))
+        else:
+            tally.skip("system message", "the CLI's instructions, not the conversation")
+    events.settle()
+    sid = value.get("sessionId")
+    return _session(sid if isinstance(sid, str) and sid else session_id, None, events.rows, tally)
+
+
+def _request(call: Any) -> Request:
+    """A Chat Completions tool call as (call id, name, raw arguments)."""
+    function = _obj(_obj(call).get("function"))
+    return _obj(call).get("id"), function.get("name"), function.get("arguments")

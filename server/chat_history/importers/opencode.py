@@ -3,9 +3,11 @@
 ``message/<session id>/<message id>.json``, ``part/<message id>/<part id>.json`` — which the
 caller gathers into the shape ``opencode export`` prints, read here: ``{"info": session,
 "messages": [{"info": message, "parts": [part, …]}]}`` (so an export file reads the same).
-Builds from 2026 that keep sessions in an SQLite database (``opencode.db``) are not read.
+Builds from 2026 keep sessions in an SQLite database (``opencode.db``): ``service.opencode_db``
+gathers each of its sessions into the same shape, so these rules apply to both.
 
-The format as observed (OpenCode's session, message and part schemas, 0.x to 1.x):
+The format as observed (OpenCode's session, message and part schemas, 0.x to 1.x; checked
+against its ``packages/opencode/src/session/message-v2.ts``):
 
 - A session: ``id``, ``projectID``, ``directory`` (the project folder), ``parentID`` (a
   sub-agent's session: a conversation of its own), ``title``, ``time.created``/``updated``

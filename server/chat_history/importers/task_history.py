@@ -10,11 +10,13 @@ The format as observed (Cline 3.x, Roo Code 3.x; no published schema):
 - The first prompt is wrapped in ``<task>…</task>``; the extension adds
   ``<environment_details>`` blocks to user messages (visible files, open tabs, the time, the
   folder: ``# Current Working Directory (<folder>) Files`` in Cline, ``# Current Workspace
-  Directory (<folder>) Files`` in Roo Code): the folder is read from them, the blocks are not
-  carried over (counted).
+  Directory (<folder>) Files`` in Roo Code, without ``Files`` in Roo Code builds that list no
+  files): the folder is read from them, the blocks are not carried over (counted).
 - Older builds call tools in XML inside the reply's text (``<read_file><path>…``) and answer
   them in the next user message's text (``[read_file for '…'] Result:``): kept as the text it is.
   Newer builds use native ``tool_use``/``tool_result`` blocks: paired as tool calls and results.
+- Newer Roo Code builds wrap the messages as ``{"version": 2, "messages": [...]}`` in the AI
+  SDK's shape: turned back into the Anthropic shape first (``roo_messages``).
 - A message without ``ts`` takes the time of the one before it, or the task's (Cline's task id
   is its creation time in epoch ms); a task with no time at all is not imported (counted).
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from chat_history.importers import roo_messages
 from chat_history.importers.claude_code import Builder
 from chat_history.importers.common import (
     Session,
@@ -33,7 +36,12 @@ from chat_history.importers.common import (
     timestamp_ms,
 )
 
-_FOLDER = re.compile(r"# Current (?:Working|Workspace) Directory \((.+?)\) Files")
+#: The folder line of the extension's details: ``# Current Working Directory (<folder>) Files``
+#: (Cline), ``# Current Workspace Directory (<folder>) Files`` (Roo Code), without ``Files`` in
+#: Roo Code builds that list no files, ``##`` in some.
+_FOLDER = re.compile(
+    r"^#{1,2} Current (?:Working|Workspace) Directory \((.+?)\)(?: Files)?[ \t]*$", re.M
+)
 _TASK = re.compile(r"^\s*<task>\s*(.*?)\s*</task>\s*$", re.S)
 
 
@@ -64,6 +72,9 @@ def read_tasks(source: str, data: bytes, task_id: str) -> list[Session]:
         messages = json_value(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return []
+    versioned = roo_messages.versioned(messages)
+    if versioned is not None:
+        messages = roo_messages.anthropic_messages(versioned, tally)
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         return []
     builder = Builder(tally)

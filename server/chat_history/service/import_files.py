@@ -55,12 +55,12 @@ def data_folder(source: str, environ: Mapping[str, str] | None = None) -> Path:
         return (Path(base) if base else home / ".continue") / "sessions"
     if source in TASK_EXTENSIONS:
         return _vscode_user(env, home) / "globalStorage" / TASK_EXTENSIONS[source] / "tasks"
-    if source == "copilot-cli":
+    if source == "copilot-cli":  # session-state/ and the older history-session-state/
         base = env.get("COPILOT_HOME")
-        return (Path(base) if base else home / ".copilot") / "session-state"
-    if source == "opencode":
+        return Path(base) if base else home / ".copilot"
+    if source == "opencode":  # opencode.db (2026 builds) and the older storage/ tree
         data = env.get("XDG_DATA_HOME")
-        return (Path(data) if data else home / ".local" / "share") / "opencode" / "storage"
+        return (Path(data) if data else home / ".local" / "share") / "opencode"
     raise InvalidParams("source", unsupported(source))
 
 
@@ -93,14 +93,36 @@ def session_files(source: str, root: Path, folder: str | None) -> list[Path]:
     if source == "continue":
         return sorted(p for p in root.glob("*.json") if p.name != "sessions.json")
     if source == "opencode":
-        return sorted((root / "session").glob("*/*.json") if (root / "session").is_dir() else [])
+        return opencode_files(root)
     if source == "copilot-cli":
-        own = root / "events.jsonl"
-        return [own] if own.is_file() else sorted(root.glob("*/events.jsonl"))
+        return copilot_cli_files(root)
     if source in TASK_EXTENSIONS:
         own = root / TASK_FILE
         return [own] if own.is_file() else sorted(root.glob(f"*/{TASK_FILE}"))
     return sorted(root.rglob("rollout-*.jsonl"))
+
+
+def opencode_files(root: Path) -> list[Path]:
+    """OpenCode's databases (``opencode.db``, ``opencode-<channel>.db``) under ``root`` (its data
+    folder), then the session files of its older storage tree (``root`` or ``root/storage``):
+    a session in both is read from the database (the caller keeps the first of an id)."""
+    tree = root if (root / "session").is_dir() else root / "storage"
+    databases = sorted(p for p in root.glob("opencode*.db") if p.is_file())
+    return [*databases, *sorted(tree.glob("session/*/*.json"))]
+
+
+def copilot_cli_files(root: Path) -> list[Path]:
+    """Copilot CLI's sessions under ``root`` (``~/.copilot``, ``session-state``, one session's
+    folder, or ``history-session-state``): the event logs first, then the older single-file
+    sessions (a session in both is read from its event log: the caller keeps the first of an
+    id)."""
+    own = root / "events.jsonl"
+    if own.is_file():
+        return [own]
+    state = root / "session-state" if (root / "session-state").is_dir() else root
+    older = root / "history-session-state" if (root / "history-session-state").is_dir() else root
+    logs = sorted(state.glob("*/events.jsonl"))
+    return [*logs, *sorted(p for p in older.glob("session_*.json") if p.is_file())]
 
 
 def copilot_files(root: Path, folder: str | None) -> list[Path]:
@@ -187,9 +209,18 @@ def session_id(source: str, path: Path) -> str:
         return session_id_of(path.name)
     if source == "gemini-cli" and path.parent.name != "chats":
         return f"{path.parent.name}/{path.stem}"  # a sub-agent's file
+    if source == "copilot-cli" and path.suffix == ".json":
+        return copilot_cli_id(path.stem)
     if source in TASK_EXTENSIONS or source == "copilot-cli":
         return path.parent.name  # the task's or the session's folder
     return path.stem
+
+
+def copilot_cli_id(stem: str) -> str:
+    """The session id in an older Copilot CLI file's name, ``session_<id>_<epoch ms>``."""
+    core = stem.removeprefix("session_")
+    head, _, tail = core.rpartition("_")
+    return head if head and tail.isdigit() else core
 
 
 def placed(source: str, path: Path, sessions: list[Session], folder: str | None) -> list[Session]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import attrs
@@ -25,6 +25,7 @@ from chat_history.service.import_files import data_folder as data_folder
 from chat_history.service.import_files import folder_key, placed, session_id, unsupported
 from chat_history.service.import_files import session_files as session_files
 from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.opencode_db import in_opencode_db, opencode_sessions
 from chat_history.service.opencode_tree import in_opencode_tree, opencode_bundle
 
 log = logging.getLogger("chat_history")
@@ -77,6 +78,8 @@ def within(path: Path, folder: Path) -> Path:
 def read_file(source: str, path: Path) -> list[Session]:
     """The sessions of one file; InvalidParams ``path`` naming the file when it cannot be read or
     is too large."""
+    if in_opencode_db(source, path):
+        return list(_database(source, path))
     try:
         _bounded(path)
         data = opencode_bundle(path, MAX_FILE_BYTES) if in_opencode_tree(source, path) else None
@@ -86,20 +89,38 @@ def read_file(source: str, path: Path) -> list[Session]:
     return READERS[source](data, session_id(source, path))
 
 
+def _database(source: str, path: Path) -> Iterator[Session]:
+    """The sessions of an OpenCode database, one at a time (each bounded as one file is)."""
+    for sid, bundle in opencode_sessions(path, MAX_FILE_BYTES):
+        yield from READERS[source](bundle, sid)
+
+
 def sessions_of(
     source: str, root: Path, folder: str | None, confine: Path | None = None
 ) -> Iterator[tuple[Path, Session]]:
     """Every session under ``root`` (of the project ``folder`` when given), one file at a time;
     with ``confine``, a file that resolves outside that folder (a link out of the tool's data
-    folder) is InvalidParams ``path`` naming it, before anything is read."""
+    folder) is InvalidParams ``path`` naming it, before anything is read. A session found again
+    (OpenCode's database and its older tree, Copilot CLI's event log and its older file) is read
+    from the first file that holds it (``session_files`` lists the newer format first)."""
     wanted = folder_key(folder) if folder else None
     files = session_files(source, root, folder)
     for path in files:  # every file checked before any is read: refused whole, or imported
         if confine is not None:
             _confined(path, confine)
-        _bounded(path)
+        if not in_opencode_db(source, path):  # a database is bounded by each of its sessions
+            _bounded(path)
+    seen: set[str] = set()
     for path in files:
-        for session in placed(source, path, read_file(source, path), folder):
+        found: Iterable[Session] = (
+            _database(source, path)  # one session at a time: no other source's rule applies
+            if in_opencode_db(source, path)
+            else placed(source, path, read_file(source, path), folder)
+        )
+        for session in found:
+            if session.conversation_id in seen:
+                continue
+            seen.add(session.conversation_id)
             elsewhere = session.folder is None or folder_key(session.folder) != wanted
             if wanted is not None and source in NAMED_FOLDERS and elsewhere:
                 continue
