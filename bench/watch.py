@@ -4,7 +4,15 @@ same workspace and database, appends a turn every ``--interval`` seconds. Prints
 small-request latency and its CPU share (of one core, from /proc) while A appends, against the
 same figures with A quiet, in the same run; the goal is within 1.5x and under 2 % of a core.
 
-``--engine postgres`` runs both on a throwaway PostgreSQL cluster (tests.pgcluster).
+The control, in the same run: the same figures while window C, a server on another workspace of
+the same database, appends at the same pace (the machine as loaded, the change watch with
+nothing of its workspace to re-read), and on PostgreSQL the round trip of a plain ``SELECT 1``
+on a connection of this process, after each request of each phase: what of the ratio is the
+machine's (two cores shared by A's server, the database's backends and B), and what is ours.
+
+``--engine postgres`` runs both on a throwaway PostgreSQL cluster (tests.pgcluster), as its
+superuser, or with ``--role NAME`` as an ordinary login role (row-level security then names the
+role in every lookup, as in a deployment: docs/server-database.md).
 ``--server PATH`` runs another checkout's ``server`` folder (the figures before a change, side
 by side)."""
 
@@ -38,6 +46,7 @@ from chat_history.settings import load_settings  # noqa: E402
 from chat_history.store.choice import open_store  # noqa: E402
 
 WORKSPACE = "file:///bench/big"
+OTHER = "file:///bench/other"
 KEEP = {"maxMessages": 1_000_000, "maxTokens": 0, "maxAgeHours": 0}
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -63,13 +72,13 @@ class Window:
     """A server on WORKSPACE whose answers a reader thread collects (its notifications are
     read as they come, so a full pipe never stalls it)."""
 
-    def __init__(self, storage: Path, url: str | None) -> None:
+    def __init__(self, storage: Path, url: str | None, workspace: str = WORKSPACE) -> None:
         path = os.pathsep.join([str(SERVER), os.environ.get("PYTHONPATH", "")])
         # Its log to a file: a pipe nobody reads would stall it once full.
         self.log = open(storage / f"server-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115
         env = {**os.environ, "PYTHONPATH": path}
         self.client = StdioClient(storage, env=env, stderr=self.log)
-        options: dict[str, Any] = {"workspace": WORKSPACE, "settings": KEEP}
+        options: dict[str, Any] = {"workspace": workspace, "settings": KEEP}
         if url is not None:
             options["database"] = url
         self.client.initialize(**options)
@@ -110,18 +119,41 @@ class Window:
         self.log.close()
 
 
-def measure(reader: Window, seconds: float, requests: int) -> tuple[float, float]:
-    """B idle for ``seconds`` (its CPU share), then ``requests`` small requests (median ms)."""
+class Ping:
+    """A plain ``SELECT 1`` round trip to the database (PostgreSQL only), in ms."""
+
+    def __init__(self, url: str | None) -> None:
+        self._connection: Any = None
+        if url is not None:
+            import psycopg
+
+            self._connection = psycopg.connect(url, autocommit=True)
+
+    def __call__(self) -> float | None:
+        if self._connection is None:
+            return None
+        began = time.perf_counter()
+        self._connection.execute("SELECT 1").fetchone()
+        return (time.perf_counter() - began) * 1000
+
+
+def measure(
+    reader: Window, seconds: float, requests: int, ping: Ping
+) -> tuple[float, float, float | None]:
+    """B idle for ``seconds`` (its CPU share), then ``requests`` small requests (median ms),
+    each followed by a ``ping`` (median ms, None without one)."""
     cpu, wall = reader.cpu_seconds(), time.monotonic()
     time.sleep(seconds)
     share = (reader.cpu_seconds() - cpu) / (time.monotonic() - wall)
-    took = []
+    took, pings = [], []
     for _ in range(requests):
         began = time.perf_counter()
         reader.call("chatHistory/get", {"conversationId": "small"})
         took.append((time.perf_counter() - began) * 1000)
+        pings.append(ping())
         time.sleep(0.05)
-    return share, statistics.median(took)
+    pinged = [p for p in pings if p is not None]
+    return share, statistics.median(took), statistics.median(pinged) if pinged else None
 
 
 def appending(writer: Window, interval: float, stop: threading.Event) -> None:
@@ -135,29 +167,45 @@ def appending(writer: Window, interval: float, stop: threading.Event) -> None:
         stop.wait(interval)
 
 
+def while_appending(
+    writer: Window, reader: Window, args: argparse.Namespace, ping: Ping
+) -> tuple[float, float, float | None]:
+    stop = threading.Event()
+    thread = threading.Thread(target=appending, args=(writer, args.interval, stop))
+    thread.start()
+    try:
+        return measure(reader, args.seconds, args.requests, ping)
+    finally:
+        stop.set()
+        thread.join()
+
+
 def run(storage: Path, url: str | None, args: argparse.Namespace) -> None:
     began = time.monotonic()
     populate(storage, url, args.conversations)
     print(f"{args.conversations} conversations stored in {time.monotonic() - began:.1f} s")
     writer, reader = Window(storage, url), Window(storage, url)
+    control = Window(storage, url, OTHER)
+    ping = Ping(url)
     try:
         reader.call("chatHistory/get", {"conversationId": "small"})  # warm
-        quiet = measure(reader, args.seconds, args.requests)
-        stop = threading.Event()
-        thread = threading.Thread(target=appending, args=(writer, args.interval, stop))
-        thread.start()
-        try:
-            busy = measure(reader, args.seconds, args.requests)
-        finally:
-            stop.set()
-            thread.join()
+        quiet = measure(reader, args.seconds, args.requests, ping)
+        told = reader.changed
+        busy = while_appending(writer, reader, args, ping)
+        told = reader.changed - told
+        other = while_appending(control, reader, args, ping)
     finally:
-        writer.close()
-        reader.close()
-    print(f"engine {args.engine}, A appends every {args.interval} s; B was told {reader.changed}")
-    for name, (share, ms) in (("quiet", quiet), ("appending", busy)):
-        print(f"  {name + ':':10} B's CPU {share * 100:5.1f} % of a core, request {ms:6.2f} ms")
+        for window in (writer, reader, control):
+            window.close()
+    print(f"engine {args.engine}, A appends every {args.interval} s; B was told {told}")
+    phases = (("quiet", quiet), ("appending", busy), ("control", other))
+    for name, (share, ms, pinged) in phases:
+        line = f"  {name + ':':10} B's CPU {share * 100:5.1f} % of a core, request {ms:6.2f} ms"
+        print(line + (f", SELECT 1 {pinged:5.3f} ms" if pinged is not None else ""))
     print(f"  ratio of the small request, appending / quiet: {busy[1] / quiet[1]:.2f}x")
+    print(f"  control (C appends to another workspace) / quiet: {other[1] / quiet[1]:.2f}x")
+    if quiet[2] is not None and busy[2] is not None:
+        print(f"  SELECT 1, appending / quiet: {busy[2] / quiet[2]:.2f}x")
 
 
 def main() -> None:
@@ -168,6 +216,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="idle CPU window")
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--server", type=Path, default=ROOT / "server", help="a server folder")
+    parser.add_argument(
+        "--role", help="PostgreSQL: an ordinary role to run as (default: superuser)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-watch-") as folder:
         storage = Path(folder)
@@ -179,7 +230,11 @@ def main() -> None:
         cluster = Cluster()
         cluster.start()
         try:
-            run(storage, cluster.fresh_database("watch"), args)
+            url = cluster.fresh_database("watch")
+            if args.role:
+                cluster.execute(f'CREATE ROLE "{args.role}" LOGIN')
+                url = cluster.url("watch", args.role)
+            run(storage, url, args)
         finally:
             cluster.stop()
 

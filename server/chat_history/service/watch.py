@@ -10,8 +10,14 @@ lock, the others' commits are caught up (so a write never hides them), and befor
 the conversations it touched are re-read (so its own changes are never reported). ``poll``
 runs while idle and before each request; ``take`` hands out what a write found. Another engine
 needs only ``change_token``, ``change_position``, ``changed_in``, ``fingerprints``,
-``fingerprint`` and ``growth`` on its readings, and to call the two hooks from its own write
-section."""
+``fingerprint`` and ``growth`` on its readings (``refresh`` reads the marked ones' fingerprints
+and growth with them), and to call the two hooks from its own write section.
+
+On PostgreSQL a look after another's commit is two statements: the section's own look (the
+counter and the marks past it, store.postgres.marks, which also answers ``changed_in``) and one
+``refresh`` of every marked conversation (``REFRESH_IN_ONE_STATEMENT``: one statement sees one
+commit, so no snapshot is opened for it); a commit in another workspace costs no statement more
+than a quiet database."""
 
 from __future__ import annotations
 
@@ -19,8 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from chat_history.model import Key
-from chat_history.policy.changes import Change, Fingerprint, Growth, changes, merge, pace
+from chat_history.policy.changes import Change, Fingerprint, changes, merge, pace
 from chat_history.store import Reading, Transaction
 from chat_history.store.seam import HistoryStore
 
@@ -58,6 +63,9 @@ class ChangeWatch:
         if seen is not None and seen[0] == self._workspace():
             with self._store.read() as reading:
                 unchanged = reading.change_token() == self._token
+                if not unchanged and reading.REFRESH_IN_ONE_STATEMENT:
+                    self._catch_up(reading)  # each read is one statement: no snapshot needed
+                    return self.take()
             if unchanged:
                 return self.take()
         with self._store.snapshot() as reading:
@@ -130,18 +138,10 @@ class ChangeWatch:
     def _look(self, reading: Reading, known: dict[str, Fingerprint], marked: set[str]) -> None:
         """Re-read the ``marked`` conversations (what commits changed since the last look),
         note how each changed, and remember them as they are now."""
-        workspace = self._workspace()
+        if not marked:
+            return
         before = {c: known[c] for c in marked if c in known}
-        now: dict[str, Fingerprint] = {}
-        for conversation in marked:
-            found = reading.fingerprint(Key(workspace, conversation))
-            if found is not None:
-                now[conversation] = found
-        growth: dict[str, Growth] = {
-            conversation: reading.growth(Key(workspace, conversation), old.last_id)
-            for conversation, old in before.items()
-            if conversation in now and now[conversation] != old
-        }
+        now, growth = reading.refresh(self._workspace(), before, marked)
         found_changes = changes(before, now, growth)
         if found_changes:
             with self._lock:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Generator, Sequence
+from collections.abc import Collection, Generator, Mapping, Sequence
 
 from chat_history.model import Key, Message, StoredMessage, Summary
 from chat_history.policy.changes import Fingerprint, Growth
@@ -242,6 +242,27 @@ class Reading:
     def growth(self, key: Key, after_id: int | None) -> Growth:
         """The rows newer than ``after_id``: how many, and their tokens."""
         return changes.growth(self.connection, key, after_id)
+
+    #: whether ``refresh`` reads in one statement, so one commit (the watch may then look in a
+    #: ``read()`` section; else it opens a snapshot)
+    REFRESH_IN_ONE_STATEMENT = False
+
+    def refresh(
+        self, workspace: str, before: Mapping[str, Fingerprint], marked: Collection[str]
+    ) -> tuple[dict[str, Fingerprint], dict[str, Growth]]:
+        """The fingerprints now of the ``marked`` conversations that exist, and the growth past
+        the newest id in ``before`` of each in ``before`` whose fingerprint moved."""
+        now: dict[str, Fingerprint] = {}
+        for conversation in marked:
+            found = self.fingerprint(Key(workspace, conversation))
+            if found is not None:
+                now[conversation] = found
+        growth = {
+            conversation: self.growth(Key(workspace, conversation), old.last_id)
+            for conversation, old in before.items()
+            if conversation in now and now[conversation] != old
+        }
+        return now, growth
 
     # -- calibration ------------------------------------------------------------------------
 

@@ -30,7 +30,8 @@ the block (a domain error such as ``InvalidParams``) passes through unchanged.
 **What each connection remembers.** ``cache`` (whole conversations) and the remembered tails
 and ratios are this connection's memory of the database. They are valid while no other
 connection has committed: at the start of every section the engine compares ``data_version``
-with the cache's (``transaction.sync_cache``) and drops what is stale; a write that rolls back
+with the cache's (``transaction.sync_cache``; PostgreSQL in its look, ``postgres.marks``) and
+drops what is stale; a write that rolls back
 drops all of it, since what it changed in memory never happened. An engine that loses or
 reopens its connection drops it too (a new connection's ``data_version`` is not comparable).
 

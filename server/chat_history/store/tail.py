@@ -130,6 +130,14 @@ class Tails:
         is new)."""
         self._tails.clear()
 
+    def advance(self, old: int, new: int) -> None:
+        """The connection's ``data_version`` moved from ``old`` to ``new`` by commits that did
+        not touch the conversations still held (their tails were dropped first): each tail valid
+        at ``old`` is valid at ``new`` (PostgreSQL's change marks, store.postgres.marks)."""
+        for tail in self._tails.values():
+            if tail.version == old:
+                tail.version = new
+
     def tail(self, connection: sqlite3.Connection, key: Key) -> Tail:
         """The conversation's tail, checked in this write or snapshot (a pragma, once): what this
         connection remembers when nothing else has committed since, else read afresh."""

@@ -1,28 +1,90 @@
 """The ``Reading`` and ``Transaction`` a PostgreSQL section hands out: the shared ones, with
-PostgreSQL's search (``search``) and nothing waiting to be indexed."""
+PostgreSQL's search (``search``), nothing waiting to be indexed, and the change watch's reads
+in fewer round trips (the change marks this connection remembers, ``marks``; the marked
+conversations' fingerprints and growth in one statement)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
+from chat_history.policy.changes import Fingerprint, Growth
 from chat_history.policy.search import SearchQuery
 from chat_history.policy.search_rank import SearchRow, SearchScope
 from chat_history.store.postgres import search
 from chat_history.store.postgres.dialect import Connection
+from chat_history.store.postgres.marks import Marks
 from chat_history.store.transaction import Reading, Transaction
 
 if TYPE_CHECKING:
     import psycopg
 
+#: store.changes' fingerprint of the named conversations (``unnest``: each with the newest id
+#: the watch saw), with their growth past that id (NULL: not asked) in the same statement. Each
+#: conversation is looked up by its key (``OFFSET 0`` keeps the planner from joining the
+#: workspace's every conversation instead: 10,001 rows and ~20 ms for a role under row-level
+#: security on tables not analyzed yet).
+REFRESH = """
+SELECT c.conversation,
+    (SELECT MAX(m.id) FROM messages m
+     WHERE m.owner = c.owner AND m.workspace = c.workspace AND m.conversation = c.conversation),
+    (SELECT MIN(m.id) FROM messages m
+     WHERE m.owner = c.owner AND m.workspace = c.workspace AND m.conversation = c.conversation),
+    c.message_count, c.tokens, c.last_activity, c.title, c.metadata, s.updated_at,
+    r.id * 4294967296 + r.revision, g.rows, g.tokens
+FROM unnest(%s::text[], %s::bigint[]) AS k(conversation, after_id)
+CROSS JOIN LATERAL (SELECT * FROM conversations c
+    WHERE c.workspace = %s AND c.conversation = k.conversation OFFSET 0) AS c
+LEFT JOIN summaries s ON s.owner = c.owner AND s.workspace = c.workspace
+    AND s.conversation = c.conversation
+LEFT JOIN replies r ON r.owner = c.owner AND r.workspace = c.workspace
+    AND r.conversation = c.conversation
+LEFT JOIN LATERAL (SELECT count(*) AS rows, coalesce(sum(m.tokens), 0) AS tokens FROM messages m
+    WHERE k.after_id IS NOT NULL AND m.owner = c.owner AND m.workspace = c.workspace
+    AND m.conversation = c.conversation AND m.id > k.after_id) AS g ON TRUE
+"""
+
 
 class PostgresReading(Reading):
     """``Reading`` whose search is PostgreSQL's (``search``); nothing waits to be indexed."""
+
+    #: one statement reads the marked conversations' fingerprints and growth (``refresh``)
+    REFRESH_IN_ONE_STATEMENT = True
+    #: the change marks this connection remembers (set by the store)
+    marks: Marks | None = None
 
     def search_backlog(self) -> bool:
         return False
 
     def search_best(self, scope: SearchScope, query: SearchQuery, count: int) -> list[SearchRow]:
         return search.best_rows(_raw(self), scope, query, count)
+
+    def change_position(self) -> int:
+        """The change counter the section's look read (with the marks past the one before)."""
+        if self.marks is not None and self.marks.position is not None:
+            return self.marks.position
+        return super().change_position()
+
+    def changed_in(self, workspace: str, after: int) -> set[str]:
+        """From the marks this connection remembers when they reach back to ``after``."""
+        known = self.marks.changed_in(workspace, after) if self.marks is not None else None
+        return known if known is not None else super().changed_in(workspace, after)
+
+    def refresh(
+        self, workspace: str, before: Mapping[str, Fingerprint], marked: Collection[str]
+    ) -> tuple[dict[str, Fingerprint], dict[str, Growth]]:
+        ordered = sorted(marked)
+        after = [
+            (old.last_id or 0) if (old := before.get(c)) is not None else None for c in ordered
+        ]
+        now: dict[str, Fingerprint] = {}
+        growth: dict[str, Growth] = {}
+        for row in _raw(self).execute(REFRESH, (ordered, after, workspace)):
+            conversation = str(row[0])
+            now[conversation] = Fingerprint(*row[1:10])
+            if row[10] is not None:
+                growth[conversation] = Growth(int(row[10]), int(row[11]))
+        return now, {c: g for c, g in growth.items() if before.get(c) != now.get(c)}
 
 
 class PostgresTransaction(PostgresReading, Transaction):

@@ -25,8 +25,10 @@ SQL (``dialect``).
   locks and finds it one below its own bump saw every commit before its own; else another writer
   (of another conversation) committed in between, and what this connection remembers is dropped.
   ``data_version`` (what SQLite's ``PRAGMA data_version`` is to the shared code) changes when the
-  counter moved by another connection's commit since this connection last looked, so the cache
-  and the remembered tails are dropped exactly when another process wrote.
+  counter moved by another connection's commit since this connection last looked. Every section
+  begins with the look (``marks``): the counter and, when it moved, the change marks past this
+  connection's position, in one statement; the cache and the tails drop only the conversations
+  the marks name (issue 35 item 15).
 - **Purge.** A commit that removed text schedules its ``VACUUM FULL`` (``purge.PurgeSteps``).
 """
 
@@ -45,14 +47,15 @@ from chat_history.store import calibration, keys
 from chat_history.store.connection import WriteObserver
 from chat_history.store.conversation_cache import ConversationCache
 from chat_history.store.postgres import link, tokens
-from chat_history.store.postgres.counter import BUMP, MARKED_BUMP, VERSION, mark_arrays
+from chat_history.store.postgres.counter import BUMP, MARKED_BUMP, mark_arrays
 from chat_history.store.postgres.dialect import Connection
-from chat_history.store.postgres.link import RETRIED_STATES, is_database_error, last_value
+from chat_history.store.postgres.link import RETRIED_STATES, is_database_error
 from chat_history.store.postgres.locks import conversation_lock, lock_statements
+from chat_history.store.postgres.marks import Looks
 from chat_history.store.postgres.purge import PURGE_SECONDS, Purge, PurgeSteps
 from chat_history.store.postgres.readings import PostgresReading, PostgresTransaction
 from chat_history.store.tail import Tails
-from chat_history.store.transaction import Reading, Transaction, sync_cache
+from chat_history.store.transaction import Reading, Transaction
 
 if TYPE_CHECKING:
     import psycopg
@@ -83,16 +86,15 @@ class PostgresStore(PurgeSteps):
         self.observer: WriteObserver | None = None
         self._tails = Tails()
         self._ratios = calibration.RatioMemo()
-        #: the counter's value this connection's memory agrees with, and the local version
-        #: (what ``PRAGMA data_version`` answers): it moves when the counter moved by others
-        self._seen: int | None = None
-        self._local_version = 0
-        #: inside a write or a snapshot ``data_version`` answers the value read as it began,
+        #: the counter this connection's memory agrees with, the local version (what ``PRAGMA
+        #: data_version`` answers) and the change marks that keep the memory in step (marks)
+        self.looks = Looks(self.cache, self._tails)
+        #: inside a section ``data_version`` answers the value its look read as it began,
         #: without a statement (a write's own conversations cannot change under its locks; a
-        #: commit of others in between is found at its commit, ``_commit``); a read section's
-        #: first check uses the value read as it began (one round trip fewer)
+        #: commit of others in between is found at its commit, ``_commit``; in a read section
+        #: what is read after the look is at least as new as it, so what is remembered under
+        #: it is only read again sooner)
         self._pinned = False
-        self._peeked = False
         self._secrets: dict[str, bytes] = {}
         #: the running write's token and the backend that holds it (``_begin_write``)
         self._token: tuple[bytes, int] | None = None
@@ -109,12 +111,13 @@ class PostgresStore(PurgeSteps):
         with self._lock:
             connection = self._start(self._check_version)
             try:
-                sync_cache(self.cache, cast("sqlite3.Connection", connection))
                 yield self._reading(PostgresReading, connection)
             except Exception as exc:
                 if is_database_error(exc):
                     raise self._failure(exc) from exc
                 raise
+            finally:
+                self._pinned = False
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[Reading]:
@@ -123,7 +126,6 @@ class PostgresStore(PurgeSteps):
             connection = self._start(self._begin_snapshot)
             self._tails.transactions += 1
             try:
-                sync_cache(self.cache, cast("sqlite3.Connection", connection))
                 yield self._reading(PostgresReading, connection)
                 connection.raw.execute("COMMIT")
             except BaseException as exc:
@@ -147,7 +149,6 @@ class PostgresStore(PurgeSteps):
             self._tails.transactions += 1
             self._tails.writes += 1  # Reading.revision: this connection's own writes
             try:
-                sync_cache(self.cache, cast("sqlite3.Connection", connection))
                 transaction = cast(Transaction, self._reading(PostgresTransaction, connection))
                 if self.observer is not None:
                     self.observer.before_write(transaction)
@@ -198,44 +199,52 @@ class PostgresStore(PurgeSteps):
         return connection
 
     def _check_version(self, connection: Connection) -> None:
-        self._pinned = False
-        self._observe(last_value(connection.raw.execute(VERSION)))
-        self._peeked = True
+        self._look(connection)
+        self._pinned = True
+
+    def _look(self, connection: Connection, before: str = "") -> None:
+        """The look (marks.Looks), after ``before`` (statements of the same round trip)."""
+        cursor = connection.raw.execute(before + self.looks.statement())
+        while cursor.nextset():
+            pass
+        self.looks.take(cursor.fetchone())
 
     def _begin_snapshot(self, connection: Connection) -> None:
-        # REPEATABLE READ: the version read with the first query is the snapshot's.
-        cursor = connection.raw.execute(
-            f"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; {VERSION}"
-        )
-        self._observe(last_value(cursor))
+        # REPEATABLE READ: the look, the first query, is the snapshot's.
+        self._look(connection, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ")
         self._pinned = True
 
     def _begin_write(self, connection: Connection, locks: list[int]) -> None:
         # One round trip: begin, the locks in their one order, the write's token (committed with
-        # it: its backend's row of write_tokens), then the version (read after the locks: every
-        # earlier writer of these conversations has committed and bumped it) and the backend.
+        # it: its backend's row of write_tokens), then the look (read after the locks: every
+        # earlier writer of these conversations has committed and bumped it; marks) and the
+        # backend.
         taken = lock_statements(locks)
         token = secrets.token_bytes(16)
         taken.append(tokens.statement(token))
-        cursor = connection.raw.execute(
-            f"BEGIN; {'; '.join(taken)}; SELECT ({VERSION}), pg_backend_pid()"
-        )
+        look = self.looks.statement(", pg_backend_pid()")
+        cursor = connection.raw.execute(f"BEGIN; {'; '.join(taken)}; {look}")
         while cursor.nextset():
             pass
-        version, backend = cursor.fetchone() or (0, 0)
-        self._observe(int(version))
-        self._token = (token, int(backend))
+        row = cursor.fetchone()
+        assert row is not None  # the look always answers one row
+        self.looks.take(row, extra=1)
+        self._token = (token, int(row[2]))
         self._pinned = True
 
     def _reading(self, kind: type[Reading], connection: Connection) -> Reading:
-        return kind(cast("sqlite3.Connection", connection), self.cache, self._tails, self._ratios)
+        raw = cast("sqlite3.Connection", connection)
+        reading = kind(raw, self.cache, self._tails, self._ratios)
+        if isinstance(reading, PostgresReading):
+            reading.marks = self.looks.marks
+        return reading
 
     def secret(self, name: str) -> bytes:
         """The database's key ``name`` (store.keys), read once per connection."""
         with self._lock:
             found = self._secrets.get(name)
             if found is None:
-                connection = self._start(self._check_version)
+                connection = self._start(self._look)
                 try:
                     found = keys.secret(cast("sqlite3.Connection", connection), name)
                 except Exception as exc:
@@ -249,19 +258,10 @@ class PostgresStore(PurgeSteps):
 
     def data_version(self) -> int:
         """Moves when another connection committed since this one last looked."""
-        if self._pinned:
-            return self._local_version
-        if self._peeked:
-            self._peeked = False
-            return self._local_version
-        assert self._raw is not None
-        self._observe(last_value(self._raw.execute(VERSION)))
-        return self._local_version
-
-    def _observe(self, version: int) -> None:
-        if version != self._seen:
-            self._seen = version
-            self._local_version += 1
+        if not self._pinned:
+            assert self._connection is not None
+            self._look(self._connection)
+        return self.looks.local_version
 
     def _commit(self, connection: Connection, touched: Collection[Key] = ()) -> None:
         """Bump the role's counter and commit, in one round trip; a write that changed
@@ -285,10 +285,7 @@ class PostgresStore(PurgeSteps):
             ):
                 raise
             return
-        version = int(row[0]) if row else 0
-        if self._seen is None or version - 1 != self._seen:
-            self._local_version += 1  # another commit came between: what is remembered goes
-        self._seen = version
+        self.looks.committed(int(row[0]) if row else 0, touched)
 
     def close(self) -> None:
         self.purging.close()
@@ -318,8 +315,7 @@ class PostgresStore(PurgeSteps):
         self._tails.clear()
         self._tails.writes += 1  # what was remembered is gone: no revision read before matches
         self._ratios.clear()
-        self._seen = None
-        self._local_version += 1
+        self.looks.forget()
 
     def _rollback(self, connection: Connection) -> None:
         with contextlib.suppress(Exception):
