@@ -23,6 +23,7 @@ dist/chat-panel-<target>.vsix."""
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import filecmp
 import json
@@ -111,7 +112,8 @@ def bundle_libs(target: Target, wheel: Path, work: Path, stage: Path) -> None:
     libs = stage / "bundled" / "libs"
     libs.mkdir(parents=True)
     platforms = [arg for p in target.platforms for arg in ("--platform", p)]
-    for python in PYTHONS:
+
+    def install(python: str) -> Path:
         into = work / f"libs-{python}"
         run(
             [
@@ -121,7 +123,12 @@ def bundle_libs(target: Target, wheel: Path, work: Path, stage: Path) -> None:
             ],
             env=pip_env(),
         )  # fmt: skip
-        merge(into, libs)
+        return into
+
+    # One pip per Python version at once (each mostly waits on the index), merged in order.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(PYTHONS)) as pool:
+        for into in pool.map(install, PYTHONS):
+            merge(into, libs)
     for junk in [*libs.glob("bin"), *libs.rglob("__pycache__")]:
         shutil.rmtree(junk, ignore_errors=True)
     shutil.copy2(Path(__file__).parent / "boot.py", stage / "bundled" / "boot.py")
@@ -184,7 +191,9 @@ def freeze(target: Target, wheel: Path, work: Path, stage: Path) -> None:
             "--exclude-module", "apsw.shell", "--exclude-module", "apsw.speedtest",
             "--distpath", str(work / "frozen"), "--workpath", str(work / "pyinstaller"),
             "--specpath", str(work), str(Path(__file__).parent / "boot.py"),
-        ]
+        ],
+        # its own cache, which --clean empties: builds running at once keep theirs
+        env={**os.environ, "PYINSTALLER_CONFIG_DIR": str(work / "pyinstaller-config")},
     )  # fmt: skip
     server = stage / "server"
     shutil.copytree(work / "frozen" / "chat-history-server", server, symlinks=True)
@@ -439,8 +448,9 @@ def smoke_mcp(target: Target, stage: Path) -> list[str]:
 # -- package -------------------------------------------------------------------------------------
 
 
-def stage_panel(stage: Path) -> None:
-    run(["npm", "run", "--silent", "build"], cwd=PANEL)
+def stage_panel(stage: Path, built: bool) -> None:
+    if not built:
+        run(["npm", "run", "--silent", "build"], cwd=PANEL)
     for name in PANEL_FILES:
         destination = stage / name
         destination.parent.mkdir(parents=True, exist_ok=True)
@@ -522,6 +532,12 @@ def main() -> int:
         help="leave the PostgreSQL driver out, as on a target with a known gap (what a user "
         "there sees, tested on this host by make e2e-install)",
     )
+    parser.add_argument(
+        "--panel-built",
+        action="store_true",
+        help="the panel's dist/ is built already (make e2e-install builds it once, then several "
+        ".vsix files at once, which must not rebuild it under each other)",
+    )
     options = parser.parse_args()
     target = TARGETS[options.target]
     if options.without_postgres and target.postgres_gap is None:
@@ -536,7 +552,7 @@ def main() -> int:
         work = Path(folder)
         stage = work / "extension"
         stage.mkdir()
-        stage_panel(stage)
+        stage_panel(stage, options.panel_built)
         wheel = server_wheel(work)
         if "libs" in payload:
             bundle_libs(target, wheel, work, stage)

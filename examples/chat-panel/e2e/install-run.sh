@@ -24,9 +24,24 @@ if [ -z "$PY310" ]; then
 fi
 [ -n "$PY310" ] || { echo "e2e-install: needs a Python 3.10 (set CHAT_HISTORY_PYTHON310)" >&2; exit 1; }
 bash e2e/install-code-server.sh "$CACHE"
-(cd "$REPO" && "$PYTHON" packaging/vsix.py --target linux-x64 --payload frozen,libs)
-(cd "$REPO" && "$PYTHON" packaging/vsix.py --target linux-x64 --payload libs --out dist/chat-panel-linux-x64-libs.vsix)
-(cd "$REPO" && "$PYTHON" packaging/vsix.py --target linux-x64 --payload frozen --without-postgres --out dist/chat-panel-linux-x64-nopg.vsix)
+# The three .vsix files are built at once (each mostly waits on pip's index or runs one core),
+# from one build of the panel; each build's output is shown when it ends.
+npm run --silent build
+build() {
+  local log=$1; shift
+  if (cd "$REPO" && "$PYTHON" packaging/vsix.py --target linux-x64 --panel-built "$@") >"$log" 2>&1; then
+    cat "$log"
+  else
+    cat "$log"; echo "e2e-install: the .vsix build $* failed" >&2; return 1
+  fi
+}
+mkdir -p "$CACHE"
+build "$CACHE/vsix-frozen.log" --payload frozen,libs & full=$!
+build "$CACHE/vsix-libs.log" --payload libs --out dist/chat-panel-linux-x64-libs.vsix & libs=$!
+build "$CACHE/vsix-nopg.log" --payload frozen --without-postgres --out dist/chat-panel-linux-x64-nopg.vsix & nopg=$!
+failed=0
+for pid in $full $libs $nopg; do wait "$pid" || failed=1; done
+[ "$failed" = 0 ] || exit 1
 ROOT="$CACHE/code-server-4.100.3"
 node e2e/install.mjs --code-server-root "$ROOT" --vsix "$REPO/dist/chat-panel-linux-x64.vsix" --python none --expect works
 node e2e/install.mjs --code-server-root "$ROOT" --vsix "$REPO/dist/chat-panel-linux-x64.vsix" --python "$PY310" --expect works
