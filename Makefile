@@ -15,12 +15,29 @@ ifneq ($(NODE_HEADERS),)
 export npm_config_nodedir := $(patsubst %/include/node/node.h,%,$(NODE_HEADERS))
 endif
 
-.PHONY: demo test check lint pytest shim-test mcp-inspector panel-test e2e e2e-install shim-build bench clean wheels-check vsix vsix-all dist dist-check postgresql
+.PHONY: demo test check lint node-suites e2e-tools pytest shim-test mcp-inspector panel-test e2e e2e-install shim-build bench clean wheels-check vsix vsix-all dist dist-check postgresql
 
 demo: $(BASE)
 	$(PY) -m chat_history.demo
 
-test: lint wheels-check pytest shim-test mcp-inspector panel-test dist-check e2e e2e-install
+# Every suite, in four steps; within a step the suites run side by side (-j2, each one's output
+# shown whole when it ends): the set-up first, then the checks that mostly wait on the network
+# beside lint, then pytest (CPU-bound on both cores) beside the short node suites and the
+# packaging check, then the two editor suites alone, since they time what a person sees.
+test:
+	$(MAKE) --no-print-directory $(DEV) $(NODE) $(PANEL_NODE) $(ACP_AGENTS) $(MCP_INSPECTOR) postgresql
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint wheels-check
+	$(MAKE) --no-print-directory -j2 --output-sync=target pytest node-suites
+	$(MAKE) --no-print-directory e2e
+	$(MAKE) --no-print-directory e2e-install
+
+# The shim's, the MCP Inspector's and the panel's suites, the packages' check and the editor
+# suites' tools (chromium with apt, code-server into $(PANEL)/.e2e-cache), one by one.
+node-suites: shim-test mcp-inspector panel-test dist-check e2e-tools
+	@:
+
+e2e-tools:
+	cd $(PANEL) && bash e2e/install-code-server.sh .e2e-cache
 
 # Every runtime dependency resolves to wheels for every .vsix target and Python 3.11-3.14
 # (pip download --only-binary=:all: --platform P --python-version V; needs PyPI).
