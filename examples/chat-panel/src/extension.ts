@@ -63,6 +63,18 @@ function nonce(): string {
   return randomBytes(18).toString("base64url");
 }
 
+/** The scheme of an imported conversation's row (`resourceUri`): its badge names the tool. */
+const IMPORTED_SCHEME = "chat-panel-imported";
+
+/** An imported conversation's row: the tool's two letters at its end, the tool's name on hover. */
+const importedBadges: vscode.FileDecorationProvider = {
+  provideFileDecoration(uri) {
+    if (uri.scheme !== IMPORTED_SCHEME) return undefined;
+    const source = uri.path.replace(/^\//, "");
+    return new vscode.FileDecoration(I.sourceBadge(source), `Imported from ${I.sourceLabel(source)}`);
+  },
+};
+
 /** A conversation in the list: this workspace's, or (under "all workspaces") another's, read-only here. */
 class ConversationItem extends vscode.TreeItem {
   constructor(
@@ -77,6 +89,9 @@ class ConversationItem extends vscode.TreeItem {
     this.description = source === null ? when : `${source} · ${when}`;
     const from = source === null ? "" : `\nImported from ${source}`;
     this.tooltip = `${title}\n${info.conversationId}\n${S.plural(info.messageCount, "message")}, ~${S.plural(info.tokens, "token")}${from}`;
+    // An imported conversation's tool: a badge at the row's end (the description can be cut off).
+    const tool = I.importedSource(info);
+    if (tool !== null) this.resourceUri = vscode.Uri.from({ scheme: IMPORTED_SCHEME, path: `/${tool}` });
     this.contextValue = elsewhere === null ? "conversation" : "otherConversation";
     this.iconPath = new vscode.ThemeIcon("comment-discussion");
     this.command = { command: "chatPanel.openConversation", title: "Open", arguments: [info.conversationId, elsewhere, title] };
@@ -987,7 +1002,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const importHistory = async (): Promise<void> => {
     const c = await client();
     const { found, failed } = await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: "Looking for other tools' history of this folder…" },
+      { location: { viewId: "chatPanel.conversations" }, title: "Looking for other tools' history of this folder…" },
       () => I.findSources(c),
     );
     if (found.length === 0) {
@@ -1019,7 +1034,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       return;
     }
     const keep = "Open Retention Settings";
-    const buttons = preview.expiring > 0 ? [preview.confirm, keep] : [preview.confirm];
+    // Retention would delete some of it: the safe choice is the default one.
+    const buttons = preview.expiring > 0 ? [keep, preview.confirm] : [preview.confirm];
     const answer = await vscode.window.showWarningMessage(preview.message, { modal: true, detail: preview.detail }, ...buttons);
     if (answer === keep) {
       await vscode.commands.executeCommand("workbench.action.openSettings", "chatHistory.maxAgeHours");
@@ -1034,6 +1050,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 
   context.subscriptions.push(
     tree,
+    vscode.window.registerFileDecorationProvider(importedBadges),
     vscode.commands.registerCommand("chatPanel.importHistory", () => importHistory().catch(quiet)),
     vscode.commands.registerCommand("chatPanel.show", () => panel.reveal()),
     vscode.commands.registerCommand("chatPanel.newChat", () => panel.newChat()),

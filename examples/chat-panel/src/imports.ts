@@ -24,6 +24,32 @@ export const SOURCE_LABELS: Record<ImportSource, string> = {
   opencode: "OpenCode",
 };
 
+/** Each source in two letters: the badge at the end of an imported conversation's row in the list (its tooltip names the tool). */
+export const SOURCE_BADGES: Record<ImportSource, string> = {
+  "claude-code": "CC",
+  codex: "CX",
+  "copilot-chat": "CP",
+  "copilot-cli": "CL",
+  "gemini-cli": "GM",
+  cline: "CN",
+  "roo-code": "RC",
+  continue: "CT",
+  opencode: "OC",
+};
+
+/** The id of the tool an imported conversation came from (`metadata.import.source`); null: not imported. */
+export function importedSource(info: Pick<ConversationInfo, "metadata"> | undefined): string | null {
+  const imported = info?.metadata?.["import"];
+  if (typeof imported !== "object" || imported === null || Array.isArray(imported)) return null;
+  const source = (imported as Record<string, unknown>)["source"];
+  return typeof source === "string" && source !== "" ? source : null;
+}
+
+/** A source's badge: its two letters, else the first two of its id, upper case. */
+export function sourceBadge(source: string): string {
+  return (SOURCE_BADGES as Record<string, string>)[source] ?? source.replace(/[^A-Za-z0-9]/g, "").slice(0, 2).toUpperCase();
+}
+
 /** A source's name for people (a source this panel does not know: its id as it is). */
 export function sourceLabel(source: string): string {
   return (SOURCE_LABELS as Record<string, string>)[source] ?? source;
@@ -31,10 +57,8 @@ export function sourceLabel(source: string): string {
 
 /** The tool an imported conversation came from (its label), from `metadata.import.source`; null: not imported. */
 export function importedFrom(info: Pick<ConversationInfo, "metadata"> | undefined): string | null {
-  const imported = info?.metadata?.["import"];
-  if (typeof imported !== "object" || imported === null || Array.isArray(imported)) return null;
-  const source = (imported as Record<string, unknown>)["source"];
-  return typeof source === "string" && source !== "" ? sourceLabel(source) : null;
+  const source = importedSource(info);
+  return source === null ? null : sourceLabel(source);
 }
 
 /** What one source's dry run found for this folder. */
@@ -142,7 +166,7 @@ function conversationLines(entries: readonly PlannedImport[], max: number): stri
   const lines = entries.slice(0, max).map((e) => {
     const what = e.status === "unchanged" ? "already imported" : e.status === "updated" ? `${plural(e.newMessages, "new message")}` : plural(e.messages, "message");
     const gone = e.retention !== null && e.retention.droppedMessages > 0 ? `, ${e.retention.droppedMessages.toLocaleString("en-US")} deleted at the next read` : "";
-    return `• ${e.title ?? e.sourceId}: ${what}${gone}`;
+    return `• ${e.title ?? e.sourceId} — ${what}${gone}`;
   });
   if (entries.length > max) lines.push(`• and ${plural(entries.length - max, "more conversation")}`);
   return lines;

@@ -46,6 +46,11 @@ test("every source the shim names has a label; an imported conversation's source
   assert.equal(I.importedFrom({ metadata: { import: "codex" } }), null);
   assert.equal(I.importedFrom({ metadata: { import: { source: 3 } } }), null);
   assert.equal(I.importedFrom(undefined), null);
+  assert.equal(I.importedSource({ metadata: { import: { source: "roo-code" } } }), "roo-code");
+  const badges = IMPORT_SOURCES.map(I.sourceBadge);
+  assert.equal(new Set(badges).size, IMPORT_SOURCES.length, `one badge per source: ${badges}`);
+  assert.ok(badges.every((b) => /^[A-Z]{2}$/.test(b)), String(badges));
+  assert.equal(I.sourceBadge("some-new-tool"), "SO");
   assert.equal(S.sourceHint("Claude Code"), "Imported from Claude Code");
   assert.equal(S.viewOf({ ...S.emptyState("c"), source: "Codex" }).source, "Imported from Codex");
   assert.equal(S.viewOf(S.emptyState("c")).source, null);
@@ -75,11 +80,11 @@ test("the preview lists the conversations, sums what is skipped and why, and con
   assert.equal(preview.confirm, "Import 2 conversations");
   assert.equal(preview.expiring, 0);
   assert.match(preview.detail, /^3 conversations of this folder, 15 messages: 2 new, 0 updated, 1 unchanged\./);
-  assert.match(preview.detail, /• Add a test: 6 messages\n• s2: 3 messages\n• Old one: already imported/);
+  assert.match(preview.detail, /• Add a test — 6 messages\n• s2 — 3 messages\n• Old one — already imported/);
   assert.match(preview.detail, /Not carried over:\n• 5 reasoning \(no id\)\n• 1 image \(not carried over\)/);
   assert.doesNotMatch(preview.detail, /retention/);
   const many = I.previewOf({ source: "codex", entries: Array.from({ length: 5 }, (_, i) => entry({ sourceId: `s${i}`, title: `T${i}` })) }, DEFAULTS, 3);
-  assert.match(many.detail, /• T2: 6 messages\n• and 2 more conversations/);
+  assert.match(many.detail, /• T2 — 6 messages\n• and 2 more conversations/);
 });
 
 test("the preview says how many messages retention deletes at the next read, and why; the button says anyway", () => {
@@ -96,7 +101,7 @@ test("the preview says how many messages retention deletes at the next read, and
   );
   assert.equal(preview.expiring, 4006);
   assert.equal(preview.confirm, "Import 3 conversations anyway");
-  assert.match(preview.detail, /• Old: 6 messages, 6 deleted at the next read\n• Recent: 6 messages\n• Long: 9,000 messages, 4,000 deleted at the next read/);
+  assert.match(preview.detail, /• Old — 6 messages, 6 deleted at the next read\n• Recent — 6 messages\n• Long — 9,000 messages, 4,000 deleted at the next read/);
   assert.match(
     preview.detail,
     /Your retention settings delete 4,006 messages of 2 conversations at the next read: turns older than 720 hours \(chatHistory\.maxAgeHours\); turns beyond 5,000 messages a conversation \(chatHistory\.maxMessages\)\. To keep them, raise the setting/,
