@@ -23,6 +23,8 @@ import {
   type ProviderRequest,
   type ListWorkspacesResult,
   type MoveWorkspaceParams,
+  type ImportFromParams,
+  type ImportFromResult,
   type MoveWorkspaceResult,
   type ReportUsageParams,
   type ReportUsageResult,
@@ -421,6 +423,14 @@ export class ChatHistoryClient implements Disposable {
   /** Every workspace with conversations, newest activity first. */
   listWorkspaces(): Promise<ListWorkspacesResult> {
     return this.request(Methods.listWorkspaces, {});
+  }
+
+  /**
+   * Another tool's history (version 4): a dry run unless `dryRun` is false; one entry per
+   * session, with what retention deletes of it at the next read.
+   */
+  importFrom(params: ImportFromParams): Promise<ImportFromResult> {
+    return this.request(Methods.importFrom, params);
   }
 
   // Version 4: replies in flight (see also `streamReply` in ./replies)

@@ -47,6 +47,8 @@ export const Methods = {
   beginReply: "chatHistory/beginReply",
   updateReply: "chatHistory/updateReply",
   endReply: "chatHistory/endReply",
+  // Version 4: history from other tools
+  importFrom: "chatHistory/importFrom",
 } as const;
 export type Method = (typeof Methods)[keyof typeof Methods];
 
@@ -616,6 +618,62 @@ export interface ListWorkspacesResult {
   workspaces: WorkspaceInfo[];
 }
 
+/** The tools whose history `chatHistory/importFrom` reads (protocol.md "History from other tools"). */
+export const IMPORT_SOURCES = [
+  "claude-code",
+  "codex",
+  "copilot-chat",
+  "copilot-cli",
+  "gemini-cli",
+  "cline",
+  "roo-code",
+  "continue",
+  "opencode",
+] as const;
+export type ImportSource = (typeof IMPORT_SOURCES)[number];
+
+/**
+ * `chatHistory/importFrom` (version 4): another tool's sessions, a dry run unless `dryRun` is
+ * false. Without `path`, the tool's own data folder, the sessions it recorded for the session's
+ * folder (none there: an empty list).
+ */
+export interface ImportFromParams {
+  source: ImportSource;
+  /** Absolute, inside the tool's own data folder on the server's machine. */
+  path?: string;
+  /** Where every session goes (default: the folder each recorded, as a workspace). */
+  workspace?: string;
+  /** Default true: read and compare, write nothing. */
+  dryRun?: boolean;
+}
+/** What an import cannot carry over, counted, with why. */
+export interface ImportSkipped {
+  what: string;
+  why: string;
+  count: number;
+}
+/** One session of an import: what it is and what the import does (or would do). */
+export interface PlannedImport {
+  source: ImportSource;
+  sourceId: string;
+  conversationId: string;
+  workspace: string;
+  title: string | null;
+  /** The rows read. */
+  messages: number;
+  /** The rows the import adds (or would add). */
+  newMessages: number;
+  status: "new" | "updated" | "unchanged";
+  skipped: ImportSkipped[];
+  /** The earliest row's time (epoch ms; null: none has one). */
+  oldest: number | null;
+  /** What retention under the session's settings deletes of it at its next read, once imported (null: nothing). */
+  retention: PruneReport | null;
+}
+export interface ImportFromResult {
+  conversations: PlannedImport[];
+}
+
 /** Params and result type of every request, by method name. */
 export interface RequestMap {
   "chatHistory/append": [AppendParams, AppendResult];
@@ -636,6 +694,7 @@ export interface RequestMap {
   "chatHistory/reportUsage": [ReportUsageParams, ReportUsageResult];
   "chatHistory/moveWorkspace": [MoveWorkspaceParams, MoveWorkspaceResult];
   "chatHistory/listWorkspaces": [ListWorkspacesParams, ListWorkspacesResult];
+  "chatHistory/importFrom": [ImportFromParams, ImportFromResult];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -109,6 +109,41 @@ async def test_the_answer_tells_how_old_the_oldest_turn_is_for_retention_to_be_w
     assert got["messages"] == []
 
 
+async def test_the_answer_tells_what_retention_deletes_at_the_next_read(
+    start_session: StartSession, tmp_path: Path
+) -> None:
+    """``retention``: what the session's own retention settings delete of each conversation at
+    its next read once imported (the import deletes nothing): exactly what the next read does."""
+    project, home = claude_home(tmp_path)
+    # an age limit between the two sessions' (7 weeks apart): the older one expires, not the newer
+    newer = min(timestamp_ms(s) or 0 for s in stamps_of(NEW))
+    hours = (time.time() * 1000 - newer) / 3_600_000 + 24 * 24
+    session = await start(start_session, project, home, {"maxAgeHours": hours})
+    preview = await session.request("chatHistory/importFrom", {"source": "claude-code"})
+    by_id = {c["conversationId"]: c for c in preview["conversations"]}
+    assert by_id[f"claude-code:{NEW}"]["retention"] is None
+    older = by_id[f"claude-code:{OTHER}"]
+    assert older["retention"] == {
+        "droppedMessages": older["messages"],
+        "droppedTurns": 1,
+        "retainedTurns": 0,
+        "reasons": ["age"],
+    }
+    await session.request("chatHistory/importFrom", {"source": "claude-code", "dryRun": False})
+    for conversation, entry in by_id.items():
+        got = await session.request("chatHistory/get", {"conversationId": conversation})
+        dropped = entry["retention"]["droppedMessages"] if entry["retention"] else 0
+        assert len(got["messages"]) == entry["messages"] - dropped, conversation
+    kept = await start(start_session, project, home, {"maxAgeHours": 0})
+    answer = await kept.request("chatHistory/importFrom", {"source": "claude-code"})
+    assert {c["retention"] is None for c in answer["conversations"]} == {True}
+
+
+def stamps_of(session: str) -> list[str]:
+    lines = (SHOP / f"{session}.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line)["timestamp"] for line in lines if '"timestamp"' in line]
+
+
 async def expect_invalid(session: Session, params: dict[str, Any], field: str) -> str:
     with pytest.raises(JsonRpcException) as caught:
         await session.request("chatHistory/importFrom", params)

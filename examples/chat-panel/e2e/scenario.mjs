@@ -1440,6 +1440,113 @@ try {
     await sleep(800);
     await shot("42-moved-from-quickpick");
   });
+
+  // --- Version 4 (issue 32 item 6): Import History… from other tools ----------------------------
+  // A window on import-project, whose Claude Code sessions (~/.claude/projects/<the folder with
+  // every non-alphanumeric character as "-">/) and Codex rollout (~/.codex/sessions/…, its cwd
+  // inside) are the repository's fixtures with their folder rewritten. The newer sessions' times
+  // move to yesterday (so they stay within maxAgeHours' default); the older Claude Code session
+  // (October 2026) is past it, so the preview must warn that it goes at the next read.
+  const importProject = join(root, "import-project");
+  const FIXTURES = resolve(here, "..", "..", "..", "tests", "fixtures", "imports");
+  const RECENT = "7f3c2a10-5b1e-4c2d-9e8f-0a1b2c3d4e5f";
+  const OLD = "0b9d4e21-aaaa-4bbb-8ccc-123456789abc";
+  function placeFixture(from, to) {
+    const yesterday = new Date(Date.now() - 86_400_000).toISOString().slice(0, 10);
+    const text = readFileSync(from, "utf8").replaceAll("/home/me/shop", importProject).replaceAll("2026-11-20T", `${yesterday}T`);
+    mkdirSync(dirname(to), { recursive: true });
+    writeFileSync(to, text);
+  }
+  /** The badge a file decoration draws at the end of a list row (CSS ::after content, no text node). */
+  const rowBadges = (row) => row.evaluate((el) => [el, ...el.querySelectorAll("*")].map((e) => getComputedStyle(e, "::after").content).filter((c) => /^"[A-Z]{2}"$/.test(c)));
+  const quickPickRows = () => page.locator(".quick-input-widget .quick-input-list .monaco-list-row");
+  async function importFromPick(label) {
+    await runCommand("Chat Panel: Import History…", { opensQuickInput: true });
+    const item = quickPickRows().filter({ hasText: label }).first();
+    await item.waitFor({ state: "visible" });
+    return item;
+  }
+
+  await step("imports: Import History… lists the tools with history of this folder, with counts; the preview says what is skipped and what retention deletes; Cancel imports nothing", async () => {
+    mkdirSync(importProject);
+    const claude = join(dirs.home, ".claude", "projects", importProject.replace(/[^A-Za-z0-9]/g, "-"));
+    const shop = join(FIXTURES, "claude-code", "-home-me-shop");
+    placeFixture(join(shop, `${RECENT}.jsonl`), join(claude, `${RECENT}.jsonl`));
+    placeFixture(join(shop, RECENT, "subagents", "agent-a1b2.jsonl"), join(claude, RECENT, "subagents", "agent-a1b2.jsonl"));
+    placeFixture(join(shop, `${OLD}.jsonl`), join(claude, `${OLD}.jsonl`));
+    const rollout = "rollout-2026-11-20T10-00-00-019a6f0e-1d2c-7b3a-9e8d-5c4b3a291807.jsonl";
+    placeFixture(join(FIXTURES, "codex", "sessions", "2026", "11", "20", rollout), join(dirs.home, ".codex", "sessions", "2026", "11", "20", rollout));
+    await reopenOn(importProject);
+    await page.locator("#workbench\\.parts\\.sidebar", { hasText: "Import History…" }).first().waitFor({ state: "visible" });
+    const claudeItem = await importFromPick("Claude Code");
+    const rows = await quickPickRows().allInnerTexts();
+    assert.equal(rows.length, 2, `only the tools with history of this folder: ${JSON.stringify(rows)}`);
+    assert.match(await claudeItem.innerText(), /Claude Code[\s\S]*4 conversations · 14 messages[\s\S]*4 new · 0 updated · 0 unchanged/);
+    const codexItem = quickPickRows().filter({ hasText: "Codex" }).first();
+    assert.match(await codexItem.innerText(), /Codex[\s\S]*1 conversation · 6 messages[\s\S]*1 new · 0 updated · 0 unchanged/);
+    await shot("43-import-quickpick");
+    await claudeItem.click();
+    const dialog = page.locator(".monaco-dialog-box");
+    await dialog.waitFor({ state: "visible" });
+    const text = await dialog.innerText();
+    assert.match(text, /Import 4 conversations from Claude Code\?/);
+    assert.match(text, /4 conversations of this folder, 14 messages: 4 new, 0 updated, 0 unchanged\./);
+    assert.match(text, /• Why is the cart total off by a cent\? — 4 messages, 4 deleted at the next read\n[\s\S]*• Fix the Safari checkout date test — 6 messages\n/);
+    assert.match(text, /Not carried over:[\s\S]*1 tool result \(no tool call before it\)/);
+    assert.match(text, /Your retention settings delete 6 messages of 2 conversations at the next read: turns older than 720 hours \(chatHistory\.maxAgeHours\)/);
+    const buttons = await dialog.locator(".monaco-button").allInnerTexts();
+    assert.deepEqual(buttons.map((b) => b.trim()).sort(), ["Cancel", "Import 4 conversations anyway", "Open Retention Settings"]);
+    await shot("44-import-preview");
+    await dialog.locator(".monaco-button", { hasText: "Cancel" }).first().click();
+    await dialog.waitFor({ state: "hidden" });
+    await viewAction("Refresh Conversations").click();
+    await sleep(1000);
+    assert.equal(await sidebarRows("Claude Code").count(), 0, "Cancel imported nothing");
+  });
+
+  await step("imports: Codex is imported; the list shows it with its source and opening it shows the imported messages; then Claude Code, anyway", async () => {
+    await (await importFromPick("Codex")).click();
+    const dialog = page.locator(".monaco-dialog-box");
+    await dialog.waitFor({ state: "visible" });
+    assert.match(await dialog.innerText(), /Import 1 conversation from Codex\?[\s\S]*Add a test for the discount code field\. — 6 messages/);
+    assert.doesNotMatch(await dialog.innerText(), /retention/, "nothing of it is past the age limit");
+    await dialog.locator(".monaco-button", { hasText: "Import 1 conversation" }).first().click();
+    const done = page.locator(".notification-toast", { hasText: "Imported 6 messages" }).first();
+    await done.waitFor({ state: "visible" });
+    assert.match(await done.innerText(), /Imported 6 messages into 1 conversation from Codex\./);
+    const codexRow = sidebarRows("Add a test for the discount code field").first();
+    await codexRow.waitFor({ state: "visible" });
+    assert.match(await codexRow.innerText(), /Codex · 6 messages/);
+    await waitFor("the Codex badge on its row", async () => (await rowBadges(codexRow)).includes('"CX"'));
+    await codexRow.click();
+    frame = await chatFrame();
+    await frame.waitForFunction(() => document.getElementById("source")?.textContent === "Imported from Codex" && !document.getElementById("source").hidden);
+    assert.deepEqual(await userTexts(frame), ["Add a test for the discount code field."]);
+    assert.match(await frame.locator("#messages").innerText(), /Added tests\/discount\.spec/);
+    await shot("45-imported-codex", { editorOnly: true });
+
+    await (await importFromPick("Claude Code")).click();
+    await dialog.waitFor({ state: "visible" });
+    await dialog.locator(".monaco-button", { hasText: "Import 4 conversations anyway" }).first().click();
+    const claudeDone = page.locator(".notification-toast", { hasText: "from Claude Code" }).first();
+    await claudeDone.waitFor({ state: "visible" });
+    assert.match(await claudeDone.innerText(), /Imported 14 messages into 4 conversations from Claude Code\./);
+    const claudeRow = sidebarRows("Fix the Safari checkout date test").first();
+    await claudeRow.waitFor({ state: "visible" });
+    assert.match(await claudeRow.innerText(), /Claude Code · 6 messages/);
+    await waitFor("the Claude Code badge on its row", async () => (await rowBadges(claudeRow)).includes('"CC"'));
+    await claudeRow.click();
+    await frame.waitForFunction(() => document.getElementById("source")?.textContent === "Imported from Claude Code");
+    await frame.waitForFunction(() => document.querySelectorAll("article.role-user").length > 0);
+    assert.match((await userTexts(frame))[0], /The checkout test fa/);
+    assert.equal(await frame.locator("#title").innerText(), "Fix the Safari checkout date test");
+    await sleep(800);
+    await shot("46-imported-claude-code", { editorOnly: true });
+    // Importing again finds nothing new: no confirmation, only the words.
+    await (await importFromPick("Codex")).click();
+    const nothing = page.locator(".notification-toast", { hasText: "Nothing new to import from Codex" }).first();
+    await nothing.waitFor({ state: "visible" });
+  });
   exitCode = 0;
 } catch {
   exitCode = 1;

@@ -23,6 +23,7 @@ import { ServerLauncher } from "./launcher";
 import { MODEL_KINDS, type ModelKind, type ModelSettings } from "./providers";
 import * as R from "./replies";
 import * as S from "./state";
+import * as I from "./imports";
 import { READ_FILE_TOOL, readWorkspaceFile } from "./tools";
 import * as W from "./workspaces";
 
@@ -62,6 +63,18 @@ function nonce(): string {
   return randomBytes(18).toString("base64url");
 }
 
+/** The scheme of an imported conversation's row (`resourceUri`): its badge names the tool. */
+const IMPORTED_SCHEME = "chat-panel-imported";
+
+/** An imported conversation's row: the tool's two letters at its end, the tool's name on hover. */
+const importedBadges: vscode.FileDecorationProvider = {
+  provideFileDecoration(uri) {
+    if (uri.scheme !== IMPORTED_SCHEME) return undefined;
+    const source = uri.path.replace(/^\//, "");
+    return new vscode.FileDecoration(I.sourceBadge(source), `Imported from ${I.sourceLabel(source)}`);
+  },
+};
+
 /** A conversation in the list: this workspace's, or (under "all workspaces") another's, read-only here. */
 class ConversationItem extends vscode.TreeItem {
   constructor(
@@ -71,8 +84,14 @@ class ConversationItem extends vscode.TreeItem {
     const title = S.titleOf(info);
     super(title, vscode.TreeItemCollapsibleState.None);
     this.id = elsewhere === null ? info.conversationId : JSON.stringify([elsewhere.workspace, info.conversationId]);
-    this.description = `${S.plural(info.messageCount, "message")} · ${new Date(info.lastActivity ?? info.createdAt ?? 0).toLocaleString()}`;
-    this.tooltip = `${title}\n${info.conversationId}\n${S.plural(info.messageCount, "message")}, ~${S.plural(info.tokens, "token")}`;
+    const source = I.importedFrom(info);
+    const when = `${S.plural(info.messageCount, "message")} · ${new Date(info.lastActivity ?? info.createdAt ?? 0).toLocaleString()}`;
+    this.description = source === null ? when : `${source} · ${when}`;
+    const from = source === null ? "" : `\nImported from ${source}`;
+    this.tooltip = `${title}\n${info.conversationId}\n${S.plural(info.messageCount, "message")}, ~${S.plural(info.tokens, "token")}${from}`;
+    // An imported conversation's tool: a badge at the row's end (the description can be cut off).
+    const tool = I.importedSource(info);
+    if (tool !== null) this.resourceUri = vscode.Uri.from({ scheme: IMPORTED_SCHEME, path: `/${tool}` });
     this.contextValue = elsewhere === null ? "conversation" : "otherConversation";
     this.iconPath = new vscode.ThemeIcon("comment-discussion");
     this.command = { command: "chatPanel.openConversation", title: "Open", arguments: [info.conversationId, elsewhere, title] };
@@ -250,7 +269,7 @@ class ChatPanel {
 </head>
 <body>
 <header id="header">
-  <div id="title-row"><div id="title"></div><form id="search-form" role="search"><input id="search" type="search" placeholder="Search all conversations" aria-label="Search conversations"></form></div>
+  <div id="title-row"><div id="title"></div><span id="source" hidden></span><form id="search-form" role="search"><input id="search" type="search" placeholder="Search all conversations" aria-label="Search conversations"></form></div>
   <div id="meter" hidden><div id="meter-bar"><div id="meter-fill"></div></div><span id="meter-label"></span><span id="meter-detail"></span></div>
 </header>
 <div id="search-results" hidden></div>
@@ -356,7 +375,8 @@ class ChatPanel {
     const id = conversationId ?? newConversationId();
     const search = this.state.search;
     const shownTitle = title ?? S.titleOf(conversationId ? this.list.infos.get(conversationId) : undefined);
-    this.state = { ...S.emptyState(id, shownTitle, conversationId === undefined ? null : elsewhere), search, keptCut: this.keptCuts()[id] ?? null };
+    const source = conversationId === undefined ? null : I.importedFrom(this.list.infos.get(conversationId));
+    this.state = { ...S.emptyState(id, shownTitle, conversationId === undefined ? null : elsewhere), search, keptCut: this.keptCuts()[id] ?? null, source };
     this.setTitle(this.state.title);
     if (conversationId !== undefined) {
       await this.loadNewest();
@@ -974,8 +994,64 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     if (answer === "Move") await moveHere(info);
   };
 
+  /**
+   * Import History…: a dry run per source for this folder, a QuickPick of the tools that have
+   * something (with counts), the chosen one's preview in a modal (what retention deletes at the
+   * next read included), then the import and the list refreshed.
+   */
+  const importHistory = async (): Promise<void> => {
+    const c = await client();
+    const { found, failed } = await vscode.window.withProgress(
+      { location: { viewId: "chatPanel.conversations" }, title: "Looking for other tools' history of this folder…" },
+      () => I.findSources(c),
+    );
+    if (found.length === 0) {
+      const why = I.failedText(failed);
+      void vscode.window.showInformationMessage(`No history of another tool was found for this folder.${why === "" ? "" : ` ${why}`}`);
+      return;
+    }
+    const items = [
+      ...found.map((f) => ({ ...I.sourceItem(f), found: f })),
+      ...failed.map((f) => ({ label: `$(warning) ${I.sourceLabel(f.source)}`, description: "cannot be read", detail: f.error, found: undefined })),
+    ];
+    const pick = await vscode.window.showQuickPick(items, {
+      title: "Import history from another tool",
+      placeHolder: "The tool whose conversations of this folder to import (nothing is written until you confirm)",
+    });
+    if (pick === undefined) return;
+    if (pick.found === undefined) {
+      void vscode.window.showErrorMessage(`${pick.label.replace("$(warning) ", "")}: ${pick.detail}`);
+      return;
+    }
+    const settings = vscode.workspace.getConfiguration("chatHistory");
+    const preview = I.previewOf(pick.found, {
+      maxAgeHours: settings.get<number>("maxAgeHours", 720),
+      maxMessages: settings.get<number>("maxMessages", 50),
+      maxTokens: settings.get<number>("maxTokens", 32000),
+    });
+    if (preview.confirm === null) {
+      void vscode.window.showInformationMessage(preview.message, { detail: preview.detail });
+      return;
+    }
+    const keep = "Open Retention Settings";
+    // Retention would delete some of it: the safe choice is the default one.
+    const buttons = preview.expiring > 0 ? [keep, preview.confirm] : [preview.confirm];
+    const answer = await vscode.window.showWarningMessage(preview.message, { modal: true, detail: preview.detail }, ...buttons);
+    if (answer === keep) {
+      await vscode.commands.executeCommand("workbench.action.openSettings", "chatHistory.maxAgeHours");
+      return;
+    }
+    if (answer !== preview.confirm) return;
+    const done = await c.importFrom({ source: pick.found.source, dryRun: false });
+    await list.load().catch(() => undefined);
+    list.refresh();
+    void vscode.window.showInformationMessage(I.importedText(pick.found.source, done.conversations));
+  };
+
   context.subscriptions.push(
     tree,
+    vscode.window.registerFileDecorationProvider(importedBadges),
+    vscode.commands.registerCommand("chatPanel.importHistory", () => importHistory().catch(quiet)),
     vscode.commands.registerCommand("chatPanel.show", () => panel.reveal()),
     vscode.commands.registerCommand("chatPanel.newChat", () => panel.newChat()),
     vscode.commands.registerCommand("chatPanel.openConversation", (id: string, elsewhere?: S.Elsewhere | null, title?: string) =>

@@ -125,6 +125,8 @@ export interface PanelState {
   keptCut: number | null;
   /** Why the newest cut reply stopped, when this window saw it stop (else the offer says it generally). */
   cutWords: string | null;
+  /** The tool an imported conversation came from ("Claude Code"); null or absent: not imported. */
+  source?: string | null;
 }
 
 /** The workspace a conversation shown read-only belongs to. */
@@ -724,6 +726,8 @@ export interface PanelView {
   focusId: number | null;
   /** A conversation of another workspace: the banner's words (the composer is off). Null: this workspace's. */
   elsewhere: string | null;
+  /** The header's hint for an imported conversation ("Imported from Claude Code"); null: none. */
+  source: string | null;
 }
 
 function argumentsText(args: ToolCall["arguments"]): string {
@@ -804,8 +808,14 @@ export function viewOf(state: PanelState, protocolVersion = 1): PanelView {
     compacting: state.compacting,
     search: state.search,
     focusId: state.focusId,
+    source: sourceHint(state.source ?? null),
     elsewhere: elsewhereText(state.elsewhere),
   };
+}
+
+/** The header's hint for a conversation imported from `source` (a tool's label). */
+export function sourceHint(source: string | null): string | null {
+  return source === null ? null : `Imported from ${source}`;
 }
 
 /** A conversation's title as the list and the panel show it: the server's (client-set or

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -55,20 +54,22 @@ def run(
     return 0
 
 
-#: The default of chatHistory.maxAgeHours, in ms: older imported turns are deleted by it.
-DEFAULT_AGE_MS = 720 * 3_600_000
-
-
 def _warn_about_age(planned: list[imports.PlannedImport]) -> None:
-    now = int(time.time() * 1000)
-    old = [e for e in planned if e.oldest is not None and now - e.oldest > DEFAULT_AGE_MS]
-    if old:
-        print(
-            f"Note: {len(old)} conversation(s) hold messages older than 30 days. With "
-            "chatHistory.maxAgeHours at its default (720), the editor's server deletes those "
-            "turns at its next read; set it higher, or to 0, to keep imported history.",
-            file=sys.stderr,
-        )
+    """What retention deletes at the next read (each entry's ``retention``, the rule of
+    policy.retention under the settings in force): the import deletes nothing, the next read
+    does."""
+    doomed = [e for e in planned if e.retention is not None]
+    if not doomed:
+        return
+    rows = sum(e.retention.dropped_messages for e in doomed if e.retention is not None)
+    reasons = sorted({r for e in doomed if e.retention is not None for r in e.retention.reasons})
+    print(
+        f"Note: retention ({', '.join(reasons)}) deletes {rows:,} of these message(s), in "
+        f"{len(doomed)} conversation(s), at the next read. With chatHistory.maxAgeHours at its "
+        "default (720), turns older than 30 days go; set it higher, or to 0, to keep imported "
+        "history.",
+        file=sys.stderr,
+    )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

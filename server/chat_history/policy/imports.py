@@ -15,7 +15,11 @@ from typing import Any
 
 import attrs
 
-from chat_history.model import Message, StoredMessage
+from chat_history.model import Message, PruneReport, StoredMessage
+from chat_history.policy.retention import RowMeta, plan_retention
+from chat_history.policy.tokens import stored_tokens
+from chat_history.policy.turns import next_turn_number
+from chat_history.settings import Settings
 
 Fingerprint = tuple[Any, ...]
 
@@ -73,3 +77,34 @@ def covered_id(
     if covers_messages > match.start:
         return inserted[covers_messages - 1 - match.start].id
     return max((i for i in match.stored_ids[:covers_messages] if i is not None), default=0)
+
+
+@attrs.frozen
+class _Row:
+    """A row stored or to be imported, as retention sees it (policy.retention.RowMeta)."""
+
+    id: int
+    turn: int
+    role: str
+    tokens: int
+    timestamp: int
+
+
+def retention_after_import(
+    stored: Sequence[StoredMessage], new: Sequence[Message], settings: Settings, now_ms: int
+) -> PruneReport | None:
+    """What storage retention (policy.retention, the settings in force) would delete at the
+    conversation's next read once ``new`` follows ``stored``: the import itself deletes nothing,
+    so a preview must say what the next read will (None: nothing). Rows are numbered as the
+    store numbers them (turns as recorded, tokens as stored, no time: ``now_ms``)."""
+    rows: list[RowMeta] = [
+        _Row(r.id, r.turn, r.role, r.tokens, r.timestamp if r.timestamp is not None else now_ms)
+        for r in stored
+    ]
+    last_id = max((row.id for row in stored), default=0)
+    turn = stored[-1].turn if stored else 0
+    for index, message in enumerate(new, start=1):
+        turn = next_turn_number(turn, message)
+        at = message.timestamp if message.timestamp is not None else now_ms
+        rows.append(_Row(last_id + index, turn, message.role, stored_tokens(message), at))
+    return plan_retention(rows, settings, now_ms).report

@@ -17,14 +17,14 @@ import attrs
 
 from chat_history.errors import InvalidParams
 from chat_history.importers import READERS, Session, Skipped
-from chat_history.model import Key
+from chat_history.model import Key, PruneReport
 from chat_history.policy.identity import normalize_uri
-from chat_history.policy.imports import match_stored
+from chat_history.policy.imports import match_stored, retention_after_import
 from chat_history.service.conversations import ConversationUpdate
 from chat_history.service.import_files import data_folder as data_folder
 from chat_history.service.import_files import folder_key, placed, session_id, unsupported
 from chat_history.service.import_files import session_files as session_files
-from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.manager import ChatHistoryManager, now_ms
 from chat_history.service.opencode_db import in_opencode_db, opencode_sessions
 from chat_history.service.opencode_tree import in_opencode_tree, opencode_bundle
 
@@ -56,6 +56,9 @@ class PlannedImport:
     skipped: tuple[Skipped, ...]
     #: the oldest message's time (epoch ms; None: none has one)
     oldest: int | None
+    #: what retention under the settings in force deletes of it at its next read, once
+    #: imported (policy.imports.retention_after_import; None: nothing)
+    retention: PruneReport | None
 
 
 def check_source(source: str) -> str:
@@ -192,6 +195,9 @@ def import_sessions(
                 status=status,
                 skipped=session.skipped,
                 oldest=min((m.timestamp for m in session.messages if m.timestamp), default=None),
+                retention=retention_after_import(
+                    stored, session.messages[start:], manager.settings, now_ms()
+                ),
             )
         )
     return planned

@@ -215,6 +215,9 @@ function draw(view: PanelView): void {
   const fromBottom = messagesEl.scrollHeight - messagesEl.scrollTop;
   $("title").textContent = view.title;
   document.title = view.title;
+  const source = $("source");
+  source.hidden = view.source === null;
+  source.textContent = view.source ?? "";
 
   const meter = $("meter");
   meter.hidden = view.meter === null;
