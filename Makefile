@@ -27,14 +27,16 @@ demo: $(BASE)
 test:
 	$(MAKE) --no-print-directory $(DEV) $(NODE) $(PANEL_NODE) $(ACP_AGENTS) $(MCP_INSPECTOR) postgresql
 	$(MAKE) --no-print-directory -j2 --output-sync=target lint wheels-check
-	$(MAKE) --no-print-directory -j2 --output-sync=target pytest node-suites
+	$(MAKE) --no-print-directory -j2 --output-sync=recurse pytest node-suites
 	$(MAKE) --no-print-directory e2e
 	$(MAKE) --no-print-directory e2e-install
 
 # The shim's, the MCP Inspector's and the panel's suites, the packages' check and the editor
 # suites' tools (chromium with apt, code-server into $(PANEL)/.e2e-cache), one by one.
-node-suites: shim-test mcp-inspector panel-test dist-check e2e-tools
-	@:
+# A make of its own with -j1: they share client-shim/dist (its tests rebuild it), so they must not
+# run at once with each other, only beside pytest.
+node-suites:
+	$(MAKE) --no-print-directory -j1 shim-test mcp-inspector panel-test dist-check e2e-tools
 
 e2e-tools:
 	cd $(PANEL) && bash e2e/install-code-server.sh .e2e-cache
