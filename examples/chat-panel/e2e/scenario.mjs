@@ -738,12 +738,16 @@ try {
   const clickNoticeAction = (f, label) => f.locator(".notice button.notice-action", { hasText: label }).first().click();
 
   const cutPrompt = "Please read hello.txt [cut-tool]";
-  await step("New Chat focuses the prompt box; a stream cut inside a tool call is an interrupted reply in words, saved, with Continue, Retry and Keep; Retry answers without a second prompt", async () => {
-    await runCommand("Chat Panel: New Chat");
-    frame = await chatFrame();
-    await frame.waitForFunction(() => document.activeElement?.id === "prompt", null, { timeout: 10_000 });
-    // Keyboard only: the prompt box has the focus.
-    await page.keyboard.type(cutPrompt);
+  await step("New Chat (the list's +, typed at once) focuses the prompt box; a stream cut inside a tool call is an interrupted reply in words, saved, with Continue, Retry and Keep; Retry answers without a second prompt", async () => {
+    // The focus in the panel (a click on its header, as a person reading the chat), then the
+    // list's + and typing at once: every key lands in the prompt box.
+    const newChatButton = page.locator('#workbench\\.parts\\.sidebar .action-label[aria-label="New Chat"]').first();
+    if (!(await newChatButton.isVisible().catch(() => false))) await page.locator('.activitybar [aria-label^="Chat History"]').first().click();
+    await newChatButton.waitFor({ state: "visible" });
+    await frame.locator("#title").click();
+    await newChatButton.click();
+    await page.keyboard.type(cutPrompt, { delay: 20 });
+    await waitFor("the prompt typed at once in the prompt box", async () => (await frame.evaluate(() => document.getElementById("prompt").value)) === cutPrompt, 5_000);
     await page.keyboard.press("Enter");
     await noticeShown(frame, /connection to the model closed in the middle of the reply/);
     await frame.waitForFunction(() => !document.body.classList.contains("busy"));
@@ -908,18 +912,18 @@ try {
   /** The prompt box's text once the webview has drawn (what a person typed into it). */
   const promptValue = (f) => f.evaluate(() => document.getElementById("prompt").value);
 
-  await step("person: New Chat from the list's + puts the cursor in the prompt box, every time (every key typed right after the click that reaches the panel; and into a panel made anew)", async () => {
+  await step("person: New Chat from the list's + puts the cursor in the prompt box, every time (every key typed right after the click; and into a panel made anew)", async () => {
     await showChatList();
     await runCommand("Chat Panel: New Chat");
     frame = await chatFrame();
     await send(frame, "A chat to leave with the + button");
-    for (let i = 1; i <= 5; i++) {
-      // The chat again from the list, a click on its text, then the list again: the focus is
-      // outside the prompt box, as a person leaves it.
+    for (let i = 1; i <= 10; i++) {
+      // The chat again from the list (VS Code moves the focus into the panel), then a click on its
+      // text: the focus is in the panel, outside the prompt box, as a person reading it leaves it.
       await listRow("A chat to leave with the + button").click();
-      await frame.waitForFunction(() => document.querySelectorAll("article.msg").length >= 2);
+      await frame.waitForFunction(() => document.querySelectorAll("article.msg").length >= 2 && document.hasFocus(), null, { timeout: 10_000 });
       await frame.locator("article.role-assistant").last().click();
-      await listRow("A chat to leave with the + button").click();
+      await sleep(300); // a moment's reading
       // Every key that reaches the panel's page from now on is recorded, wherever it lands.
       await frame.evaluate(() => {
         window.__keys = [];
@@ -928,15 +932,16 @@ try {
       });
       const typed = `typed at once ${i}`;
       await sidebarAction("New Chat").click();
-      // Typing at once, at a quick person's pace. Keys typed before VS Code has run the command
-      // and moved the focus into the panel reach the list, which no extension can take back; every
-      // key that reaches the panel must land in the prompt box.
+      // Typing at once, at a quick person's pace: every key lands in the prompt box. (Before, VS
+      // Code's focus of the shown panel, in two moves 50 ms apart, lost the keys typed between
+      // them: 6 of 10 clicks kept every key. With the focus in the list itself, keys typed before
+      // the command has run, ~50 ms, still reach the list: no extension sees them.)
       await page.keyboard.type(typed, { delay: 20 });
       await frame.waitForFunction(() => document.querySelectorAll("article.msg").length === 0, null, { timeout: 10_000 });
-      const reached = (await frame.evaluate(() => window.__keys.join("")));
+      const reached = await frame.evaluate(() => window.__keys.join(""));
       log(`+ (${i}): ${reached.length} of ${typed.length} keys reached the panel`);
-      assert.ok(reached.length >= typed.length / 2 && typed.endsWith(reached), `the panel took the focus while typing: ${JSON.stringify(reached)}`);
-      await waitFor(`every key the panel got after + (${i}) in the prompt box`, async () => (await promptValue(frame)) === reached, 5_000);
+      assert.equal(reached, typed, "every key reached the panel");
+      await waitFor(`every key typed after + (${i}) in the prompt box`, async () => (await promptValue(frame)) === typed, 5_000);
       if (i === 1) await shot("43-new-chat-typed", { editorOnly: true });
       await frame.fill("#prompt", "");
     }
@@ -1484,7 +1489,7 @@ try {
     assert.match(await claudeItem.innerText(), /Claude Code[\s\S]*4 conversations · 14 messages[\s\S]*4 new · 0 updated · 0 unchanged/);
     const codexItem = quickPickRows().filter({ hasText: "Codex" }).first();
     assert.match(await codexItem.innerText(), /Codex[\s\S]*1 conversation · 6 messages[\s\S]*1 new · 0 updated · 0 unchanged/);
-    await shot("43-import-quickpick");
+    await shot("60-import-quickpick");
     await claudeItem.click();
     const dialog = page.locator(".monaco-dialog-box");
     await dialog.waitFor({ state: "visible" });
@@ -1496,7 +1501,7 @@ try {
     assert.match(text, /Your retention settings delete 6 messages of 2 conversations at the next read: turns older than 720 hours \(chatHistory\.maxAgeHours\)/);
     const buttons = await dialog.locator(".monaco-button").allInnerTexts();
     assert.deepEqual(buttons.map((b) => b.trim()).sort(), ["Cancel", "Import 4 conversations anyway", "Open Retention Settings"]);
-    await shot("44-import-preview");
+    await shot("61-import-preview");
     await dialog.locator(".monaco-button", { hasText: "Cancel" }).first().click();
     await dialog.waitFor({ state: "hidden" });
     await viewAction("Refresh Conversations").click();
@@ -1523,7 +1528,7 @@ try {
     await frame.waitForFunction(() => document.getElementById("source")?.textContent === "Imported from Codex" && !document.getElementById("source").hidden);
     assert.deepEqual(await userTexts(frame), ["Add a test for the discount code field."]);
     assert.match(await frame.locator("#messages").innerText(), /Added tests\/discount\.spec/);
-    await shot("45-imported-codex", { editorOnly: true });
+    await shot("62-imported-codex", { editorOnly: true });
 
     await (await importFromPick("Claude Code")).click();
     await dialog.waitFor({ state: "visible" });
@@ -1541,7 +1546,7 @@ try {
     assert.match((await userTexts(frame))[0], /The checkout test fa/);
     assert.equal(await frame.locator("#title").innerText(), "Fix the Safari checkout date test");
     await sleep(800);
-    await shot("46-imported-claude-code", { editorOnly: true });
+    await shot("63-imported-claude-code", { editorOnly: true });
     // Importing again finds nothing new: no confirmation, only the words.
     await (await importFromPick("Codex")).click();
     const nothing = page.locator(".notification-toast", { hasText: "Nothing new to import from Codex" }).first();

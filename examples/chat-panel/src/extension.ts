@@ -187,6 +187,8 @@ type FromWebview =
   | { type: "action"; action: string; key: string; seenId?: number | null }
   | { type: "openLink"; href: string }
   | { type: "newChat" }
+  /** The page could not take the focus itself (after a "focusPrompt" that asked it to confirm). */
+  | { type: "focusRefused" }
   | { type: "search"; query: string }
   | { type: "closeSearch" }
   | { type: "openHit"; conversationId: string; id: number }
@@ -223,9 +225,10 @@ class ChatPanel {
     return Math.max(1, config().get<number>("pageSize", 50));
   }
 
-  private ensurePanel(): vscode.WebviewPanel {
+  /** The panel, shown (and focused unless `preserveFocus`: the page then takes the focus itself). */
+  private ensurePanel(preserveFocus = false): vscode.WebviewPanel {
     if (this.panel) {
-      this.panel.reveal();
+      this.panel.reveal(undefined, preserveFocus);
       return this.panel;
     }
     const panel = vscode.window.createWebviewPanel("chatPanel.chat", "Chat", vscode.ViewColumn.Active, {
@@ -370,8 +373,8 @@ class ChatPanel {
    * hit), older pages until the one holding that row. With `elsewhere`, a conversation of another
    * workspace, read-only (titled `title`, as the list showed it).
    */
-  async open(conversationId?: string, focusId?: number, elsewhere: S.Elsewhere | null = null, title?: string): Promise<void> {
-    this.ensurePanel();
+  async open(conversationId?: string, focusId?: number, elsewhere: S.Elsewhere | null = null, title?: string, preserveFocus = false): Promise<void> {
+    this.ensurePanel(preserveFocus);
     const id = conversationId ?? newConversationId();
     const search = this.state.search;
     const shownTitle = title ?? S.titleOf(conversationId ? this.list.infos.get(conversationId) : undefined);
@@ -811,6 +814,9 @@ class ChatPanel {
         return this.update(S.dismissNotice(this.state, message.id));
       case "newChat":
         return this.newChat();
+      case "focusRefused":
+        this.panel?.reveal(undefined, false);
+        return;
       case "openLink": {
         // The webview only sends links that passed safeHref; check again here, where it counts.
         const uri = vscode.Uri.parse(String(message.href), true);
@@ -859,10 +865,17 @@ class ChatPanel {
     if (this.panel && this.state.elsewhere?.workspace === from) await this.open(this.state.conversationId);
   }
 
-  /** New Chat: an empty conversation, with the prompt box focused to type at once. */
+  /**
+   * New Chat: an empty conversation, with the prompt box focused to type at once. An open panel
+   * is shown without VS Code's focus and its page focuses the prompt box itself: VS Code focuses
+   * a webview in two moves 50 ms apart (its host page, then the page), and keys typed between them
+   * reach neither (the first key or two after a click on +). Should the page not get the focus
+   * that way, it says so and VS Code's focus follows ("focusRefused").
+   */
   async newChat(): Promise<void> {
-    await this.open();
-    void this.panel?.webview.postMessage({ type: "focusPrompt" });
+    const shown = this.panel !== undefined;
+    await this.open(undefined, undefined, null, undefined, shown);
+    void this.panel?.webview.postMessage({ type: "focusPrompt", confirm: shown });
   }
 
   /** The conversation was deleted: the panel starts a new chat if it showed it. */

@@ -301,7 +301,11 @@ function draw(view: PanelView): void {
 window.addEventListener("message", (event: MessageEvent) => {
   const data = event.data as { type?: string; view?: PanelView };
   if (data?.type === "view" && data.view) draw(data.view);
-  if (data?.type === "focusPrompt") promptEl.focus();
+  if (data?.type === "focusPrompt") {
+    promptEl.focus();
+    // Shown without VS Code's focus (New Chat on an open panel): the page must have taken it.
+    if ((data as { confirm?: boolean }).confirm) setTimeout(() => document.hasFocus() || vscode.postMessage({ type: "focusRefused" }), 50);
+  }
 });
 
 // The prompt box is where the keyboard lands in this panel. The workbench focuses the webview
