@@ -58,11 +58,11 @@ def _warn_about_age(planned: list[imports.PlannedImport]) -> None:
     """What retention deletes at the next read (each entry's ``retention``, the rule of
     policy.retention under the settings in force): the import deletes nothing, the next read
     does."""
-    doomed = [e for e in planned if e.retention is not None]
+    doomed = [e.retention for e in planned if e.retention is not None]
     if not doomed:
         return
-    rows = sum(e.retention.dropped_messages for e in doomed if e.retention is not None)
-    reasons = sorted({r for e in doomed if e.retention is not None for r in e.retention.reasons})
+    rows = sum(report.dropped_messages for report in doomed)
+    reasons = sorted({reason for report in doomed for reason in report.reasons})
     print(
         f"Note: retention ({', '.join(reasons)}) deletes {rows:,} of these message(s), in "
         f"{len(doomed)} conversation(s), at the next read. With chatHistory.maxAgeHours at its "
