@@ -155,3 +155,37 @@ async def test_rows_of_a_session(tmp_path: Path) -> None:
         assert rows[1].status == "complete"
     finally:
         manager.close()
+
+
+async def test_served_list_pages(tmp_path: Path) -> None:
+    """The proxy serves ``session/list`` (the SDK agent lacks it) in pages of ``PAGE`` with the
+    store's cursor, skipping the workspace's panel chats; a cursor it did not hand out is -32602."""
+    from acp import RequestError
+
+    from chat_history.acp.sessions import PAGE
+    from chat_history.model import Message
+
+    db, cwd = tmp_path / "history.db", tmp_path / "project"
+    cwd.mkdir()
+    manager = ChatHistoryManager.open(db)
+    try:
+        for i in range(PAGE + 7):
+            manager.append(key_of(cwd, f"s{i:03}"), [Message(role="user", content=f"ask {i}")])
+            if i % 10 == 0:  # the panel's own chats in the same workspace: not sessions
+                panel = Key(key_of(cwd, "x").workspace, f"panel-{i}")
+                manager.append(panel, [Message(role="user", content="a panel chat")])
+    finally:
+        manager.close()
+    async with editor_session(db, {}) as (conn, _, _):
+        first = await conn.list_sessions(cwd=str(cwd))
+        assert len(first.sessions) == PAGE and first.next_cursor
+        second = await conn.list_sessions(cwd=str(cwd), cursor=first.next_cursor)
+        assert len(second.sessions) == 7 and second.next_cursor is None
+        ids = [s.session_id for s in first.sessions + second.sessions]
+        assert sorted(ids) == [f"s{i:03}" for i in range(PAGE + 7)]  # each once, no panel chat
+        try:
+            await conn.list_sessions(cwd=str(cwd), cursor="not-a-cursor")
+        except RequestError as error:
+            assert error.code == -32602 and "cursor" in str(error)
+        else:
+            raise AssertionError("a cursor the store did not hand out was accepted")

@@ -11,8 +11,8 @@ from typing import Any
 from acp.schema import ListSessionsResponse, SessionInfo, SessionNotification
 
 from chat_history.acp import rows
-from chat_history.acp.sessions import NOT_FOUND, AgentError, Link, attach, stored
-from chat_history.errors import ChatHistoryError
+from chat_history.acp.sessions import NOT_FOUND, PAGE, AgentError, Link, attach, stored
+from chat_history.errors import ChatHistoryError, InvalidParams
 from chat_history.model import Key
 
 Served = Callable[[Link, dict[str, Any]], Awaitable[None]]
@@ -33,6 +33,8 @@ async def _guarded(link: Link, message: dict[str, Any], work: Callable[[], Await
         result = await work()
     except AgentError as error:
         await link.answer(message["id"], error=error.error)
+    except InvalidParams as error:
+        await link.answer(message["id"], error={"code": -32602, "message": str(error)})
     except ChatHistoryError as error:
         await link.answer(message["id"], error={"code": -32603, "message": str(error)})
     else:
@@ -47,8 +49,14 @@ async def session_list(link: Link, message: dict[str, Any]) -> None:
     params = _params(message)
 
     async def work() -> Any:
-        infos = [SessionInfo.model_validate(s) for s in stored(link, params.get("cwd"))]
-        return _wire(ListSessionsResponse(sessions=infos))
+        cursor = params.get("cursor")
+        if cursor is not None and not isinstance(cursor, str):
+            raise InvalidParams("cursor", "must be a string handed out by session/list")
+        found, next_cursor = stored(link, params.get("cwd"), cursor, PAGE)
+        infos = [SessionInfo.model_validate(s) for s in found]
+        if next_cursor is None:  # absent on the last page
+            return _wire(ListSessionsResponse(sessions=infos))
+        return _wire(ListSessionsResponse(sessions=infos, next_cursor=next_cursor))
 
     await _guarded(link, message, work)
 
@@ -142,7 +150,7 @@ async def session_delete(link: Link, message: dict[str, Any]) -> None:
     if key is not None:
         link.recorder.manager.clear(key)
     else:  # no cwd: the session under any workspace
-        for entry in stored(link, None):
+        for entry in stored(link, None)[0]:
             if entry["sessionId"] == session:
                 link.recorder.manager.clear(link.recorder.bind(session, entry["cwd"]))
     if link.state.has("delete"):

@@ -199,28 +199,40 @@ def with_capabilities(result: dict[str, Any]) -> dict[str, Any]:
     return {**result, "agentCapabilities": caps}
 
 
-def stored(link: Link, cwd: str | None) -> list[dict[str, Any]]:
-    """The stored sessions of ``cwd`` (every cwd when None) as ``SessionInfo``s."""
+#: Sessions per page of a served ``session/list``.
+PAGE = 50
+
+
+def stored(
+    link: Link, cwd: str | None, cursor: str | None = None, limit: int | None = None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The stored sessions of ``cwd`` (every cwd when None) as ``SessionInfo``s, after the store's
+    ``cursor``, at most ``limit`` (None: all), and the cursor of the next page (None: the last).
+    Raises InvalidParams ``cursor`` for a cursor the store did not hand out."""
     workspace = link.recorder.workspace(cwd) if cwd else None
-    page = link.recorder.manager.list_conversations_page(workspace, None, None)
-    found = []
-    for info in page.conversations:
-        session = rows.session_of(info.conversation_id)
-        if session is None or info.message_count == 0:
-            continue
-        entry: dict[str, Any] = {"sessionId": session, "cwd": cwd or _path(info.workspace)}
-        if info.title:
-            entry["title"] = info.title
-        if info.last_activity:
-            entry["updatedAt"] = _iso(info.last_activity)
-        found.append(entry)
-    return found
+    found: list[dict[str, Any]] = []
+    while True:
+        want = None if limit is None else limit - len(found)
+        page = link.recorder.manager.list_conversations_page(workspace, want, cursor)
+        for info in page.conversations:
+            session = rows.session_of(info.conversation_id)
+            if session is None or info.message_count == 0:
+                continue  # not an ACP session: a page may hold fewer, the next one follows
+            entry: dict[str, Any] = {"sessionId": session, "cwd": cwd or _path(info.workspace)}
+            if info.title:
+                entry["title"] = info.title
+            if info.last_activity:
+                entry["updatedAt"] = _iso(info.last_activity)
+            found.append(entry)
+        cursor = page.next_cursor
+        if cursor is None or (limit is not None and len(found) >= limit):
+            return found, cursor
 
 
 def merged(link: Link, params: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     own = list(result.get("sessions") or [])
     known = {s.get("sessionId") for s in own if isinstance(s, dict)}
-    extra = [s for s in stored(link, params.get("cwd")) if s["sessionId"] not in known]
+    extra = [s for s in stored(link, params.get("cwd"))[0] if s["sessionId"] not in known]
     return {**result, "sessions": own + extra}
 
 
