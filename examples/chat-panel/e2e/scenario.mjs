@@ -945,6 +945,19 @@ try {
       if (i === 1) await shot("43-new-chat-typed", { editorOnly: true });
       await frame.fill("#prompt", "");
     }
+    // With the focus in the side bar (Ctrl+0), at a person's pace: a key typed 250 ms after the
+    // click (a hand goes from mouse to keys in ~400 ms) lands too. Measured: from 60 ms on, every
+    // key lands; typed at once, the first key reaches the side bar before the command runs.
+    for (let i = 1; i <= 3; i++) {
+      await page.keyboard.press("Control+0");
+      await sleep(300);
+      const typed = `from the side bar ${i}`;
+      await sidebarAction("New Chat").click();
+      await sleep(250);
+      await page.keyboard.type(typed, { delay: 20 });
+      await waitFor(`every key typed 250 ms after + from the side bar (${i})`, async () => (await promptValue(frame)) === typed, 5_000);
+      await frame.fill("#prompt", "");
+    }
     // Once more with the chat's tab closed: the panel is made anew, and the cursor is still there.
     await runCommand("View: Close All Editors");
     await sidebarAction("New Chat").click();
