@@ -61,11 +61,15 @@ class Editor(Client):
 
 @asynccontextmanager
 async def editor_session(
-    db: Path, env: dict[str, str], agent: list[str] | None = None
+    db: Path,
+    env: dict[str, str],
+    agent: list[str] | None = None,
+    command: list[str] | None = None,
 ) -> AsyncIterator[tuple[ClientSideConnection, Editor, asyncio.subprocess.Process]]:
-    """A proxy process and the SDK's client connection to it (initialized)."""
+    """A proxy process (``command``, else ``proxy_command``) and the SDK's client connection to
+    it (initialized)."""
     process = await asyncio.create_subprocess_exec(
-        *proxy_command(db, agent),
+        *(command or proxy_command(db, agent)),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         cwd=ROOT,
