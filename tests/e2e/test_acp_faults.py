@@ -275,3 +275,41 @@ async def test_an_agent_that_cannot_load_its_own_session(tmp_path: Path, cwd: Pa
         with pytest.raises(RequestError):  # a session neither knows
             await conn.load_session(cwd=str(cwd), session_id="nobody")
     assert [r[1] for r in rows_of(db, cwd, session) if r[0] == "user"] == ["hi", "more"]
+
+
+INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+
+
+def test_stdio_that_are_files(tmp_path: Path) -> None:
+    """Stdout a regular file (``… > answers``): the answers are written there; stdin a regular
+    file (``… < requests``): its end is the editor's, and the proxy stops cleanly. Before, the
+    event loop refused both with a traceback ("Pipe transport is only for pipes, sockets and
+    character devices") and a coroutine was left never awaited."""
+    import subprocess
+    import time
+
+    from tests.e2e.acp_peers.client import proxy_command
+
+    command = proxy_command(tmp_path / "history.db")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    answers, errors = tmp_path / "answers", tmp_path / "errors"
+    with answers.open("wb") as out, errors.open("wb") as err:
+        proxy = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=out, stderr=err, env=env)
+        assert proxy.stdin is not None
+        proxy.stdin.write(INIT)
+        proxy.stdin.flush()
+        for _ in range(600):
+            if b'"id":1' in answers.read_bytes():
+                break
+            time.sleep(0.05)
+        proxy.stdin.close()
+        assert proxy.wait(30) == 0
+    assert b'"agentCapabilities"' in answers.read_bytes()
+    assert b"Traceback" not in errors.read_bytes()
+
+    requests = tmp_path / "requests"
+    requests.write_bytes(INIT)
+    with requests.open("rb") as source:
+        done = subprocess.run(command, stdin=source, capture_output=True, env=env, timeout=60)
+    assert done.returncode == 0
+    assert b"Traceback" not in done.stderr and b"never awaited" not in done.stderr

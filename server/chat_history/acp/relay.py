@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import itertools
 import logging
-import sys
 from typing import Any
 
 from chat_history.acp import lines, served, sessions
 from chat_history.acp.recorder import Recorder
+from chat_history.acp.stdio import Writer, editor_streams
 from chat_history.errors import ChatHistoryError
 
 log = logging.getLogger("chat_history.acp")
@@ -36,7 +37,7 @@ INTERNAL = {"code": AGENT_GONE, "message": "the proxy could not handle this requ
 class Pipe:
     """One destination: whole lines written at once, an over-long line's pieces under a lock."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, writer: Writer) -> None:
         self.writer = writer
         self.lock = asyncio.Lock()
 
@@ -66,7 +67,7 @@ class Relay(sessions.Link):
 
     # -- the editor's side ---------------------------------------------------------------------
 
-    async def run(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> int:
+    async def run(self, reader: asyncio.StreamReader, writer: Writer) -> int:
         self.editor = Pipe(writer)
         ticker = asyncio.ensure_future(self._tick())
         try:
@@ -123,9 +124,14 @@ class Relay(sessions.Link):
                 if rid is not None:
                     await self.answer(rid, error=INTERNAL)
 
+        def done(task: asyncio.Task[None]) -> None:
+            self.tasks.discard(task)
+            if task.cancelled() and inspect.iscoroutine(work):
+                work.close()  # cancelled before it began (stdin closed at once): no warning
+
         task: asyncio.Task[None] = asyncio.ensure_future(guarded())
         self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(done)
 
     async def forward(self, message: dict[str, Any], data: bytes | None = None) -> None:
         """An editor's message to the agent (its session id rebound, its id kept apart)."""
@@ -287,13 +293,7 @@ class Relay(sessions.Link):
 
 async def serve(argv: list[str], recorder: Recorder) -> int:
     """Relay our stdio to the agent ``argv`` until the editor closes stdin."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=lines.CHUNK * 2)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    transport, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, sys.stdout
-    )
-    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+    reader, writer = await editor_streams()
     try:
         return await Relay(argv, recorder).run(reader, writer)
     finally:
