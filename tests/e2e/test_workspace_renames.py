@@ -158,3 +158,24 @@ async def test_retention_that_empties_the_renamed_conversation_forgets_its_recor
     assert stored_records(storage, databases) == []
     if databases is None:
         assert occurrences(storage, came_from) == 0
+
+
+async def test_truncating_the_renamed_conversation_to_nothing_forgets_its_record(
+    start_session: StartSession, tmp_path: Path, databases: Databases | None
+):
+    storage = tmp_path / "store"
+    write_v2(storage, databases)
+    session = await start_session(storage=storage)
+    came_from = await opened_with_a_rename(session)
+    got = await session.request(
+        "chatHistory/get", {"workspace": NORMALIZED, "conversationId": RENAMED}
+    )
+    truncated = await session.request(
+        "chatHistory/truncate",
+        {"workspace": NORMALIZED, "conversationId": RENAMED, "fromId": got["messages"][0]["id"]},
+    )
+    assert truncated["deletedMessages"] == 1
+    assert (await workspaces(session))[NORMALIZED]["renamed"] == []
+    assert stored_records(storage, databases) == []
+    if databases is None:
+        assert occurrences(storage, came_from) == 0
