@@ -97,9 +97,11 @@ test("moveWorkspace re-keys a workspace's conversations and listWorkspaces lists
     "folder",
     "folderExists",
     "lastActivity",
+    "renamed",
     "repository",
     "workspace",
   ]);
+  assert.deepEqual(before.workspaces[0].renamed, []); // none renamed: an empty list
   assert.deepEqual(await client.moveWorkspace({ from: "file:///C:/old/", to: "file:///ws" }), { conversations: 1 });
   const listed = await client.listConversations({});
   assert.deepEqual(listed.conversations.map((c) => c.conversationId).sort(), ["a", "b"]);

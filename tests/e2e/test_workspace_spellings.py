@@ -223,6 +223,7 @@ async def test_a_hostile_git_folder_answers_every_request_without_a_fingerprint(
             "folder": str(hostile) if name == "spaces" else None,
             "folderExists": True if name == "spaces" else None,
             "repository": None,
+            "renamed": [],
         }
     ]
 

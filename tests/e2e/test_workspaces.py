@@ -258,6 +258,7 @@ async def test_move_workspace_and_list_workspaces(start_session: StartSession, t
         "folder": None,
         "folderExists": None,
         "repository": None,
+        "renamed": [],
     }
     # c2 is under both: nothing moves.
     with pytest.raises(JsonRpcException) as caught:

@@ -655,6 +655,11 @@ def cmd_workspaces(args: argparse.Namespace) -> int:
             f"{info.workspace}  {info.conversations} conversation(s), last "
             f"{when(info.last_activity)}{where}"
         )
+        for renamed in info.renamed:
+            print(
+                f"  {renamed.conversation_id!r} was {renamed.was!r} under {renamed.from_} "
+                f"(renamed {when(renamed.at)}: its id was taken here)"
+            )
     return 0
 
 

@@ -6,7 +6,8 @@ git (``gitfolder``). No SQL and no pygls here.
   local folder by its real path);
 - ``open_identity``: run once per identity before the session's first request: re-keys
   conversations stored under an unnormalized spelling of any folder's URI (a conversation id
-  already taken under the normalized one moves under a new id, said in the log), and those of
+  already taken under the normalized one moves under a new id, said in the log and, from its
+  stored record, in ``list_workspaces``), and those of
   the symlink the client named to its target folder, takes the history of a moved git folder
   (never from a folder that still exists), records the folder's fingerprint, and in
   ``"repository"`` mode takes the folder's history when the repository identity has none;
@@ -38,7 +39,7 @@ from chat_history.policy.identity import (
 )
 from chat_history.service.gitfolder import GitFolder, git_folder
 from chat_history.store import Reading, Transaction
-from chat_history.store.workspaces import FolderRow
+from chat_history.store.workspaces import FolderRow, RenameRow
 
 log = logging.getLogger("chat_history")
 
@@ -117,10 +118,11 @@ def resolve(raw: str, mode: str) -> Identity:
     return Identity(normalized, normalized, folder, git, mode, spelling)
 
 
-def _take(tx: Transaction, source: str, into: str, why: str) -> str:
+def _take(tx: Transaction, source: str, into: str, why: str, now: int) -> str:
     """Re-key ``source``'s conversations to ``into``; a conversation id present in both moves
-    under a new id (policy.identity.renamed_id), so both histories stay reachable. Returns the
-    log line that says what moved."""
+    under a new id (policy.identity.renamed_id), so both histories stay reachable, and each
+    rename is recorded (``listWorkspaces`` says it). Returns the log line that says what
+    moved."""
     clash = tx.move_workspace(source, into)
     if not clash:
         return f"history of {source} moved to {into} ({why})"
@@ -130,11 +132,13 @@ def _take(tx: Transaction, source: str, into: str, why: str) -> str:
         renames[conversation] = renamed_id(conversation, taken)
         taken.add(renames[conversation])
     tx.move_workspace(source, into, renames)  # the new ids are free in both: it moves
+    for old, new in sorted(renames.items()):
+        tx.record_rename(RenameRow(into, new, old, source, now))
     told = ", ".join(f"{old!r} is now {new!r}" for old, new in sorted(renames.items()))
     return f"history of {source} moved to {into} ({why}); ids taken there: {told}"
 
 
-def rekey_spellings(tx: Transaction) -> list[str]:
+def rekey_spellings(tx: Transaction, now: int) -> list[str]:
     """Re-key every conversation stored under an unnormalized spelling of a folder's URI (what
     servers before version 3 wrote) to the normalized one, this folder's or another's: requests
     name normalized identities only, so a key left unnormalized could be listed and not reached.
@@ -147,7 +151,7 @@ def rekey_spellings(tx: Transaction) -> list[str]:
         if identity_problem(normalized) is not None:  # no request could name it either way
             log.warning("a stored workspace is too long once normalized; left as it is")
             continue
-        moved.append(_take(tx, row.workspace, normalized, "another spelling of its URI"))
+        moved.append(_take(tx, row.workspace, normalized, "another spelling of its URI", now))
     return moved
 
 
@@ -164,10 +168,10 @@ def needs_opening(reading: Reading, identity: Identity) -> bool:
 def open_identity(tx: Transaction, identity: Identity, machine: str, now: int) -> list[str]:
     """The steps run before a session's first request (see the module); returns what moved, as
     log lines."""
-    moved = rekey_spellings(tx)
+    moved = rekey_spellings(tx, now)
     target = identity.folder_identity
     if identity.link is not None and tx.conversation_ids(identity.link):
-        moved.append(_take(tx, identity.link, target, "another name of the folder"))
+        moved.append(_take(tx, identity.link, target, "another name of the folder", now))
     git = identity.git
     if git is not None and identity.folder is not None:
         moved += _follow_git(tx, identity, git, machine, now)
@@ -194,13 +198,15 @@ def _follow_git(
         )
         if source is not None:
             moved.append(
-                _take(tx, source.workspace, target, f"the folder moved from {source.folder}")
+                _take(tx, source.workspace, target, f"the folder moved from {source.folder}", now)
             )
             tx.forget_folder(source.workspace, machine)
     tx.record_folder(current)
     if identity.workspace != target:
         if not tx.conversation_ids(identity.workspace) and tx.conversation_ids(target):
-            moved.append(_take(tx, target, identity.workspace, "workspaceIdentity is repository"))
+            moved.append(
+                _take(tx, target, identity.workspace, "workspaceIdentity is repository", now)
+            )
         tx.record_folder(
             FolderRow(identity.workspace, machine, folder, remote, git.inner_path, now)
         )
@@ -231,6 +237,17 @@ def move_workspace(tx: Transaction, source: str, target: str) -> int:
 
 
 @attrs.frozen
+class Renamed:
+    """A conversation of the workspace that re-keying renamed: its id there now, its id before,
+    the workspace spelling it came from, and when (ms)."""
+
+    conversation_id: str
+    was: str
+    from_: str
+    at: int
+
+
+@attrs.frozen
 class WorkspaceInfo:
     workspace: str
     conversations: int
@@ -238,17 +255,25 @@ class WorkspaceInfo:
     folder: str | None
     folder_exists: bool | None
     repository: str | None
+    #: the workspace's conversations renamed by re-keying, newest first (empty: none)
+    renamed: tuple[Renamed, ...] = ()
 
 
 def list_workspaces(reading: Reading, machine: str) -> list[WorkspaceInfo]:
     """Every workspace with conversations, newest activity first, with its recorded folder
     (this machine's record first; ``folderExists`` null for one recorded elsewhere) and its
-    repository (normalized remote URL, or the one a ``repo:`` identity names)."""
+    repository (normalized remote URL, or the one a ``repo:`` identity names), and its
+    conversations that re-keying renamed."""
     records: dict[str, FolderRow] = {}
     for record in reading.folder_records():  # newest first
         known = records.get(record.workspace)
         if known is None or (known.machine != machine and record.machine == machine):
             records[record.workspace] = record
+    renamed: dict[str, list[Renamed]] = {}
+    for rename in reading.rename_records():  # newest first
+        renamed.setdefault(rename.workspace, []).append(
+            Renamed(rename.conversation, rename.was, rename.came_from, rename.renamed_at)
+        )
     found: list[WorkspaceInfo] = []
     for row in reading.workspace_rows():
         recorded = records.get(row.workspace)
@@ -261,7 +286,13 @@ def list_workspaces(reading: Reading, machine: str) -> list[WorkspaceInfo]:
             repository = row.workspace[len(REPOSITORY_PREFIX) :].rsplit("/", 1)[0] or None
         found.append(
             WorkspaceInfo(
-                row.workspace, row.conversations, row.last_activity, folder, exists, repository
+                row.workspace,
+                row.conversations,
+                row.last_activity,
+                folder,
+                exists,
+                repository,
+                tuple(renamed.get(row.workspace, ())),
             )
         )
     return found

@@ -137,3 +137,11 @@ def mark(connection: sqlite3.Connection, keys: Collection[Key]) -> None:
         "ON CONFLICT (workspace, conversation) DO UPDATE SET seq = excluded.seq",
         [(key.workspace, key.conversation, int(row[0])) for key in sorted(keys, key=str)],
     )
+
+
+def forget(connection: sqlite3.Connection, keys: Collection[Key]) -> None:
+    """Delete the marks of ``keys`` (SQLite's: keys whose history is gone, store.transaction)."""
+    connection.executemany(
+        "DELETE FROM change_marks WHERE workspace = ? AND conversation = ?",
+        [(key.workspace, key.conversation) for key in keys],
+    )

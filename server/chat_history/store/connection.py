@@ -158,6 +158,7 @@ class Store:
                 yield transaction
                 if self.observer is not None:
                     self.observer.after_write(transaction)
+                transaction.before_commit()
                 changes.mark(connection, transaction.touched)
                 connection.execute("COMMIT")
             except BaseException as exc:

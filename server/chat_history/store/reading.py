@@ -301,3 +301,7 @@ class Reading:
     def folder_records(self) -> list[workspace_sql.FolderRow]:
         """Every recorded folder fingerprint, newest first."""
         return workspace_sql.folders(self.connection)
+
+    def rename_records(self) -> list[workspace_sql.RenameRow]:
+        """Every existing conversation's record of the rename re-keying made, newest first."""
+        return workspace_sql.renames(self.connection)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from chat_history.store import calibration, changes, keys, replies, search_index, workspaces
 from chat_history.store.engine import sqlite3
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -171,6 +171,11 @@ MIGRATIONS[9] = replies.SCHEMA
 # another process changed, not every conversation (store/changes.py). A database before it has
 # no marks: each reader's first look after the upgrade reads everything once, as at its start.
 MIGRATIONS[10] = changes.SCHEMA
+
+# Version 12 (issue 35 item 5): the record of each conversation that re-keying renamed because
+# its id was taken where it went (store/workspaces.py), which listWorkspaces says. A database
+# before it renamed no conversation on record: its earlier renames were said in the log only.
+MIGRATIONS[11] = workspaces.RENAMES_SCHEMA
 
 
 def statements(script: str) -> list[str]:

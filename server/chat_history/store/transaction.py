@@ -12,6 +12,7 @@ import attrs
 from chat_history.model import Key, Message, StoredMessage, Summary
 from chat_history.store import (
     calibration,
+    changes,
     edits,
     queries,
     records,
@@ -218,7 +219,8 @@ class Transaction(Reading):
         their new ids; returns the ids that collide with existing conversations of ``target``
         (then nothing moved)."""
         renames = renames or {}
-        moving = {renames.get(c, c) for c in workspace_sql.keyed_ids(self.connection, source)}
+        leaving = workspace_sql.keyed_ids(self.connection, source)
+        moving = {renames.get(c, c) for c in leaving}
         taken = workspace_sql.keyed_ids(self.connection, target) & moving
         clash = workspace_sql.conversation_ids(self.connection, target) & taken
         if clash:
@@ -228,11 +230,40 @@ class Transaction(Reading):
         workspace_sql.move(self.connection, source, target)
         # Both keys of every moved conversation changed: the change watch re-reads them before
         # the commit, so a window never hears of its own move.
-        self.touched.update(Key(source, c) for c in moving)
+        self.touched.update(Key(source, c) for c in leaving)  # their ids there: before renames
         self.touched.update(Key(target, c) for c in moving)
         self._cache.clear()
         self._tails.clear()
         return set()
+
+    def record_rename(self, row: workspace_sql.RenameRow) -> None:
+        """Record that re-keying gave a conversation a new id (``move_workspace``'s renames)."""
+        workspace_sql.record_rename(self.connection, row)
+
+    def before_commit(self) -> None:
+        """Run by each engine's ``write`` just before its commit: each conversation this
+        transaction changed that no longer exists (cleared, deleted, pruned away, emptied)
+        forgets its rename record, and the change marks of the key it came from (which name the
+        old workspace spelling: a path) go with it; the commit then purges them. Only a
+        transaction that removed something can have made a conversation stop existing: others
+        cost nothing here."""
+        if not self.removed_text:
+            return
+        forgotten = workspace_sql.forget_renames(self.connection, self.touched)
+        if forgotten:
+            self._forget_marks([Key(row.came_from, row.was) for row in forgotten])
+
+    def _forget_marks(self, keys: Sequence[Key]) -> None:
+        """Delete the change marks of those of ``keys`` that hold nothing any more. A reader
+        that had not looked since the mark's commit keeps what it cached of such a key: a key
+        whose history moved away, named only by an old spelling, a folder that is gone or a
+        link. PostgreSQL keeps its marks (store.postgres.readings)."""
+        empty = [
+            key
+            for key in keys
+            if key.conversation not in workspace_sql.keyed_ids(self.connection, key.workspace)
+        ]
+        changes.forget(self.connection, empty)
 
     def record_folder(self, row: workspace_sql.FolderRow) -> None:
         workspace_sql.record_folder(self.connection, row)

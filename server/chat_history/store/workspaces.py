@@ -1,14 +1,17 @@
 """Stateless SQL of workspace identities (protocol.md "Version 3" → Workspace identity), shared by
 both engines: the workspaces that hold conversations, re-keying one workspace's conversations to
-another (renaming the ones whose ids are taken there, when asked), and the folder fingerprints
-recorded per identity (``workspace_folders``)."""
+another (renaming the ones whose ids are taken there, when asked), the record of each such
+rename (``conversation_renames``), and the folder fingerprints recorded per identity
+(``workspace_folders``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
+from chat_history.model import Key
 from chat_history.policy.identity import Fingerprint
 from chat_history.store.engine import sqlite3
 
@@ -25,8 +28,25 @@ CREATE TABLE IF NOT EXISTS workspace_folders (
 ) WITHOUT ROWID
 """
 
+#: Schema step 12 (SQLite; PostgreSQL's 7): a conversation that re-keying moved under a new id
+#: because its id was taken where it went (``service.workspaces._take``): its id before
+#: (``was``), the workspace spelling it came from (``came_from``), when (``renamed_at``, ms). One
+#: record per conversation (a later rename of it replaces it); keyed like the history, so it
+#: moves and is renamed with its conversation (``KEYED``) and is deleted when the conversation
+#: stops existing (``forget_renames``): it holds a path, which goes when the history goes.
+RENAMES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversation_renames (
+    workspace TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    was TEXT NOT NULL,
+    came_from TEXT NOT NULL,
+    renamed_at INTEGER NOT NULL,
+    PRIMARY KEY (workspace, conversation)
+) WITHOUT ROWID
+"""
+
 #: The tables whose rows are keyed by (workspace, conversation).
-KEYED = ("messages", "conversations", "summaries", "turn_figures")
+KEYED = ("messages", "conversations", "summaries", "turn_figures", "conversation_renames")
 #: A conversation exists (store.records: rows, a summary, a user title or metadata).
 _EXISTS = (
     "(c.message_count > 0 OR c.title IS NOT NULL OR c.metadata IS NOT NULL "
@@ -40,6 +60,15 @@ class WorkspaceRow:
     workspace: str
     conversations: int
     last_activity: int | None
+
+
+@attrs.frozen
+class RenameRow:
+    workspace: str
+    conversation: str
+    was: str
+    came_from: str
+    renamed_at: int
 
 
 #: A row of the recorded folders is the identity rule's fingerprint, field for field (one type).
@@ -69,7 +98,7 @@ def conversation_ids(connection: sqlite3.Connection, workspace: str) -> set[str]
 def keyed_ids(connection: sqlite3.Connection, workspace: str) -> set[str]:
     """Every conversation id with any row under ``workspace`` (existing or not)."""
     found: set[str] = set()
-    for table in ("conversations", "summaries"):
+    for table in ("conversations", "summaries", "conversation_renames"):
         found |= {
             r[0]
             for r in connection.execute(
@@ -83,7 +112,7 @@ def drop_empty(connection: sqlite3.Connection, workspace: str, ids: set[str]) ->
     """Delete the records of ``ids`` under ``workspace`` that describe no conversation (what
     retention left), so a move may take their keys."""
     for conversation in sorted(ids):
-        for table in ("turn_figures", "conversations"):
+        for table in ("turn_figures", "conversations", "conversation_renames"):
             connection.execute(
                 f"DELETE FROM {table} WHERE workspace = ? AND conversation = ?",
                 (workspace, conversation),
@@ -108,6 +137,53 @@ def move(connection: sqlite3.Connection, source: str, target: str) -> None:
         connection.execute(
             f"UPDATE {table} SET workspace = ? WHERE workspace = ?", (target, source)
         )
+
+
+def record_rename(connection: sqlite3.Connection, row: RenameRow) -> None:
+    """Record that re-keying gave ``row.conversation`` its id (replacing an older record of it)."""
+    connection.execute(
+        "INSERT INTO conversation_renames (workspace, conversation, was, came_from, renamed_at) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (workspace, conversation) DO UPDATE SET "
+        "was = excluded.was, came_from = excluded.came_from, renamed_at = excluded.renamed_at",
+        (row.workspace, row.conversation, row.was, row.came_from, row.renamed_at),
+    )
+
+
+def renames(connection: sqlite3.Connection) -> list[RenameRow]:
+    """Every rename record of a conversation that exists, newest first."""
+    rows: list[Any] = connection.execute(
+        "SELECT r.workspace, r.conversation, r.was, r.came_from, r.renamed_at FROM "
+        "conversation_renames r JOIN conversations c ON c.workspace = r.workspace AND "
+        f"c.conversation = r.conversation WHERE {_EXISTS} "
+        "ORDER BY r.renamed_at DESC, r.workspace, r.conversation"
+    ).fetchall()
+    return [RenameRow(*r) for r in rows]
+
+
+def forget_renames(connection: sqlite3.Connection, keys: Iterable[Key]) -> list[RenameRow]:
+    """Delete the rename records of those of ``keys`` that no longer exist; returns them."""
+    forgotten: list[RenameRow] = []
+    for key in sorted(keys, key=str):
+        where = (key.workspace, key.conversation)
+        row = connection.execute(
+            "SELECT workspace, conversation, was, came_from, renamed_at FROM "
+            "conversation_renames WHERE workspace = ? AND conversation = ?",
+            where,
+        ).fetchone()
+        if (
+            row is None
+            or connection.execute(
+                f"SELECT 1 FROM conversations c WHERE c.workspace = ? AND c.conversation = ? "
+                f"AND {_EXISTS}",
+                where,
+            ).fetchone()
+        ):
+            continue
+        connection.execute(
+            "DELETE FROM conversation_renames WHERE workspace = ? AND conversation = ?", where
+        )
+        forgotten.append(RenameRow(*row))
+    return forgotten
 
 
 def record_folder(connection: sqlite3.Connection, row: FolderRow) -> None:

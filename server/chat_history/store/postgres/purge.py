@@ -21,7 +21,14 @@ log = logging.getLogger("chat_history")
 #: The default purge interval (``purgeSeconds``, ``CHAT_HISTORY_PURGE_SECONDS``).
 PURGE_SECONDS = 600.0
 #: Tables a purge rewrites: every one that holds text of the history.
-PURGED_TABLES = ("messages", "summaries", "conversations", "replies", "reply_parts")
+PURGED_TABLES = (
+    "messages",
+    "summaries",
+    "conversations",
+    "replies",
+    "reply_parts",
+    "conversation_renames",
+)
 
 
 class Purge:

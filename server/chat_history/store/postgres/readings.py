@@ -5,9 +5,10 @@ conversations' fingerprints and growth in one statement)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from chat_history.model import Key
 from chat_history.policy.changes import Fingerprint, Growth
 from chat_history.policy.search import SearchQuery
 from chat_history.policy.search_rank import SearchRow, SearchScope
@@ -90,6 +91,10 @@ class PostgresReading(Reading):
 class PostgresTransaction(PostgresReading, Transaction):
     def index_for_search(self) -> int:
         return 0
+
+    def _forget_marks(self, keys: Sequence[Key]) -> None:
+        """PostgreSQL keeps its change marks: members may not delete them (schema version 6
+        grants SELECT, INSERT and UPDATE of ``seq`` only, so none can lock the table)."""
 
 
 def _raw(reading: Reading) -> psycopg.Connection[Any]:

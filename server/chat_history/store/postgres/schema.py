@@ -32,7 +32,7 @@ from typing import Any
 from chat_history.store import keys
 from chat_history.store.schema import FIGURES as _FIGURES
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 #: pg_advisory_xact_lock key of migrations ('chmi').
 MIGRATION_LOCK = 0x63686D69
 
@@ -257,8 +257,22 @@ GRANT SELECT ON change_counter TO PUBLIC;
     + "GRANT UPDATE (seq) ON change_marks TO PUBLIC;\n"
 )
 
+# Version 7 (issue 35 item 5): the record of each conversation re-keying renamed
+# (store/workspaces.py ``RENAMES_SCHEMA``, SQLite's version 12), each role's own.
+_V7 = """
+CREATE TABLE conversation_renames (
+    workspace TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    was TEXT NOT NULL,
+    came_from TEXT NOT NULL,
+    renamed_at BIGINT NOT NULL,
+    owner TEXT NOT NULL DEFAULT current_user,
+    PRIMARY KEY (owner, workspace, conversation)
+);
+""" + _owned("conversation_renames")
+
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5, 5: _V6}
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5, 5: _V6, 6: _V7}
 
 
 class NewerSchema(Exception):

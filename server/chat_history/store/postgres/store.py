@@ -155,6 +155,7 @@ class PostgresStore(PurgeSteps):
                 yield transaction
                 if self.observer is not None:
                     self.observer.after_write(transaction)
+                transaction.before_commit()
                 self._commit(connection, transaction.touched)
             except BaseException as exc:
                 self._rollback(connection)
