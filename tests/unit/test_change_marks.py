@@ -63,9 +63,50 @@ def test_a_move_marks_both_keys_of_each_conversation(make_store: MakeStore) -> N
     other.move_workspace(W, "file:///x")
     with mine.store.read() as reading:
         assert reading.change_position() > before
-        assert reading.changed_in(W, before) == {"c"}
+        # The key it left: marked (PostgreSQL), or its mark deleted with the floor raised past
+        # the reader (SQLite: no name of a gone history stays), so the reader checks it.
+        left = reading.changed_in(W, before)
+        assert left == {"c"} or (
+            not left and reading.change_floor() > before and not reading.conversation_ids(W)
+        )
         assert reading.changed_in("file:///x", before) == {"c"}
         assert reading.changed_in("file:///elsewhere", before) == set()
+
+
+def test_a_cleared_conversation_is_told_to_a_watch_that_looked_before(
+    make_store: MakeStore,
+) -> None:
+    """Its mark is gone on SQLite (the floor tells the watch to check), kept on PostgreSQL:
+    either way the other window hears ``clear`` and its cache serves nothing stale."""
+    mine, other = two(make_store)
+    say(other, "a", "one")
+    say(other, "b", "one")
+    watch = ChangeWatch(mine.store, lambda: W)
+    assert watch.poll() == []
+    assert len(mine.get(Key(W, "a")).messages) == 2  # cached here
+    other.clear(Key(W, "a"))
+    say(other, "b", "two")
+    told = {(c.conversation, c.reason) for c in watch.poll()}
+    assert told == {("a", "clear"), ("b", "append")}
+    assert not mine.get(Key(W, "a")).messages
+
+
+def test_a_cleared_conversations_name_leaves_the_file(db_folder: Path) -> None:
+    """SQLite: after ``clear`` the conversation's id is in no byte of the database's files
+    (before, its change mark kept it)."""
+    from tests.e2e.reliability import occurrences
+
+    settings = attrs.evolve(default_settings(), enable_auto_pruning=False)
+    manager = ChatHistoryManager.open(db_folder / DATABASE_FILE, settings)
+    try:
+        name = "plan-for-the-acquisition-of-rival-corp"
+        manager.append(Key(W, name), [Message(role="user", content="hello")])
+        say(manager, "kept", "one")
+        assert occurrences(db_folder, name) > 0, "the test could not fail"
+        manager.clear(Key(W, name))
+    finally:
+        manager.close()
+    assert occurrences(db_folder, name) == 0
 
 
 def test_the_watch_reads_only_the_marked_conversations_after_its_first_look(
@@ -118,7 +159,7 @@ def test_a_version_9_database_opens_and_its_changes_are_marked(db_folder: Path) 
         other.store.close()
     check = sqlite3.connect(db_folder / DATABASE_FILE)
     try:
-        assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 12
+        assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 13
         assert check.execute("SELECT seq FROM change_counter").fetchone()[0] == 1
         assert changes.changed_in(check, W, 0) == {"c"}
     finally:

@@ -91,7 +91,7 @@ def test_database_uses_wal_and_secure_delete(make_manager, db_folder: Path) -> N
 @pytest.mark.sqlite_only
 def test_schema_version_is_recorded(make_manager, db_folder: Path) -> None:
     make_manager().append(KEY, [U("hello")])
-    assert SCHEMA_VERSION == 12
+    assert SCHEMA_VERSION == 13
     assert pragma(db_folder / DATABASE_FILE, "user_version") == SCHEMA_VERSION
 
 

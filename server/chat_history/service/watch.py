@@ -131,7 +131,10 @@ class ChangeWatch:
         if seen is None or seen[0] != workspace or self._position is None:
             self._seen = (workspace, reading.fingerprints(workspace))
         else:
-            self._look(reading, seen[1], reading.changed_in(workspace, self._position))
+            marked = set(reading.changed_in(workspace, self._position))
+            if reading.change_floor() > self._position:  # marks of gone ones were deleted since
+                marked |= set(seen[1]) - reading.conversation_ids(workspace)
+            self._look(reading, seen[1], marked)
         self._token = token
         self._position = position
 

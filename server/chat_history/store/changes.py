@@ -126,22 +126,39 @@ def changed_keys(connection: sqlite3.Connection, after: int) -> set[Key]:
     }
 
 
-def mark(connection: sqlite3.Connection, keys: Collection[Key]) -> None:
+def mark(connection: sqlite3.Connection, keys: Collection[Key], gone: Collection[Key] = ()) -> None:
     """SQLite's stamp of a write's conversations, just before its commit (the write lock is
-    held: this writer is the only one)."""
-    if not keys:
+    held: this writer is the only one). The marks of ``gone`` (keys whose history no longer
+    exists) are deleted instead, so their names leave the file, and the counter's ``floor``
+    says so: a reader that last looked below it cannot learn from the marks which of its
+    conversations went, and checks them all (``floor``)."""
+    if not keys and not gone:
         return
     row = connection.execute("UPDATE change_counter SET seq = seq + 1 RETURNING seq").fetchone()
+    forgotten = set(gone)
     connection.executemany(
         "INSERT INTO change_marks (workspace, conversation, seq) VALUES (?, ?, ?) "
         "ON CONFLICT (workspace, conversation) DO UPDATE SET seq = excluded.seq",
-        [(key.workspace, key.conversation, int(row[0])) for key in sorted(keys, key=str)],
+        [
+            (key.workspace, key.conversation, int(row[0]))
+            for key in sorted(keys, key=str)
+            if key not in forgotten
+        ],
     )
+    if forgotten:
+        connection.executemany(
+            "DELETE FROM change_marks WHERE workspace = ? AND conversation = ?",
+            [(key.workspace, key.conversation) for key in sorted(forgotten, key=str)],
+        )
+        connection.execute("UPDATE change_counter SET floor = ?", (int(row[0]),))
 
 
-def forget(connection: sqlite3.Connection, keys: Collection[Key]) -> None:
-    """Delete the marks of ``keys`` (SQLite's: keys whose history is gone, store.transaction)."""
-    connection.executemany(
-        "DELETE FROM change_marks WHERE workspace = ? AND conversation = ?",
-        [(key.workspace, key.conversation) for key in keys],
-    )
+def floor(connection: sqlite3.Connection) -> int:
+    """The counter at the newest commit that deleted marks (``mark``'s ``gone``): a reader whose
+    position is below it checks which of its conversations still exist."""
+    row = connection.execute("SELECT floor FROM change_counter").fetchone()
+    return int(row[0]) if row else 0
+
+
+#: SQLite's schema version 13: the counter's floor (``mark``).
+FLOOR_SCHEMA = "ALTER TABLE change_counter ADD COLUMN floor INTEGER NOT NULL DEFAULT 0;"

@@ -159,7 +159,7 @@ class Store:
                 if self.observer is not None:
                     self.observer.after_write(transaction)
                 transaction.before_commit()
-                changes.mark(connection, transaction.touched)
+                changes.mark(connection, transaction.touched, transaction.gone)
                 connection.execute("COMMIT")
             except BaseException as exc:
                 with contextlib.suppress(sqlite3.Error):

@@ -47,8 +47,8 @@ def sync_cache(cache: ConversationCache, connection: sqlite3.Connection) -> None
     version = queries.data_version(connection)
     if version != cache.version:
         position = changes.position(connection)  # before the marks: none is missed
-        if cache.position is None:
-            cache.clear()
+        if cache.position is None or changes.floor(connection) > cache.position:
+            cache.clear()  # no position, or marks deleted since it: any may be gone
         else:
             for key in changes.changed_keys(connection, cache.position):
                 cache.drop(key)
@@ -226,6 +226,11 @@ class Reading:
     def change_position(self) -> int:
         """The change counter now (store.changes): read it before ``changed_in``."""
         return changes.position(self.connection)
+
+    def change_floor(self) -> int:
+        """The counter at the newest commit that deleted change marks (store.changes): a reader
+        whose position is below it cannot tell from the marks which conversations went."""
+        return changes.floor(self.connection)
 
     def changed_in(self, workspace: str, after: int) -> set[str]:
         """The conversations of ``workspace`` committed changes touched since the counter was

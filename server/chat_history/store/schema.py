@@ -5,7 +5,7 @@ from __future__ import annotations
 from chat_history.store import calibration, changes, keys, replies, search_index, workspaces
 from chat_history.store.engine import sqlite3
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -176,6 +176,11 @@ MIGRATIONS[10] = changes.SCHEMA
 # its id was taken where it went (store/workspaces.py), which listWorkspaces says. A database
 # before it renamed no conversation on record: its earlier renames were said in the log only.
 MIGRATIONS[11] = workspaces.RENAMES_SCHEMA
+
+# Version 13: the change counter's floor: the marks of a conversation whose history is gone are
+# deleted at its commit, so its name leaves the file (store/changes.py). Readers below the floor
+# check which of their conversations still exist.
+MIGRATIONS[12] = changes.FLOOR_SCHEMA
 
 
 def statements(script: str) -> list[str]:

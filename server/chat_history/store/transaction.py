@@ -12,7 +12,6 @@ import attrs
 from chat_history.model import Key, Message, StoredMessage, Summary
 from chat_history.store import (
     calibration,
-    changes,
     edits,
     queries,
     records,
@@ -47,6 +46,10 @@ class Transaction(Reading):
         self.touched: set[Key] = set()
         #: text was deleted or replaced: the commit path purges it (``purge_deleted``)
         self.removed_text = False
+        #: a workspace's conversations were re-keyed (``move_workspace``)
+        self.moved = False
+        #: the keys whose change marks the commit deletes (``before_commit``)
+        self.gone: list[Key] = []
 
     def insert(
         self,
@@ -232,6 +235,7 @@ class Transaction(Reading):
         # the commit, so a window never hears of its own move.
         self.touched.update(Key(source, c) for c in leaving)  # their ids there: before renames
         self.touched.update(Key(target, c) for c in moving)
+        self.moved = True
         self._cache.clear()
         self._tails.clear()
         return set()
@@ -242,28 +246,17 @@ class Transaction(Reading):
 
     def before_commit(self) -> None:
         """Run by each engine's ``write`` just before its commit: each conversation this
-        transaction changed that no longer exists (cleared, deleted, pruned away, emptied)
-        forgets its rename record, and the change marks of the key it came from (which name the
-        old workspace spelling: a path) go with it; the commit then purges them. Only a
-        transaction that removed something can have made a conversation stop existing: others
-        cost nothing here."""
-        if not self.removed_text:
+        transaction changed that no longer exists (cleared, deleted, pruned away, emptied,
+        moved away) forgets its rename record, and its key, with the key a rename record named
+        (an old workspace spelling: a path), goes into ``gone``: the commit deletes their change
+        marks (store.changes), so no name of a forgotten history stays in the files. Only a
+        transaction that removed something or moved a workspace can have made a conversation
+        stop existing: others cost nothing here."""
+        if not (self.removed_text or self.moved):
             return
         forgotten = workspace_sql.forget_renames(self.connection, self.touched)
-        if forgotten:
-            self._forget_marks([Key(row.came_from, row.was) for row in forgotten])
-
-    def _forget_marks(self, keys: Sequence[Key]) -> None:
-        """Delete the change marks of those of ``keys`` that hold nothing any more. A reader
-        that had not looked since the mark's commit keeps what it cached of such a key: a key
-        whose history moved away, named only by an old spelling, a folder that is gone or a
-        link. PostgreSQL keeps its marks (store.postgres.readings)."""
-        empty = [
-            key
-            for key in keys
-            if key.conversation not in workspace_sql.keyed_ids(self.connection, key.workspace)
-        ]
-        changes.forget(self.connection, empty)
+        olds = {Key(row.came_from, row.was) for row in forgotten}
+        self.gone = workspace_sql.gone(self.connection, self.touched | olds)
 
     def record_folder(self, row: workspace_sql.FolderRow) -> None:
         workspace_sql.record_folder(self.connection, row)

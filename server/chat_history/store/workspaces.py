@@ -160,24 +160,32 @@ def renames(connection: sqlite3.Connection) -> list[RenameRow]:
     return [RenameRow(*r) for r in rows]
 
 
+def gone(connection: sqlite3.Connection, keys: Iterable[Key]) -> list[Key]:
+    """Those of ``keys`` that name no existing conversation (no rows, title, metadata or
+    summary under them), in order."""
+    return [
+        key
+        for key in sorted(set(keys), key=str)
+        if connection.execute(
+            f"SELECT 1 FROM conversations c WHERE c.workspace = ? AND c.conversation = ? "
+            f"AND {_EXISTS}",
+            (key.workspace, key.conversation),
+        ).fetchone()
+        is None
+    ]
+
+
 def forget_renames(connection: sqlite3.Connection, keys: Iterable[Key]) -> list[RenameRow]:
     """Delete the rename records of those of ``keys`` that no longer exist; returns them."""
     forgotten: list[RenameRow] = []
-    for key in sorted(keys, key=str):
+    for key in gone(connection, keys):
         where = (key.workspace, key.conversation)
         row = connection.execute(
             "SELECT workspace, conversation, was, came_from, renamed_at FROM "
             "conversation_renames WHERE workspace = ? AND conversation = ?",
             where,
         ).fetchone()
-        if (
-            row is None
-            or connection.execute(
-                f"SELECT 1 FROM conversations c WHERE c.workspace = ? AND c.conversation = ? "
-                f"AND {_EXISTS}",
-                where,
-            ).fetchone()
-        ):
+        if row is None:
             continue
         connection.execute(
             "DELETE FROM conversation_renames WHERE workspace = ? AND conversation = ?", where

@@ -5,10 +5,9 @@ conversations' fingerprints and growth in one statement)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from chat_history.model import Key
 from chat_history.policy.changes import Fingerprint, Growth
 from chat_history.policy.search import SearchQuery
 from chat_history.policy.search_rank import SearchRow, SearchScope
@@ -66,6 +65,10 @@ class PostgresReading(Reading):
             return self.marks.position
         return super().change_position()
 
+    def change_floor(self) -> int:
+        """No mark is ever deleted here: nothing is below the marks."""
+        return 0
+
     def changed_in(self, workspace: str, after: int) -> set[str]:
         """From the marks this connection remembers when they reach back to ``after``."""
         known = self.marks.changed_in(workspace, after) if self.marks is not None else None
@@ -92,9 +95,9 @@ class PostgresTransaction(PostgresReading, Transaction):
     def index_for_search(self) -> int:
         return 0
 
-    def _forget_marks(self, keys: Sequence[Key]) -> None:
-        """PostgreSQL keeps its change marks: members may not delete them (schema version 6
-        grants SELECT, INSERT and UPDATE of ``seq`` only, so none can lock the table)."""
+    # ``gone`` is not used here: PostgreSQL keeps its change marks (members may not delete them:
+    # schema version 6 grants SELECT, INSERT and UPDATE of ``seq`` only, so none can lock the
+    # table), and its counter has no floor (``change_floor``).
 
 
 def _raw(reading: Reading) -> psycopg.Connection[Any]:
