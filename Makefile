@@ -124,7 +124,7 @@ dist-check: dist
 # The linux-x64 .vsix installed in code-server with nothing else (no pip install of the server):
 # no Python on PATH, then only a Python 3.10, then with a PostgreSQL database named
 # (examples/chat-panel/e2e/install-run.sh).
-e2e-install: $(DEV) $(PANEL_NODE) shim-build postgresql
+e2e-install: $(DEV) $(PANEL_NODE) shim-build postgresql $(ACP_AGENTS)
 	cd $(PANEL) && CHAT_HISTORY_PYTHON="$(CURDIR)/$(PY)" bash e2e/install-run.sh
 
 bench: $(VENV)/.installed-bench

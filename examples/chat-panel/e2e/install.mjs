@@ -240,6 +240,36 @@ async function send(frame, prompt) {
 }
 
 /** Executables of the processes started under this test's HOME (the server's, by /proc). */
+/** Run `command`, send it one JSON-RPC request line, close its stdin once answered, and return the
+ * answer when the process has ended (it must end on its own when its stdin closes). */
+function answerOnce(command, request, childEnv) {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(command[0], command.slice(1), { env: childEnv, stdio: ["pipe", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    let answer;
+    const timer = setTimeout(() => { child.kill(); reject(new Error(`no answer or no exit from ${command.join(" ")}: ${err}`)); }, 60_000);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      if (answer === undefined) reject(new Error(`${command.join(" ")} exited ${code} unanswered: ${err}`));
+      else resolvePromise(answer);
+    });
+    child.stderr.on("data", (d) => (err += d));
+    child.stdout.on("data", (d) => {
+      out += d;
+      for (const line of out.split("\n").slice(0, -1)) {
+        const message = JSON.parse(line);
+        if (message.id === request.id && answer === undefined) {
+          answer = message;
+          child.stdin.end(); // the editor leaves: the process must end on its own
+        }
+      }
+    });
+    child.on("error", (e) => { clearTimeout(timer); reject(e); });
+    child.stdin.write(JSON.stringify(request) + "\n");
+  });
+}
+
 function serverProcesses() {
   const found = [];
   for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
@@ -369,6 +399,29 @@ try {
         assert.deepEqual(entries, [dirs.bin], `the extension host saw only the test's PATH: ${p.path}`);
       }
     });
+
+    if (!PYTHON && !cluster) {
+      await step("the frozen server runs `cli acp` in front of a real ACP agent (Codex's adapter) and `cli mcp`, with no Python", async () => {
+        const exe = serverProcesses()[0].exe;
+        const codex = join(here, "..", "..", "..", "tests", "acp-agents", "node_modules", "@zed-industries", "codex-acp-linux-x64", "bin", "codex-acp");
+        const codexHome = join(dirs.home, ".codex");
+        mkdirSync(codexHome, { recursive: true });
+        const acp = await answerOnce(
+          [exe, "cli", "--db", join(root, "agents.db"), "acp", "--", codex],
+          { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: 1, clientCapabilities: {} } },
+          { ...env, CODEX_HOME: codexHome },
+        );
+        assert.equal(acp.result?.agentInfo?.name, "codex-acp", JSON.stringify(acp));
+        const caps = acp.result.agentCapabilities.sessionCapabilities;
+        assert.ok(caps.delete && caps.fork, `the proxy adds what Codex lacks: ${JSON.stringify(caps)}`);
+        const mcp = await answerOnce(
+          [exe, "cli", "--db", join(root, "agents.db"), "mcp"],
+          { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "install-check", version: "1" } } },
+          env,
+        );
+        assert.equal(mcp.result?.serverInfo?.name, "chat-history", JSON.stringify(mcp));
+      });
+    }
 
     if (cluster) {
       await step("the turn is stored in the PostgreSQL database, not in the extension's SQLite storage", async () => {
