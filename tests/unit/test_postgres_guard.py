@@ -184,6 +184,13 @@ def test_a_version_6_database_migrated_keeps_every_history_and_each_roles_delete
                 with pytest.raises(psycopg.errors.InsufficientPrivilege):
                     sql.execute(f"UPDATE {table} SET owner = 'alice'")
                 sql.rollback()
+        with psycopg.connect(url("keeper")) as sql:
+            # The owner's own policies reach flagged rows only: a plain delete of a member's
+            # rows that are not flagged deletes nothing.
+            for table in GUARDED:
+                deleted = sql.execute(f"DELETE FROM {table} WHERE owner = 'alice'")
+                assert deleted.rowcount == 0, table
+            sql.commit()
         # Each role's deletes: turns, an edit (the old text replaced), a summary, a prune (the
         # retention of maxMessages 2), a streaming reply with its parts, a whole conversation.
         for who, opened in (("alice", alice), ("bob", bob)):
