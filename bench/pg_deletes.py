@@ -1,7 +1,9 @@
 """What a delete costs on PostgreSQL: a clear and a prune of one 1,000-row conversation (500
 turns), through ``ChatHistoryManager`` on a throwaway cluster (a local unix socket, fsync off, as
-the tests start it), as the database's superuser and as an ordinary member role. Medians in ms
-of ``--repeat`` runs, each on a freshly seeded conversation.
+the tests start it), as the database's superuser and as an ordinary member role; and an append
+at the retention limit (200 rows kept: each append deletes the oldest turn, 2 rows). Medians in
+ms of ``--repeat`` runs (the append: 20 times as many), each clear and prune on a freshly
+seeded conversation.
 
 ``--server PATH`` imports the server from another checkout's ``server`` folder, so the figures
 of schema version 6 (a plain ``DELETE``) and 7 (rows flagged ``gone`` as the caller, deleted by
@@ -60,6 +62,18 @@ for n in range(repeat):
     assert plan.report.dropped_messages == rows - 2
     manager.settings = keep
     manager.clear(key)
+# The common case: an append at the retention limit, which deletes the oldest turn (2 rows).
+manager.settings = load_settings({"maxMessages": 200, "maxTokens": 0, "maxAgeHours": 0}).settings
+key = Key("ws", "steady")
+for n in range(110):
+    turn = [Message(role="user", content=f"q {n}"), Message(role="assistant", content="a")]
+    manager.append(key, turn)
+figures["append at the limit"] = []
+for n in range(20 * repeat):
+    turn = [Message(role="user", content=f"more {n}"), Message(role="assistant", content="b")]
+    began = time.perf_counter()
+    manager.append(key, turn)
+    figures["append at the limit"].append((time.perf_counter() - began) * 1000)
 print(json.dumps({name: statistics.median(values) for name, values in figures.items()}))
 manager.close()
 """
@@ -93,12 +107,13 @@ def main() -> None:
                 for user in ("postgres", "member"):
                     name = f"d{round_}_{s}_{user}"
                     cluster.execute(f'CREATE DATABASE "{name}"')
-                    # the superuser sets the schema up (the owner), then the role runs
-                    measure(server, cluster.url(name), 1) if user != "postgres" else None
+                    if user != "postgres":  # the superuser (the owner) sets the schema up
+                        measure(server, cluster.url(name), 1)
                     figures = measure(server, cluster.url(name, user=user), args.repeat)
                     print(
                         f"{server}  {user:8}  clear {figures['clear']:8.1f} ms  "
-                        f"prune {figures['prune']:8.1f} ms",
+                        f"prune {figures['prune']:8.1f} ms  "
+                        f"append at the limit {figures['append at the limit']:6.2f} ms",
                         flush=True,
                     )
     finally:
