@@ -134,6 +134,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/economy.py
 	$(PY) bench/engines.py
 	$(PY) bench/pg_writers.py
+	$(PY) bench/pg_deletes.py
 	$(PY) bench/recall.py
 	$(PY) bench/memory.py
 	$(PY) bench/replies.py

@@ -59,9 +59,13 @@ def test_two_roles_never_read_change_or_delete_each_others_history(
         assert sql.execute("SELECT count(*) FROM summaries").fetchone() == (0,)
         changed = sql.execute("UPDATE messages SET content = 'x' WHERE owner = 'alice'")
         assert changed.rowcount == 0
-        deleted = sql.execute("DELETE FROM messages WHERE content LIKE 'alice%'")
+        # A delete is a flag (schema version 8): Bob's reaches none of Alice's rows.
+        deleted = sql.execute("UPDATE messages SET gone = TRUE WHERE content LIKE 'alice%'")
         assert deleted.rowcount == 0
-        assert sql.execute("DELETE FROM conversations WHERE owner = 'alice'").rowcount == 0
+        flagged = sql.execute("UPDATE conversations SET gone = TRUE WHERE owner = 'alice'")
+        assert flagged.rowcount == 0
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            sql.execute("DELETE FROM messages WHERE content LIKE 'alice%'")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             sql.execute(
                 "INSERT INTO messages (workspace, conversation, turn, role, content, "

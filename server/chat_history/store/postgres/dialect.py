@@ -12,7 +12,10 @@ What differs between the engines is here, and only here:
   ``MAX(id)`` would be, set only by its owner) instead of SQLite's ``id_floor``;
 - ``PRAGMA data_version``: the store's version counter (``PostgresStore.data_version``), which
   changes when another connection committed, as SQLite's does;
-- ``numeric`` results (``SUM`` of ``bigint``) come back as ``int``.
+- ``numeric`` results (``SUM`` of ``bigint``) come back as ``int``;
+- a ``DELETE FROM`` a guarded table (``guard.GUARDED``, schema version 8) is ``UPDATE … SET
+  gone = TRUE`` of the same rows (members hold no table-level ``DELETE``; the owner's trigger
+  deletes each flagged row), with the same row count.
 
 Each distinct statement is translated once (``_translate`` is cached)."""
 
@@ -25,6 +28,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from chat_history.store import edits, queries
+from chat_history.store.postgres.guard import GUARDED
 
 if TYPE_CHECKING:
     import psycopg
@@ -82,6 +86,8 @@ _REWRITES: tuple[tuple[str, str], ...] = (
     ("ON r.workspace = c.workspace AND", "ON r.owner = c.owner AND r.workspace = c.workspace AND"),
     ("GROUP BY c.workspace, c.conversation,", "GROUP BY c.owner, c.workspace, c.conversation,"),
 )
+#: A delete of a guarded table, at the statement's start: its rows are flagged instead.
+_DELETE = re.compile(rf"^(\s*)DELETE FROM ({'|'.join(GUARDED)}) WHERE ")
 _IS_PARAM = re.compile(r"\bIS \?")
 #: SQLite's ``a IS b`` between columns (NULL-safe equality).
 _IS_COLUMN = re.compile(r"\bIS (?!NOT\b|NULL\b|TRUE\b|FALSE\b|DISTINCT\b)([a-z_]+\.[a-z_]+)")
@@ -89,7 +95,7 @@ _IS_COLUMN = re.compile(r"\bIS (?!NOT\b|NULL\b|TRUE\b|FALSE\b|DISTINCT\b)([a-z_]
 
 @lru_cache(maxsize=1024)
 def _translate(sql: str) -> str:
-    text = _EXACT.get(sql, sql)
+    text = _DELETE.sub(r"\1UPDATE \2 SET gone = TRUE WHERE ", _EXACT.get(sql, sql))
     for old, new in _REWRITES:
         text = text.replace(old, new)
     text = _IS_PARAM.sub("IS NOT DISTINCT FROM ?", text)

@@ -1,0 +1,226 @@
+"""No member role can lock a table of history whole (schema version 8, issue 35 item 7): members
+hold ``SELECT, INSERT`` and column-level ``UPDATE`` on them, a delete flags the rows ``gone`` and
+the owner's trigger deletes them. On the throwaway cluster, with real login roles: ``LOCK TABLE``
+refused and another role's writes unhindered, and a version 6 database with two roles' history
+migrated, every delete working for each role and none reaching the other's rows."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from tests.pgcluster import Cluster
+
+from chat_history.model import Key, Message
+from chat_history.service.conversations import MessageEdit
+from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.replies import ReplyBegin, ReplyChange
+from chat_history.settings import load_settings
+from chat_history.store.postgres import PostgresStore, dialect, schema
+from chat_history.store.postgres.guard import GUARDED
+
+KEY = Key("ws", "conv")
+#: The modes that block another role's writes (each conflicts with ROW EXCLUSIVE or stronger
+#: than SHARE UPDATE EXCLUSIVE, which the purge's VACUUM FULL waits for anyway).
+BLOCKING_MODES = ("SHARE", "SHARE ROW EXCLUSIVE", "EXCLUSIVE", "ACCESS EXCLUSIVE")
+SOURCE = Path(__file__).resolve().parents[2] / "server" / "chat_history"
+
+
+def U(text: str) -> Message:
+    return Message(role="user", content=text)
+
+
+def A(text: str) -> Message:
+    return Message(role="assistant", content=text)
+
+
+def contents(manager: ChatHistoryManager, key: Key = KEY) -> list[str]:
+    return [m.content for m in manager.get(key).messages]
+
+
+def test_every_delete_of_a_guarded_table_in_the_shared_sql_becomes_a_flag():
+    # Every ``DELETE FROM <table of history>`` literal of the store's modules, as written.
+    found: list[str] = []
+    for path in sorted((SOURCE / "store").glob("*.py")):
+        for match in re.finditer(r"DELETE FROM (\w+) WHERE ", path.read_text()):
+            if match.group(1) in GUARDED:
+                found.append(match.group(0))
+    assert len(found) >= 10  # edits, queries, calibration, workspaces, replies
+    for text in found:
+        table = text.split()[2]
+        sql = f"{text}workspace = ? AND id IN (?, ?)"
+        assert dialect._translate(sql) == (
+            f"UPDATE {table} SET gone = TRUE WHERE workspace = %s AND id IN (%s, %s)"
+        )
+    # A table that is not guarded keeps its delete; a name that only begins like one too.
+    assert dialect._translate("DELETE FROM write_locks WHERE lock = ?").startswith("DELETE")
+    assert dialect._translate("DELETE FROM messages_x WHERE id = ?").startswith("DELETE")
+    assert dialect._translate("\n    DELETE FROM replies WHERE id = ?") == (
+        "\n    UPDATE replies SET gone = TRUE WHERE id = %s"
+    )
+
+
+def test_a_member_cannot_lock_a_table_of_history_and_another_roles_writes_go_on(
+    pg_cluster: Cluster, pg_roles: Any, pg_database: Any, pg_managers: Any
+):
+    name, _ = pg_database
+    alice = pg_managers(pg_cluster.url(name, user="alice"))
+    bob = pg_managers(pg_cluster.url(name, user="bob"))
+    alice.append(KEY, [U("first"), A("one")])
+    bob.append(KEY, [U("bob's")])
+    with psycopg.connect(pg_cluster.url(name, user="bob")) as sql:
+        for table in GUARDED:
+            for mode in BLOCKING_MODES:
+                sql.execute("SAVEPOINT probe")
+                # Before (schema 6): granted, and alice's next write waited out lock_timeout.
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    sql.execute(f"LOCK TABLE {table} IN {mode} MODE")
+                sql.execute("ROLLBACK TO SAVEPOINT probe")
+        # The strongest he may hold, on every table at once, in one open transaction...
+        for table in GUARDED:
+            sql.execute(f"LOCK TABLE {table} IN ROW EXCLUSIVE MODE")
+        # ... blocks none of alice's writes (a wait would end in 1002 after lock_timeout).
+        alice.append(KEY, [U("second"), A("two")])
+        alice.report_usage("openai", None, 100, 120)
+        alice.save_summary(KEY, "a summary")
+        alice.delete_turns(KEY, [1])
+        alice.clear(Key("ws", "other"))
+        assert contents(alice) == ["second", "two"]
+        sql.rollback()
+    assert contents(bob) == ["bob's"]
+
+
+# -- a version 6 database migrated ---------------------------------------------------------------
+
+
+@pytest.fixture
+def v6_database(
+    pg_cluster: Cluster, pg_roles: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """The name of a database at schema version 6 owned (and migrated) by an ordinary role,
+    ``keeper``, not a superuser: row-level security holds the owner's trigger too."""
+    name = "p_guard_v6"
+    pg_cluster.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    pg_cluster.execute("DROP ROLE IF EXISTS keeper")
+    pg_cluster.execute("CREATE ROLE keeper LOGIN")
+    pg_cluster.execute(f'CREATE DATABASE "{name}" OWNER keeper')
+    with monkeypatch.context() as patch:
+        patch.setattr(schema, "SCHEMA_VERSION", 6)
+        PostgresStore(pg_cluster.url(name, user="keeper")).close_after_migrating()
+    try:
+        yield name
+    finally:
+        pg_cluster.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        pg_cluster.execute("DROP ROLE IF EXISTS keeper")
+
+
+def _fill(manager: ChatHistoryManager, who: str) -> None:
+    """History a version 6 server could write (no delete: the dialect's is version 8's)."""
+    for n in range(4):
+        manager.append(KEY, [U(f"{who} question {n}"), A(f"{who} answer {n}")])
+    manager.append(Key("ws", "spare"), [U(f"{who} zqpxw-spare")])
+    manager.save_summary(KEY, f"{who}'s summary")
+    row = manager.begin_reply(Key("ws", "streaming"), ReplyBegin())
+    manager.update_reply(Key("ws", "streaming"), row.id, ReplyChange(content_delta=f"{who} part"))
+
+
+def _files_holding(folder: Path, needle: bytes) -> list[str]:
+    return [p.name for p in sorted(folder.iterdir()) if p.is_file() and needle in p.read_bytes()]
+
+
+def _counts(sql: psycopg.Connection[Any]) -> dict[str, int]:
+    counted = {}
+    for table in GUARDED:
+        row = sql.execute(f"SELECT count(*) FROM {table}").fetchone()
+        counted[table] = int(row[0]) if row else -1
+    return counted
+
+
+def test_a_version_6_database_migrated_keeps_every_history_and_each_roles_deletes_work(
+    pg_cluster: Cluster, v6_database: str, monkeypatch: pytest.MonkeyPatch
+):
+    name = v6_database
+    url: Callable[[str], str] = lambda user: pg_cluster.url(name, user=user)  # noqa: E731
+    keep_two = load_settings({"maxMessages": 2}).settings
+    made: list[ChatHistoryManager] = []
+
+    def manager(user: str) -> ChatHistoryManager:
+        made.append(ChatHistoryManager(PostgresStore(url(user), purge_seconds=3600)))
+        return made[-1]
+
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(schema, "SCHEMA_VERSION", 6)
+            for who in ("alice", "bob"):
+                _fill(manager(who), who)
+            for opened in made:
+                opened.close()
+        made.clear()
+        PostgresStore(url("keeper")).close_after_migrating()  # the owner upgrades, as documented
+        with psycopg.connect(url("keeper")) as sql:
+            assert sql.execute("SELECT version FROM schema_version").fetchone() == (8,)
+        alice, bob = manager("alice"), manager("bob")
+        # Every history intact.
+        for who, opened in (("alice", alice), ("bob", bob)):
+            assert contents(opened)[:2] == [f"{who} question 0", f"{who} answer 0"]
+            assert len(contents(opened)) == 8
+            assert opened.get_summary(KEY) is not None
+        with psycopg.connect(url("bob")) as sql:
+            before = _counts(sql)
+            # Bob cannot flag alice's rows (row-level security), nor delete or lock them.
+            for table in GUARDED:
+                flagged = sql.execute(f"UPDATE {table} SET gone = TRUE WHERE owner = 'alice'")
+                assert flagged.rowcount == 0, table
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    sql.execute(f"DELETE FROM {table} WHERE owner = 'alice'")
+                sql.rollback()
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    sql.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+                sql.rollback()
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    sql.execute(f"UPDATE {table} SET owner = 'alice'")
+                sql.rollback()
+        with psycopg.connect(url("keeper")) as sql:
+            # The owner's own policies reach flagged rows only: a plain delete of a member's
+            # rows that are not flagged deletes nothing.
+            for table in GUARDED:
+                deleted = sql.execute(f"DELETE FROM {table} WHERE owner = 'alice'")
+                assert deleted.rowcount == 0, table
+            sql.commit()
+        # Each role's deletes: turns, an edit (the old text replaced), a summary, a prune (the
+        # retention of maxMessages 2), a streaming reply with its parts, a whole conversation.
+        for who, opened in (("alice", alice), ("bob", bob)):
+            first = opened.get(KEY).messages[0]
+            opened.edit_message(KEY, first.id, MessageEdit(content=f"{who} redacted"))
+            opened.delete_turns(KEY, [2])
+            assert opened.delete_summary(KEY)
+            opened.settings = keep_two
+            plan = opened.retain(KEY)
+            assert plan.report is not None and plan.report.dropped_messages > 0
+            assert len(contents(opened)) == 2
+            assert opened.clear(Key("ws", "streaming")) == 1
+            assert opened.clear(Key("ws", "spare")) == 1
+            opened.report_usage("openai", None, 100, 120)
+        for who, opened in (("alice", alice), ("bob", bob)):
+            assert contents(opened) == [f"{who} question 3", f"{who} answer 3"]
+            assert opened.get_summary(KEY) is None
+            assert contents(opened, Key("ws", "spare")) == []
+        with psycopg.connect(url("bob")) as sql:
+            after = _counts(sql)
+            assert (after["replies"], after["reply_parts"]) == (0, 0)
+            assert before["replies"] == 1 and before["reply_parts"] >= 1
+            assert after["messages"] == 2 and after["summaries"] == 0
+        # What was deleted leaves the relation files at the owner's purge.
+        pg_cluster.execute("CHECKPOINT", name)
+        assert _files_holding(pg_cluster.database_folder(name), b"zqpxw"), "dead tuples first"
+        assert PostgresStore(url("keeper")).purge_now()
+        pg_cluster.execute("CHECKPOINT", name)
+        assert _files_holding(pg_cluster.database_folder(name), b"zqpxw") == []
+        assert _files_holding(pg_cluster.database_folder(name), b"qpx") == []  # a trigram
+    finally:
+        for opened in made:
+            opened.close()
