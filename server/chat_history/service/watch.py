@@ -53,6 +53,7 @@ class ChangeWatch:
             tuple[tuple[str, dict[str, Fingerprint]], dict[str, Fingerprint | None]] | None
         ) = None
         store.observer = self
+        store.watching = workspace
 
     def poll(self) -> list[Change]:
         """Catch up with the store now; every change not handed out yet, one per conversation.

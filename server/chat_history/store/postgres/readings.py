@@ -13,6 +13,7 @@ from chat_history.policy.search import SearchQuery
 from chat_history.policy.search_rank import SearchRow, SearchScope
 from chat_history.store.postgres import search
 from chat_history.store.postgres.dialect import Connection
+from chat_history.store.postgres.folded import Folded
 from chat_history.store.postgres.marks import Marks
 from chat_history.store.transaction import Reading, Transaction
 
@@ -52,6 +53,8 @@ class PostgresReading(Reading):
     REFRESH_IN_ONE_STATEMENT = True
     #: the change marks this connection remembers (set by the store)
     marks: Marks | None = None
+    #: what the looks read of the watched workspace's marked conversations (set by the store)
+    folded: Folded | None = None
 
     def search_backlog(self) -> bool:
         return False
@@ -71,6 +74,36 @@ class PostgresReading(Reading):
         return known if known is not None else super().changed_in(workspace, after)
 
     def refresh(
+        self, workspace: str, before: Mapping[str, Fingerprint], marked: Collection[str]
+    ) -> tuple[dict[str, Fingerprint], dict[str, Growth]]:
+        """What the look read with the marks (``folded``) where it covers a conversation; the
+        others in one statement (``REFRESH``), none when it covers them all."""
+        now: dict[str, Fingerprint] = {}
+        growth: dict[str, Growth] = {}
+        unread: list[str] = []
+        for conversation in marked:
+            found = self.folded.get(workspace, conversation) if self.folded else None
+            old = before.get(conversation)
+            if found is None:
+                unread.append(conversation)
+                continue
+            fingerprint = old if found.own else found.fingerprint
+            if fingerprint is None:
+                continue
+            if old is not None and old != fingerprint:
+                grew = found.growth(old.last_id or 0)
+                if grew is None:
+                    unread.append(conversation)
+                    continue
+                growth[conversation] = grew
+            now[conversation] = fingerprint
+        if unread:
+            read_now, read_growth = self._refresh_read(workspace, before, unread)
+            now.update(read_now)
+            growth.update(read_growth)
+        return now, growth
+
+    def _refresh_read(
         self, workspace: str, before: Mapping[str, Fingerprint], marked: Collection[str]
     ) -> tuple[dict[str, Fingerprint], dict[str, Growth]]:
         ordered = sorted(marked)

@@ -27,8 +27,9 @@ SQL (``dialect``).
   ``data_version`` (what SQLite's ``PRAGMA data_version`` is to the shared code) changes when the
   counter moved by another connection's commit since this connection last looked. Every section
   begins with the look (``marks``): the counter and, when it moved, the change marks past this
-  connection's position, in one statement; the cache and the tails drop only the conversations
-  the marks name (issue 35 item 15).
+  connection's position, in one statement (with the marked conversations' fingerprints while
+  another writes to the watched workspace: folded); the cache and the tails drop only the
+  conversations the marks name (issue 35 item 15).
 - **Purge.** A commit that removed text schedules its ``VACUUM FULL`` (``purge.PurgeSteps``).
 """
 
@@ -84,6 +85,7 @@ class PostgresStore(PurgeSteps):
         self._lock = threading.RLock()
         self.cache = ConversationCache(cache_conversations, cache_rows)
         self.observer: WriteObserver | None = None
+        self.watching: Callable[[], str] | None = None  # the watched workspace (seam, folded)
         self._tails = Tails()
         self._ratios = calibration.RatioMemo()
         #: the counter this connection's memory agrees with, the local version (what ``PRAGMA
@@ -199,14 +201,18 @@ class PostgresStore(PurgeSteps):
         return connection
 
     def _check_version(self, connection: Connection) -> None:
-        self._look(connection)
+        watched = self.watching() if self.watching else None
+        self._look(connection, fold=watched if self.looks.folds(watched) else None)
         self._pinned = True
 
-    def _look(self, connection: Connection, before: str = "") -> None:
-        """The look (marks.Looks), after ``before`` (statements of the same round trip)."""
-        cursor = connection.raw.execute(before + self.looks.statement())
-        while cursor.nextset():
-            pass
+    def _look(self, connection: Connection, before: str = "", fold: str | None = None) -> None:
+        """The look (marks.Looks) after ``before``, or with ``fold``'s marked ones (folded)."""
+        if fold is not None:
+            cursor = connection.raw.execute(self.looks.statement(fold=True), (fold,))
+        else:
+            cursor = connection.raw.execute(before + self.looks.statement())
+            while cursor.nextset():
+                pass
         self.looks.take(cursor.fetchone())
 
     def _begin_snapshot(self, connection: Connection) -> None:
@@ -236,7 +242,7 @@ class PostgresStore(PurgeSteps):
         raw = cast("sqlite3.Connection", connection)
         reading = kind(raw, self.cache, self._tails, self._ratios)
         if isinstance(reading, PostgresReading):
-            reading.marks = self.looks.marks
+            reading.marks, reading.folded = self.looks.marks, self.looks.folded
         return reading
 
     def secret(self, name: str) -> bytes:
