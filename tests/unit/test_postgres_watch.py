@@ -1,13 +1,17 @@
 """The change watch's round trips on PostgreSQL (issue 35 item 15): a window's small request
-after another window's commit costs one statement more than on a quiet database (the marked
-conversation's fingerprint and growth, read together), not a re-read of the counter, the marks,
-the tails and the cache. Counted as statements sent to the database over real connections
-(psycopg's ``cursor_factory``: every statement of the store goes through a cursor), for an
-ordinary role and for the superuser, since row-level security changes the plans, not the count.
+after another window's commit costs what it costs on a quiet database: while another window
+writes to the workspace, the look reads the marked conversations' fingerprints and newest rows
+with the marks (store.postgres.folded), so the watch's refresh needs no statement; the first
+commit after a quiet while costs one statement more (the refresh), and nothing re-reads the
+counter, the marks, the tails or the cache. Counted as statements sent to the database over
+real connections (psycopg's ``cursor_factory``: every statement of the store goes through a
+cursor), for an ordinary role and for the superuser, since row-level security changes the
+plans, not the count. What the folded look finds is told with the same reasons as the refresh.
 
-Before this change the request after another window's append took 14 statements (the version
-twice, the counter and the marks twice, each marked conversation's fingerprint and growth, the
-small conversation's totals again, then the request's own) against 5 on a quiet database."""
+Before the change marks the request after another window's append took 14 statements (the
+version twice, the counter and the marks twice, each marked conversation's fingerprint and
+growth, the small conversation's totals again, then the request's own) against 5 on a quiet
+database; before the fold, one more than quiet."""
 
 from __future__ import annotations
 
@@ -22,7 +26,8 @@ from chat_history.model import Key, Message
 from chat_history.policy.changes import Change
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.watch import ChangeWatch
-from chat_history.store.postgres import PostgresStore
+from chat_history.store.postgres import PostgresStore, marks
+from chat_history.store.postgres.folded import WINDOW
 
 W = "file:///w"
 SMALL = Key(W, "small")
@@ -52,6 +57,18 @@ def statements(run: Callable[[], object]) -> int:
     return CountingCursor.sent - before
 
 
+def counted_poll(watch: ChangeWatch) -> tuple[int, list[Change]]:
+    """The statements of one look of the watch, and what it found."""
+    found: list[Change] = []
+    return statements(lambda: found.extend(watch.poll())), found
+
+
+@pytest.fixture(autouse=True)
+def folding_throughout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The looks fold for as long as a test runs, however slow the machine (no clock in it)."""
+    monkeypatch.setattr(marks, "FOLD_SECONDS", 3600.0)
+
+
 @pytest.fixture(params=["member", "superuser"])
 def url(pg_database: tuple[str, str], pg_cluster: Cluster, request: Any) -> Iterator[str]:
     name, url = pg_database
@@ -72,7 +89,7 @@ def say(manager: ChatHistoryManager, key: Key, text: str) -> int:
     return stored.messages[-1].id
 
 
-def test_a_look_after_anothers_commit_costs_two_statements_and_the_cache_stays(
+def test_a_look_after_anothers_commit_costs_one_statement_while_another_writes(
     url: str, pg_managers: Callable[..., ChatHistoryManager]
 ) -> None:
     mine, other = pg_managers(url), pg_managers(url)
@@ -96,18 +113,69 @@ def test_a_look_after_anothers_commit_costs_two_statements_and_the_cache_stays(
     quiet = statements(get)
     assert statements(poll) == 1  # the look: the counter has not moved
     newest = say(other, Key(W, "c3"), "two")
-    assert statements(poll) == 2  # the look (the counter and the marks), c3's refresh
+    assert statements(poll) == 2  # the first after a quiet while: the look, c3's refresh
     assert found == [Change("c3", newest, "append")]
     assert statements(get) == quiet  # still cached, its tail kept: nothing read again
     found.clear()
+    newest = say(other, Key(W, "c3"), "three")
+    assert statements(poll) == 1  # another window writes: the look reads c3 with its mark
+    assert found == [Change("c3", newest, "append")]
+    assert statements(poll) == 1  # nothing moved: the look alone
+    found.clear()
     say(other, Key(W, "c1"), "three")
     say(other, Key(W, "c4"), "three")
-    assert statements(poll) == 2  # both marked conversations in one statement
+    assert statements(poll) == 1  # both marked conversations with the marks
     assert sorted(c.conversation for c in found) == ["c1", "c4"]
     say(other, SMALL, "hi")
-    assert statements(poll) == 2
+    assert statements(poll) == 1
     assert statements(get) > quiet  # the one marked conversation requested is read again
     assert statements(get) == quiet
     say(other, Key("file:///elsewhere", "x"), "four")
     assert statements(poll) == 1  # nothing of the workspace to re-read
     assert statements(get) == quiet
+
+
+def test_what_the_folded_look_finds_is_told_with_its_reason(
+    url: str, pg_managers: Callable[..., ChatHistoryManager]
+) -> None:
+    """Each kind of change, found by the look that reads the marked conversation with its mark
+    (one statement), has the reason the refresh gives; growth past the newest rows the look
+    reads (``WINDOW``) is read by the refresh (one statement more), still an append."""
+    from chat_history.service.conversations import ConversationUpdate, MessageEdit
+
+    mine, other = pg_managers(url), pg_managers(url)
+    key = Key(W, "c")
+    clock = iter(range(1_000_000, 2_000_000, 1_000))
+    other._clock = lambda: next(clock)  # each write at its own millisecond
+    first = say(other, key, "one")
+    last = say(other, key, "two")
+    watch = ChangeWatch(mine.store, lambda: W)
+    assert isinstance(mine.store, PostgresStore)
+    watch.poll()
+    say(other, Key(W, "warm"), "x")  # a first commit: the looks fold from the next one
+    assert [c.conversation for c in watch.poll()] == ["warm"]
+    counted(mine.store)
+    many = [Message(role="user", content=f"m{n}") for n in range(WINDOW + 1)]
+    steps: list[tuple[str, int, Callable[[], object]]] = [
+        ("append", 1, lambda: say(other, key, "three")),
+        ("append", 2, lambda: other.append(key, many)),
+        ("edit", 1, lambda: other.edit_message(key, first, MessageEdit(content="edited text"))),
+        ("summary", 1, lambda: other.save_summary(key, "a summary", first)),
+        ("title", 1, lambda: other.update_conversation(key, ConversationUpdate(metadata={"m": 2}))),
+        ("delete", 1, lambda: other.truncate(key, last)),
+        ("append", 1, lambda: say(other, Key(W, "new"), "first")),
+        ("clear", 1, lambda: other.clear(key)),
+    ]
+    for reason, cost, change in steps:
+        change()
+        sent, found = counted_poll(watch)
+        assert sent == cost, reason
+        assert [c.reason for c in found] == [reason], (reason, found)
+        rows = other.get(Key(W, found[0].conversation)).messages
+        assert found[0].last_id == (rows[-1].id if rows else None)
+    # Its own write, then another's elsewhere: only the other's is told, and the look alone
+    # answers for both (its own conversation is as its write left it).
+    say(mine, Key(W, "new"), "mine")
+    assert watch.poll() == []
+    theirs = say(other, Key(W, "c2"), "theirs")
+    assert counted_poll(watch) == (1, [Change("c2", theirs, "append")])

@@ -16,8 +16,10 @@ and growth with them), and to call the two hooks from its own write section.
 On PostgreSQL a look after another's commit is two statements: the section's own look (the
 counter and the marks past it, store.postgres.marks, which also answers ``changed_in``) and one
 ``refresh`` of every marked conversation (``REFRESH_IN_ONE_STATEMENT``: one statement sees one
-commit, so no snapshot is opened for it); a commit in another workspace costs no statement more
-than a quiet database."""
+commit, so no snapshot is opened for it); while another window writes to the workspace
+(``store.watching``: the workspace watched), the look reads the marked conversations with the
+marks and the refresh needs no statement (store.postgres.folded). A commit in another
+workspace costs no statement more than a quiet database."""
 
 from __future__ import annotations
 
@@ -53,6 +55,7 @@ class ChangeWatch:
             tuple[tuple[str, dict[str, Fingerprint]], dict[str, Fingerprint | None]] | None
         ) = None
         store.observer = self
+        store.watching = workspace
 
     def poll(self) -> list[Change]:
         """Catch up with the store now; every change not handed out yet, one per conversation.

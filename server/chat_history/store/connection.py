@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -94,6 +94,8 @@ class Store:
         #: told of every write transaction at its start and before its commit (the change
         #: watch, chat_history.service.watch); None: nobody watches (the CLI)
         self.observer: WriteObserver | None = None
+        #: the watched workspace (seam.HistoryStore.watching; SQLite's refresh does not need it)
+        self.watching: Callable[[], str] | None = None
         #: the database's keys (store.keys) read through the open connection
         self._secrets: dict[str, bytes] = {}
 

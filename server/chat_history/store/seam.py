@@ -83,6 +83,11 @@ class HistoryStore(Protocol):
     #: write rolled back after all (what ``after_write`` saw never happened). Set by whoever
     #: watches; the engine calls it from inside ``write`` only.
     observer: WriteObserver | None
+    #: The workspace the change watch watches (``service.watch.ChangeWatch`` sets it), or None.
+    #: An engine may read that workspace's marked conversations' fingerprints ahead of the
+    #: watch's ``refresh`` (PostgreSQL, in a read section's look: ``postgres.folded``); SQLite
+    #: ignores it.
+    watching: Callable[[], str] | None
 
     @property
     def path(self) -> Path | str:

@@ -13,16 +13,22 @@ round trip, one snapshot), and what it does with them.
   ``changed_in`` is answered from memory when its counter is within them: no statement.
 - **The local version** (what ``PRAGMA data_version`` answers, ``dialect``) still moves at each
   other commit: whatever keys on it alone (``Reading.revision``, the calibration ratios) reads
-  again."""
+  again.
+- **The marked conversations read with the marks** (``fold``, a read section's look while
+  another window writes to the watched workspace: ``folded``): each marked conversation of that
+  workspace's fingerprint and newest rows come in the same statement, so the change watch's
+  refresh after another window's commit needs no statement of its own."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection
 from typing import Any
 
 from chat_history.model import Key
 from chat_history.store.conversation_cache import ConversationCache
 from chat_history.store.postgres.counter import VERSION
+from chat_history.store.postgres.folded import FOLD, FOLD_SECONDS, Folded
 from chat_history.store.tail import Tails
 
 #: The marks kept at most (past it, they are forgotten and the position starts them again).
@@ -79,20 +85,39 @@ class Looks:
         self.seen: int | None = None
         #: moves when the counter moved by others' commits (``PRAGMA data_version``)
         self.local_version = 0
+        #: what the looks that fold read of the watched workspace's marked conversations
+        self.folded = Folded()
+        #: until when (``time.monotonic``) a read section's look folds: a while after a look
+        #: found marks of the watched workspace (a quiet one's looks stay the cheapest form)
+        self._fold_until = 0.0
 
-    def statement(self, extra: str = "") -> str:
+    def folds(self, workspace: str | None) -> bool:
+        """Whether a read section's look should read ``workspace``'s marked conversations
+        (``statement(fold=True)``: it has marks to read, and one found the workspace's lately)."""
+        if workspace is None or workspace != self.folded.workspace:
+            self.folded.watch(workspace)
+            return False
+        if self.seen is None or self.marks.position is None:
+            return False
+        return time.monotonic() < self._fold_until
+
+    def statement(self, extra: str = "", fold: bool = False) -> str:
         """The look: the version, the change counter and, when the version is not the one last
         seen, the marks past the position (when there is one), in one statement (``extra``:
-        more columns). Only integers this connection read are put in its text."""
+        more columns). With ``fold`` (when ``folds``), each marked conversation
+        of the watched workspace's fingerprint and newest rows too (``folded.FOLD``: the
+        statement then takes the workspace as its one parameter). Only integers this connection
+        read are put in its text."""
         columns = f"v.version, (SELECT seq FROM change_counter){extra}"
         if self.seen is None or self.marks.position is None:
-            return f"SELECT {columns}, NULL, NULL, NULL, FALSE FROM ({VERSION}) AS v(version)"
+            return f"SELECT {columns}, NULL, NULL, NULL, FALSE, NULL FROM ({VERSION}) AS v(version)"
+        folded = f"json_agg({FOLD})" if fold else "NULL::json"
         return (
-            f"SELECT {columns}, m.ws, m.cs, m.seqs, TRUE FROM ({VERSION}) AS v(version) "
-            "LEFT JOIN LATERAL (SELECT array_agg(workspace) AS ws, array_agg(conversation) AS cs, "
-            "array_agg(seq) AS seqs FROM change_marks "
-            f"WHERE v.version <> {int(self.seen)} AND seq > {int(self.marks.position)}) AS m "
-            "ON TRUE"
+            f"SELECT {columns}, m.ws, m.cs, m.seqs, TRUE, m.fps FROM ({VERSION}) AS v(version) "
+            "LEFT JOIN LATERAL (SELECT array_agg(k.workspace) AS ws, "
+            f"array_agg(k.conversation) AS cs, array_agg(k.seq) AS seqs, {folded} AS fps "
+            f"FROM change_marks k WHERE v.version <> {int(self.seen)} "
+            f"AND k.seq > {int(self.marks.position)}) AS m ON TRUE"
         )
 
     def take(self, row: Any, extra: int = 0) -> None:
@@ -100,7 +125,7 @@ class Looks:
         marks name are dropped from the cache and the tails; everything when there are no marks
         to go by. ``extra``: how many columns ``extra`` added (before the marks)."""
         version, position = int(row[0]), int(row[1])
-        workspaces, conversations, seqs, marked = row[2 + extra :]
+        workspaces, conversations, seqs, marked, fingerprints = row[2 + extra :]
         if version == self.seen:
             return
         before = self.local_version
@@ -110,6 +135,7 @@ class Looks:
             self._cache.clear()
             self._tails.clear()
             self.marks.reset(position)
+            self.folded.clear()
         else:
             found = [
                 (Key(w, c), int(s))
@@ -120,6 +146,8 @@ class Looks:
                 self._tails.drop(key)
             self._tails.advance(before, self.local_version)
             self.marks.add(found, position)
+            if self.folded.take([key for key, _ in found], fingerprints):
+                self._fold_until = time.monotonic() + FOLD_SECONDS
         self._cache.version = self.local_version
         self._cache.position = self.marks.position if self.marks.position is not None else -1
 
@@ -134,10 +162,12 @@ class Looks:
         if self.marks.position == version - 1:
             self.marks.add([(key, version) for key in touched], version)
             self._cache.position = version
+            self.folded.own(touched)
 
     def forget(self) -> None:
         """Nothing remembered agrees with the database any more (a rollback, a new
         connection): the next look starts again."""
         self.seen = None
         self.marks.reset(None)
+        self.folded.clear()
         self.local_version += 1

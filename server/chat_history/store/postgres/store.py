@@ -12,23 +12,21 @@ SQL (``dialect``).
   connection remembered (cache, tails, ratios) is dropped. A connection lost during a write's
   COMMIT is settled by the write's token (``tokens``): the write answers as committed when it
   was, 1002 only when it was not.
-- **Writes.** Every write transaction names the conversations it changes (``write(keys)``) and
-  locks them first (``locks``); the only row two writers of different conversations both change
-  is the version counter, updated last, just before the commit. A deadlock with something else
-  (an operator's session holding a row lock, say) or a serialization failure aborts the write
-  whole: it raises ``WriteConflict`` after rolling back and forgetting what the connection
-  remembered, and ``seam.write_retried`` runs it again. Waiting past ``lock_timeout`` answers
-  1002 and changes nothing.
+- **Writes.** Every write names the conversations it changes (``write(keys)``) and locks them
+  first (``locks``); the only row two writers of different conversations both change is the
+  version counter, updated just before the commit. A deadlock or a serialization failure rolls
+  the write back whole and raises ``WriteConflict`` (``seam.write_retried`` runs it again);
+  waiting past ``lock_timeout`` answers 1002.
 - **Coherence.** ``store_version`` counts each role's committed writes (a row per role: no
   other role's rows are visible to it, so no other role's writes matter to what it remembers);
   every write bumps its role's just before it commits. A write that reads the counter after its
   locks and finds it one below its own bump saw every commit before its own; else another writer
   (of another conversation) committed in between, and what this connection remembers is dropped.
-  ``data_version`` (what SQLite's ``PRAGMA data_version`` is to the shared code) changes when the
-  counter moved by another connection's commit since this connection last looked. Every section
+  ``data_version`` (SQLite's pragma, to the shared code) moves with another's commit. Every section
   begins with the look (``marks``): the counter and, when it moved, the change marks past this
-  connection's position, in one statement; the cache and the tails drop only the conversations
-  the marks name (issue 35 item 15).
+  connection's position, in one statement (with the marked conversations' fingerprints while
+  another writes to the watched workspace: folded); the cache and the tails drop only the
+  conversations the marks name (issue 35 item 15).
 - **Purge.** A commit that removed text schedules its ``VACUUM FULL`` (``purge.PurgeSteps``).
 """
 
@@ -84,6 +82,7 @@ class PostgresStore(PurgeSteps):
         self._lock = threading.RLock()
         self.cache = ConversationCache(cache_conversations, cache_rows)
         self.observer: WriteObserver | None = None
+        self.watching: Callable[[], str] | None = None  # the watched workspace (seam, folded)
         self._tails = Tails()
         self._ratios = calibration.RatioMemo()
         #: the counter this connection's memory agrees with, the local version (what ``PRAGMA
@@ -200,14 +199,18 @@ class PostgresStore(PurgeSteps):
         return connection
 
     def _check_version(self, connection: Connection) -> None:
-        self._look(connection)
+        watched = self.watching() if self.watching else None
+        self._look(connection, fold=watched if self.looks.folds(watched) else None)
         self._pinned = True
 
-    def _look(self, connection: Connection, before: str = "") -> None:
-        """The look (marks.Looks), after ``before`` (statements of the same round trip)."""
-        cursor = connection.raw.execute(before + self.looks.statement())
-        while cursor.nextset():
-            pass
+    def _look(self, connection: Connection, before: str = "", fold: str | None = None) -> None:
+        """The look (marks.Looks) after ``before``, or with ``fold``'s marked ones (folded)."""
+        if fold is not None:
+            cursor = connection.raw.execute(self.looks.statement(fold=True), (fold,))
+        else:
+            cursor = connection.raw.execute(before + self.looks.statement())
+            while cursor.nextset():
+                pass
         self.looks.take(cursor.fetchone())
 
     def _begin_snapshot(self, connection: Connection) -> None:
@@ -237,7 +240,7 @@ class PostgresStore(PurgeSteps):
         raw = cast("sqlite3.Connection", connection)
         reading = kind(raw, self.cache, self._tails, self._ratios)
         if isinstance(reading, PostgresReading):
-            reading.marks = self.looks.marks
+            reading.marks, reading.folded = self.looks.marks, self.looks.folded
         return reading
 
     def secret(self, name: str) -> bytes:
