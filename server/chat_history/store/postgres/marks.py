@@ -36,6 +36,8 @@ class Marks:
     def __init__(self) -> None:
         self.floor: int | None = None
         self.position: int | None = None
+        #: the counter's floor as last seen: marks of gone conversations were deleted up to it
+        self.forgot = 0
         self._seqs: dict[Key, int] = {}
 
     def reset(self, position: int | None) -> None:
@@ -84,11 +86,12 @@ class Looks:
         """The look: the version, the change counter and, when the version is not the one last
         seen, the marks past the position (when there is one), in one statement (``extra``:
         more columns). Only integers this connection read are put in its text."""
-        columns = f"v.version, (SELECT seq FROM change_counter){extra}"
+        columns = f"v.version, cc.seq, cc.floor{extra}"
+        counters = f"({VERSION}) AS v(version), (SELECT seq, floor FROM change_counter) AS cc"
         if self.seen is None or self.marks.position is None:
-            return f"SELECT {columns}, NULL, NULL, NULL, FALSE FROM ({VERSION}) AS v(version)"
+            return f"SELECT {columns}, NULL, NULL, NULL, FALSE FROM {counters}"
         return (
-            f"SELECT {columns}, m.ws, m.cs, m.seqs, TRUE FROM ({VERSION}) AS v(version) "
+            f"SELECT {columns}, m.ws, m.cs, m.seqs, TRUE FROM {counters} "
             "LEFT JOIN LATERAL (SELECT array_agg(workspace) AS ws, array_agg(conversation) AS cs, "
             "array_agg(seq) AS seqs FROM change_marks "
             f"WHERE v.version <> {int(self.seen)} AND seq > {int(self.marks.position)}) AS m "
@@ -99,14 +102,15 @@ class Looks:
         """What the look (``statement``) found: when the version moved, the conversations the
         marks name are dropped from the cache and the tails; everything when there are no marks
         to go by. ``extra``: how many columns ``extra`` added (before the marks)."""
-        version, position = int(row[0]), int(row[1])
-        workspaces, conversations, seqs, marked = row[2 + extra :]
+        version, position, forgot = int(row[0]), int(row[1]), int(row[2])
+        workspaces, conversations, seqs, marked = row[3 + extra :]
         if version == self.seen:
             return
         before = self.local_version
         self.local_version += 1
         self.seen = version
-        if not marked or position < 0 or self.marks.position is None:
+        old, self.marks.forgot = self.marks.position, forgot
+        if not marked or position < 0 or old is None or forgot > old:  # forgot: some went
             self._cache.clear()
             self._tails.clear()
             self.marks.reset(position)
@@ -123,7 +127,7 @@ class Looks:
         self._cache.version = self.local_version
         self._cache.position = self.marks.position if self.marks.position is not None else -1
 
-    def committed(self, version: int, touched: Collection[Key]) -> None:
+    def committed(self, version: int, touched: Collection[Key], forgot: bool = False) -> None:
         """This connection's write committed and bumped the counter to ``version`` (its marks'
         stamp). When no other commit came between, what it remembers is still in step: its own
         marks are added and the position moves on. Otherwise the version last seen stays, so
@@ -131,6 +135,8 @@ class Looks:
         if self.seen is None or version - 1 != self.seen:
             return
         self.seen = version
+        if forgot:  # its own deleted marks: it knows which (it dropped them from the cache)
+            self.marks.forgot = version
         if self.marks.position == version - 1:
             self.marks.add([(key, version) for key in touched], version)
             self._cache.position = version
