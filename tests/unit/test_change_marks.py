@@ -63,12 +63,10 @@ def test_a_move_marks_both_keys_of_each_conversation(make_store: MakeStore) -> N
     other.move_workspace(W, "file:///x")
     with mine.store.read() as reading:
         assert reading.change_position() > before
-        # The key it left: marked (PostgreSQL), or its mark deleted with the floor raised past
-        # the reader (SQLite: no name of a gone history stays), so the reader checks it.
-        left = reading.changed_in(W, before)
-        assert left == {"c"} or (
-            not left and reading.change_floor() > before and not reading.conversation_ids(W)
-        )
+        # The key it left: its mark deleted with the floor raised past the reader (no name of a
+        # gone history stays), so the reader checks it.
+        assert not reading.changed_in(W, before)
+        assert reading.change_floor() > before and not reading.conversation_ids(W)
         assert reading.changed_in("file:///x", before) == {"c"}
         assert reading.changed_in("file:///elsewhere", before) == set()
 
@@ -76,8 +74,8 @@ def test_a_move_marks_both_keys_of_each_conversation(make_store: MakeStore) -> N
 def test_a_cleared_conversation_is_told_to_a_watch_that_looked_before(
     make_store: MakeStore,
 ) -> None:
-    """Its mark is gone on SQLite (the floor tells the watch to check), kept on PostgreSQL:
-    either way the other window hears ``clear`` and its cache serves nothing stale."""
+    """Its mark is deleted on both engines (the floor tells the watch to check): the other
+    window still hears ``clear``, and its cache serves nothing stale."""
     mine, other = two(make_store)
     say(other, "a", "one")
     say(other, "b", "one")
@@ -89,6 +87,11 @@ def test_a_cleared_conversation_is_told_to_a_watch_that_looked_before(
     told = {(c.conversation, c.reason) for c in watch.poll()}
     assert told == {("a", "clear"), ("b", "append")}
     assert not mine.get(Key(W, "a")).messages
+    with other.store.read() as reading:
+        left = reading.connection.execute(
+            "SELECT COUNT(*) FROM change_marks WHERE conversation = ?", ("a",)
+        ).fetchone()[0]
+    assert left == 0  # no name of the cleared history is kept
 
 
 def test_a_cleared_conversations_name_leaves_the_file(db_folder: Path) -> None:

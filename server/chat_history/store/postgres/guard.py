@@ -28,6 +28,8 @@ needs its member grant (``member_columns(table)``) in the same migration.
 
 from __future__ import annotations
 
+from chat_history.store.postgres.counter import SCHEMA_V9
+
 #: The tables version 8 guards, each with its key without ``owner`` (its primary key is
 #: ``owner`` and these). Fixed: a migration's text never changes once released.
 V8_TABLES: dict[str, tuple[str, ...]] = {
@@ -43,7 +45,9 @@ V8_TABLES: dict[str, tuple[str, ...]] = {
 }
 #: Every guarded table (``dialect`` turns their deletes into flags): version 8's, and a table
 #: guarded by a later migration (``guarded(table, key)`` there) is added here.
-GUARDED: dict[str, tuple[str, ...]] = {**V8_TABLES}
+#: The tables version 9 guards: the change marks (counter.py: a gone conversation's are deleted).
+V9_TABLES: dict[str, tuple[str, ...]] = {"change_marks": ("workspace", "conversation")}
+GUARDED: dict[str, tuple[str, ...]] = {**V8_TABLES, **V9_TABLES}
 
 #: The schema of ``{table}`` (a DO block's expression), where its guard's function lives.
 _SCHEMA = "(SELECT relnamespace::regnamespace::text FROM pg_class WHERE oid = '{table}'::regclass)"
@@ -106,3 +110,6 @@ CREATE TRIGGER messages_forget_reply AFTER UPDATE OF gone ON messages
     FOR EACH ROW WHEN (NEW.gone AND NEW.status = 'streaming') EXECUTE FUNCTION forget_gone_reply();
 """
 )
+
+# Version 9: the change marks guarded, and the counter's floor (counter.py).
+V9 = "".join(guarded(table, key) for table, key in V9_TABLES.items()) + SCHEMA_V9

@@ -42,6 +42,8 @@ class Marks:
     def __init__(self) -> None:
         self.floor: int | None = None
         self.position: int | None = None
+        #: the counter's floor as last seen: marks of gone conversations were deleted up to it
+        self.forgot = 0
         self._seqs: dict[Key, int] = {}
 
     def reset(self, position: int | None) -> None:
@@ -108,12 +110,13 @@ class Looks:
         of the watched workspace's fingerprint and newest rows too (``folded.FOLD``: the
         statement then takes the workspace as its one parameter). Only integers this connection
         read are put in its text."""
-        columns = f"v.version, (SELECT seq FROM change_counter){extra}"
+        columns = f"v.version, cc.seq, cc.floor{extra}"
+        counters = f"({VERSION}) AS v(version), (SELECT seq, floor FROM change_counter) AS cc"
         if self.seen is None or self.marks.position is None:
-            return f"SELECT {columns}, NULL, NULL, NULL, FALSE, NULL FROM ({VERSION}) AS v(version)"
+            return f"SELECT {columns}, NULL, NULL, NULL, FALSE, NULL FROM {counters}"
         folded = f"json_agg({FOLD})" if fold else "NULL::json"
         return (
-            f"SELECT {columns}, m.ws, m.cs, m.seqs, TRUE, m.fps FROM ({VERSION}) AS v(version) "
+            f"SELECT {columns}, m.ws, m.cs, m.seqs, TRUE, m.fps FROM {counters} "
             "LEFT JOIN LATERAL (SELECT array_agg(k.workspace) AS ws, "
             f"array_agg(k.conversation) AS cs, array_agg(k.seq) AS seqs, {folded} AS fps "
             f"FROM change_marks k WHERE v.version <> {int(self.seen)} "
@@ -124,19 +127,24 @@ class Looks:
         """What the look (``statement``) found: when the version moved, the conversations the
         marks name are dropped from the cache and the tails; everything when there are no marks
         to go by. ``extra``: how many columns ``extra`` added (before the marks)."""
-        version, position = int(row[0]), int(row[1])
-        workspaces, conversations, seqs, marked, fingerprints = row[2 + extra :]
+        version, position, forgot = int(row[0]), int(row[1]), int(row[2])
+        workspaces, conversations, seqs, marked, fingerprints = row[3 + extra :]
         if version == self.seen:
             return
         before = self.local_version
         self.local_version += 1
         self.seen = version
-        if not marked or position < 0 or self.marks.position is None:
+        old, self.marks.forgot = self.marks.position, forgot
+        if not marked or position < 0 or old is None:
             self._cache.clear()
             self._tails.clear()
             self.marks.reset(position)
             self.folded.clear()
         else:
+            if forgot > old:  # marks deleted since (counter.py): those gone are not among them
+                self._cache.clear()
+                self._tails.clear()
+                self.folded.clear()
             found = [
                 (Key(w, c), int(s))
                 for w, c, s in zip(workspaces or (), conversations or (), seqs or (), strict=True)
@@ -151,7 +159,7 @@ class Looks:
         self._cache.version = self.local_version
         self._cache.position = self.marks.position if self.marks.position is not None else -1
 
-    def committed(self, version: int, touched: Collection[Key]) -> None:
+    def committed(self, version: int, touched: Collection[Key], forgot: bool = False) -> None:
         """This connection's write committed and bumped the counter to ``version`` (its marks'
         stamp). When no other commit came between, what it remembers is still in step: its own
         marks are added and the position moves on. Otherwise the version last seen stays, so
@@ -159,6 +167,8 @@ class Looks:
         if self.seen is None or version - 1 != self.seen:
             return
         self.seen = version
+        if forgot:  # its own deleted marks: it knows which (it dropped them from the cache)
+            self.marks.forgot = version
         if self.marks.position == version - 1:
             self.marks.add([(key, version) for key in touched], version)
             self._cache.position = version

@@ -74,8 +74,8 @@ class PostgresReading(Reading):
         return super().change_position()
 
     def change_floor(self) -> int:
-        """No mark is ever deleted here: nothing is below the marks."""
-        return 0
+        """The counter's floor the section's look read (counter.py: marks deleted below it)."""
+        return self.marks.forgot if self.marks is not None else super().change_floor()
 
     def changed_in(self, workspace: str, after: int) -> set[str]:
         """From the marks this connection remembers when they reach back to ``after``."""
@@ -132,10 +132,6 @@ class PostgresReading(Reading):
 class PostgresTransaction(PostgresReading, Transaction):
     def index_for_search(self) -> int:
         return 0
-
-    # ``gone`` is not used here: PostgreSQL keeps its change marks (members may not delete them:
-    # schema version 6 grants SELECT, INSERT and UPDATE of ``seq`` only, so none can lock the
-    # table), and its counter has no floor (``change_floor``).
 
 
 def _raw(reading: Reading) -> psycopg.Connection[Any]:

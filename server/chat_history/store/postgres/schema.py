@@ -20,7 +20,7 @@ done). Version 1 here holds what SQLite's version 6 holds, with PostgreSQL's own
   security keeps every role to its own rows of the three, and no role holds a table-wide
   privilege on them that could lock the whole table (``LOCK TABLE`` needs ``UPDATE``, ``DELETE``
   or ``TRUNCATE`` on the table: members have ``UPDATE`` on a column);
-- the tables of history guarded (version 8, guard.py): members hold ``SELECT, INSERT`` and
+- the tables of history guarded (versions 8 and 9, guard.py): members hold ``SELECT, INSERT`` and
   column-level ``UPDATE`` on them, so none can ``LOCK TABLE`` one in a mode that blocks another
   role's writes; a delete flags the rows ``gone`` as the caller and a ``SECURITY DEFINER``
   trigger of the owner deletes exactly those rows;
@@ -34,10 +34,10 @@ import secrets
 from typing import Any
 
 from chat_history.store import keys
-from chat_history.store.postgres.guard import V8 as _V8
+from chat_history.store.postgres import guard
 from chat_history.store.schema import FIGURES as _FIGURES
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 #: pg_advisory_xact_lock key of migrations ('chmi').
 MIGRATION_LOCK = 0x63686D69
 
@@ -277,7 +277,8 @@ CREATE TABLE conversation_renames (
 """ + _owned("conversation_renames")
 
 #: MIGRATIONS[n] upgrades a database at version n to n + 1.
-MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5, 5: _V6, 6: _V7, 7: _V8}
+MIGRATIONS: dict[int, str] = {0: _V1, 1: _V2, 2: _V3, 3: _V4, 4: _V5, 5: _V6, 6: _V7}
+MIGRATIONS.update({7: guard.V8, 8: guard.V9})  # guard.py: the tables no member can lock
 
 
 class NewerSchema(Exception):

@@ -45,7 +45,7 @@ from chat_history.store import calibration, keys
 from chat_history.store.connection import WriteObserver
 from chat_history.store.conversation_cache import ConversationCache
 from chat_history.store.postgres import link, tokens
-from chat_history.store.postgres.counter import BUMP, MARKED_BUMP, mark_arrays
+from chat_history.store.postgres.counter import BUMP, commit_statement
 from chat_history.store.postgres.dialect import Connection
 from chat_history.store.postgres.link import RETRIED_STATES, is_database_error
 from chat_history.store.postgres.locks import conversation_lock, lock_statements
@@ -155,7 +155,7 @@ class PostgresStore(PurgeSteps):
                 if self.observer is not None:
                     self.observer.after_write(transaction)
                 transaction.before_commit()
-                self._commit(connection, transaction.touched)
+                self._commit(connection, transaction.touched, transaction.gone)
             except BaseException as exc:
                 self._rollback(connection)
                 if self.observer is not None:
@@ -233,7 +233,7 @@ class PostgresStore(PurgeSteps):
         row = cursor.fetchone()
         assert row is not None  # the look always answers one row
         self.looks.take(row, extra=1)
-        self._token = (token, int(row[2]))
+        self._token = (token, int(row[3]))  # after the version, the counter and its floor
         self._pinned = True
 
     def _reading(self, kind: type[Reading], connection: Connection) -> Reading:
@@ -267,7 +267,9 @@ class PostgresStore(PurgeSteps):
             self._look(self._connection)
         return self.looks.local_version
 
-    def _commit(self, connection: Connection, touched: Collection[Key] = ()) -> None:
+    def _commit(
+        self, connection: Connection, touched: Collection[Key] = (), gone: Collection[Key] = ()
+    ) -> None:
         """Bump the role's counter and commit, in one round trip; a write that changed
         conversations stamps their change marks with the bumped value first (store.changes:
         under the counter's row lock, so stamps follow commit order), one round trip more. A
@@ -276,8 +278,8 @@ class PostgresStore(PurgeSteps):
         import psycopg
 
         try:
-            if touched:
-                row = connection.raw.execute(MARKED_BUMP, mark_arrays(touched)).fetchone()
+            if touched or gone:  # the marks of ``gone`` deleted (counter.py)
+                row = connection.raw.execute(*commit_statement(touched, gone)).fetchone()
                 connection.raw.execute("COMMIT")
             else:
                 row = connection.raw.execute(f"{BUMP}; COMMIT").fetchone()
@@ -289,7 +291,7 @@ class PostgresStore(PurgeSteps):
             ):
                 raise
             return
-        self.looks.committed(int(row[0]) if row else 0, touched)
+        self.looks.committed(int(row[0]) if row else 0, touched, bool(gone))
 
     def close(self) -> None:
         self.purging.close()
