@@ -55,7 +55,7 @@ LAYERS: dict[str, set[str]] = {
 #: the stdio client and the demo (a client of the wire), and ``frames``, below ``protocol``,
 #: which builds the JSON-RPC error of an answer too large to send.
 CAMEL_ALLOWED = {
-    "service/opencode_db.py",  # OpenCode's own export shape, rebuilt from its database's rows
+    "importers/opencode/database.py",  # OpenCode's export shape, rebuilt from its database's rows
     "wire/protocol.py",
     "wire/reports.py",
     "wire/frames.py",
