@@ -7,12 +7,11 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable
 
+from chat_history.cli.common import Subcommand, machine_of, open_manager, reading
 from chat_history.policy.identity import normalize_uri
 from chat_history.service.manager import ChatHistoryManager
-
-Command = Callable[..., argparse.ArgumentParser]
+from chat_history.settings import default_settings
 
 
 def max_tokens(text: str) -> int:
@@ -65,20 +64,21 @@ def serve_acp(args: argparse.Namespace, manager: ChatHistoryManager, machine: st
         manager.close()
 
 
-def add_commands(
-    command: Command,
-    run_mcp: Callable[[argparse.Namespace], int],
-    run_acp: Callable[[argparse.Namespace], int],
-) -> None:
-    """The agents' subcommands of ``chat-history``."""
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """``mcp``: the recall server on stdio, read-only (storage retention off)."""
+    manager = open_manager(args, reading(default_settings()), create=True)
+    return serve_mcp(args, manager, machine_of(args))
+
+
+def cmd_acp(args: argparse.Namespace) -> int:
+    """``acp -- AGENT …``: the recording proxy before an ACP agent (it writes: retention on)."""
+    manager = open_manager(args, create=True)
+    return serve_acp(args, manager, machine_of(args))
+
+
+def _mcp_arguments(p: argparse.ArgumentParser) -> None:
     from chat_history.mcp.tools import DEFAULT_MAX_TOKENS
 
-    p = command(
-        "mcp",
-        run_mcp,
-        "serve this workspace's history to agents over MCP (stdio): search_history, "
-        "list_conversations, read_conversation",
-    )
     p.add_argument(
         "--workspace",
         metavar="URI",
@@ -97,12 +97,25 @@ def add_commands(
         metavar="N",
         help=f"bound of each answer in estimated tokens (default {DEFAULT_MAX_TOKENS})",
     )
-    p = command(
-        "acp",
-        run_acp,
-        "stand between an editor and an ACP agent (stdio): record its sessions and serve "
-        "session/list, load, resume, fork and delete from the store where the agent lacks them",
-    )
+
+
+def _acp_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "agent", nargs=argparse.REMAINDER, metavar="-- AGENT [ARGS...]", help="the agent's command"
     )
+
+
+MCP = Subcommand(
+    "mcp",
+    "serve this workspace's history to agents over MCP (stdio): search_history, "
+    "list_conversations, read_conversation",
+    cmd_mcp,
+    _mcp_arguments,
+)
+ACP = Subcommand(
+    "acp",
+    "stand between an editor and an ACP agent (stdio): record its sessions and serve "
+    "session/list, load, resume, fork and delete from the store where the agent lacks them",
+    cmd_acp,
+    _acp_arguments,
+)
