@@ -22,7 +22,10 @@ import { copyMcpConfiguration, registerMcpServer } from "./agents";
 import { ServerLauncher } from "./launcher";
 import { MODEL_KINDS, type ModelKind, type ModelSettings } from "./providers";
 import * as R from "./replies";
+import * as E from "./edits";
 import * as S from "./state";
+import * as T from "./stream";
+import * as V from "./view";
 import * as I from "./imports";
 import { READ_FILE_TOOL, readWorkspaceFile } from "./tools";
 import * as W from "./workspaces";
@@ -296,7 +299,7 @@ class ChatPanel {
     // Streaming deltas arrive fast: post at most every 30 ms.
     this.postTimer = setTimeout(() => {
       this.postTimer = undefined;
-      void this.panel?.webview.postMessage({ type: "view", view: S.viewOf(this.state, this.protocolVersion()) });
+      void this.panel?.webview.postMessage({ type: "view", view: V.viewOf(this.state, this.protocolVersion()) });
     }, 30);
   }
 
@@ -318,7 +321,7 @@ class ChatPanel {
 
   private fail(error: unknown): void {
     const message = error instanceof Error ? error.message : String(error);
-    this.update(S.addNotice(S.turnFinished(S.streamDiscarded(this.state)), "error", message));
+    this.update(S.addNotice(T.turnFinished(T.streamDiscarded(this.state)), "error", message));
   }
 
   /**
@@ -508,7 +511,7 @@ class ChatPanel {
     const client = await this.client();
     const done = await this.guarded(undefined, (expected) => client.truncate({ conversationId, fromId, ...expected }));
     if (done === undefined) return;
-    this.update(S.truncated(this.state, fromId));
+    this.update(E.truncated(this.state, fromId));
     await this.send(cut.prompt.content, true);
   }
 
@@ -526,12 +529,12 @@ class ChatPanel {
       return;
     }
     // The prompt of a failed turn typed again is a Retry: it is stored once, not twice in a row.
-    if (!promptStored && S.isRetryOf(this.state, text)) promptStored = true;
+    if (!promptStored && T.isRetryOf(this.state, text)) promptStored = true;
     const conversationId = this.state.conversationId;
     if (continueId !== undefined) this.update(R.continueStarted(this.state, continueId));
     else {
-      const started = S.retryStarted(this.state);
-      this.update(promptStored ? started : S.promptSent(started, text));
+      const started = T.retryStarted(this.state);
+      this.update(promptStored ? started : T.promptSent(started, text));
     }
     const running = new AbortController();
     this.running = running;
@@ -548,20 +551,20 @@ class ChatPanel {
         case "calibrated":
           return this.update(S.calibrated(this.state, event.calibration));
         case "streamStart":
-          return this.update(S.streamStarted(this.state));
+          return this.update(T.streamStarted(this.state));
         case "replyBegun":
           return this.update(R.replyBegun(this.state, event.row));
         case "delta":
-          return this.update(S.streamDelta(this.state, event.text));
+          return this.update(T.streamDelta(this.state, event.text));
         case "streamEnd":
-          return this.update(S.streamEnded(this.state, event.toolCalls));
+          return this.update(T.streamEnded(this.state, event.toolCalls));
         case "streamDiscarded":
-          return this.update(S.streamDiscarded(this.state));
+          return this.update(T.streamDiscarded(this.state));
         case "interrupted":
-          return this.update(S.streamInterrupted(this.state, event.partial));
+          return this.update(T.streamInterrupted(this.state, event.partial));
         case "stored":
           this.list.refresh();
-          return this.update(S.rowsStored(this.state, event.rows));
+          return this.update(T.rowsStored(this.state, event.rows));
         case "usage":
           return this.update(S.usageReported(this.state, event.promptTokens, event.cachedTokens));
         case "retry":
@@ -591,21 +594,21 @@ class ChatPanel {
       );
       // The proposal is carried out after the reply, in the background (the panel is free).
       if (proposal !== null) void this.compact(conversationId, proposal);
-      if (conversationId === this.state.conversationId) this.update(S.turnSucceeded(this.state));
+      if (conversationId === this.state.conversationId) this.update(T.turnSucceeded(this.state));
     } catch (error) {
       if (conversationId !== this.state.conversationId) {
         // Another chat is shown now.
       } else if (error instanceof InterruptedReply && error.stored !== null) {
         // Stored as far as it got: Continue, Retry and Keep are offered for it.
-        this.update(R.cutStored(S.turnFinished(this.state), error.reason));
+        this.update(R.cutStored(T.turnFinished(this.state), error.reason));
       } else if (continueId !== undefined) {
         // The continued row is as the server left it (interrupted: the offer stands again).
         await this.reload(true).catch(() => undefined);
-        this.update(S.addNotice(S.turnFinished(this.state), "error", turnFailureWords(error), S.TURN_NOTICE));
+        this.update(S.addNotice(T.turnFinished(this.state), "error", turnFailureWords(error), S.TURN_NOTICE));
       } else {
         const partial = error instanceof InterruptedReply ? error.partial : "";
-        const shown = error instanceof InterruptedReply ? S.streamInterrupted(this.state, partial) : S.streamDiscarded(this.state);
-        this.update(S.turnFailed(shown, text, turnFailureWords(error)));
+        const shown = error instanceof InterruptedReply ? T.streamInterrupted(this.state, partial) : T.streamDiscarded(this.state);
+        this.update(T.turnFailed(shown, text, turnFailureWords(error)));
       }
     } finally {
       if (this.running === running) this.running = undefined;
@@ -626,7 +629,7 @@ class ChatPanel {
     const conversationId = this.state.conversationId;
     const stored = await (await this.client()).append({ conversationId, messages: [{ role: "assistant", content: offer.partial }] });
     if (conversationId !== this.state.conversationId) return;
-    this.update(S.partialKept(this.state, stored.messages));
+    this.update(T.partialKept(this.state, stored.messages));
     this.list.refresh();
   }
 
@@ -698,7 +701,7 @@ class ChatPanel {
     let language: string;
     if (pick.format === "md") {
       const { messages } = await (await this.client()).get({ conversationId });
-      content = S.toMarkdown(S.titleOf(this.list.infos.get(conversationId)), messages);
+      content = V.toMarkdown(S.titleOf(this.list.infos.get(conversationId)), messages);
       language = "markdown";
     } else {
       content = await launcher.cli([...launcher.storageArgs(this.context.globalStorageUri.fsPath), "export", conversationId]);
@@ -722,13 +725,13 @@ class ChatPanel {
       if (edited === undefined || edited.trim() === "") return;
       text = edited;
     }
-    const rewind = S.rewindFor(this.state, key, kind, text);
+    const rewind = E.rewindFor(this.state, key, kind, text);
     if (rewind === null) return;
     const conversationId = this.state.conversationId;
     const client = await this.client();
     const done = await this.guarded(seenId, (expected) => client.truncate({ conversationId, fromId: rewind.fromId, ...expected }));
     if (done === undefined) return;
-    this.update(S.truncated(this.state, rewind.fromId));
+    this.update(E.truncated(this.state, rewind.fromId));
     await this.send(rewind.prompt, rewind.promptStored);
   }
 
@@ -736,7 +739,7 @@ class ChatPanel {
     const target = this.state.messages.find((m) => m.key === key);
     if (target === undefined) return;
     // Another workspace's chat is read-only here: only what changes nothing.
-    if (this.state.elsewhere !== null && !S.READ_ONLY_ACTIONS.includes(action)) return;
+    if (this.state.elsewhere !== null && !V.READ_ONLY_ACTIONS.includes(action)) return;
     const conversationId = this.state.conversationId;
     const client = await this.client();
     switch (action) {
@@ -750,7 +753,7 @@ class ChatPanel {
         const turn = target.turn;
         const done = await this.guarded(seenId, (expected) => client.deleteTurns({ conversationId, turns: [turn], ...expected }));
         if (done === undefined) return;
-        this.update(S.turnsDeleted(this.state, [target.turn]));
+        this.update(E.turnsDeleted(this.state, [target.turn]));
         // The first turn's prompt is the automatic title: the panel's tab and the list follow.
         await this.refreshTitle();
         return;
@@ -763,7 +766,7 @@ class ChatPanel {
           password: true,
         });
         if (secret === undefined) return;
-        const content = S.redact(target.content, secret);
+        const content = E.redact(target.content, secret);
         if (content === null) {
           void vscode.window.showInformationMessage("That text is not in this message; nothing changed.");
           return;
@@ -771,7 +774,7 @@ class ChatPanel {
         const id = target.id;
         const row = await this.guarded(seenId, (expected) => client.editMessage({ conversationId, id, content, ...expected }));
         if (row === undefined) return;
-        this.update(S.rowEdited(this.state, row));
+        this.update(E.rowEdited(this.state, row));
         // A redacted first prompt is the automatic title: header, tab and list show it redacted.
         await this.refreshTitle();
         return;
