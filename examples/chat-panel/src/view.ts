@@ -1,6 +1,7 @@
 /**
  * What the webview draws, computed from the panel's state ({@link viewOf}): messages with their
  * actions and folded tool rows, the meter, the banners; and a conversation as Markdown (Export).
+ * Pure functions: no `vscode`, no DOM, no I/O.
  */
 
 import type { StoredMessage, ToolCall } from "chat-history-client";
