@@ -25,7 +25,7 @@ write, never sends an empty turn list, and never ends on another assistant row t
   text to send), and for a reply that is all there is where the kind wants a user turn first
   (Anthropic, Bedrock, Gemini, Mistral), never behind an invented ``(continued)`` user message.
   It is the rendering every kind gives the application's text after the assistant's last reply
-  (``common.trailing_instruction``). In a prefill or history shape, a reply with no text after
+  (``plan.trailing_instruction``). In a prefill or history shape, a reply with no text after
   a user turn (or tool results) is not sent: the body ends on that turn.
 
 Anthropic and Bedrock refuse a final assistant text that ends with whitespace ("final assistant
@@ -48,12 +48,7 @@ import attrs
 
 from chat_history.model import Message
 from chat_history.providers.bedrock_caching import bare_model_id
-from chat_history.providers.common import (
-    APPLICATION_INSTRUCTION,
-    AssistantTurn,
-    SystemText,
-    plan,
-)
+from chat_history.providers.plan import APPLICATION_INSTRUCTION, AssistantTurn, SystemText, plan
 
 Shape = Literal["prefill", "history", "system", "instruction"]
 
