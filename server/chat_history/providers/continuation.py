@@ -19,8 +19,8 @@ write, never sends an empty turn list, and never ends on another assistant row t
   messages and its text goes, as a note (``NOTE``), into the system instruction as one block
   after the application's system prompt, whose blocks and cache mark stay as a request without
   the note has them (``finish``); the body ends with the user's own turn.
-- ``"instruction"``: the note as one user turn ``[Application instruction]\\n<note>`` at the
-  end, where the body would otherwise end on another assistant row or send no turn: after
+- The application's turn: the note as one user turn ``[Application instruction]\\n<note>`` at
+  the end, where the body would otherwise end on another assistant row or send no turn: after
   another assistant reply (for the note's targets, and for any target when the reply has no
   text to send), and for a reply that is all there is where the kind wants a user turn first
   (Anthropic, Bedrock, Gemini, Mistral), never behind an invented ``(continued)`` user message.
@@ -50,7 +50,7 @@ from chat_history.model import Message
 from chat_history.providers.bedrock_caching import bare_model_id
 from chat_history.providers.plan import APPLICATION_INSTRUCTION, AssistantTurn, SystemText, plan
 
-Shape = Literal["prefill", "history", "system", "instruction"]
+Shape = Literal["prefill", "history", "system"]
 
 #: Claude families known to continue a final assistant message (Anthropic's models overview:
 #: Claude 3, 3.5, 3.7, 4, 4.1 and 4.5; "Prefilling assistant messages returns a 400 error on
@@ -118,7 +118,7 @@ def _other_than_claude(model: str | None) -> bool:
 
 def shape(kind: str, model: str | None, reply: Message) -> Shape:
     """How ``kind``'s body for ``model`` would carry ``reply`` by the kind and model alone
-    (``continued`` may still make the note an ``"instruction"`` turn)."""
+    (``continued`` may still make the note the application's turn)."""
     if kind == "gemini":
         return "system"
     if kind == "bedrock" and _other_than_claude(model):
@@ -133,19 +133,18 @@ def shape(kind: str, model: str | None, reply: Message) -> Shape:
 
 @attrs.frozen
 class Continuation:
-    """The rows to format for a continuation, how, what the body leaves out of the reply's text
+    """The rows to format for a continuation, what the body leaves out of the reply's text
     (``continueTrimmed``), and the note ``finish`` puts in the system instruction."""
 
     rows: tuple[Message, ...]
-    shape: Shape
     trimmed: str
     note: str | None = None
 
 
 def continued(kind: str, model: str | None, rows: Sequence[Message]) -> Continuation:
     """The rows of a body continuing the newest row, an interrupted assistant reply. Rows that
-    do not end with one lost the reply to the orphan sweep (it had only unanswered calls): it
-    has no text to send."""
+    do not end with one lost the reply to the orphan sweep (it had only unanswered calls and no
+    text): there is no text of it to send."""
     if rows and rows[-1].role == "assistant" and rows[-1].status == "interrupted":
         reply, before = rows[-1], tuple(rows[:-1])
     else:
@@ -154,17 +153,17 @@ def continued(kind: str, model: str | None, rows: Sequence[Message]) -> Continua
     ends = _last_turn(before)
     note = NOTE.format(text=reply.content)
     if how == "system" and ends == "user":
-        return Continuation(before, how, "", note)
+        return Continuation(before, "", note)
     if how != "system":
         kept = reply.content.rstrip() if kind in _TRIMMING else reply.content
         if kept.strip() and (ends is not None or kind not in _USER_FIRST):
             return Continuation(
-                (*before, attrs.evolve(reply, content=kept)), how, reply.content[len(kept) :]
+                (*before, attrs.evolve(reply, content=kept)), reply.content[len(kept) :]
             )
         if not kept.strip() and ends == "user":  # nothing of the reply to send
-            return Continuation(before, how, reply.content)
+            return Continuation(before, reply.content)
     turn = Message(role="user", content=f"{APPLICATION_INSTRUCTION}\n{note}")
-    return Continuation((*before, turn), "instruction", "")
+    return Continuation((*before, turn), "")
 
 
 def _last_turn(rows: Sequence[Message]) -> Literal["user", "assistant"] | None:
