@@ -55,6 +55,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from chat_history.model import Message, ToolCall  # noqa: E402
 from chat_history.policy.tokens import row_tokens  # noqa: E402
 from chat_history.providers import format_body  # noqa: E402
+from chat_history.service import history  # noqa: E402
 
 TURNS = 300
 BUDGETS = (16_000, 32_000, 64_000)
@@ -315,15 +316,15 @@ class Ours(System):
         self.store = Store(folder)
         self.manager = ChatHistoryManager(self.store, load_settings(settings).settings)
         self.key = Key("bench-ws", "economy")
-        self.manager.append(self.key, [Message(role="system", content=SYSTEM_PROMPT)])
+        history.append(self.manager, self.key, [Message(role="system", content=SYSTEM_PROMPT)])
 
     def append(self, rows: Sequence[Message]) -> None:
-        self.manager.append(self.key, rows)
+        history.append(self.manager, self.key, rows)
 
     def body(self) -> dict[str, Any]:
         from chat_history.service.preparation import PrepareOptions
 
-        prepared = self.manager.prepare(self.key, PrepareOptions(provider="anthropic"))
+        prepared = history.prepare(self.manager, self.key, PrepareOptions(provider="anthropic"))
         return spec_markers(json.loads(json.dumps(prepared.body)))
 
     def close(self) -> None:

@@ -34,6 +34,16 @@ from chat_history.errors import InvalidParams, StorageError
 from chat_history.model import ROLES, JsonText
 from chat_history.paths import STORAGE_ENV, default_storage_folder
 from chat_history.policy.identity import normalize_uri
+from chat_history.service import (
+    conversations,
+    edits,
+    history,
+    import_writes,
+    replies,
+    usage,
+    workspaces,
+)
+from chat_history.service import search as search_service
 from chat_history.service.conversations import ConversationInfo
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.storage_retention import PruneRun, tally
@@ -130,7 +140,7 @@ def _tended(manager: ChatHistoryManager) -> ChatHistoryManager:
     killed server's) as interrupted before it reads (protocol.md "Replies in flight"); a
     database it cannot write now is left to the next process."""
     with contextlib.suppress(StorageError):
-        manager.tend_replies()
+        replies.tend(manager)
     return manager
 
 
@@ -182,7 +192,7 @@ def records(manager: ChatHistoryManager, workspace: str | None) -> dict[Key, Con
     (one holding only a title or metadata included), ordered by workspace and id."""
     found = {
         info.key: info
-        for info in manager.list_conversations_page(workspace, None, None).conversations
+        for info in conversations.list_page(manager, workspace, None, None).conversations
     }
     return dict(sorted(found.items(), key=lambda item: (item[0].workspace, item[0].conversation)))
 
@@ -244,7 +254,9 @@ def cmd_conversations(args: argparse.Namespace) -> int:
     """``conversations``: every conversation per workspace, as ``listConversations`` lists them
     (``--json``: its entries)."""
     manager = open_manager(args)
-    listed = by_workspace(manager.list_conversations_page(args.workspace, None, None).conversations)
+    listed = by_workspace(
+        conversations.list_page(manager, args.workspace, None, None).conversations
+    )
     if args.json:
         print_json(reports.wire_listing([info for _, infos in listed for info in infos]))
     elif not listed:
@@ -263,12 +275,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     key = find_key(manager, args.conversation, args.workspace)
     if args.provider is not None:
         try:
-            request = manager.format(key, args.provider, args.model)
+            request = history.format(manager, key, args.provider, args.model)
         except InvalidParams as exc:
             raise CliError(f"argument --provider: {exc.why}", EXIT_USAGE) from None
         print_json(protocol.wire(request))
         return 0
-    result = manager.get(key)
+    result = history.get(manager, key)
     if args.json:
         print_json(reports.wire_history(key.workspace, key.conversation, result))
     else:
@@ -307,7 +319,7 @@ def cmd_rename(args: argparse.Namespace) -> int:
     if (args.title is None) == (not args.automatic):
         raise CliError("give a TITLE, or --automatic (not both)", EXIT_USAGE)
     change = ConversationUpdate(set_title=True, title=args.title)
-    info = edited(lambda: manager.update_conversation(key, change))
+    info = edited(lambda: conversations.update(manager, key, change))
     print(f"{key.conversation}: {info.title!r} ({info.title_source or 'no'} title)")
     return 0
 
@@ -316,7 +328,7 @@ def cmd_truncate(args: argparse.Namespace) -> int:
     """Delete message #ID and every later one (chatHistory/truncate)."""
     manager = open_manager(args)
     key = find_key(manager, args.conversation, args.workspace)
-    result = edited(lambda: manager.truncate(key, args.from_id))
+    result = edited(lambda: edits.truncate(manager, key, args.from_id))
     gone = " and its summary" if result.summary_deleted else ""
     print(f"{key.conversation}: deleted {result.deleted_messages} message(s){gone}.")
     return 0
@@ -327,7 +339,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
     manager = open_manager(args)
     key = find_key(manager, args.conversation, args.workspace)
     target = Key(args.to_workspace or key.workspace, args.new)
-    info = edited(lambda: manager.fork(key, target, args.through))
+    info = edited(lambda: conversations.fork(manager, key, target, args.through))
     print(
         f"{info.conversation_id}: {info.message_count} message(s) copied from "
         f"{key.conversation}" + (f" into workspace {info.workspace!r}" if args.to_workspace else "")
@@ -352,7 +364,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         flag = {"query": "QUERY", "limit": "--limit", "workspace": "--workspace"}
         name = flag.get(exc.field, "--conversation" if exc.field == "conversationId" else "--role")
         raise CliError(f"argument {name}: {exc.why}", EXIT_USAGE) from None
-    result = open_manager(args, reading(default_settings())).search(scope, query, limit)
+    result = search_service.search(
+        open_manager(args, reading(default_settings())), scope, query, limit
+    )
     if args.json:
         print_json(search.wire_search(result))
     else:
@@ -380,7 +394,7 @@ def prune(manager: ChatHistoryManager, workspace: str | None, *, dry_run: bool) 
     plans = []
     with Progress("pruning", len(keys)) as progress:
         for key in keys:
-            plans.append((key, manager.retain(key, dry_run=dry_run)))
+            plans.append((key, usage.retain(manager, key, dry_run=dry_run)))
             progress.advance()
     return tally(dry_run, plans)
 
@@ -406,7 +420,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     with Progress("exporting", total) as progress:
         sink.write((dumps(header_line()) + "\n").encode("utf-8"))
         for key in keys:
-            result = manager.get(key)
+            result = history.get(manager, key)
             _write_lines(conversation_lines(key, result.messages, result.summary), sink, progress)
     sink.flush()
     return 0
@@ -444,7 +458,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     with Progress("importing", total) as progress:
         for entry in conversations:
             try:
-                result = manager.import_conversation(entry.key, entry.messages, entry.summary)
+                result = import_writes.import_conversation(
+                    manager, entry.key, entry.messages, entry.summary
+                )
             except InvalidParams as exc:
                 failures.append(
                     f"{args.file}:{entry.line_of(exc.field)}: {protocol.wire_field(exc.field)}: "
@@ -480,7 +496,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     each came from."""
     loaded = load_cli_settings(args)
     manager = open_manager(args, reading(loaded.settings))
-    stats = manager.stats()
+    stats = usage.stats(manager)
     where = manager.database_path
     path = where if isinstance(where, Path) else Path("/nonexistent")  # PostgreSQL: no file
     wal = _size(Path(f"{path}-wal"))
@@ -639,7 +655,7 @@ def machine_of(args: argparse.Namespace) -> str:
 
 def cmd_workspaces(args: argparse.Namespace) -> int:
     manager = open_manager(args)
-    infos = manager.workspace_infos(machine_of(args))
+    infos = workspaces.list_all(manager, machine_of(args))
     if args.json:
         print_json({"workspaces": protocol.wire(infos)})
         return 0
@@ -665,14 +681,14 @@ def cmd_workspaces(args: argparse.Namespace) -> int:
 
 def cmd_move_workspace(args: argparse.Namespace) -> int:
     manager = open_manager(args)
-    moved = edited(lambda: manager.move_workspace(args.source, args.target))
+    moved = edited(lambda: workspaces.move(manager, args.source, args.target))
     print(f"moved {moved} conversation(s) from {args.source} to {args.target}.")
     return 0
 
 
 def cmd_purge(args: argparse.Namespace) -> int:
     manager = open_manager(args)
-    if not manager.purge():
+    if not usage.purge(manager):
         raise CliError("the purge did not finish (see the log above); nothing was lost")
     print(f"purged deleted text from {manager.database_path}.")
     return 0
