@@ -1,16 +1,18 @@
-"""ChatHistoryManager, the service API behind the handlers (protocol.md "Requests"): append answers
-one stored row per message in order, get pages newest-first windows in order, listConversations
-sorts by activity, clear deletes messages and summary; keys keep workspaces apart."""
+"""The manager's core and the history family over it (protocol.md "Requests"): append answers one
+stored row per message in order, get pages newest-first windows in order, listConversations sorts
+by activity, clear deletes messages and summary; keys keep workspaces apart; a manager ``under``
+other settings (one request's) shares the store and applies only its own."""
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from rows import A, T, U
 
 from chat_history.errors import InvalidParams
 from chat_history.model import Attachment, Message, Summary, ToolCall
 from chat_history.policy.tokens import stored_tokens
-from chat_history.service import conversations, history
+from chat_history.service import conversations, history, replies
 from chat_history.store import Key
 
 pytestmark = pytest.mark.engines
@@ -293,3 +295,21 @@ def test_a_cleared_conversation_starts_again(make_manager) -> None:
     stored = history.append(manager, KEY, [U("fresh")]).messages
     assert contents(history.get(manager, KEY).messages) == ["fresh"]
     assert stored[0].turn >= 1
+
+
+# -- under: one request's settings, as a value --------------------------------------------------
+
+
+def test_a_manager_under_other_settings_prunes_by_them_and_leaves_the_manager_as_it_was(
+    make_manager,
+) -> None:
+    manager = make_manager({"maxMessages": 100})
+    history.append(manager, KEY, [U(f"u{i}") if i % 2 == 0 else A(f"a{i}") for i in range(10)])
+    strict = manager.under(attrs.evolve(manager.settings, max_messages=4))
+
+    assert contents(history.get(strict, KEY).messages) == ["u6", "a7", "u8", "a9"]
+    assert manager.settings.max_messages == 100 and strict.settings.max_messages == 4
+    history.append(manager, KEY, [U("u10"), A("a11")])  # under 100: nothing more goes
+    assert contents(history.get(manager, KEY).messages) == ["u6", "a7", "u8", "a9", "u10", "a11"]
+    assert strict.store is manager.store and strict.lock is manager.lock
+    assert replies.writer(strict) is replies.writer(manager)  # what ``kept`` holds is shared
