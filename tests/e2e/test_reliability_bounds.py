@@ -28,6 +28,7 @@ from tests.e2e.reliability import (
 )
 
 from chat_history.model import MAX_JSON_DEPTH
+from chat_history.service import history
 from chat_history.store import Key
 from chat_history.wire.checks import MAX_CONTENT_CHARS
 from chat_history.wire.framing import MAX_CONTAINERS
@@ -333,7 +334,8 @@ def test_a_row_stored_with_deep_arguments_before_the_limit_is_still_formatted(
     deep = deep_arguments(975)
     manager = ChatHistoryManager(open_store(storage))
     call = ToolCall(id="call_1", name="t", arguments=deep)
-    manager.append(
+    history.append(
+        manager,
         Key("ws", "old"),
         [
             Message(role="user", content="q"),

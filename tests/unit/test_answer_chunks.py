@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pygls.protocol import JsonRPCResponseMessage
 
 from chat_history.model import Attachment, JsonText, StoredMessage, ToolCall
-from chat_history.service.manager import GetResult
+from chat_history.service.history import GetResult
 from chat_history.wire import frames, protocol
 from chat_history.wire.methods import history
 from chat_history.wire.server import _converter

@@ -16,6 +16,7 @@ from chat_history.errors import InvalidParams
 from chat_history.model import Key, Message
 from chat_history.providers import KINDS
 from chat_history.providers.continuation import NOTE, shape, takes_prefill
+from chat_history.service import edits, history, replies
 from chat_history.service.preparation import PrepareOptions
 from chat_history.service.replies import ReplyBegin, ReplyChange
 
@@ -47,16 +48,16 @@ def interrupted(
 ) -> int:
     """The id of an interrupted reply ``text`` stored after the rows ``before``."""
     if before:
-        manager.append(KEY, list(before))
+        history.append(manager, KEY, list(before))
     reply = Message(role="assistant", content=text, provider_data=provider_data or {})
-    row = manager.begin_reply(KEY, ReplyBegin(message=reply))
-    manager.end_reply(KEY, row.id, "interrupted", ReplyChange())
+    row = replies.begin(manager, KEY, ReplyBegin(message=reply))
+    replies.end(manager, KEY, row.id, "interrupted", ReplyChange())
     return int(row.id)
 
 
 def prepared(manager: Any, kind: str, row_id: int, model: str | None = None) -> Any:
     options = PrepareOptions(provider=kind, model=model or MODELS[kind], continue_id=row_id)
-    return manager.prepare(KEY, options)
+    return history.prepare(manager, KEY, options)
 
 
 def last_message(kind: str, body: dict[str, Any]) -> tuple[str, str]:
@@ -95,7 +96,7 @@ def test_the_body_continues_the_reply_as_the_kind_allows(make_manager, kind: str
     assert request.continue_trimmed == (" " if kind in ("anthropic", "bedrock") else "")
     if kind == "mistral":
         assert body["messages"][-1]["prefix"] is True
-    users = [m for m in manager.get(KEY).messages if m.role == "user"]
+    users = [m for m in history.get(manager, KEY).messages if m.role == "user"]
     assert str(body).count("Why is the sky blue?") == len(users), "no invented user message"
 
 
@@ -130,11 +131,11 @@ def test_which_claude_models_take_a_prefill() -> None:
 @pytest.mark.parametrize("kind", KINDS)
 def test_prepare_and_format_never_send_a_streaming_row(make_manager, kind: str) -> None:
     manager = make_manager(SETTINGS)
-    manager.append(KEY, [Message(role="user", content="Why is the sky blue?")])
-    manager.begin_reply(KEY, ReplyBegin(message=Message(role="assistant", content="STREAMING")))
+    history.append(manager, KEY, [Message(role="user", content="Why is the sky blue?")])
+    replies.begin(manager, KEY, ReplyBegin(message=Message(role="assistant", content="STREAMING")))
     for body in (
-        manager.prepare(KEY, PrepareOptions(provider=kind)).body,
-        manager.format(KEY, kind).body,
+        history.prepare(manager, KEY, PrepareOptions(provider=kind)).body,
+        history.format(manager, KEY, kind).body,
     ):
         assert "STREAMING" not in str(body)
         assert violations(kind, body) == []
@@ -143,7 +144,9 @@ def test_prepare_and_format_never_send_a_streaming_row(make_manager, kind: str) 
 def test_continue_id_must_name_the_newest_interrupted_row(make_manager) -> None:
     manager = make_manager(SETTINGS)
     row_id = interrupted(manager)
-    complete = manager.append(KEY, [Message(role="assistant", content="later")]).messages[0]
+    complete = history.append(manager, KEY, [Message(role="assistant", content="later")]).messages[
+        0
+    ]
     for bad in (row_id, complete.id, 10**6):
         with pytest.raises(InvalidParams) as raised:
             prepared(manager, "openai", bad)
@@ -276,8 +279,8 @@ def test_the_note_follows_the_application_system_prompt(
     )
     row_id = interrupted(manager, before=before)
     body = checked(kind, prepared(manager, kind, row_id, model), prefill=False)
-    manager.truncate(KEY, row_id)  # the same conversation without the reply
-    plain = manager.prepare(KEY, PrepareOptions(provider=kind, model=model)).body
+    edits.truncate(manager, KEY, row_id)  # the same conversation without the reply
+    plain = history.prepare(manager, KEY, PrepareOptions(provider=kind, model=model)).body
     if kind == "gemini":
         head, blocks = plain["systemInstruction"]["parts"], body["systemInstruction"]["parts"]
     else:

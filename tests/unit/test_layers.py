@@ -303,3 +303,11 @@ def test_the_store_files_and_every_function_stay_small() -> None:
                 if lines > 70:
                     long.append(f"{path.relative_to(PACKAGE)}:{node.name} ({lines})")
     assert long == []
+
+
+def test_the_managers_core_stays_a_core() -> None:
+    """Issue 40: the manager is the core every family of operations shares (lock, settings,
+    write and read helpers), under 250 lines; an operation lives in its family's module
+    (``service/history.py``, ...), not on the manager."""
+    core = PACKAGE / "service" / "manager.py"
+    assert len(core.read_text(encoding="utf-8").splitlines()) < 250

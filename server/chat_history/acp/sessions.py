@@ -23,6 +23,7 @@ from chat_history.acp import rows
 from chat_history.acp.recorder import Recorder
 from chat_history.errors import ChatHistoryError
 from chat_history.model import Key
+from chat_history.service import conversations, history
 from chat_history.service.preparation import PrepareOptions
 
 log = logging.getLogger("chat_history.acp")
@@ -169,7 +170,7 @@ async def attach(link: Link, session: str, params: dict[str, Any]) -> dict[str, 
 def seed(recorder: Recorder, key: Key) -> dict[str, str] | None:
     """The context block of ``key``'s history, under ``prepare``'s budget rules (None: none)."""
     try:
-        prepared = recorder.manager.prepare(key, PrepareOptions())
+        prepared = history.prepare(recorder.manager, key, PrepareOptions())
     except ChatHistoryError as error:
         log.warning("acp: no context for the new agent session: %s", error)
         return None
@@ -231,7 +232,7 @@ def stored(
     found: list[dict[str, Any]] = []
     while True:
         want = None if limit is None else limit - len(found)
-        page = link.recorder.manager.list_conversations_page(workspace, want, cursor)
+        page = conversations.list_page(link.recorder.manager, workspace, want, cursor)
         for info in page.conversations:
             session = rows.session_of(info.conversation_id)
             if session is None or info.message_count == 0:
@@ -265,7 +266,7 @@ def forked(link: Link, source: str, target: str, params: dict[str, Any]) -> None
     cwd = str(params.get("cwd") or link.state.cwd.get(source) or ".")
     link.state.cwd[target] = cwd
     try:
-        link.recorder.manager.fork(key, link.recorder.bind(target, cwd))
+        conversations.fork(link.recorder.manager, key, link.recorder.bind(target, cwd))
     except ChatHistoryError as error:
         log.warning("acp: the fork was not recorded: %s", error)
 

@@ -156,11 +156,11 @@ class RecallServer:
         ``workspaceIdentity`` is "repository") its repository identity's, else its moved
         folder's; the folder identity when none has history."""
         folder = workspaces.resolve(raw, "folder")
-        found = self.manager.recall_workspace(folder, self.machine)
-        if found == folder.workspace and not self.manager.has_history(found):
+        found = workspaces.recall(self.manager, folder, self.machine)
+        if found == folder.workspace and not workspaces.has_history(self.manager, found):
             repository = workspaces.resolve(raw, "repository")
-            if repository.workspace != folder.workspace and self.manager.has_history(
-                repository.workspace
+            if repository.workspace != folder.workspace and workspaces.has_history(
+                self.manager, repository.workspace
             ):
                 return repository.workspace
         return found

@@ -22,6 +22,7 @@ from chat_history.policy.recording import truncate_tool_result
 from chat_history.policy.search import check_query
 from chat_history.policy.search_rank import SearchHit, SearchScope
 from chat_history.policy.tokens import text_tokens
+from chat_history.service import conversations, history, search
 from chat_history.service.conversations import ConversationInfo
 from chat_history.service.manager import ChatHistoryManager
 
@@ -226,12 +227,14 @@ def search_history(manager: ChatHistoryManager, scope: Scope, arguments: dict[st
         arguments.get("conversationId"), "conversationId", ID_CHARS, required=False
     )
     limit = limit_arg(arguments.get("limit"), SEARCH_LIMIT)
-    result = manager.search(SearchScope(scope.workspace, conversation, SEARCH_ROLES), query, limit)
+    result = search.search(
+        manager, SearchScope(scope.workspace, conversation, SEARCH_ROLES), query, limit
+    )
     titles: dict[Key, str | None] = {}
     for hit in result.hits:
         key = Key(hit.workspace, hit.conversation)
         if key not in titles:
-            titles[key] = manager.conversation(key).title
+            titles[key] = conversations.info(manager, key).title
 
     def build(hits: Sequence[SearchHit]) -> Answer:
         items: list[Hit] = [
@@ -282,19 +285,19 @@ def _listing(
     """The page of ``limit`` conversations after ``cursor`` whose title holds ``title_contains``
     (case-folded), and the cursor after the last one taken."""
     if title_contains is None:
-        page = manager.list_conversations_page(scope.workspace, limit, cursor)
+        page = conversations.list_page(manager, scope.workspace, limit, cursor)
         return list(page.conversations), page.next_cursor
     wanted = title_contains.casefold()
     found: list[ConversationInfo] = []
     position = cursor
     while True:
-        page = manager.list_conversations_page(scope.workspace, 200, position)
+        page = conversations.list_page(manager, scope.workspace, 200, position)
         for n, info in enumerate(page.conversations):
             if info.title is not None and wanted in info.title.casefold():
                 found.append(info)
                 if len(found) == limit:
                     # the cursor right after this one: the page's first n + 1 from its start
-                    rest = manager.list_conversations_page(scope.workspace, n + 1, position)
+                    rest = conversations.list_page(manager, scope.workspace, n + 1, position)
                     more = n + 1 < len(page.conversations) or page.next_cursor is not None
                     return found, rest.next_cursor if more else None
         if page.next_cursor is None:
@@ -317,8 +320,8 @@ def list_conversations(
         # A cut answer continues after the last one shown, so nothing is skipped.
         following = next_cursor
         if omitted and shown:
-            following = manager.list_conversations_page(
-                scope.workspace, len(shown), cursor
+            following = conversations.list_page(
+                manager, scope.workspace, len(shown), cursor
             ).next_cursor
         elif omitted:
             following = cursor
@@ -380,11 +383,11 @@ def find_conversation(manager: ChatHistoryManager, scope: Scope, conversation: s
     if key is None:
         matches = [
             info.key
-            for info in manager.list_conversations_page(None, None, None).conversations
+            for info in conversations.list_page(manager, None, None, None).conversations
             if info.conversation_id == conversation
         ]
         key = matches[0] if len(matches) == 1 else None
-    if key is None or manager.conversation(key).message_count == 0:
+    if key is None or conversations.info(manager, key).message_count == 0:
         raise InvalidParams("conversationId", "no conversation with this id in this workspace")
     return key
 
@@ -402,8 +405,8 @@ def read_conversation(
     around = id_arg(arguments.get("aroundId"), "aroundId")
     limit = limit_arg(arguments.get("limit"), READ_LIMIT)
     key = find_conversation(manager, scope, conversation)
-    rows = list(manager.get(key).messages)
-    title = manager.conversation(key).title
+    rows = list(history.get(manager, key).messages)
+    title = conversations.info(manager, key).title
     if around is None:
         centre = len(rows) - 1
     else:

@@ -21,6 +21,7 @@ from chat_history.importers.places import folder_key
 from chat_history.model import Key, PruneReport
 from chat_history.policy.identity import normalize_uri
 from chat_history.policy.imports import match_stored, retention_after_import
+from chat_history.service import conversations, history, import_writes
 from chat_history.service.conversations import ConversationUpdate
 from chat_history.service.manager import ChatHistoryManager, now_ms
 
@@ -159,12 +160,12 @@ def import_sessions(
     planned: list[PlannedImport] = []
     for _, session in sessions:
         key = Key(workspace_of(session, workspace, place), session.conversation_id)
-        stored, _ = manager.history(key)
+        stored, _ = history.whole(manager, key)
         start = match_stored(stored, session.messages).start if stored else 0
         new = len(session.messages) - start
         status = "new" if not stored else ("updated" if new else "unchanged")
         if not dry_run and new:
-            manager.import_conversation(key, session.messages)
+            import_writes.import_conversation(manager, key, session.messages)
             if status == "new":
                 _describe(manager, key, session)
         planned.append(
@@ -192,6 +193,8 @@ def _describe(manager: ChatHistoryManager, key: Key, session: Session) -> None:
     listing can show its source."""
     title = session.title[:MAX_TITLE] if session.title else None
     metadata = {"import": {"source": session.source, "session": session.session_id}}
-    manager.update_conversation(
-        key, ConversationUpdate(set_title=title is not None, title=title, metadata=metadata)
+    conversations.update(
+        manager,
+        key,
+        ConversationUpdate(set_title=title is not None, title=title, metadata=metadata),
     )

@@ -1,7 +1,8 @@
 """``prepare``'s read orchestration, beside ``conversations`` and ``storage_retention``: the
 read plan (``policy.readplan``) carried out in one snapshot, the options handed to the pure
 ``policy.context.prepare_rows``, and its result formatted for the route. No SQL and no lock
-here: the manager calls ``prepare_in`` in a snapshot taken after retention, under its lock.
+here: ``history.prepare`` calls ``prepare_in`` in a snapshot taken after retention, under the
+manager's lock.
 
 Public entries: ``request_options`` (the one wiring of a request's ``RequestOptions``),
 ``request_rows`` (what a request reads), ``prepare_in`` and ``prepared_request``."""

@@ -1,13 +1,13 @@
-"""Replies in flight (protocol.md "Version 4" → Replies in flight): ``beginReply``,
-``updateReply`` and ``endReply`` as steps on one transaction (the manager runs each in its own
-write, like ``service.conversations``), and the writer that holds this process's leases.
+"""The replies family (``wire/methods/replies``; protocol.md "Version 4" → Replies in flight):
+``beginReply``, ``updateReply`` and ``endReply``, each one write transaction on the manager; the
+writer that holds this process's leases, and its upkeep (``tend``, ``release``).
 
 - **One streaming row per conversation**: a second begin is ``ReplyInProgress`` (1004).
 - **Only the writer updates or ends its reply**: a row that is not the conversation's streaming
   reply, or that another process streams, is -32602 ``id``; nothing changes.
 - **Leases**: a reply's lease holds ``LEASE_MS`` from its last renewal; the writer renews its
   own every ``RENEW_MS`` (and on every update), and any process ends an expired one as
-  interrupted (``Writer.tend``); its exit interrupts its own at once (``Writer.release``).
+  interrupted (``tend``); its exit interrupts its own at once (``release``).
 - **Bounds**: a delta or a whole text past ``MAX_TEXT_CHARS`` is -32602; a writer may update one
   reply ``BURST_UPDATES`` times at once and ``UPDATES_PER_SECOND`` a second after that (a client
   sends a few a second), beyond which an update is refused and changes nothing."""
@@ -17,15 +17,17 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
 
 from chat_history.errors import InvalidParams, ReplyInProgress
-from chat_history.model import Expected, Key, Message, StoredMessage, ToolCall
+from chat_history.model import Expected, Key, Message, PruneReport, StoredMessage, ToolCall
+from chat_history.policy.retention import RetentionPlan
 from chat_history.policy.tokens import stored_tokens
-from chat_history.service.conversations import check_expected, refigure_turn
+from chat_history.service.edits import check_expected, refigure_turn
+from chat_history.service.manager import ChatHistoryManager, record_in
 from chat_history.store import Transaction
 from chat_history.store.reply_section import Replies, ReplyReading
 
@@ -64,13 +66,123 @@ class ReplyChange:
     metadata: Mapping[str, Any] | None = None
 
 
-def begin(
+@attrs.frozen
+class EndResult:
+    """``endReply``: the row as stored (None: discarded), and what retention pruned."""
+
+    message: StoredMessage | None
+    pruned: PruneReport | None
+
+
+# -- the operations --------------------------------------------------------------------------------
+
+
+def writer(manager: ChatHistoryManager) -> Writer:
+    """This process as the writer of ``manager``'s streaming replies (one per manager)."""
+    return manager.kept(Writer)
+
+
+def begin(manager: ChatHistoryManager, key: Key, options: ReplyBegin) -> StoredMessage:
+    """A streaming assistant row (or the interrupted newest row again, ``continue_id``).
+    Raises ReplyInProgress (1004), ConversationChanged, InvalidParams, StorageError."""
+    mine = writer(manager)
+    with manager.lock:
+        now = manager.clock()
+
+        def record(tx: Transaction, message: Message) -> StoredMessage:
+            totals = tx.totals(key)
+            stored, _ = record_in(tx, key, totals, [message], max_tool_result_chars=0, now=now)
+            return stored[0]
+
+        row = manager.write((key,), lambda tx: _begin_in(tx, key, options, mine.name, now, record))
+        mine.started(key, row.id)
+        return row
+
+
+def update(manager: ChatHistoryManager, key: Key, row_id: int, change: ReplyChange) -> int:
+    """Apply an update to this process's streaming row; returns its length (code points).
+    Raises InvalidParams ``id``/``content_delta``, StorageError."""
+    mine = writer(manager)
+    with manager.lock:
+        mine.admit(row_id)
+        now = manager.clock()
+        return manager.write((key,), lambda tx: _update_in(tx, key, row_id, change, mine.name, now))
+
+
+def end(
+    manager: ChatHistoryManager, key: Key, row_id: int, status: EndStatus, change: ReplyChange
+) -> EndResult:
+    """End this process's streaming row: complete or interrupted (then retention runs as
+    after an append), or discarded for good. Raises InvalidParams ``id``, StorageError."""
+    mine = writer(manager)
+    with manager.lock:
+        now = manager.clock()
+
+        def finish(tx: Transaction) -> tuple[StoredMessage | None, RetentionPlan]:
+            row = _end_in(tx, key, row_id, status, change, mine.name, now)
+            return row, manager.retention.apply(tx, key, now, tx.totals(key))
+
+        row, plan = manager.write((key,), finish)
+        mine.ended(key)  # a discard's text is purged at its commit
+        manager.retention.finish(key, plan)
+        return EndResult(row, plan.report)
+
+
+def tend(manager: ChatHistoryManager) -> int:
+    """Renew this process's leases and end every expired one as interrupted (a server runs
+    it every ``RENEW_MS``); returns how many it interrupted."""
+    mine = writer(manager)
+    with manager.lock:
+        now = manager.clock()
+        held = list(mine.held.items())
+        if held:
+            manager.write(
+                [k for k, _ in held],
+                lambda tx: Replies(tx).renew(mine.name, [i for _, i in held], now + LEASE_MS),
+            )
+        with manager.store.read() as reading:
+            due = expired(reading, now)
+        return _interrupt(manager, due, now, expired_only=True)
+
+
+def release(manager: ChatHistoryManager) -> int:
+    """This process's streaming rows interrupted at once (its exit); returns how many."""
+    mine = writer(manager)
+    with manager.lock:
+        with manager.store.read() as reading:
+            held = held_by(reading, mine.name)
+        return _interrupt(manager, held, manager.clock(), expired_only=False)
+
+
+def _interrupt(
+    manager: ChatHistoryManager, rows: Sequence[tuple[Key, int]], now: int, *, expired_only: bool
+) -> int:
+    """End each of ``rows`` as interrupted (with ``expired_only``: if its lease is still
+    expired), each in its own write; returns how many ended."""
+    done = 0
+    for key, row_id in rows:
+
+        def interrupt(tx: Transaction, key: Key = key, row_id: int = row_id) -> object:
+            if expired_only:
+                return expire_if_due(tx, key, row_id, now)
+            return _end_in(tx, key, row_id, "interrupted", ReplyChange(), None, now)
+
+        row = manager.write((key,), interrupt)
+        writer(manager).ended(key)
+        done += row is not None
+    return done
+
+
+# -- the steps, each on the operation's transaction ------------------------------------------------
+
+
+def _begin_in(
     tx: Transaction,
     key: Key,
     options: ReplyBegin,
     writer: str,
     now: int,
-    record: Any,
+    record: Callable[[Transaction, Message], StoredMessage],
 ) -> StoredMessage:
     """Start a streaming row (``record(tx, message)`` stores a new one by the recording rules)
     or make the interrupted newest row ``continue_id`` stream again."""
@@ -87,7 +199,7 @@ def begin(
         return attrs.evolve(row, status="streaming")
     message = options.message or Message(role="assistant")
     placeholder = attrs.evolve(message, content="", status="streaming")
-    stored: StoredMessage = record(tx, placeholder)
+    stored = record(tx, placeholder)
     section.start(key, stored.id, message.content, writer, until)
     return attrs.evolve(stored, content=message.content)
 
@@ -109,7 +221,7 @@ def _mine(tx: Transaction, key: Key, row_id: int, writer: str | None) -> Replies
     return section
 
 
-def update(
+def _update_in(
     tx: Transaction, key: Key, row_id: int, change: ReplyChange, writer: str, now: int
 ) -> int:
     """Apply an update to the writer's streaming row; returns the text's length."""
@@ -131,7 +243,7 @@ def update(
     return length
 
 
-def end(
+def _end_in(
     tx: Transaction,
     key: Key,
     row_id: int,
@@ -216,7 +328,7 @@ def expire_if_due(tx: Transaction, key: Key, row_id: int, now: int) -> StoredMes
     streaming = ReplyReading(tx).streaming(key)
     if streaming is None or streaming.id != row_id or streaming.lease_until >= now:
         return None
-    return end(tx, key, row_id, "interrupted", ReplyChange(), None, now)
+    return _end_in(tx, key, row_id, "interrupted", ReplyChange(), None, now)
 
 
 def check_continue(reading: Any, key: Key, row_id: int | None) -> None:

@@ -293,7 +293,7 @@ class ChatHistoryServer(LanguageServer):
         if self.manager is None:
             return
         try:
-            self.manager.release_replies()
+            replies.release(self.manager)
         except StorageError as exc:
             log.warning("streaming replies left to expire: %s", exc)
 
@@ -447,7 +447,7 @@ class ChatHistoryServer(LanguageServer):
         ones first (service.replies), then what others changed."""
         if tend and self.manager is not None:
             try:
-                self.manager.tend_replies()
+                replies.tend(self.manager)
             except StorageError as exc:
                 log.debug("reply leases: %s", exc)
         self.send_changes(poll=True)
@@ -477,7 +477,8 @@ class ChatHistoryServer(LanguageServer):
             self.folder_identity = identity.link or identity.folder_identity  # client's spelling
             machine = self.machine if identity.git is not None else ""
             try:
-                moved = manager.open_identity(identity, machine)  # old spellings: every session
+                # old spellings: every session
+                moved = workspaces.open_identity(manager, identity, machine)
             except StorageError:
                 if identity.workspace.startswith(("file:", "repo:")):
                     raise
@@ -650,7 +651,7 @@ def request(ls: ChatHistoryServer, method: str, params_cls: type, body: Handler)
             raise JsonRpcServerNotInitialized(
                 message=f"{method}: the server is not initialized (send initialize first)"
             )
-        manager.settings = settings
+        manager = manager.under(settings)  # the request runs under its own settings
         ls.send_changes(poll=True)  # what others changed goes before this answer
         try:
             params: Any = protocol.structure(raw, params_cls)

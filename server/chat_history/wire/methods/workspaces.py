@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from chat_history.service import workspaces
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.wire.checks import (
     check_workspace,
@@ -34,12 +35,12 @@ def move_args(params: MoveWorkspaceParams) -> tuple[str, str]:
 
 def move_workspace(m: ChatHistoryManager, ls: Session, p: MoveWorkspaceParams) -> Any:
     """``chatHistory/moveWorkspace``: re-key one workspace's conversations under another."""
-    return {"conversations": m.move_workspace(*move_args(p))}
+    return {"conversations": workspaces.move(m, *move_args(p))}
 
 
 def list_workspaces(m: ChatHistoryManager, ls: Session, p: NoParams) -> Any:
     """``chatHistory/listWorkspaces``: every workspace, with what this machine knows of each."""
-    return {"workspaces": wire(m.workspace_infos(ls.machine))}
+    return {"workspaces": wire(workspaces.list_all(m, ls.machine))}
 
 
 METHODS = (
