@@ -23,8 +23,8 @@ from chat_history.policy.calibration import Calibration
 from chat_history.policy.imports import covered_id, match_stored
 from chat_history.policy.recording import plan_append
 from chat_history.policy.retention import RetentionPlan
-from chat_history.policy.search import parse_query
-from chat_history.policy.search_rank import SearchHit, SearchScope, rank
+from chat_history.policy.search.query import parse_query
+from chat_history.policy.search.rank import SearchHit, SearchScope, rank
 from chat_history.policy.tokens import stored_tokens
 from chat_history.policy.turns import is_real_user
 from chat_history.service import conversations, replies, workspaces
