@@ -301,7 +301,7 @@ def refigure_turn(tx: Transaction, key: Key, turn: int) -> None:
     totals = tx.totals(key)
     if totals is None or turn >= totals.last_turn:
         return  # the running turn has no figures
-    from chat_history.policy.collapse import turn_figures
+    from chat_history.policy.prepare.collapse import turn_figures
 
     tx.replace_turn_figures(key, turn, turn_figures(tx.turn_rows(key, turn)).as_tuple())
 

@@ -51,7 +51,7 @@ from chat_history.store.reply_section import Replies
 from chat_history.store.seam import write_retried
 
 if TYPE_CHECKING:  # preparation loads every provider: imported when a request needs it
-    from chat_history.policy.request import Prepared
+    from chat_history.policy.prepare.request import Prepared
     from chat_history.service.preparation import (
         CompactionProposal,
         PreparedRequest,
@@ -271,7 +271,7 @@ class ChatHistoryManager:
         collapse, recovery) with estimates calibrated by the route's usage reports, and
         formatted for the provider; with a compaction proposal when the history nears the
         budget. Reads only what it can send when the recorded turn figures allow
-        (``policy.readplan``). Sends the request's ``chatHistory/trimmed`` events.
+        (``policy.prepare.readplan``). Sends the request's ``chatHistory/trimmed`` events.
 
         Returns the body with its estimates, budget, window, what was trimmed, collapsed or
         compacted, and the proposal. Raises InvalidParams (an unknown provider),
@@ -719,7 +719,7 @@ class ChatHistoryManager:
         that a later turn now follows: what ``prepare`` counts for a turn it does not read."""
         if not rows or rows[0].turn == rows[-1].turn:
             return
-        from chat_history.policy.collapse import turn_figures
+        from chat_history.policy.prepare.collapse import turn_figures
 
         completed: list[tuple[int, tuple[int, ...]]] = []
         start = 0
