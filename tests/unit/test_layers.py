@@ -58,7 +58,7 @@ CAMEL_ALLOWED = {
     "service/opencode_db.py",  # OpenCode's own export shape, rebuilt from its database's rows
     "wire/protocol.py",
     "wire/reports.py",
-    "wire/frames.py",
+    "wire/transport/frames.py",
     "cli/transfer.py",
     "mcp/tools.py",
     "mcp/server.py",

@@ -183,7 +183,7 @@ class ChatHistoryManager:
         self.store.close()
 
     def rest(self) -> None:
-        """The server is at rest (``wire.memory``): the cache keeps only its bound at rest
+        """The server is at rest (``wire.transport.memory``): the cache keeps only its bound at rest
         (``conversation_cache.REST_BYTES``), so a sweep over many conversations does not stay
         resident while the conversations in use stay cached."""
         with self._lock:
