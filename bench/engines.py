@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from tests.pgcluster import Cluster  # noqa: E402
 
 from chat_history.model import Key, Message  # noqa: E402
-from chat_history.policy.search_rank import SearchScope  # noqa: E402
+from chat_history.policy.search.rank import SearchScope  # noqa: E402
 from chat_history.service import history, search  # noqa: E402
 from chat_history.service.manager import ChatHistoryManager  # noqa: E402
 from chat_history.service.preparation import PrepareOptions  # noqa: E402

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "server"))
 
 from chat_history.model import Key, Message  # noqa: E402
-from chat_history.policy.search_rank import SearchScope  # noqa: E402
+from chat_history.policy.search.rank import SearchScope  # noqa: E402
 from chat_history.service import history, search  # noqa: E402
 from chat_history.service.manager import ChatHistoryManager  # noqa: E402
 from chat_history.settings import load_settings  # noqa: E402

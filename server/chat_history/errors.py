@@ -1,4 +1,4 @@
-"""Domain errors raised by the core, in the domain's own names; ``wire/server.py`` maps each to
+"""Domain errors raised by the core, in the domain's own names; ``wire/codes.py`` maps each to
 its JSON-RPC code and ``wire/protocol.py`` to its message and data, each in one place."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from tests.e2e.acp_peers.client import editor_session
 
 from chat_history.acp.rows import CHUNKS
 from chat_history.model import Key, StoredMessage
-from chat_history.policy.search_rank import SearchScope
+from chat_history.policy.search.rank import SearchScope
 from chat_history.service import conversations, history, search
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.workspaces import resolve

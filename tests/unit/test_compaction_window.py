@@ -31,7 +31,7 @@ from chat_history.errors import ContextOverflow
 from chat_history.model import Attachment, Message, Trimmed
 from chat_history.policy.budget import Route, resolve_route
 from chat_history.policy.calibration import calibration_of, key_of
-from chat_history.policy.context import prepare_rows
+from chat_history.policy.prepare.context import prepare_rows
 from chat_history.providers import format_body
 from chat_history.service import history, preparation, usage
 from chat_history.service.manager import ChatHistoryManager

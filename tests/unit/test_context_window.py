@@ -21,8 +21,8 @@ from tests.conftest import Databases
 from chat_history.errors import ContextOverflow, InvalidParams
 from chat_history.model import Message, ToolCall, ToolSpec, Trimmed, resident_bytes
 from chat_history.policy.budget import Route, resolve_route
-from chat_history.policy.collapse import request_floor, turn_figures
-from chat_history.policy.context import prepare_rows
+from chat_history.policy.prepare.collapse import request_floor, turn_figures
+from chat_history.policy.prepare.context import prepare_rows
 from chat_history.policy.turns import segment
 from chat_history.providers import format_body
 from chat_history.service import history, preparation, usage

@@ -5,12 +5,12 @@ in a history that opens with the assistant; replies ending in whitespace, blank,
 with a call) × the eight provider kinds × model ids as each provider spells them (any case,
 Bedrock's geography prefixes and ARNs, version suffixes, Claude families that do and do not
 take a prefill, ids nobody knows). Each body is made by ``prepare``'s own pipeline
-(``policy.context.prepare_rows``, then ``service.preparation.prepared_request`` continuing the
-reply) and checked with the provider rules, each SDK's types and mistral-common, and against
-protocol.md "Continuations (changed)": it never ends on another assistant row than the reply,
-never sends an empty turn list, never sends a prefill to a model that refuses one, reports in
-``continueTrimmed`` exactly what it cut from the reply, keeps the application's system prompt as
-a request without the note has it (the note after it), and adds no ``(continued)`` user turn.
+(``policy.prepare.context.prepare_rows``, then ``service.preparation.prepared_request`` continuing
+the reply) and checked with the provider rules, each SDK's types and mistral-common, and against
+protocol.md "Continuations (changed)": it never ends on another assistant row than the reply, never
+sends an empty turn list, never sends a prefill to a model that refuses one, reports in
+``continueTrimmed`` exactly what it cut from the reply, keeps the application's system prompt as a
+request without the note has it (the note after it), and adds no ``(continued)`` user turn.
 
 What a target takes is written here from the providers' documents (Claude 4.6 and later, and a
 request with extended thinking, refuse a prefill; Gemini wants a user turn last), not read from
@@ -28,8 +28,8 @@ from test_providers_sdk import sdk_problems
 
 from chat_history.model import Attachment, Message, ToolCall
 from chat_history.policy.budget import Route
-from chat_history.policy.context import prepare_rows
-from chat_history.policy.request import RequestOptions
+from chat_history.policy.prepare.context import prepare_rows
+from chat_history.policy.prepare.request import RequestOptions
 from chat_history.providers import KINDS
 from chat_history.providers.continuation import NOTE
 from chat_history.service.preparation import PreparedRequest, prepared_request

@@ -2,8 +2,8 @@
 rewind, branch; semantics.md "Rewinding and turn numbers"): random appends, truncates,
 deleteTurns, edits, forks, summaries, titles, clears and retention, checked against a small
 in-memory model built on the pure rules (policy.rewind, policy.titles, policy.retention,
-policy.context). After every step ``get`` and ``prepare`` (its body) agree with the model, the
-listing agrees with it, and no body holds a tool result without its call.
+policy.prepare.context). After every step ``get`` and ``prepare`` (its body) agree with the model,
+the listing agrees with it, and no body holds a tool result without its call.
 
 The model's settings make ``prepare`` leave old turns unread (maxHistoryTurns 2), so its answer
 comes from the recorded turn figures, which the edits must keep true."""
@@ -34,10 +34,10 @@ from tests.unit.conftest import FixedClock, settings_from
 from chat_history.errors import InvalidParams
 from chat_history.model import Key, Message, StoredMessage, Summary, ToolCall
 from chat_history.policy.budget import resolve_route
-from chat_history.policy.collapse import turn_figures
-from chat_history.policy.context import prepare_rows
+from chat_history.policy.prepare.collapse import turn_figures
+from chat_history.policy.prepare.context import prepare_rows
+from chat_history.policy.prepare.request import RequestOptions
 from chat_history.policy.recording import truncate_tool_result
-from chat_history.policy.request import RequestOptions
 from chat_history.policy.retention import plan_retention
 from chat_history.policy.rewind import (
     edited_content,

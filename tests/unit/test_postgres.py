@@ -15,7 +15,7 @@ from tests.pgcluster import Cluster, run_workers
 
 from chat_history.errors import InvalidParams, StorageError
 from chat_history.model import Message
-from chat_history.policy.search_rank import SearchScope
+from chat_history.policy.search.rank import SearchScope
 from chat_history.service import conversations, edits, history, search, usage
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.store import EngineOptions, Key, database_option

@@ -13,7 +13,7 @@ from tests.pgcluster import Cluster
 from tests.unit.conftest import held_write
 
 from chat_history.model import Key, Message
-from chat_history.policy.search_rank import SearchScope
+from chat_history.policy.search.rank import SearchScope
 from chat_history.service import conversations, history, search, usage
 from chat_history.service.manager import ChatHistoryManager
 

@@ -23,7 +23,7 @@ from test_providers_sdk import assert_sent_as_formatted, mistral_common_problems
 
 import chat_history.providers as providers_package
 from chat_history.model import Message
-from chat_history.policy.compaction import note_of
+from chat_history.policy.prepare.compaction import note_of
 from chat_history.providers import KINDS, format_body
 from chat_history.providers.plan import APPLICATION_INSTRUCTION
 

@@ -19,8 +19,8 @@ from typing_extensions import TypedDict
 from chat_history.errors import InvalidParams
 from chat_history.model import Key, StoredMessage
 from chat_history.policy.recording import truncate_tool_result
-from chat_history.policy.search import check_query
-from chat_history.policy.search_rank import SearchHit, SearchScope
+from chat_history.policy.search.query import check_query
+from chat_history.policy.search.rank import SearchHit, SearchScope
 from chat_history.policy.tokens import text_tokens
 from chat_history.service import conversations, history, search
 from chat_history.service.conversations import ConversationInfo

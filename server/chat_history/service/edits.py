@@ -15,7 +15,7 @@ import attrs
 
 from chat_history.errors import ConversationChanged, InvalidParams
 from chat_history.model import Attachment, Expected, Key, Message, StoredMessage
-from chat_history.policy.collapse import turn_figures
+from chat_history.policy.prepare.collapse import turn_figures
 from chat_history.policy.rewind import (
     check_turns,
     edited_content,

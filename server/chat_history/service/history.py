@@ -19,7 +19,7 @@ from chat_history.store import Reading, Transaction
 from chat_history.store.keys import CACHE
 
 if TYPE_CHECKING:  # preparation and providers load every provider: imported when a request needs it
-    from chat_history.policy.request import Prepared
+    from chat_history.policy.prepare.request import Prepared
     from chat_history.service.preparation import (
         CompactionProposal,
         PreparedRequest,
@@ -138,7 +138,7 @@ def prepare(manager: ChatHistoryManager, key: Key, options: PrepareOptions) -> P
     collapse, recovery) with estimates calibrated by the route's usage reports, and
     formatted for the provider; with a compaction proposal when the history nears the
     budget. Reads only what it can send when the recorded turn figures allow
-    (``policy.readplan``). Sends the request's ``chatHistory/trimmed`` events.
+    (``policy.prepare.readplan``). Sends the request's ``chatHistory/trimmed`` events.
 
     Returns the body with its estimates, budget, window, what was trimmed, collapsed or
     compacted, and the proposal. Raises InvalidParams (an unknown provider),

@@ -17,7 +17,7 @@ from typing import TypeVar, cast
 import attrs
 
 from chat_history.model import Key, Message, PruneReport, StoredMessage, Trimmed
-from chat_history.policy.collapse import turn_figures
+from chat_history.policy.prepare.collapse import turn_figures
 from chat_history.policy.recording import plan_append
 from chat_history.policy.tokens import stored_tokens
 from chat_history.policy.turns import is_real_user
@@ -119,7 +119,7 @@ class ChatHistoryManager:
         self.store.close()
 
     def rest(self) -> None:
-        """The server is at rest (``wire.memory``): the cache keeps only its bound at rest
+        """The server is at rest (``wire.transport.memory``): the cache keeps only its bound at rest
         (``conversation_cache.REST_BYTES``), so a sweep over many conversations does not stay
         resident while the conversations in use stay cached."""
         with self.lock:

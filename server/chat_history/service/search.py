@@ -1,14 +1,14 @@
 """The search family (``wire/methods/search``): ``chatHistory/search`` over the store's index,
 with retention run for every conversation with hits before answering (``policy.search`` parses
-the query, ``policy.search_rank`` ranks the candidates)."""
+the query, ``policy.search.rank`` ranks the candidates)."""
 
 from __future__ import annotations
 
 import attrs
 
 from chat_history.model import Key
-from chat_history.policy.search import parse_query
-from chat_history.policy.search_rank import SearchHit, SearchScope, rank
+from chat_history.policy.search.query import parse_query
+from chat_history.policy.search.rank import SearchHit, SearchScope, rank
 from chat_history.service.manager import ChatHistoryManager
 
 

@@ -12,7 +12,6 @@ from chat_history.errors import InvalidParams
 from chat_history.model import Message
 from chat_history.service import history
 from chat_history.service.manager import ChatHistoryManager
-from chat_history.wire import frames
 from chat_history.wire.checks import (
     MAX_MESSAGES,
     MAX_PAGE,
@@ -35,6 +34,7 @@ from chat_history.wire.protocol import (
     wire_prune,
     wire_summary,
 )
+from chat_history.wire.transport import frames
 
 if TYPE_CHECKING:
     from chat_history.service.history import AppendResult, GetResult

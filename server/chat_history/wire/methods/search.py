@@ -8,8 +8,8 @@ import attrs
 
 from chat_history.errors import InvalidParams
 from chat_history.model import ROLES
-from chat_history.policy.search import check_query
-from chat_history.policy.search_rank import SearchScope
+from chat_history.policy.search.query import check_query
+from chat_history.policy.search.rank import SearchScope
 from chat_history.service import search as search_service
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.wire.checks import (
