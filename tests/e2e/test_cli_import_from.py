@@ -2,21 +2,27 @@
 dry run writes nothing, an import brings each session in as ``SOURCE:<session id>`` under the
 workspace of the folder the tool recorded, importing again adds nothing, a longer version of a
 session adds only its tail, and without PATH the tool's own folder for the current folder is
-read."""
+read. Issue 43: a session that records no folder goes into the current folder's workspace (said),
+Continue and OpenCode files without their index are read, a FIFO or a link to a device is a
+warning and never read (under a memory cap), a named file that yields nothing exits 1, and the
+user's own conversation of the same id is left alone (the session goes beside it)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from tests.opencode_db import build
 
 from chat_history.importers.claude_code import project_folder_name
-from chat_history.model import Key
-from chat_history.service import conversations
+from chat_history.model import Key, Message
+from chat_history.service import conversations, history
 from chat_history.service.manager import ChatHistoryManager
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
@@ -268,3 +274,161 @@ def test_cline_and_roo_code_tasks_come_in_under_the_folder_their_details_name(
     found = stored_conversations(db)
     assert found[Key("file:///home/me/shop", "cline:1795770000000")] == 4
     assert found[Key("file:///home/me/shop", "roo-code:5b6c7d8e-9f01-4a2b-8c3d-4e5f60718293")] == 4
+
+
+# -- issue 43 (Imports): real transcripts, hostile folders, the user's own conversations --------
+
+
+def run_cli(
+    db: Path,
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    memory: int | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """The CLI's exit, stdout and stderr; ``memory``: its address space capped (bytes), so that
+    a read without a bound fails fast instead of taking the machine's memory."""
+
+    def cap() -> None:
+        import resource
+
+        assert memory is not None
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+    return subprocess.run(
+        [sys.executable, "-m", "chat_history.cli", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        preexec_fn=cap if memory is not None else None,
+    )
+
+
+COPILOT_TIMELINE = "9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b"
+
+
+def test_a_session_that_records_no_folder_goes_into_the_current_folder_and_says_so(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "history.sqlite3"
+    project = tmp_path / "work" / "shop"
+    project.mkdir(parents=True)
+    home = tmp_path / "copilot"
+    older = home / "history-session-state"
+    older.mkdir(parents=True)
+    named = (
+        FIXTURES
+        / "copilot-cli"
+        / "timeline-only"
+        / f"session_{COPILOT_TIMELINE}_1759250400000.json"
+    )
+    shutil.copy(named, older / named.name)
+    done = run_cli(db, "import", "--from", "copilot-cli", str(older / named.name), cwd=project)
+    assert done.returncode == 0, done.stderr
+    here = project.as_uri()
+    assert "Imported 9 message(s) into 1 of 1 conversation(s)." in done.stdout
+    assert f"into the current folder's workspace, {here}" in done.stdout
+    assert stored_conversations(db)[Key(here, f"copilot-cli:{COPILOT_TIMELINE}")] == 9
+    # Gemini CLI: the file's project folder is the SHA-256 of the current folder, as the CLI
+    # names it; the session is this folder's (its recorded place), not a guess
+    gemini_tmp = tmp_path / "g" / ".gemini" / "tmp"
+    chats = gemini_tmp / hashlib.sha256(str(project).encode()).hexdigest() / "chats"
+    chats.mkdir(parents=True)
+    source = next((FIXTURES / "gemini-cli" / "tmp").glob("*/chats/session-*.json"))
+    shutil.copy(source, chats / source.name)
+    gemini = run_cli(db, "import", "--from", "gemini-cli", str(chats / source.name), cwd=project)
+    assert gemini.returncode == 0, gemini.stderr
+    assert "current folder" not in gemini.stdout and f"[{here}]" in gemini.stdout
+    listed = run_cli(db, "import", "--from", "gemini-cli", str(gemini_tmp), "--json", cwd=project)
+    entries = json.loads(listed.stdout)["conversations"]
+    assert [(e["workspace"], e["workspaceFrom"], e["status"]) for e in entries] == [
+        (here, "recorded", "unchanged")
+    ]
+
+
+def test_a_continue_session_without_sessions_json_and_an_opencode_tree_without_sessions(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "history.sqlite3"
+    lone = tmp_path / "cn" / "sessions"
+    lone.mkdir(parents=True)
+    session = FIXTURES / "continue" / "sessions" / "d4c3b2a1-0f9e-4d8c-b7a6-958473625140.json"
+    shutil.copy(session, lone / session.name)
+    done = run_cli(db, "import", "--from", "continue", str(lone / session.name))
+    assert done.returncode == 0, done.stderr
+    assert "into 1 of 1 conversation(s)" in done.stdout
+    storage = tmp_path / "share" / "opencode" / "storage"
+    shutil.copytree(FIXTURES / "opencode" / "storage", storage)
+    shutil.rmtree(storage / "session")
+    tree = run_cli(db, "import", "--from", "opencode", str(storage))
+    assert tree.returncode == 0, tree.stderr
+    assert "Imported 9 message(s) into 2 of 2 conversation(s)." in tree.stdout
+
+
+def test_a_named_file_that_yields_nothing_is_a_warning_and_a_failure(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite3"
+    folder = tmp_path / "projects" / "-home-me-shop"
+    folder.mkdir(parents=True)
+    empty = folder / "11111111-2222-4333-8444-555555555555.jsonl"
+    empty.write_text('{"type": "summary", "summary": "Only a title", "leafUuid": "x"}\n')
+    done = run_cli(db, "import", "--from", "claude-code", str(empty), "--json")
+    assert done.returncode != 0
+    why = "no message in it that claude-code's reader carries over (empty, or not its session)"
+    assert f"{empty}: {why}" in done.stderr
+    assert json.loads(done.stdout) == {
+        "conversations": [],
+        "warnings": [{"path": str(empty), "why": why}],
+    }
+    shutil.copy(SHOP / f"{NEW}.jsonl", folder / f"{NEW}.jsonl")
+    some = run_cli(db, "import", "--from", "claude-code", str(folder))
+    assert some.returncode == 0, some.stderr  # something was imported: the warning stays
+    assert f"{empty}: {why}" in some.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="FIFOs and /dev are POSIX")
+def test_a_fifo_and_a_link_to_a_device_are_never_read(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite3"
+    folder = tmp_path / "projects" / "-home-me-shop"
+    folder.mkdir(parents=True)
+    shutil.copy(SHOP / f"{NEW}.jsonl", folder / f"{NEW}.jsonl")
+    fifo = folder / "00000000-fifo.jsonl"
+    os.mkfifo(fifo)
+    zero = folder / "00000001-zero.jsonl"
+    zero.symlink_to("/dev/zero")
+    done = run_cli(db, "import", "--from", "claude-code", str(folder), memory=2 * 2**30)
+    assert done.returncode == 0, done.stderr
+    assert f"{fifo}: a FIFO, not a regular file: not read" in done.stderr
+    assert f"{zero}: a character device, not a regular file: not read" in done.stderr
+    assert "Imported 6 message(s) into 1 of 1 conversation(s)." in done.stdout
+    for named, kind in ((zero, "a character device"), (fifo, "a FIFO")):
+        alone = run_cli(db, "import", "--from", "claude-code", str(named), memory=2 * 2**30)
+        assert alone.returncode != 0
+        assert f"{named}: {kind}, not a regular file: not read" in alone.stderr
+        assert "Traceback" not in alone.stderr
+
+
+def test_an_import_goes_beside_a_conversation_of_the_same_id_it_did_not_create(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "history.sqlite3"
+    workspace = "file:///home/me/shop"
+    manager = ChatHistoryManager.open(db)
+    try:
+        history.append(
+            manager, Key(workspace, f"claude-code:{NEW}"), [Message(role="user", content="mine")]
+        )
+    finally:
+        manager.close()
+    named = str(SHOP / f"{NEW}.jsonl")
+    done = run_cli(db, "import", "--from", "claude-code", named)
+    assert done.returncode == 0, done.stderr
+    assert f"new        claude-code:{NEW}~2  6 message(s), 6 new" in done.stdout
+    assert (
+        f"beside claude-code:{NEW}, a conversation the import did not create (not merged)"
+        in done.stdout
+    )
+    found = stored_conversations(db)
+    assert found[Key(workspace, f"claude-code:{NEW}")] == 1
+    assert found[Key(workspace, f"claude-code:{NEW}~2")] == 6
