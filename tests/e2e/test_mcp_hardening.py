@@ -211,3 +211,76 @@ def test_raw_lone_surrogate_escapes_are_answered_and_the_server_keeps_serving(db
     finally:
         stderr = peer.close()
     assert "Traceback" not in stderr
+
+
+def run_mcp(db: Path, *, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``chat-history --db DB mcp`` with stdin closed at once: it serves or it refuses."""
+    return subprocess.run(
+        command(db, "--workspace", WS),
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize("name", ["missing", "missing/history.sqlite3", "missing/deeper"])
+def test_a_missing_db_is_refused_and_nothing_is_created(tmp_path: Path, name: str) -> None:
+    done = run_mcp(tmp_path / name)
+    assert done.returncode != 0
+    assert "--db" in done.stderr and "no database" in done.stderr, done.stderr
+    assert "only reads" in done.stderr
+    assert not (tmp_path / "missing").exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_without_a_database_is_refused_and_left_empty(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    done = run_mcp(folder)
+    assert done.returncode != 0 and "--db" in done.stderr and "no database" in done.stderr
+    assert list(folder.iterdir()) == [] and folder.stat().st_mode & 0o777 == 0o755
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"these are my notes, not a database\n" * 200, b"", b"SQLite"],
+    ids=["notes", "empty", "short"],
+)
+def test_a_file_that_is_not_a_database_is_refused_and_left_as_it_is(
+    tmp_path: Path, content: bytes
+) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    folder.chmod(0o755)
+    file = folder / "notes.sqlite3"
+    file.write_bytes(content)
+    file.chmod(0o644)
+    done = run_mcp(file)
+    assert done.returncode != 0
+    assert "--db" in done.stderr and "not a chat history database" in done.stderr, done.stderr
+    assert file.read_bytes() == content and file.stat().st_mode & 0o777 == 0o644
+    assert folder.stat().st_mode & 0o777 == 0o755
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.sqlite3"]
+
+
+def test_the_default_store_missing_is_refused_without_creating_it(tmp_path: Path) -> None:
+    storage = tmp_path / "default-storage"
+    done = subprocess.run(
+        [sys.executable, "-m", "chat_history.cli", "mcp", "--workspace", WS],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "CHAT_HISTORY_STORAGE": str(storage)},
+    )
+    assert done.returncode != 0 and "no database" in done.stderr
+    assert "CHAT_HISTORY_STORAGE" in done.stderr
+    assert not storage.exists()
+
+
+def test_a_database_is_served(db: Path) -> None:
+    done = run_mcp(db)
+    assert done.returncode == 0, done.stderr

@@ -8,11 +8,16 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
+from chat_history.paths import STORAGE_ENV
 from chat_history.policy.identity import normalize_uri
 from chat_history.service.manager import ChatHistoryManager
 
 Command = Callable[..., argparse.ArgumentParser]
+
+#: The first bytes of every SQLite database file (its header's magic string).
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def max_tokens(text: str) -> int:
@@ -26,6 +31,31 @@ def max_tokens(text: str) -> int:
     if not MIN_MAX_TOKENS <= value <= MAX_MAX_TOKENS:
         raise argparse.ArgumentTypeError(f"must be from {MIN_MAX_TOKENS} to {MAX_MAX_TOKENS}")
     return value
+
+
+def check_store(location: tuple[Path, str], *, given: bool) -> None:
+    """``mcp``'s SQLite store before anything opens it (``location``: its folder and file name,
+    ``given``: named by ``--db``): a database must be there. The server only reads, so it creates
+    no folder or file, and a file that is not SQLite's is refused before the store would make it
+    owner-only (a refusal changes nothing). SystemExit with the reason otherwise."""
+    path = location[0] / location[1]
+    where = "--db" if given else f"${STORAGE_ENV} or the default folder"
+    if not path.is_file():
+        raise SystemExit(
+            f"chat-history mcp: no database at {path} (from {where}): the MCP server only reads "
+            "history, so it creates no folder or database; pass --db the storage folder or the "
+            ".sqlite3 file that the editor's server or the CLI writes"
+        )
+    try:
+        with path.open("rb") as file:
+            head = file.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise SystemExit(f"chat-history mcp: {path} (from {where}) cannot be read: {exc}") from None
+    if head != SQLITE_MAGIC:
+        raise SystemExit(
+            f"chat-history mcp: {path} (from {where}) is not a chat history database "
+            f"({'empty' if not head else 'not a SQLite file'}); it was left as it is"
+        )
 
 
 def serve_mcp(args: argparse.Namespace, manager: ChatHistoryManager, machine: str) -> int:
