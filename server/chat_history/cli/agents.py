@@ -35,14 +35,18 @@ def max_tokens(text: str) -> int:
 
 def check_store(location: tuple[Path, str], *, given: bool) -> None:
     """``mcp``'s SQLite store before anything opens it (``location``: its folder and file name,
-    ``given``: named by ``--db``): a database must be there. The server only reads, so it creates
-    no folder or file, and a file that is not SQLite's is refused before the store would make it
-    owner-only (a refusal changes nothing). SystemExit with the reason otherwise."""
+    ``given``: named by ``--db``). The server only reads: a store that ``--db`` names must hold a
+    database (a mistyped path creates no folder or file; only the default store is made, so that
+    an agent configured before the first chat still starts), and a file that is not SQLite's is
+    refused before the store would make it owner-only (a refusal changes nothing). SystemExit
+    with the reason otherwise."""
     path = location[0] / location[1]
     where = "--db" if given else f"${STORAGE_ENV} or the default folder"
-    if not path.is_file():
+    if not path.exists():
+        if not given:
+            return
         raise SystemExit(
-            f"chat-history mcp: no database at {path} (from {where}): the MCP server only reads "
+            f"chat-history mcp: no database at {path} (from --db): the MCP server only reads "
             "history, so it creates no folder or database; pass --db the storage folder or the "
             ".sqlite3 file that the editor's server or the CLI writes"
         )
@@ -50,7 +54,9 @@ def check_store(location: tuple[Path, str], *, given: bool) -> None:
         with path.open("rb") as file:
             head = file.read(len(SQLITE_MAGIC))
     except OSError as exc:
-        raise SystemExit(f"chat-history mcp: {path} (from {where}) cannot be read: {exc}") from None
+        raise SystemExit(
+            f"chat-history mcp: {path} (from {where}) cannot be read: {exc.strerror}"
+        ) from None
     if head != SQLITE_MAGIC:
         raise SystemExit(
             f"chat-history mcp: {path} (from {where}) is not a chat history database "

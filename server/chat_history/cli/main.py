@@ -682,7 +682,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     """``mcp``: the recall server on stdio, read-only (storage retention off)."""
     if cli_database(args) is None:
         agents.check_store(database_location(args.db), given=args.db is not None)
-    manager = open_manager(args, reading(default_settings()))
+    manager = open_manager(args, reading(default_settings()), create=True)
     return agents.serve_mcp(args, manager, machine_of(args))
 
 
