@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from chat_history.paths import STORAGE_ENV
-from chat_history.policy.identity import normalize_uri
+from chat_history.service import workspaces
 from chat_history.service.manager import ChatHistoryManager
 
 Command = Callable[..., argparse.ArgumentParser]
@@ -118,7 +118,7 @@ def add_commands(
     p.add_argument(
         "--workspace",
         metavar="URI",
-        type=normalize_uri,
+        type=workspaces.named_workspace,
         help="the workspace to serve (default: the client's first root, else the working folder)",
     )
     p.add_argument(

@@ -12,6 +12,7 @@ from pathlib import Path
 from chat_history.errors import InvalidParams
 from chat_history.service import imports
 from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.workspaces import named_workspace
 
 
 def run(
@@ -81,7 +82,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"another tool's history: {', '.join(imports.SUPPORTED)} (PATH: a session file "
         "or folder; default: the tool's own folder, sessions of the current folder)",
     )
-    p.add_argument("--workspace", metavar="URI", help="the workspace to import into")
+    p.add_argument(
+        "--workspace",
+        metavar="URI",
+        type=named_workspace,
+        help="the workspace to import into",
+    )
     p.add_argument("--dry-run", action="store_true", help="show what would be imported")
     p.add_argument(
         "--all-projects",

@@ -33,11 +33,10 @@ from chat_history.cli.transfer import (
 from chat_history.errors import InvalidParams, StorageError
 from chat_history.model import ROLES, JsonText
 from chat_history.paths import STORAGE_ENV, default_storage_folder
-from chat_history.policy.identity import normalize_uri
 from chat_history.service.conversations import ConversationInfo
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.storage_retention import PruneRun, tally
-from chat_history.service.workspaces import machine_id
+from chat_history.service.workspaces import machine_id, named_workspace
 from chat_history.settings import (
     SECTION,
     Settings,
@@ -536,7 +535,7 @@ def _settings_parent() -> argparse.ArgumentParser:
 
 def _inspect_commands(command: Command, settings: argparse.ArgumentParser) -> None:
     p = command("conversations", cmd_conversations, "list conversations (all workspaces)")
-    p.add_argument("--workspace", metavar="W", type=normalize_uri, help="only this workspace")
+    p.add_argument("--workspace", metavar="W", type=named_workspace, help="only this workspace")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = command("show", cmd_show, "print a conversation's stored history", settings)
@@ -544,7 +543,7 @@ def _inspect_commands(command: Command, settings: argparse.ArgumentParser) -> No
     p.add_argument(
         "--workspace",
         metavar="W",
-        type=normalize_uri,
+        type=named_workspace,
         help="needed when several workspaces hold it",
     )
     p.add_argument("--provider", metavar="KIND", help="print the provider body (format) instead")
@@ -555,7 +554,7 @@ def _inspect_commands(command: Command, settings: argparse.ArgumentParser) -> No
     p = command("search", cmd_search, "find stored messages by their text (as chatHistory/search)")
     p.add_argument("query", metavar="QUERY", help='words to find; "quoted words" in order')
     p.add_argument(
-        "--workspace", metavar="W", type=normalize_uri, help="only this workspace (default: all)"
+        "--workspace", metavar="W", type=named_workspace, help="only this workspace (default: all)"
     )
     p.add_argument("--conversation", metavar="C", help="only this conversation")
     p.add_argument(
@@ -571,7 +570,7 @@ def _inspect_commands(command: Command, settings: argparse.ArgumentParser) -> No
 def _change_commands(command: Command, settings: argparse.ArgumentParser) -> None:
     p = command("prune", cmd_prune, "apply storage retention to every conversation now", settings)
     p.add_argument("--dry-run", action="store_true", help="report what would go; delete nothing")
-    p.add_argument("--workspace", metavar="W", type=normalize_uri, help="only this workspace")
+    p.add_argument("--workspace", metavar="W", type=named_workspace, help="only this workspace")
     p.add_argument("--json", action="store_true", help="machine-readable report")
 
     p = command("rename", cmd_rename, "set a conversation's title")
@@ -581,7 +580,7 @@ def _change_commands(command: Command, settings: argparse.ArgumentParser) -> Non
     p.add_argument(
         "--workspace",
         metavar="W",
-        type=normalize_uri,
+        type=named_workspace,
         help="needed when several workspaces hold it",
     )
 
@@ -591,7 +590,7 @@ def _change_commands(command: Command, settings: argparse.ArgumentParser) -> Non
     p.add_argument(
         "--workspace",
         metavar="W",
-        type=normalize_uri,
+        type=named_workspace,
         help="needed when several workspaces hold it",
     )
 
@@ -602,18 +601,18 @@ def _change_commands(command: Command, settings: argparse.ArgumentParser) -> Non
     p.add_argument(
         "--workspace",
         metavar="W",
-        type=normalize_uri,
+        type=named_workspace,
         help="needed when several workspaces hold it",
     )
     p.add_argument(
-        "--to-workspace", metavar="W", type=normalize_uri, help="the new conversation's workspace"
+        "--to-workspace", metavar="W", type=named_workspace, help="the new conversation's workspace"
     )
 
 
 def _archive_commands(command: Command, settings: argparse.ArgumentParser) -> None:
     p = command("export", cmd_export, "write conversations as JSONL to stdout")
     p.add_argument("conversations", nargs="*", metavar="CONVERSATION", help="default: all")
-    p.add_argument("--workspace", metavar="W", type=normalize_uri, help="only this workspace")
+    p.add_argument("--workspace", metavar="W", type=named_workspace, help="only this workspace")
 
     p = command(
         "import",

@@ -27,6 +27,7 @@ from chat_history.service.import_files import session_files as session_files
 from chat_history.service.manager import ChatHistoryManager, now_ms
 from chat_history.service.opencode_db import in_opencode_db, opencode_sessions
 from chat_history.service.opencode_tree import in_opencode_tree, opencode_bundle
+from chat_history.service.workspaces import real_identity
 
 log = logging.getLogger("chat_history")
 
@@ -150,14 +151,17 @@ def workspace_of(
     session: Session, given: str | None, place: Callable[[str], str] | None = None
 ) -> str:
     """The workspace a session goes into: ``given``, else the folder the tool recorded, as a
-    normalized identity, through ``place`` when given (the server's session maps its own folder
-    to its identity); a session without a folder: ``given`` is required."""
+    normalized identity (a symlinked folder by its target), through ``place`` when given (the
+    server's session maps its own folder to its identity); a session without a folder:
+    ``given`` is required."""
     if given is not None:
         return given
     if session.folder is None:
         raise InvalidParams("workspace", "the session records no folder; name the workspace")
-    recorded = normalize_uri(
-        Path(session.folder).as_uri() if os.path.isabs(session.folder) else session.folder
+    recorded = real_identity(
+        normalize_uri(
+            Path(session.folder).as_uri() if os.path.isabs(session.folder) else session.folder
+        )
     )
     return place(recorded) if place is not None else recorded
 

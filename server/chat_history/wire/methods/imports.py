@@ -15,7 +15,7 @@ import attrs
 
 from chat_history.errors import InvalidParams
 from chat_history.policy.identity import folder_of, request_workspace
-from chat_history.service import imports
+from chat_history.service import imports, workspaces
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.wire import checks, protocol
 from chat_history.wire.methods.base import Method
@@ -60,12 +60,13 @@ def import_from(m: ChatHistoryManager, ls: Any, p: ImportFromParams) -> Any:
     session = ls.session_workspace
     workspace = session.named(p.workspace) if p.workspace is not None else None
     source, home, root, folder = source_root(p, session.folder)
+    real_folder = workspaces.real_identity(session.folder)  # recorded folders are real paths
     planned = imports.import_sessions(
         m,
         imports.sessions_of(source, root, folder, confine=home),
         workspace,
         dry_run=p.dry_run,
-        place=lambda recorded: request_workspace(recorded, session.identity, session.folder),
+        place=lambda recorded: request_workspace(recorded, session.identity, real_folder),
     )
     return {"conversations": protocol.wire(planned)}
 
