@@ -4,6 +4,8 @@ migrated on it, and what the store reads of psycopg's results and errors."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from chat_history.errors import StorageError
@@ -21,12 +23,26 @@ STATEMENT_TIMEOUT_MS = 30_000
 LOCK_TIMEOUT_MS = 5_000
 CONNECT_TIMEOUT_S = 5
 
+#: When a connect to each URL last ran out of time (monotonic seconds): another connect to it
+#: within CONNECT_TIMEOUT_S fails at once, so that a request (and the change watch before it)
+#: that reaches for a database that does not answer waits the timeout once, not once for each
+#: attempt it makes. A refused connection (nothing listening, no socket) is quick and not kept.
+_timed_out: dict[str, float] = {}
+_timed_out_lock = threading.Lock()
+
 
 def connect(url: str) -> psycopg.Connection[Any]:
     """A new connection to ``url`` with the store's bounds, its schema current; StorageError
     when it cannot be had (the reason, never a parameter)."""
     import psycopg
 
+    with _timed_out_lock:
+        last = _timed_out.get(url)
+    if last is not None and time.monotonic() - last < CONNECT_TIMEOUT_S:
+        raise StorageError(
+            "cannot connect to the database: connection timeout expired "
+            f"(the last attempt, {time.monotonic() - last:.1f} s ago)"
+        )
     try:
         raw = psycopg.connect(
             url,
@@ -36,7 +52,12 @@ def connect(url: str) -> psycopg.Connection[Any]:
             application_name="chat-history-server",
         )
     except Exception as exc:
+        if isinstance(exc, psycopg.errors.ConnectionTimeout):
+            with _timed_out_lock:
+                _timed_out[url] = time.monotonic()
         raise StorageError(f"cannot connect to the database: {reason(exc)}") from exc
+    with _timed_out_lock:
+        _timed_out.pop(url, None)
     try:
         register_types(raw)
         raw.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
