@@ -21,12 +21,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import economy
-from economy import Ours, Step
+import economy_model
+from economy_model import Ours, Step
 
 from chat_history.model import Message
 from chat_history.providers import KINDS, format_body
-from chat_history.providers.common import APPLICATION_INSTRUCTION
+from chat_history.providers.plan import APPLICATION_INSTRUCTION
 
 EVERY = 25
 BUDGET = 32_000
@@ -37,7 +37,7 @@ _LABEL = APPLICATION_INSTRUCTION + "\n"
 def with_system_rows(kind: str, every: int = EVERY) -> Iterator[Step]:
     """The scripted session with a system row after every ``every``-th turn's reply."""
     turn = 0
-    for step in economy.session(kind):
+    for step in economy_model.session(kind):
         yield step
         if not step.request:  # the reply that ends a turn
             turn += 1
@@ -71,19 +71,19 @@ def folded(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "system": system, "messages": kept}
 
 
-def cache_runs(folder: Path) -> list[tuple[str, economy.Usage]]:
+def cache_runs(folder: Path) -> list[tuple[str, economy_model.Usage]]:
     """(rendering, usage) for the session without system rows, with them in place (ours), and
     with them folded into ``system`` (before)."""
-    runs: list[tuple[str, economy.Usage]] = []
+    runs: list[tuple[str, economy_model.Usage]] = []
     for name, steps, transform in (
-        ("no later system rows", economy.session, None),
+        ("no later system rows", economy_model.session, None),
         ("system rows in place (now)", with_system_rows, None),
         ("system rows folded into system (before)", with_system_rows, folded),
     ):
         sub = folder / str(len(runs))
         sub.mkdir(mode=0o700)
-        system = Ours(name, economy.ours_recommended(BUDGET), sub)
-        cache = economy.AnthropicCache()
+        system = Ours(name, economy_model.ours_recommended(BUDGET), sub)
+        cache = economy_model.AnthropicCache()
         try:
             for step in steps("coding"):
                 system.append(step.rows)
@@ -130,7 +130,7 @@ def placement(kind: str) -> tuple[str, bool]:
     return where, same
 
 
-def section(runs: list[tuple[str, economy.Usage]]) -> list[str]:
+def section(runs: list[tuple[str, economy_model.Usage]]) -> list[str]:
     lines = [
         SECTION,
         "",

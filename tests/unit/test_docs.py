@@ -1,4 +1,5 @@
-"""The documentation refers only to files in the repository, and its settings table is current."""
+"""The documentation refers only to files in the repository, its settings table is current, and
+docs/architecture.md's layout lists every module of the package once."""
 
 from __future__ import annotations
 
@@ -9,11 +10,15 @@ import os
 import re
 import shutil
 import subprocess
+from collections import Counter
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 MD_MENTION = re.compile(r"(?<![\w/.-])((?:\.\.?/)?[\w./-]*\w\.md)\b")
+PACKAGE = ROOT / "server" / "chat_history"
 
 
 def _documents(root: Path = ROOT) -> list[Path]:
@@ -167,3 +172,73 @@ def test_the_settings_table_names_every_key_with_its_default() -> None:
         assert f"`{json.dumps(spec.get('default'), ensure_ascii=False)}`" in row
     changed = dict(schema, properties={"chatHistory.x": {"type": "integer", "default": 3}})
     assert gen.render(text, changed) != text
+
+
+def layout_entries(text: str) -> list[str]:
+    """The paths the "Layout" block of docs/architecture.md lists, relative to the package, in
+    its order: a folder as ``name/``, each name of a line of several (``a.py, b.py``)."""
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    entries: list[str] = []
+    folders: list[str] = []  # the folder open at each depth
+    for line in block.splitlines():
+        if not line.startswith("  "):
+            continue  # the package's own line
+        depth = (len(line) - len(line.lstrip(" "))) // 2 - 1
+        names = re.split(r"\s{2,}", line.strip(), maxsplit=1)[0]  # the description follows
+        del folders[depth:]
+        entries += ["".join(folders) + name for name in names.split(", ")]
+        if names.endswith("/"):
+            folders.append(names)
+    return entries
+
+
+def layout_problems(entries: list[str], package: Path) -> list[str]:
+    """What the layout gets wrong about ``package``: a module or folder listed never or more
+    than once (a folder's ``__init__.py`` is listed by the folder's line, or once beside it),
+    an entry the tree does not have."""
+    modules = {p.relative_to(package).as_posix() for p in package.rglob("*.py")}
+    folders = {
+        "/".join(m.split("/")[:i]) + "/" for m in modules for i in range(1, m.count("/") + 1)
+    }
+    counts = Counter(entries)
+    problems = []
+    for path in sorted(modules | folders):
+        inner_init = path.endswith("/__init__.py")
+        if counts[path] != 1 and not (inner_init and counts[path] == 0):
+            problems.append(f"{path} listed {counts[path]} times")
+    problems += [f"{path} is not in the tree" for path in counts if not (package / path).exists()]
+    return problems
+
+
+# Issue 40: modules are moving (service/, policy/, wire/, store/, importers/) while this test is
+# written. The lead drops this mark once the layout is brought up to date after the merges:
+# strict, so the first run where the layout is right fails until the mark goes.
+@pytest.mark.xfail(strict=True, reason="docs/architecture.md's layout awaits the issue 40 moves")
+def test_the_layout_lists_every_module_of_the_package_once() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert layout_problems(layout_entries(text), PACKAGE) == []
+
+
+def test_the_layout_checker_sees_a_missing_a_doubled_and_a_stale_module(tmp_path: Path) -> None:
+    for name in ("__init__.py", "a.py", "room/__init__.py", "room/b.py", "room/c.py", "z.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("", encoding="utf-8")
+    right = (
+        "## Layout\n\n```\npkg/\n  __init__.py   the version\n  a.py\n"
+        "  room/         a room\n    b.py, c.py  b and c\n  z.py          z\n```\n"
+    )
+    assert layout_entries(right) == [
+        "__init__.py",
+        "a.py",
+        "room/",
+        "room/b.py",
+        "room/c.py",
+        "z.py",
+    ]
+    assert layout_problems(layout_entries(right), tmp_path) == []
+    wrong = right.replace("a.py\n", "a.py, gone.py\n").replace("b.py, c.py", "b.py, b.py")
+    assert layout_problems(layout_entries(wrong), tmp_path) == [
+        "room/b.py listed 2 times",
+        "room/c.py listed 0 times",
+        "gone.py is not in the tree",
+    ]

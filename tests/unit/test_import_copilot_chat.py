@@ -102,8 +102,8 @@ def test_a_file_of_another_source_yields_nothing() -> None:
 
 def test_the_service_finds_a_folders_sessions_through_workspace_json(tmp_path: Path) -> None:
     storage = STORAGE / "workspaceStorage"
-    assert imports.session_files("copilot-chat", storage, "/home/me/shop") == [OLD, NEW]
-    assert imports.session_files("copilot-chat", storage, "/elsewhere") == []
+    assert copilot_chat.IMPORTER.session_files(storage, "/home/me/shop") == [OLD, NEW]
+    assert copilot_chat.IMPORTER.session_files(storage, "/elsewhere") == []
     placed = {s.folder for _, s in imports.sessions_of("copilot-chat", NEW, None)}
     assert placed == {"file:///home/me/shop"}
     env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": ""}

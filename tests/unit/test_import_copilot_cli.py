@@ -148,7 +148,7 @@ def test_an_older_file_without_a_timeline_or_its_id_takes_the_start_time_and_its
     path = tmp_path / "history-session-state" / "session_0aa0-11_1760000200000.json"
     path.parent.mkdir()
     path.write_text(json.dumps(value))
-    [session] = imports.read_file("copilot-cli", path)
+    [(_, session)] = imports.sessions_of("copilot-cli", path, None)
     assert session.session_id == "0aa0-11"  # the id in the file's name, not its time
     start = timestamp_ms("2025-10-09T08:15:00.000Z")
     assert {m.timestamp for m in session.messages} == {start}

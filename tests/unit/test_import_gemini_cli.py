@@ -115,9 +115,9 @@ def test_a_file_of_another_source_yields_nothing() -> None:
 
 def test_the_service_finds_a_projects_files_by_hash_and_by_projects_json(tmp_path: Path) -> None:
     tmp = ROOT / "tmp"
-    found = imports.session_files("gemini-cli", tmp, "/home/me/shop")
+    found = gemini_cli.IMPORTER.session_files(tmp, "/home/me/shop")
     assert found == sorted([OLD, NEW])
-    assert imports.session_files("gemini-cli", tmp, "/elsewhere") == []
+    assert gemini_cli.IMPORTER.session_files(tmp, "/elsewhere") == []
     sessions = list(imports.sessions_of("gemini-cli", tmp, "/home/me/shop"))
     assert {s.folder for _, s in sessions} == {"/home/me/shop"}
     # read from a path: projects.json names the folder of a named project's files

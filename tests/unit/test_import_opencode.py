@@ -1,7 +1,7 @@
-"""The OpenCode reader (importers/opencode.py) over a storage tree written in OpenCode's shapes
-(tests/fixtures/imports/SOURCES.md), gathered by service/opencode_tree.py into the shape of
-``opencode export``: a reply split where its text follows its tool calls, each call paired with
-its result (an error as ``Error: …``), signed reasoning kept for Anthropic only, OpenCode's
+"""The OpenCode reader (importers/opencode/export.py) over a storage tree written in OpenCode's
+shapes (tests/fixtures/imports/SOURCES.md), gathered by importers/opencode/tree.py into the shape
+of ``opencode export``: a reply split where its text follows its tool calls, each call paired
+with its result (an error as ``Error: …``), signed reasoning kept for Anthropic only, OpenCode's
 synthetic text and bookkeeping parts counted, a sub-agent's session its own conversation;
 reading the gathered export gives the same rows; every session formats to a body each provider
 kind's SDK accepts."""
@@ -17,9 +17,9 @@ from test_import_readers import assert_every_provider_accepts, skipped
 from chat_history.errors import InvalidParams
 from chat_history.importers import opencode
 from chat_history.importers.common import Session
+from chat_history.importers.opencode.tree import bundle
 from chat_history.providers import KINDS
 from chat_history.service import imports
-from chat_history.service.opencode_tree import opencode_bundle
 
 STORAGE = Path(__file__).resolve().parents[1] / "fixtures" / "imports" / "opencode" / "storage"
 MAIN = "ses_6a1b2c3d4e5fAbCdEf012345"
@@ -95,7 +95,7 @@ def test_a_sub_agents_session_is_its_own_conversation_without_its_unfinished_cal
 def test_an_export_file_reads_as_the_tree_does(tmp_path: Path) -> None:
     path = next((STORAGE / "session").glob(f"*/{MAIN}.json"))
     export = tmp_path / "export.json"
-    export.write_bytes(opencode_bundle(path, 2**20))
+    export.write_bytes(bundle(path, 2**20))
     [(_, exported)] = imports.sessions_of("opencode", export, None)
     assert exported.messages == sessions()[MAIN].messages
 
@@ -123,5 +123,5 @@ def test_every_opencode_session_formats_to_a_body_each_provider_accepts(
 def test_a_session_whose_files_add_up_past_the_bound_is_an_error_naming_it() -> None:
     path = next((STORAGE / "session").glob(f"*/{MAIN}.json"))
     with pytest.raises(InvalidParams) as caught:
-        opencode_bundle(path, 2_000)
+        bundle(path, 2_000)
     assert caught.value.field == "path" and str(path) in caught.value.why

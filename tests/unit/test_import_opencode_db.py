@@ -1,8 +1,8 @@
-"""OpenCode's SQLite database (service/opencode_db.py) read like its storage tree: a database
-built here from a hand-written schema in the shape of OpenCode's own tables (session, message,
-part: tests/fixtures/imports/SOURCES.md), filled with the tree fixture's sessions, reads into the
-same rows as the tree (one place for each mapping rule); a session in both is read from the
-database; importing again adds nothing; the file is opened read-only and left as it was; a
+"""OpenCode's SQLite database (importers/opencode/database.py) read like its storage tree: a
+database built here from a hand-written schema in the shape of OpenCode's own tables (session,
+message, part: tests/fixtures/imports/SOURCES.md), filled with the tree fixture's sessions, reads
+into the same rows as the tree (one place for each mapping rule); a session in both is read from
+the database; importing again adds nothing; the file is opened read-only and left as it was; a
 locked file, a file that is not a database and a schema without a column read here are errors
 naming the file; every session formats to a body each provider kind's SDK accepts."""
 
@@ -19,10 +19,10 @@ from tests.opencode_db import PART_DATA, SCHEMA, build
 
 from chat_history.errors import InvalidParams
 from chat_history.importers.common import Session
+from chat_history.importers.opencode.database import sessions
 from chat_history.providers import KINDS
 from chat_history.service import imports
 from chat_history.service.manager import ChatHistoryManager
-from chat_history.service.opencode_db import opencode_sessions
 from chat_history.settings import default_settings
 
 STORAGE = Path(__file__).resolve().parents[1] / "fixtures" / "imports" / "opencode" / "storage"
@@ -124,7 +124,7 @@ def test_a_schema_without_the_session_folder_takes_the_projects(tmp_path: Path) 
 def test_a_session_whose_rows_add_up_past_the_bound_is_an_error_naming_it(tmp_path: Path) -> None:
     database = build(tmp_path / "opencode" / "opencode.db")
     with pytest.raises(InvalidParams) as caught:
-        list(opencode_sessions(database, 2_000))
+        list(sessions(database, 2_000))
     assert caught.value.field == "path"
     assert caught.value.why.startswith(f"{database}: session ses_")
 

@@ -13,7 +13,7 @@ import pytest
 from provider_rules import violations
 from test_providers_sdk import sdk_problems
 
-from chat_history.importers import READERS, Session, claude_code, codex
+from chat_history.importers import IMPORTERS, Session, claude_code, codex
 from chat_history.importers.common import MAX_DEPTH, timestamp_ms
 from chat_history.providers import KINDS, format_body
 
@@ -145,7 +145,7 @@ def test_codex_older_rollouts_without_the_envelope() -> None:
     assert (reasoning["id"], reasoning["encrypted_content"]) == ("rs_1", "gAAAAABoldEncrypted")
 
 
-@pytest.mark.parametrize("source", sorted(READERS))
+@pytest.mark.parametrize("source", sorted(IMPORTERS))
 @pytest.mark.parametrize(
     ("data", "why"),
     [
@@ -157,12 +157,12 @@ def test_codex_older_rollouts_without_the_envelope() -> None:
 )
 def test_malformed_lines_are_counted_never_fatal(source: str, data: bytes, why: str) -> None:
     good = (CLAUDE / f"{NEW}.jsonl").read_bytes() if source == "claude-code" else b""
-    sessions = READERS[source](good + b"\n" + data, "s")
+    sessions = IMPORTERS[source].read(good + b"\n" + data, "s")
     reasons = {s.why for session in sessions for s in session.skipped}
     if sessions:
         assert why in reasons
     else:  # nothing readable at all: no session, nothing raised
-        assert READERS[source](data, "s") == []
+        assert IMPORTERS[source].read(data, "s") == []
 
 
 def test_a_file_of_another_source_yields_nothing_and_says_why() -> None:

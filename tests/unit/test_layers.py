@@ -1,7 +1,8 @@
 """The layer contract (docs/architecture.md, "Import contract"), checked over the import graph
 of ``server/chat_history`` read with ``ast``: every import counts, those inside functions and
-under ``TYPE_CHECKING`` too. No circle; each layer imports only the layers below it; the pure
-core loads with the standard library and attrs alone; only the wire speaks camelCase."""
+under ``TYPE_CHECKING`` too. No circle (in bench/ and tests/ either); each layer imports only
+the layers below it; the pure core loads with the standard library and attrs alone; only the
+wire speaks camelCase."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ LAYERS: dict[str, set[str]] = {
 #: the stdio client and the demo (a client of the wire), and ``frames``, below ``protocol``,
 #: which builds the JSON-RPC error of an answer too large to send.
 CAMEL_ALLOWED = {
-    "service/opencode_db.py",  # OpenCode's own export shape, rebuilt from its database's rows
+    "importers/opencode/database.py",  # OpenCode's export shape, rebuilt from its database's rows
     "wire/protocol.py",
     "wire/reports.py",
     "wire/frames.py",
@@ -170,6 +171,43 @@ def circles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_circle_even_through_imports_inside_functions() -> None:
     assert circles(graph()) == []
+
+
+def script_path(relative: Path) -> tuple[str, ...]:
+    """The folders a script of bench/ or tests/ finds bare module names in (besides the
+    repository's root, for ``tests.pgcluster``): bench/ puts bench/ and tests/unit/ on its path,
+    pytest puts tests/unit/ (no ``__init__``) on the path of the tests there."""
+    if relative.parts[0] == "bench":
+        return ("bench", "tests/unit")
+    return ("tests/unit",) if relative.parts[:2] == ("tests", "unit") else ()
+
+
+def script_graph() -> dict[str, set[str]]:
+    """The import graph of bench/ and tests/, by file relative to the repository."""
+    root = PACKAGE.parents[1]
+    files = sorted(p for top in ("bench", "tests") for p in (root / top).rglob("*.py"))
+    dotted = {".".join(p.relative_to(root).with_suffix("").parts): p for p in files}
+    edges: dict[str, set[str]] = {}
+    for path in files:
+        relative = path.relative_to(root)
+        known = dict(dotted)
+        for folder in script_path(relative):
+            known |= {p.stem: p for p in (root / folder).glob("*.py")}
+        module = ".".join(relative.with_suffix("").parts)
+        edges[relative.as_posix()] = {
+            known[name].relative_to(root).as_posix()
+            for name in imports_of(module, path, known)
+            if known[name] != path
+        }
+    return edges
+
+
+def test_no_import_circle_in_bench_or_tests_either() -> None:
+    """The room check counts the whole tree: the benchmarks and the tests have no circle."""
+    edges = script_graph()
+    assert "bench/workload.py" in edges["bench/systems.py"]  # bare names resolve
+    assert "tests/pgcluster.py" in edges["tests/conftest.py"]  # dotted ones too
+    assert circles(edges) == []
 
 
 def test_the_circle_finder_finds_a_circle() -> None:

@@ -46,7 +46,7 @@ class CountingCursor(psycopg.Cursor[Any]):
 def counted(store: PostgresStore) -> None:
     with store.read():  # connected
         pass
-    raw = store._raw
+    raw = store.link.raw
     assert raw is not None
     raw.cursor_factory = CountingCursor
 

@@ -1,13 +1,12 @@
 /**
- * The chat panel's state and every rule about it, as pure functions: no `vscode`, no DOM, no I/O.
- * The extension owns one {@link PanelState}, applies these functions to it as events arrive
- * (pages from `get`, rows from `append`, stream deltas, `prepare` results, trim notifications)
- * and posts {@link viewOf} to the webview, which only draws what it is given.
+ * The chat panel's state and the rules that load it, as pure functions: no `vscode`, no DOM, no
+ * I/O. The extension owns one {@link PanelState} and applies these functions (and those of
+ * ./stream, ./replies and ./edits) to it as events arrive (pages from `get`, `prepare` results,
+ * trim notifications, search answers); ./view turns it into what the webview draws.
  */
 
 import { codePointSpanToUtf16 } from "chat-history-client";
 import type { MessageStatus, PreparedRequest, SearchResultItem, StoredMessage, ToolCall, TrimmedNotification } from "chat-history-client";
-import { cutNotice } from "./replies";
 import { newestStoredId } from "./rows";
 
 /** A row of the conversation as the panel holds it: a stored row, or one not stored yet. */
@@ -166,13 +165,8 @@ export function keyOf(state: PanelState): { conversationId: string; workspace?: 
   return state.elsewhere === null ? { conversationId: state.conversationId } : { conversationId: state.conversationId, workspace: state.elsewhere.workspace };
 }
 
-/** The banner over a conversation of another workspace: why it is read-only and what can be done. */
-export function elsewhereText(elsewhere: Elsewhere | null): string | null {
-  if (elsewhere === null) return null;
-  return `This chat belongs to the workspace "${elsewhere.name}" and is read-only here. To reply, continue it in this workspace (a copy; the original stays there) or move that workspace's history here.`;
-}
-
-function fromStored(row: StoredMessage): PanelMessage {
+/** A stored row as the panel holds it. */
+export function fromStored(row: StoredMessage): PanelMessage {
   return {
     key: `id:${row.id}`,
     id: row.id,
@@ -225,7 +219,7 @@ export function reloaded(state: PanelState, page: { messages: StoredMessage[]; h
  * a conversation without its prompt (an empty request, a reply after the previous turn's). The
  * offer, its notice and the interrupted reply's text go with the prompt.
  */
-function withoutStaleRetry(state: PanelState): PanelState {
+export function withoutStaleRetry(state: PanelState): PanelState {
   const promptId = state.retry?.promptId ?? null;
   if (promptId === null || state.messages.some((m) => m.id === promptId)) return state;
   return { ...dropNotice(state, TURN_NOTICE), messages: state.messages.filter((m) => !m.interrupted), retry: null };
@@ -262,147 +256,6 @@ export function shouldLoadOlder(state: PanelState): boolean {
   return state.hasMore && !state.loadingOlder && oldestId(state) !== null;
 }
 
-/** A prompt was sent: show it at once (stored later) and mark the panel busy. */
-export function promptSent(state: PanelState, text: string): PanelState {
-  const message: PanelMessage = {
-    key: `local:${state.nextLocal}`,
-    id: null,
-    turn: null,
-    role: "user",
-    content: text,
-    toolCalls: [],
-    toolCallId: null,
-    name: null,
-    streaming: false,
-  };
-  return { ...state, busy: true, messages: [...state.messages, message], nextLocal: state.nextLocal + 1 };
-}
-
-/**
- * Rows `append` stored. Each replaces the panel's unsaved row of the same role and content
- * (the optimistic prompt, a finished stream) when there is one; the others are added.
- */
-export function rowsStored(state: PanelState, rows: StoredMessage[]): PanelState {
-  let messages = [...state.messages];
-  for (const row of rows) {
-    // A row shown already (a reply stored while it streamed) is replaced by what was stored.
-    const same = messages.findIndex((m) => m.id === row.id);
-    if (same >= 0) {
-      messages[same] = fromStored(row);
-      continue;
-    }
-    // An interrupted reply is never the stored one: it stays what it was (or goes with Retry).
-    const local = messages.findIndex(
-      (m) => m.id === null && !m.interrupted && m.role === row.role && (m.role !== "user" || m.content === row.content),
-    );
-    if (local >= 0) messages[local] = fromStored(row);
-    else messages = [...messages, fromStored(row)];
-  }
-  return { ...state, messages };
-}
-
-/** A reply starts streaming (a continued reply streams in its own bubble, already there). */
-export function streamStarted(state: PanelState): PanelState {
-  if (state.messages.some((m) => m.streaming)) return state;
-  const message: PanelMessage = {
-    key: `local:${state.nextLocal}`,
-    id: null,
-    turn: null,
-    role: "assistant",
-    content: "",
-    toolCalls: [],
-    toolCallId: null,
-    name: null,
-    streaming: true,
-  };
-  return { ...state, messages: [...state.messages, message], nextLocal: state.nextLocal + 1 };
-}
-
-function updateStreaming(state: PanelState, update: (m: PanelMessage) => PanelMessage): PanelState {
-  const index = state.messages.findLastIndex((m) => m.streaming);
-  if (index < 0) return state;
-  const messages = [...state.messages];
-  messages[index] = update(messages[index]);
-  return { ...state, messages };
-}
-
-export function streamDelta(state: PanelState, text: string): PanelState {
-  return updateStreaming(state, (m) => ({ ...m, content: m.content + text }));
-}
-
-/** The stream ended (the row is stored next, by {@link rowsStored}). */
-export function streamEnded(state: PanelState, toolCalls: ToolCall[] = []): PanelState {
-  return updateStreaming(state, (m) => ({ ...m, streaming: false, toolCalls }));
-}
-
-/** A stream that failed or was retried: its partial text goes away. */
-export function streamDiscarded(state: PanelState): PanelState {
-  return { ...state, messages: state.messages.filter((m) => !m.streaming) };
-}
-
-/**
- * The reply stopped before it was complete: the bubble keeps the text that arrived, marked
- * interrupted, with no tool calls (a half-written call is never shown as running); without text
- * it goes. A finished reply not stored yet (stopped before it was) is treated the same.
- */
-export function streamInterrupted(state: PanelState, partial: string): PanelState {
-  const index = state.messages.findLastIndex((m) => m.id === null && m.role === "assistant" && !m.interrupted);
-  if (index < 0) return state;
-  if (partial === "") return { ...state, messages: state.messages.filter((_, i) => i !== index) };
-  const messages = [...state.messages];
-  messages[index] = { ...messages[index], content: partial, streaming: false, toolCalls: [], interrupted: true };
-  return { ...state, messages };
-}
-
-/**
- * The turn for `prompt` failed (`words`: what happened, in words) or was interrupted: the panel is
- * free, rows not stored go (but an interrupted reply's text stays, to keep), the prompt is marked
- * failed, and one notice offers Retry (and Keep when text arrived). It replaces the notice of an
- * earlier failure: notices do not pile up.
- */
-export function turnFailed(state: PanelState, prompt: string, words: string): PanelState {
-  // Rows not stored go (a prompt never stored is not shown as if it were; Retry sends it),
-  // except the interrupted reply's text.
-  const messages = state.messages.filter((m) => m.id !== null || m.interrupted);
-  const stored = messages.findLast((m) => m.role === "user" && m.id !== null && m.content === prompt);
-  const partial = messages.findLast((m) => m.interrupted)?.content ?? "";
-  const retry: RetryOffer = { prompt, promptId: stored?.id ?? null, partial };
-  const actions: NoticeAction[] = partial === "" ? ["retry"] : ["retry", "keep"];
-  const next = { ...state, messages, busy: false, retry };
-  return addNotice(next, "error", words, TURN_NOTICE, actions);
-}
-
-/** Retry: the interrupted reply and the failure notice go; the turn runs again. */
-export function retryStarted(state: PanelState): PanelState {
-  return {
-    ...dropNotice(state, TURN_NOTICE),
-    messages: state.messages.filter((m) => !m.interrupted),
-    retry: null,
-    busy: true,
-  };
-}
-
-/** Keep: the interrupted reply was stored as it was (`rows`); the offer and its notice go. */
-export function partialKept(state: PanelState, rows: StoredMessage[]): PanelState {
-  const kept = { ...state, messages: state.messages.filter((m) => !m.interrupted), retry: null };
-  return rowsStored(dropNotice(kept, TURN_NOTICE), rows);
-}
-
-/** A turn completed: what an earlier failure left (its notice, its offer) is resolved. */
-export function turnSucceeded(state: PanelState): PanelState {
-  return { ...dropNotice(turnFinished(state), TURN_NOTICE), retry: null };
-}
-
-/** Whether sending `text` now is a retry of the failed turn (the same prompt, stored, unanswered). */
-export function isRetryOf(state: PanelState, text: string): boolean {
-  const offer = state.retry;
-  return offer !== null && offer.promptId !== null && offer.prompt === text && state.messages.some((m) => m.id === offer.promptId);
-}
-
-export function turnFinished(state: PanelState): PanelState {
-  return { ...streamEnded(state), busy: false };
-}
-
 export function prepared(
   state: PanelState,
   request: Pick<PreparedRequest, "estimatedTokens" | "budget" | "contextWindow"> & Partial<Pick<PreparedRequest, "calibration" | "compactedTurns">>,
@@ -436,81 +289,9 @@ export function summaryShown(state: PanelState, summary: SummaryBanner | null): 
   return { ...state, summary, compacting: false };
 }
 
-/** The text of the banner, or null when there is none. */
-export function summaryText(summary: SummaryBanner | null): string | null {
-  if (summary === null) return null;
-  const turns = summary.turns === null ? "Earlier turns" : plural(summary.turns, "earlier turn");
-  return `${turns} summarized: the model gets the summary instead of them (they stay in the history).`;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Rewinding: which row an edit, a regenerate or a delete starts from
-
-/** What edit-and-resend or regenerate does to the stored rows, found from the loaded ones. */
-export interface Rewind {
-  /** `truncate` from this row (it and every later row go). */
-  fromId: number;
-  /** The prompt to run again: the edited text (edit) or the stored prompt kept (regenerate). */
-  prompt: string;
-  /** Whether the prompt is still stored (regenerate) or must be appended (edit). */
-  promptStored: boolean;
-}
-
-/**
- * Edit and resend on a user row: truncate from that row, then send `text` as a new prompt.
- * Regenerate on any row of a turn: truncate from the first row after the turn's prompt and run
- * the turn again. Null when the row is not stored, or (regenerate) when the turn's prompt is not
- * loaded or nothing follows it.
- */
-export function rewindFor(state: PanelState, key: string, kind: "edit" | "regenerate", text = ""): Rewind | null {
-  const index = state.messages.findIndex((m) => m.key === key);
-  const target = state.messages[index];
-  if (target === undefined || target.id === null) return null;
-  if (kind === "edit") {
-    if (target.role !== "user") return null;
-    return { fromId: target.id, prompt: text, promptStored: false };
-  }
-  // The turn's prompt: the nearest user row at or before the target in the same turn.
-  let promptIndex = -1;
-  for (let i = index; i >= 0; i--) {
-    const m = state.messages[i];
-    if (m.role === "user" && m.turn === target.turn) {
-      promptIndex = i;
-      break;
-    }
-  }
-  if (promptIndex < 0) return null;
-  const after = state.messages.slice(promptIndex + 1).find((m) => m.id !== null);
-  if (after?.id == null) return null;
-  return { fromId: after.id, prompt: state.messages[promptIndex].content, promptStored: true };
-}
-
-/** Rows of the panel that a `truncate` from `fromId` removed. */
-export function truncated(state: PanelState, fromId: number): PanelState {
-  return withoutStaleRetry({ ...state, messages: state.messages.filter((m) => m.id === null || m.id < fromId) });
-}
-
-/** Rows of the panel that a `deleteTurns` removed. */
-export function turnsDeleted(state: PanelState, turns: number[]): PanelState {
-  const gone = new Set(turns);
-  return withoutStaleRetry({ ...state, messages: state.messages.filter((m) => m.turn === null || !gone.has(m.turn)) });
-}
-
-/** A row `editMessage` changed. */
-export function rowEdited(state: PanelState, row: StoredMessage): PanelState {
-  return { ...state, messages: state.messages.map((m) => (m.id === row.id ? fromStored(row) : m)) };
-}
-
-export const REDACTED = "[redacted]";
-
-/**
- * The content after redacting `secret` from it: every occurrence replaced by "[redacted]", or the
- * whole content when `secret` is empty. Null when `secret` does not occur (nothing to change).
- */
-export function redact(content: string, secret: string): string | null {
-  if (secret === "") return content === REDACTED ? null : REDACTED;
-  if (!content.includes(secret)) return null;
-  return content.split(secret).join(REDACTED);
+export function usageReported(state: PanelState, promptTokens: number, cachedTokens: number | null = null): PanelState {
+  if (state.meter === null) return state;
+  return { ...state, meter: { ...state.meter, providerPromptTokens: promptTokens, providerCachedTokens: cachedTokens } };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -560,31 +341,6 @@ export function isLoaded(state: PanelState, id: number): boolean {
   return state.messages.some((m) => m.id === id);
 }
 
-/** Export: the conversation as Markdown (what is loaded: the caller loads every page first). */
-export function toMarkdown(title: string, rows: Pick<StoredMessage, "role" | "content" | "toolCalls" | "name">[]): string {
-  const out = [`# ${title}`, ""];
-  for (const row of rows) {
-    const who = ROLE_TITLES[row.role] ?? row.role;
-    out.push(`## ${row.role === "tool" ? `${who} (${row.name ?? "tool"})` : who}`, "");
-    if (row.content !== "") out.push(row.role === "tool" ? fence(row.content) : row.content, "");
-    for (const call of row.toolCalls) out.push(`Tool call \`${call.name}\`:`, "", fence(argumentsText(call.arguments)), "");
-  }
-  return out.join("\n");
-}
-
-const ROLE_TITLES: Record<string, string> = { user: "You", assistant: "Assistant", system: "System", tool: "Tool result" };
-
-function fence(text: string): string {
-  const longest = Math.max(2, ...[...text.matchAll(/`+/g)].map((m) => m[0].length));
-  const ticks = "`".repeat(longest + 1);
-  return `${ticks}\n${text}\n${ticks}`;
-}
-
-export function usageReported(state: PanelState, promptTokens: number, cachedTokens: number | null = null): PanelState {
-  if (state.meter === null) return state;
-  return { ...state, meter: { ...state.meter, providerPromptTokens: promptTokens, providerCachedTokens: cachedTokens } };
-}
-
 export function addNotice(state: PanelState, kind: NoticeKind, text: string, key?: string, actions?: NoticeAction[]): PanelState {
   // The same words again (an error repeated) replace the older notice: they never pile up.
   const kept = state.notices.filter((n) => (key === undefined ? n.text !== text : n.key !== key));
@@ -631,191 +387,6 @@ export function trimmed(state: PanelState, event: TrimmedNotification): PanelSta
   // deletions are separate events and each stays until dismissed.
   const key = event.scope === "request" ? `request:${event.reason}` : undefined;
   return addNotice(state, event.scope, trimNoticeText(event), key);
-}
-
-// ---------------------------------------------------------------------------------------------
-// What the webview draws
-
-/**
- * Actions on a message. Each plugs into the message-action bar; an action that needs a server
- * method shows only when the server has it (`protocolVersion`). Edit and resend, regenerate,
- * fork from here, redact and delete exchange go here once the server has `truncate`,
- * `editMessage`, `fork` and `deleteTurns` (protocol version 2).
- */
-export interface MessageAction {
-  id: string;
-  label: string;
-  roles: PanelMessage["role"][];
-  /** Lowest server protocol version with the methods the action needs. */
-  since: number;
-  /** Only on rows with text (not on a bare tool-call carrier). */
-  needsText?: boolean;
-}
-
-export const MESSAGE_ACTIONS: readonly MessageAction[] = [
-  { id: "copy", label: "Copy", roles: ["user", "assistant"], since: 1, needsText: true },
-  { id: "edit", label: "Edit", roles: ["user"], since: 2, needsText: true },
-  { id: "regenerate", label: "Regenerate", roles: ["assistant"], since: 2 },
-  { id: "fork", label: "Fork", roles: ["user", "assistant"], since: 2 },
-  { id: "redact", label: "Redact", roles: ["user", "assistant", "tool"], since: 2, needsText: true },
-  { id: "deleteExchange", label: "Delete", roles: ["user", "assistant"], since: 2 },
-];
-
-export function actionLabel(id: string): string {
-  return MESSAGE_ACTIONS.find((a) => a.id === id)?.label ?? id;
-}
-
-/** Actions that change nothing: the only ones on a conversation of another workspace (read-only here). */
-export const READ_ONLY_ACTIONS: readonly string[] = ["copy"];
-
-export function actionsFor(message: PanelMessage, protocolVersion: number, actions = MESSAGE_ACTIONS, readOnly = false): string[] {
-  if (message.id === null || message.streaming) return [];
-  return actions
-    .filter((a) => a.roles.includes(message.role) && a.since <= protocolVersion && !(a.needsText && message.content === ""))
-    .filter((a) => !readOnly || READ_ONLY_ACTIONS.includes(a.id))
-    .map((a) => a.id);
-}
-
-export interface ToolCallView {
-  id: string;
-  name: string;
-  /** Arguments as readable JSON text. */
-  arguments: string;
-  /** The tool row's content, or null while there is none. */
-  result: string | null;
-}
-
-export interface MessageView {
-  key: string;
-  id: number | null;
-  role: PanelMessage["role"];
-  content: string;
-  streaming: boolean;
-  /** Stopped before it was complete; not stored unless `saved`. */
-  interrupted: boolean;
-  /** Version 4: an interrupted reply stored as far as it got (Continue, Retry or Keep). */
-  saved: boolean;
-  /** A prompt whose turn failed (Retry is offered in the notice). */
-  failed: boolean;
-  toolCalls: ToolCallView[];
-  actions: string[];
-}
-
-export interface MeterView {
-  /** e.g. "1,830 / 32,000 tokens" */
-  label: string;
-  /** 0..1 of the budget (or window), for the bar; null when there is no limit to compare with. */
-  fraction: number | null;
-  /** e.g. "window 200,000", or "" */
-  detail: string;
-}
-
-export interface PanelView {
-  conversationId: string;
-  title: string;
-  messages: MessageView[];
-  hasMore: boolean;
-  loadingOlder: boolean;
-  busy: boolean;
-  meter: MeterView | null;
-  notices: Notice[];
-  /** "earlier turns summarized" (with Undo), or null. */
-  summary: string | null;
-  compacting: boolean;
-  search: SearchView | null;
-  focusId: number | null;
-  /** A conversation of another workspace: the banner's words (the composer is off). Null: this workspace's. */
-  elsewhere: string | null;
-  /** The header's hint for an imported conversation ("Imported from Claude Code"); null: none. */
-  source: string | null;
-}
-
-function argumentsText(args: ToolCall["arguments"]): string {
-  if (typeof args === "string") {
-    try {
-      return JSON.stringify(JSON.parse(args), null, 2);
-    } catch {
-      return args;
-    }
-  }
-  return JSON.stringify(args, null, 2);
-}
-
-export function meterView(meter: ContextMeter | null): MeterView | null {
-  if (meter === null) return null;
-  const n = (x: number) => x.toLocaleString("en-US");
-  const limit = meter.budget ?? meter.contextWindow;
-  const parts: string[] = [];
-  if (meter.contextWindow !== null) parts.push(`window ${n(meter.contextWindow)}`);
-  if (meter.providerPromptTokens !== null) {
-    const cached = meter.providerCachedTokens;
-    parts.push(
-      `provider counted ${n(meter.providerPromptTokens)}` + (typeof cached === "number" ? ` (${n(cached)} cached)` : ""),
-    );
-  }
-  if (meter.calibration !== null && meter.calibration.samples > 0) {
-    parts.push(`calibrated ×${meter.calibration.factor.toFixed(2)} (${plural(meter.calibration.samples, "sample")})`);
-  }
-  return {
-    label: limit === null ? `${n(meter.estimatedTokens)} tokens` : `${n(meter.estimatedTokens)} / ${n(limit)} tokens`,
-    fraction: limit === null || limit <= 0 ? null : Math.min(1, meter.estimatedTokens / limit),
-    detail: parts.join(" · "),
-  };
-}
-
-/**
- * The view: tool rows are folded into the assistant message whose call they answer (shown
- * collapsed there); a tool row whose call is not loaded (an older page) is shown on its own.
- */
-export function viewOf(state: PanelState, protocolVersion = 1): PanelView {
-  const results = new Map<string, string>();
-  const callIds = new Set<string>();
-  for (const m of state.messages) {
-    if (m.role === "tool" && m.toolCallId !== null) results.set(m.toolCallId, m.content);
-    for (const call of m.toolCalls) callIds.add(call.id);
-  }
-  const messages: MessageView[] = [];
-  for (const m of state.messages) {
-    if (m.role === "tool" && m.toolCallId !== null && callIds.has(m.toolCallId)) continue;
-    messages.push({
-      key: m.key,
-      id: m.id,
-      role: m.role,
-      content: m.role === "tool" ? `${m.name ?? "tool"} result:\n${m.content}` : m.content,
-      streaming: m.streaming,
-      interrupted: m.interrupted === true || m.status === "interrupted",
-      saved: m.status === "interrupted",
-      failed: m.id !== null && state.retry !== null && m.id === state.retry.promptId,
-      toolCalls: m.toolCalls.map((call) => ({
-        id: call.id,
-        name: call.name,
-        arguments: argumentsText(call.arguments),
-        result: results.get(call.id) ?? null,
-      })),
-      actions: actionsFor(m, protocolVersion, MESSAGE_ACTIONS, state.elsewhere !== null),
-    });
-  }
-  return {
-    conversationId: state.conversationId,
-    title: state.title,
-    messages,
-    hasMore: state.hasMore,
-    loadingOlder: state.loadingOlder,
-    busy: state.busy,
-    meter: meterView(state.meter),
-    notices: cutNotice(state) === null ? state.notices : [...state.notices, cutNotice(state)!],
-    summary: summaryText(state.summary),
-    compacting: state.compacting,
-    search: state.search,
-    focusId: state.focusId,
-    source: sourceHint(state.source ?? null),
-    elsewhere: elsewhereText(state.elsewhere),
-  };
-}
-
-/** The header's hint for a conversation imported from `source` (a tool's label). */
-export function sourceHint(source: string | null): string | null {
-  return source === null ? null : `Imported from ${source}`;
 }
 
 /** A conversation's title as the list and the panel show it: the server's (client-set or

@@ -13,6 +13,7 @@ import { test } from "node:test";
 import { IMPORT_SOURCES, startStdioServer, type PlannedImport } from "chat-history-client";
 import * as I from "../src/imports";
 import * as S from "../src/state";
+import * as V from "../src/view";
 
 const REPO = resolve(__dirname, "..", "..", "..", "..");
 const VENV_PYTHON = join(REPO, ".venv", "bin", "python");
@@ -51,9 +52,9 @@ test("every source the shim names has a label; an imported conversation's source
   assert.equal(new Set(badges).size, IMPORT_SOURCES.length, `one badge per source: ${badges}`);
   assert.ok(badges.every((b) => /^[A-Z]{2}$/.test(b)), String(badges));
   assert.equal(I.sourceBadge("some-new-tool"), "SO");
-  assert.equal(S.sourceHint("Claude Code"), "Imported from Claude Code");
-  assert.equal(S.viewOf({ ...S.emptyState("c"), source: "Codex" }).source, "Imported from Codex");
-  assert.equal(S.viewOf(S.emptyState("c")).source, null);
+  assert.equal(V.sourceHint("Claude Code"), "Imported from Claude Code");
+  assert.equal(V.viewOf({ ...S.emptyState("c"), source: "Codex" }).source, "Imported from Codex");
+  assert.equal(V.viewOf(S.emptyState("c")).source, null);
 });
 
 test("the QuickPick row of a source counts its conversations, messages and what is new", () => {

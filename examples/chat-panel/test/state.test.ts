@@ -2,7 +2,10 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { StoredMessage, TrimmedNotification } from "chat-history-client";
 import { newestStoredId } from "../src/rows";
+import * as E from "../src/edits";
 import * as S from "../src/state";
+import * as T from "../src/stream";
+import * as V from "../src/view";
 
 let nextId = 1;
 function row(role: StoredMessage["role"], content: string, extra: Partial<StoredMessage> = {}): StoredMessage {
@@ -59,31 +62,31 @@ test("newest page first, older pages in front, nothing shown twice", () => {
 
 test("a turn: optimistic prompt, streamed reply, stored rows replace the unsaved ones", () => {
   let s = S.emptyState("c1");
-  s = S.promptSent(s, "hello");
+  s = T.promptSent(s, "hello");
   assert.equal(s.busy, true);
-  assert.deepEqual(S.viewOf(s).messages.map((m) => [m.role, m.id, m.actions]), [["user", null, []]]);
-  s = S.rowsStored(s, [row("user", "hello", { id: 5 })]);
-  s = S.streamStarted(s);
-  s = S.streamDelta(s, "Hi ");
-  s = S.streamDelta(s, "there");
-  const streaming = S.viewOf(s).messages[1];
+  assert.deepEqual(V.viewOf(s).messages.map((m) => [m.role, m.id, m.actions]), [["user", null, []]]);
+  s = T.rowsStored(s, [row("user", "hello", { id: 5 })]);
+  s = T.streamStarted(s);
+  s = T.streamDelta(s, "Hi ");
+  s = T.streamDelta(s, "there");
+  const streaming = V.viewOf(s).messages[1];
   assert.equal(streaming.content, "Hi there");
   assert.equal(streaming.streaming, true);
-  s = S.streamEnded(s);
-  s = S.rowsStored(s, [row("assistant", "Hi there", { id: 6 })]);
-  s = S.turnFinished(s);
+  s = T.streamEnded(s);
+  s = T.rowsStored(s, [row("assistant", "Hi there", { id: 6 })]);
+  s = T.turnFinished(s);
   assert.equal(s.busy, false);
   assert.deepEqual(s.messages.map((m) => [m.key, m.content, m.streaming]), [
     ["id:5", "hello", false],
     ["id:6", "Hi there", false],
   ]);
-  assert.deepEqual(S.viewOf(s).messages[1].actions, ["copy"]);
+  assert.deepEqual(V.viewOf(s).messages[1].actions, ["copy"]);
 });
 
 test("a discarded stream (error or retry) leaves no partial reply", () => {
-  let s = S.promptSent(S.emptyState("c1"), "q");
-  s = S.streamDelta(S.streamStarted(s), "part");
-  s = S.streamDiscarded(s);
+  let s = T.promptSent(S.emptyState("c1"), "q");
+  s = T.streamDelta(T.streamStarted(s), "part");
+  s = T.streamDiscarded(s);
   assert.deepEqual(s.messages.map((m) => m.role), ["user"]);
 });
 
@@ -103,7 +106,7 @@ test("tool rows fold into the call they answer, collapsed with arguments and res
     },
     false,
   );
-  const view = S.viewOf(s);
+  const view = V.viewOf(s);
   assert.deepEqual(
     view.messages.map((m) => [m.role, m.actions]),
     [
@@ -118,7 +121,7 @@ test("tool rows fold into the call they answer, collapsed with arguments and res
 
 test("a tool row whose call is on an unloaded page is shown on its own", () => {
   const s = S.pageLoaded(S.emptyState("c1"), { messages: [row("tool", "orphan", { toolCallId: "call_9", name: "read_file" })], hasMore: true }, false);
-  assert.deepEqual(S.viewOf(s).messages.map((m) => [m.role, m.content]), [["tool", "read_file result:\norphan"]]);
+  assert.deepEqual(V.viewOf(s).messages.map((m) => [m.role, m.content]), [["tool", "read_file result:\norphan"]]);
 });
 
 test("trim notices say what happened, in words, for this conversation only", () => {
@@ -161,16 +164,16 @@ test("a request trim restates the last one of its reason instead of stacking ano
 
 test("the meter: estimate against the budget, else the window, else alone", () => {
   let s = S.prepared(S.emptyState("c1"), { estimatedTokens: 1830, budget: 32000, contextWindow: 200000 });
-  assert.deepEqual(S.viewOf(s).meter, { label: "1,830 / 32,000 tokens", fraction: 1830 / 32000, detail: "window 200,000" });
+  assert.deepEqual(V.viewOf(s).meter, { label: "1,830 / 32,000 tokens", fraction: 1830 / 32000, detail: "window 200,000" });
   s = S.usageReported(s, 1900);
-  assert.equal(S.viewOf(s).meter!.detail, "window 200,000 · provider counted 1,900");
+  assert.equal(V.viewOf(s).meter!.detail, "window 200,000 · provider counted 1,900");
   s = S.usageReported(s, 1900, 1536);
-  assert.equal(S.viewOf(s).meter!.detail, "window 200,000 · provider counted 1,900 (1,536 cached)");
+  assert.equal(V.viewOf(s).meter!.detail, "window 200,000 · provider counted 1,900 (1,536 cached)");
   s = S.prepared(s, { estimatedTokens: 50, budget: null, contextWindow: 100 });
-  assert.equal(S.viewOf(s).meter!.fraction, 0.5);
+  assert.equal(V.viewOf(s).meter!.fraction, 0.5);
   s = S.prepared(s, { estimatedTokens: 50, budget: null, contextWindow: null });
-  assert.deepEqual(S.viewOf(s).meter, { label: "50 tokens", fraction: null, detail: "" });
-  assert.equal(S.viewOf(S.emptyState("c")).meter, null);
+  assert.deepEqual(V.viewOf(s).meter, { label: "50 tokens", fraction: null, detail: "" });
+  assert.equal(V.viewOf(S.emptyState("c")).meter, null);
 });
 
 test("message actions: only on stored rows, only those the server supports", () => {
@@ -179,9 +182,9 @@ test("message actions: only on stored rows, only those the server supports", () 
     { id: "copy", label: "Copy", roles: ["user" as const], since: 1 },
     { id: "fork", label: "Fork", roles: ["user" as const], since: 2 },
   ];
-  assert.deepEqual(S.actionsFor(s.messages[0], 1, actions), ["copy"]);
-  assert.deepEqual(S.actionsFor(s.messages[0], 2, actions), ["copy", "fork"]);
-  assert.deepEqual(S.actionsFor(s.messages[1], 2, actions), []);
+  assert.deepEqual(V.actionsFor(s.messages[0], 1, actions), ["copy"]);
+  assert.deepEqual(V.actionsFor(s.messages[0], 2, actions), ["copy", "fork"]);
+  assert.deepEqual(V.actionsFor(s.messages[1], 2, actions), []);
 });
 
 test("titles come from the server: its title, else New chat", () => {
@@ -207,34 +210,34 @@ test("edit and resend truncates from the user row and sends the new text; regene
     row("assistant", "a2", { id: 15, turn: 2 }),
   ];
   const state = loaded(rows);
-  assert.deepEqual(S.rewindFor(state, "id:12", "edit", "q2 better"), { fromId: 12, prompt: "q2 better", promptStored: false });
-  assert.equal(S.rewindFor(state, "id:11", "edit", "x"), null, "only a user row is edited and resent");
+  assert.deepEqual(E.rewindFor(state, "id:12", "edit", "q2 better"), { fromId: 12, prompt: "q2 better", promptStored: false });
+  assert.equal(E.rewindFor(state, "id:11", "edit", "x"), null, "only a user row is edited and resent");
   // Regenerating the final reply of a turn with tool rounds reruns the whole turn: from the first row after its prompt.
-  assert.deepEqual(S.rewindFor(state, "id:15", "regenerate"), { fromId: 13, prompt: "q2", promptStored: true });
-  assert.deepEqual(S.rewindFor(state, "id:11", "regenerate"), { fromId: 11, prompt: "q1", promptStored: true });
+  assert.deepEqual(E.rewindFor(state, "id:15", "regenerate"), { fromId: 13, prompt: "q2", promptStored: true });
+  assert.deepEqual(E.rewindFor(state, "id:11", "regenerate"), { fromId: 11, prompt: "q1", promptStored: true });
   // The turn's prompt is on an older page: no rewind (the panel cannot know what to resend).
-  assert.equal(S.rewindFor(loaded(rows.slice(3)), "id:15", "regenerate"), null);
-  assert.equal(S.rewindFor(state, "id:99", "regenerate"), null);
-  assert.deepEqual(S.truncated(state, 13).messages.map((m) => m.id), [10, 11, 12]);
-  assert.deepEqual(S.turnsDeleted(state, [1]).messages.map((m) => m.id), [12, 13, 14, 15]);
+  assert.equal(E.rewindFor(loaded(rows.slice(3)), "id:15", "regenerate"), null);
+  assert.equal(E.rewindFor(state, "id:99", "regenerate"), null);
+  assert.deepEqual(E.truncated(state, 13).messages.map((m) => m.id), [10, 11, 12]);
+  assert.deepEqual(E.turnsDeleted(state, [1]).messages.map((m) => m.id), [12, 13, 14, 15]);
 });
 
 test("the version-2 actions show only on a version-2 server, on stored rows of their roles", () => {
   const state = loaded([row("user", "q", { id: 1 }), row("assistant", "a", { id: 2 }), row("tool", "r", { id: 3, toolCallId: "x" })]);
   const [user, assistant, tool] = state.messages;
-  assert.deepEqual(S.actionsFor(user, 1), ["copy"]);
-  assert.deepEqual(S.actionsFor(user, 2), ["copy", "edit", "fork", "redact", "deleteExchange"]);
-  assert.deepEqual(S.actionsFor(assistant, 2), ["copy", "regenerate", "fork", "redact", "deleteExchange"]);
-  assert.deepEqual(S.actionsFor(tool, 2), ["redact"]);
-  assert.deepEqual(S.actionsFor(S.promptSent(state, "x").messages.at(-1)!, 2), [], "not before it is stored");
+  assert.deepEqual(V.actionsFor(user, 1), ["copy"]);
+  assert.deepEqual(V.actionsFor(user, 2), ["copy", "edit", "fork", "redact", "deleteExchange"]);
+  assert.deepEqual(V.actionsFor(assistant, 2), ["copy", "regenerate", "fork", "redact", "deleteExchange"]);
+  assert.deepEqual(V.actionsFor(tool, 2), ["redact"]);
+  assert.deepEqual(V.actionsFor(T.promptSent(state, "x").messages.at(-1)!, 2), [], "not before it is stored");
 });
 
 test("redact replaces every occurrence of the secret, or the whole content; nothing to change is null", () => {
-  assert.equal(S.redact("key sk-123 and sk-123 again", "sk-123"), "key [redacted] and [redacted] again");
-  assert.equal(S.redact("all of it", ""), "[redacted]");
-  assert.equal(S.redact("[redacted]", ""), null);
-  assert.equal(S.redact("nothing here", "sk-1"), null);
-  const edited = S.rowEdited(loaded([row("user", "my sk-1", { id: 5 })]), row("user", "my [redacted]", { id: 5 }));
+  assert.equal(E.redact("key sk-123 and sk-123 again", "sk-123"), "key [redacted] and [redacted] again");
+  assert.equal(E.redact("all of it", ""), "[redacted]");
+  assert.equal(E.redact("[redacted]", ""), null);
+  assert.equal(E.redact("nothing here", "sk-1"), null);
+  const edited = E.rowEdited(loaded([row("user", "my sk-1", { id: 5 })]), row("user", "my [redacted]", { id: 5 }));
   assert.equal(edited.messages[0].content, "my [redacted]");
 });
 
@@ -264,7 +267,7 @@ test("search snippets are cut at the highlights, given as code points, right for
     { results: [{ workspace: "w", conversationId: "c9", id: 4, turn: 1, role: "user", timestamp: 0, snippet: "an apple", highlights: [[3, 8]] }], hasMore: true },
     new Map([["c9", "Fruit talk"]]),
   );
-  assert.deepEqual(S.viewOf(state).search, {
+  assert.deepEqual(V.viewOf(state).search, {
     query: "apple",
     hasMore: true,
     hits: [{ conversationId: "c9", id: 4, role: "user", title: "Fruit talk", parts: [{ text: "an ", hit: false }, { text: "apple", hit: true }] }],
@@ -275,23 +278,23 @@ test("search snippets are cut at the highlights, given as code points, right for
 
 test("compaction: the banner while summarizing, after saving (with the turns covered), and gone after undo; the meter shows the calibration", () => {
   let state = S.compacting(S.emptyState("c1"), true);
-  assert.equal(S.viewOf(state).compacting, true);
-  assert.equal(S.viewOf(state).summary, null);
+  assert.equal(V.viewOf(state).compacting, true);
+  assert.equal(V.viewOf(state).summary, null);
   state = S.summaryShown(state, { coversThroughId: 40, turns: 3 });
-  assert.equal(S.viewOf(state).compacting, false);
-  assert.match(S.viewOf(state).summary!, /^3 earlier turns summarized/);
+  assert.equal(V.viewOf(state).compacting, false);
+  assert.match(V.viewOf(state).summary!, /^3 earlier turns summarized/);
   state = S.prepared(state, { estimatedTokens: 1200, budget: 32000, contextWindow: null, calibration: { factor: 1.25, samples: 4 }, compactedTurns: 5 });
-  assert.match(S.viewOf(state).summary!, /^5 earlier turns summarized/);
-  assert.match(S.viewOf(state).meter!.detail, /calibrated ×1\.25 \(4 samples\)/);
-  assert.equal(S.viewOf(state).meter!.label, "1,200 / 32,000 tokens");
+  assert.match(V.viewOf(state).summary!, /^5 earlier turns summarized/);
+  assert.match(V.viewOf(state).meter!.detail, /calibrated ×1\.25 \(4 samples\)/);
+  assert.equal(V.viewOf(state).meter!.label, "1,200 / 32,000 tokens");
   state = S.calibrated(state, { factor: 1.5, samples: 5 });
-  assert.match(S.viewOf(state).meter!.detail, /×1\.50 \(5 samples\)/);
-  assert.equal(S.viewOf(S.summaryShown(state, null)).summary, null);
-  assert.match(S.summaryText({ coversThroughId: 1, turns: null })!, /^Earlier turns summarized/);
+  assert.match(V.viewOf(state).meter!.detail, /×1\.50 \(5 samples\)/);
+  assert.equal(V.viewOf(S.summaryShown(state, null)).summary, null);
+  assert.match(V.summaryText({ coversThroughId: 1, turns: null })!, /^Earlier turns summarized/);
 });
 
 test("export as Markdown: roles as headings, tool calls and results fenced (a fence longer than any backticks inside)", () => {
-  const md = S.toMarkdown("Fruit", [
+  const md = V.toMarkdown("Fruit", [
     row("user", "What is in `a.txt`?"),
     row("assistant", "", { toolCalls: [{ id: "t", name: "read_file", arguments: { path: "a.txt" } }] }),
     row("tool", "has ``` inside", { name: "read_file", toolCallId: "t" }),
@@ -329,54 +332,54 @@ test("export as Markdown: roles as headings, tool calls and results fenced (a fe
 // --- issue 25: interrupted replies, failed turns, other windows --------------------------------
 
 test("an interrupted reply keeps its text, marked, with no call shown as running; it is never the stored reply", () => {
-  let state = S.promptSent(S.emptyState("c1"), "read it");
+  let state = T.promptSent(S.emptyState("c1"), "read it");
   const prompt = row("user", "read it");
-  state = S.rowsStored(state, [prompt]);
-  state = S.streamStarted(state);
-  state = S.streamDelta(state, "Let me look. ");
-  state = S.streamInterrupted(state, "Let me look. ");
-  const [, bubble] = S.viewOf(state, 2).messages;
+  state = T.rowsStored(state, [prompt]);
+  state = T.streamStarted(state);
+  state = T.streamDelta(state, "Let me look. ");
+  state = T.streamInterrupted(state, "Let me look. ");
+  const [, bubble] = V.viewOf(state, 2).messages;
   assert.equal(bubble.interrupted, true);
   assert.deepEqual(bubble.toolCalls, []);
   assert.deepEqual(bubble.actions, [], "no actions on a row that is not stored");
-  state = S.turnFailed(state, "read it", "The connection to the model closed in the middle of the reply.");
+  state = T.turnFailed(state, "read it", "The connection to the model closed in the middle of the reply.");
   assert.equal(state.busy, false);
   assert.deepEqual(state.retry, { prompt: "read it", promptId: prompt.id, partial: "Let me look. " });
   assert.deepEqual(state.notices.map((n) => [n.key, n.actions]), [["turn", ["retry", "keep"]]]);
-  assert.equal(S.viewOf(state).messages[0].failed, true, "the prompt is marked failed");
+  assert.equal(V.viewOf(state).messages[0].failed, true, "the prompt is marked failed");
   // The next stored assistant row is added at the end; the interrupted bubble is not reused.
   const reply = row("assistant", "Reply");
-  state = S.rowsStored(S.retryStarted(state), [reply]);
+  state = T.rowsStored(T.retryStarted(state), [reply]);
   assert.deepEqual(state.messages.map((m) => [m.id, m.content]), [[prompt.id, "read it"], [reply.id, "Reply"]]);
-  state = S.turnSucceeded(state);
+  state = T.turnSucceeded(state);
   assert.deepEqual(state.notices, [], "the failure's notice clears once the retry succeeded");
   assert.equal(state.retry, null);
 });
 
 test("a failed turn with nothing streamed offers Retry only; the same prompt typed again is a retry", () => {
-  let state = S.rowsStored(S.promptSent(S.emptyState("c1"), "hello"), [row("user", "hello")]);
-  state = S.turnFailed(S.streamDiscarded(state), "hello", "The model server answered 500.");
+  let state = T.rowsStored(T.promptSent(S.emptyState("c1"), "hello"), [row("user", "hello")]);
+  state = T.turnFailed(T.streamDiscarded(state), "hello", "The model server answered 500.");
   assert.deepEqual(state.notices[0].actions, ["retry"]);
-  assert.ok(S.isRetryOf(state, "hello"));
-  assert.ok(!S.isRetryOf(state, "something else"));
+  assert.ok(T.isRetryOf(state, "hello"));
+  assert.ok(!T.isRetryOf(state, "something else"));
   // Failing again replaces the notice: errors do not pile up.
-  state = S.turnFailed(S.retryStarted(state), "hello", "The model server answered 500.");
+  state = T.turnFailed(T.retryStarted(state), "hello", "The model server answered 500.");
   assert.equal(state.notices.length, 1);
 });
 
 test("Keep stores the partial reply in the bubble's place and clears the offer", () => {
-  let state = S.rowsStored(S.promptSent(S.emptyState("c1"), "q"), [row("user", "q")]);
-  state = S.streamInterrupted(S.streamDelta(S.streamStarted(state), "half"), "half");
-  state = S.turnFailed(state, "q", "cut");
+  let state = T.rowsStored(T.promptSent(S.emptyState("c1"), "q"), [row("user", "q")]);
+  state = T.streamInterrupted(T.streamDelta(T.streamStarted(state), "half"), "half");
+  state = T.turnFailed(state, "q", "cut");
   const kept = row("assistant", "half");
-  state = S.partialKept(state, [kept]);
+  state = T.partialKept(state, [kept]);
   assert.deepEqual(state.messages.map((m) => [m.id, m.interrupted ?? false]), [[state.messages[0].id, false], [kept.id, false]]);
   assert.deepEqual(state.notices, []);
 });
 
 test("a prompt never stored (the append failed) is not left looking sent", () => {
-  let state = S.promptSent(S.emptyState("c1"), "lost");
-  state = S.turnFailed(state, "lost", "The chat history server refused the turn");
+  let state = T.promptSent(S.emptyState("c1"), "lost");
+  state = T.turnFailed(state, "lost", "The chat history server refused the turn");
   assert.equal(state.retry?.promptId, null);
   assert.deepEqual(state.messages, []);
 });
@@ -385,7 +388,7 @@ test("newestId is the expectedLastId of a rewind; reloaded replaces rows in plac
   let state = S.pageLoaded(S.emptyState("c1"), { messages: [row("user", "a", { id: 5 }), row("assistant", "b", { id: 6 })], hasMore: false }, false);
   assert.equal(S.newestId(state), 6);
   assert.equal(S.newestId(S.emptyState("c2")), null);
-  state = S.streamInterrupted(S.streamDelta(S.streamStarted(state), "x"), "x");
+  state = T.streamInterrupted(T.streamDelta(T.streamStarted(state), "x"), "x");
   state = S.reloaded(state, { messages: [row("user", "a", { id: 5 }), row("assistant", "b", { id: 6 }), row("user", "c", { id: 9 })], hasMore: true });
   assert.deepEqual(state.messages.map((m) => m.key), ["id:5", "id:6", "id:9", state.messages[3].key]);
   assert.equal(state.messages[3].interrupted, true);
@@ -395,7 +398,7 @@ test("newestId is the expectedLastId of a rewind; reloaded replaces rows in plac
 
 test("one sample is not samples", () => {
   const state = S.prepared(S.emptyState("c1"), { estimatedTokens: 10, budget: 100, contextWindow: null, calibration: { factor: 1, samples: 1 } });
-  assert.match(S.viewOf(state).meter!.detail, /\(1 sample\)/);
+  assert.match(V.viewOf(state).meter!.detail, /\(1 sample\)/);
 });
 
 test("a reload keeps the list starting at the oldest row shown (the scroll position holds)", () => {
@@ -409,31 +412,31 @@ test("a reload keeps the list starting at the oldest row shown (the scroll posit
 test("Edit of a failed prompt: the truncate takes the Retry offer with the prompt, so the same text is appended again (issue 35 item 18)", () => {
   const earlier = [row("user", "first", { id: 20, turn: 1 }), row("assistant", "answer", { id: 21, turn: 1 })];
   let state = S.pageLoaded(S.emptyState("c1"), { messages: earlier, hasMore: false }, false);
-  state = S.rowsStored(S.promptSent(state, "why? [500]"), [row("user", "why? [500]", { id: 22, turn: 2 })]);
-  state = S.turnFailed(S.streamDiscarded(state), "why? [500]", "The model server answered 500.");
-  assert.ok(S.isRetryOf(state, "why? [500]"));
-  const rewind = S.rewindFor(state, "id:22", "edit", "why? [500]");
+  state = T.rowsStored(T.promptSent(state, "why? [500]"), [row("user", "why? [500]", { id: 22, turn: 2 })]);
+  state = T.turnFailed(T.streamDiscarded(state), "why? [500]", "The model server answered 500.");
+  assert.ok(T.isRetryOf(state, "why? [500]"));
+  const rewind = E.rewindFor(state, "id:22", "edit", "why? [500]");
   assert.deepEqual(rewind, { fromId: 22, prompt: "why? [500]", promptStored: false });
-  state = S.truncated(state, rewind!.fromId);
-  assert.equal(S.isRetryOf(state, "why? [500]"), false, "the prompt is gone: sending it again appends it");
+  state = E.truncated(state, rewind!.fromId);
+  assert.equal(T.isRetryOf(state, "why? [500]"), false, "the prompt is gone: sending it again appends it");
   assert.equal(state.retry, null);
   assert.deepEqual(state.notices, [], "no Retry is offered for a prompt that is no longer stored");
 });
 
 test("Edit of the prompt of an interrupted reply: the partial text, the offer and its notice go with the prompt (issue 35 item 19)", () => {
   let state = S.pageLoaded(S.emptyState("c1"), { messages: [row("user", "q1", { id: 30 }), row("assistant", "a1", { id: 31 })], hasMore: false }, false);
-  state = S.rowsStored(S.promptSent(state, "q2 [cut-text]"), [row("user", "q2 [cut-text]", { id: 32, turn: 2 })]);
-  state = S.streamInterrupted(S.streamDelta(S.streamStarted(state), "half"), "half");
-  state = S.turnFailed(state, "q2 [cut-text]", "cut");
-  state = S.truncated(state, 32);
-  assert.equal(S.isRetryOf(state, "q2 [cut-text]"), false);
+  state = T.rowsStored(T.promptSent(state, "q2 [cut-text]"), [row("user", "q2 [cut-text]", { id: 32, turn: 2 })]);
+  state = T.streamInterrupted(T.streamDelta(T.streamStarted(state), "half"), "half");
+  state = T.turnFailed(state, "q2 [cut-text]", "cut");
+  state = E.truncated(state, 32);
+  assert.equal(T.isRetryOf(state, "q2 [cut-text]"), false);
   assert.deepEqual(state.messages.map((m) => m.id), [30, 31], "no interrupted bubble left to Keep after the previous reply");
   assert.deepEqual(state.notices, []);
   // Delete of that exchange does the same; a truncate after the prompt (Regenerate) keeps the offer.
-  let failed = S.rowsStored(S.promptSent(S.pageLoaded(S.emptyState("c1"), { messages: [], hasMore: false }, false), "q"), [row("user", "q", { id: 40, turn: 3 })]);
-  failed = S.turnFailed(S.streamDiscarded(failed), "q", "500");
-  assert.equal(S.turnsDeleted(failed, [3]).retry, null);
-  assert.ok(S.isRetryOf(S.truncated(failed, 41), "q"));
+  let failed = T.rowsStored(T.promptSent(S.pageLoaded(S.emptyState("c1"), { messages: [], hasMore: false }, false), "q"), [row("user", "q", { id: 40, turn: 3 })]);
+  failed = T.turnFailed(T.streamDiscarded(failed), "q", "500");
+  assert.equal(E.turnsDeleted(failed, [3]).retry, null);
+  assert.ok(T.isRetryOf(E.truncated(failed, 41), "q"));
 });
 
 test("a rewind expects the newest row the screen showed, not the state's (issue 35 item 17)", () => {

@@ -11,6 +11,7 @@ import { pathToFileURL } from "node:url";
 import { test, type TestContext } from "node:test";
 import { startStdioServer, type WorkspaceInfo } from "chat-history-client";
 import * as S from "../src/state";
+import * as V from "../src/view";
 import * as W from "../src/workspaces";
 
 const REPO = resolve(__dirname, "..", "..", "..", "..");
@@ -109,14 +110,14 @@ test("a chat of another workspace is read-only: its key names that workspace, on
     false,
   );
   assert.deepEqual(S.keyOf(state), { conversationId: "c1", workspace: "file:///old" });
-  const view = S.viewOf(state, 3);
+  const view = V.viewOf(state, 3);
   assert.deepEqual(view.messages.map((m) => m.actions), [["copy"], ["copy"]]);
   assert.match(view.elsewhere ?? "", /^This chat belongs to the workspace "old" and is read-only here\. To reply, continue it in this workspace/);
   // This workspace's chat: every action, no banner, the session's key.
   const own = { ...state, elsewhere: null };
   assert.deepEqual(S.keyOf(own), { conversationId: "c1" });
-  assert.equal(S.viewOf(own, 3).elsewhere, null);
-  assert.ok(S.viewOf(own, 3).messages[0].actions.includes("edit"));
+  assert.equal(V.viewOf(own, 3).elsewhere, null);
+  assert.ok(V.viewOf(own, 3).messages[0].actions.includes("edit"));
 });
 
 test("real server: the session's identity is asked without storing anything; another workspace's chat reads and continues here as a copy", async (t) => {

@@ -69,6 +69,7 @@ class Recorder:
         return key
 
     def key(self, session_id: str) -> Key | None:
+        """The key ``bind`` gave ``session_id``; None: a session not recorded."""
         return self.keys.get(session_id)
 
     def prompt(self, session_id: str, blocks: Sequence[Mapping[str, Any]]) -> None:
@@ -121,6 +122,7 @@ class Recorder:
             log.warning("acp: the reply's end was not recorded: %s", error)
 
     def end_all(self, status: replies.EndStatus) -> None:
+        """``end`` every reply being recorded (the agent or the editor gone)."""
         for session_id in list(self.open):
             self.end(session_id, status)
 

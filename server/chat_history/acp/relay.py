@@ -42,6 +42,7 @@ class Pipe:
         self.lock = asyncio.Lock()
 
     async def send(self, data: bytes) -> None:
+        """Write ``data`` and wait until the pipe took it."""
         async with self.lock:
             self.writer.write(data)
             await self.writer.drain()
@@ -68,6 +69,8 @@ class Relay(sessions.Link):
     # -- the editor's side ---------------------------------------------------------------------
 
     async def run(self, reader: asyncio.StreamReader, writer: Writer) -> int:
+        """Relay the editor's lines until it closes them; then interrupt what streams and stop
+        the agent. Returns the exit status (0)."""
         self.editor = Pipe(writer)
         ticker = asyncio.ensure_future(self._tick())
         try:
@@ -87,6 +90,8 @@ class Relay(sessions.Link):
         return 0
 
     async def from_editor(self, message: dict[str, Any], data: bytes) -> None:
+        """One message of the editor: an answer or a notification passed on, a method the proxy
+        serves handled beside the pipes, a prompt recorded, any other request forwarded."""
         method = message.get("method")
         if not isinstance(method, str):  # an answer to the agent's request
             await self._to_agent_raw(data)
@@ -147,10 +152,12 @@ class Relay(sessions.Link):
             await self.agent.send(lines.encode(message) if changed or data is None else data)
 
     async def to_editor(self, message: dict[str, Any]) -> None:
+        """Send ``message`` to the editor (dropped once it is gone)."""
         if self.editor is not None:
             await self.editor.send(lines.encode(message))
 
     async def answer(self, rid: Any, result: Any = None, error: Any = None) -> None:
+        """Answer the editor's request ``rid`` with ``result``, or with ``error`` when given."""
         body = {"error": error} if error is not None else {"result": result}
         await self.to_editor({"jsonrpc": "2.0", "id": rid, **body})
 
@@ -223,6 +230,9 @@ class Relay(sessions.Link):
                 await self.editor.send(data)
 
     async def from_agent(self, message: dict[str, Any], data: bytes) -> None:
+        """One message of the agent: an answer to the proxy's own request settles it; anything
+        else goes to the editor (its id and session id given back, an update recorded, an answer
+        the proxy completes completed)."""
         rid = message.get("id")
         if "method" not in message and rid in self.own:
             future = self.own.pop(rid)

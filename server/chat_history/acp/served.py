@@ -51,6 +51,8 @@ async def _guarded(link: Link, message: dict[str, Any], work: Callable[[], Await
 
 
 async def session_list(link: Link, message: dict[str, Any]) -> None:
+    """``session/list``: forwarded when the agent lists sessions (its first page merged with the
+    stored ones on the way back), else the stored sessions of ``cwd``, a page at a time."""
     if link.state.has("list"):
         await _forward(link, message)
         return
@@ -125,10 +127,13 @@ async def session_load(link: Link, message: dict[str, Any], replay: bool = True)
 
 
 async def session_resume(link: Link, message: dict[str, Any]) -> None:
+    """``session/resume``: ``session_load`` without the history's replay."""
     await session_load(link, message, replay=False)
 
 
 async def session_fork(link: Link, message: dict[str, Any]) -> None:
+    """``session/fork``: forwarded when the agent forks, else the stored conversation forked into
+    a new session id and a new agent session seeded with it."""
     if link.state.has("fork"):
         await _forward(link, message)
         return
@@ -149,6 +154,8 @@ async def session_fork(link: Link, message: dict[str, Any]) -> None:
 
 
 async def session_delete(link: Link, message: dict[str, Any]) -> None:
+    """``session/delete``: the session's conversation deleted from the store for good (under
+    ``cwd``, else under every workspace), then forwarded when the agent deletes too."""
     params = _params(message)
     session = str(params.get("sessionId"))
     key = link.recorder.key(session)
@@ -168,6 +175,8 @@ async def session_delete(link: Link, message: dict[str, Any]) -> None:
 
 
 async def session_close(link: Link, message: dict[str, Any]) -> None:
+    """``session/close``: its reply left interrupted and its seed dropped; forwarded when the
+    agent closes sessions, else answered here."""
     session = str(_params(message).get("sessionId"))
     link.recorder.end(session, "interrupted")
     link.state.seeds.pop(session, None)

@@ -56,12 +56,16 @@ class State:
     seeds: dict[str, dict[str, str]] = attrs.field(factory=dict)
 
     def agent_of(self, session: str) -> str:
+        """The agent's session the editor's ``session`` is bound to (itself when not rebound)."""
         return self.alias.get(session, session)
 
     def editor_of(self, session: Any) -> Any:
+        """The editor's session of the agent's ``session`` (itself when not rebound, or not a
+        string)."""
         return self.reverse.get(session, session) if isinstance(session, str) else session
 
     def bind(self, editor: str, agent: str) -> None:
+        """The editor's session ``editor`` runs on the agent's ``agent`` from now on."""
         self.alias.pop(editor, None)
         if editor != agent:
             self.alias[editor] = agent
@@ -69,14 +73,18 @@ class State:
         self.detached.discard(editor)
 
     def detach_all(self) -> None:
+        """The agent is gone: every known session is re-attached at its next prompt."""
         self.detached.update(self.cwd)
         self.alias.clear()
         self.reverse.clear()
 
     def learn(self, result: dict[str, Any]) -> None:
+        """The agent's capabilities, from its answer to ``initialize``."""
         self.agent = dict(result.get("agentCapabilities") or {})
 
     def has(self, capability: str) -> bool:
+        """Whether the agent itself offers ``capability`` (``load``, or a session capability
+        such as ``list`` or ``fork``)."""
         if capability == "load":
             return bool(self.agent.get("loadSession"))
         return (self.agent.get("sessionCapabilities") or {}).get(capability) is not None
@@ -89,10 +97,17 @@ class Link(Protocol):
     recorder: Recorder
     pending: dict[Any, tuple[str, dict[str, Any]]]
 
-    async def forward(self, message: dict[str, Any], data: bytes | None = None) -> None: ...
-    async def to_editor(self, message: dict[str, Any]) -> None: ...
-    async def answer(self, rid: Any, result: Any = None, error: Any = None) -> None: ...
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]: ...
+    async def forward(self, message: dict[str, Any], data: bytes | None = None) -> None:
+        """An editor's message to the agent, its session id rebound (``data``: its bytes)."""
+
+    async def to_editor(self, message: dict[str, Any]) -> None:
+        """A message to the editor."""
+
+    async def answer(self, rid: Any, result: Any = None, error: Any = None) -> None:
+        """The answer to the editor's request ``rid``: ``result``, or ``error`` when given."""
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The proxy's own request to the agent; its result (an error raises AgentError)."""
 
 
 def rebind(message: dict[str, Any], session_of: Callable[[str], str]) -> bool:
@@ -108,6 +123,7 @@ def rebind(message: dict[str, Any], session_of: Callable[[str], str]) -> bool:
 
 
 def needs_attach(state: State, message: dict[str, Any]) -> bool:
+    """Whether ``message`` is for a session of a dead agent (re-attached before it passes)."""
     return (message.get("params") or {}).get("sessionId") in state.detached
 
 
@@ -192,6 +208,8 @@ def completed(link: Link, method: str, params: dict[str, Any], answer: dict[str,
 
 
 def with_capabilities(result: dict[str, Any]) -> dict[str, Any]:
+    """The agent's ``initialize`` result, declaring ``loadSession`` and every session capability
+    the proxy serves."""
     caps = dict(result.get("agentCapabilities") or {})
     session = dict(caps.get("sessionCapabilities") or {})
     for name in CAPABILITIES:
@@ -244,6 +262,8 @@ def stored(
 
 
 def merged(link: Link, params: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    """The agent's first ``session/list`` page with the stored sessions it does not list
+    appended."""
     own = list(result.get("sessions") or [])
     known = {s.get("sessionId") for s in own if isinstance(s, dict)}
     try:
@@ -255,6 +275,8 @@ def merged(link: Link, params: dict[str, Any], result: dict[str, Any]) -> dict[s
 
 
 def forked(link: Link, source: str, target: str, params: dict[str, Any]) -> None:
+    """The agent forked ``source`` into ``target``: the stored conversation forked the same way
+    (a failure logged)."""
     key = link.recorder.key(source)
     if key is None:
         return

@@ -21,9 +21,11 @@ from chat_history.acp import lines
 class Writer(Protocol):
     """What a pipe writes through: asyncio's StreamWriter, or ``ThreadWriter``."""
 
-    def write(self, data: bytes) -> None: ...
+    def write(self, data: bytes) -> None:
+        """Queue ``data`` to be written."""
 
-    async def drain(self) -> None: ...
+    async def drain(self) -> None:
+        """Wait until what was queued is written."""
 
 
 class ThreadWriter:
@@ -38,6 +40,7 @@ class ThreadWriter:
         threading.Thread(target=self._run, name="acp-stdout", daemon=True).start()
 
     def write(self, data: bytes) -> None:
+        """Queue ``data`` for the writing thread (never blocks the loop)."""
         done: asyncio.Future[None] = self.loop.create_future()
         with self.ready:
             self.queue.append((data, done))
@@ -45,6 +48,7 @@ class ThreadWriter:
         self.last = done
 
     async def drain(self) -> None:
+        """Wait until the thread has written everything queued so far."""
         if self.last is not None:
             await self.last
 

@@ -7,14 +7,20 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
+from chat_history.cli.common import (
+    Subcommand,
+    cli_database,
+    database_location,
+    machine_of,
+    open_manager,
+    reading,
+)
 from chat_history.paths import STORAGE_ENV
-from chat_history.service import workspaces
 from chat_history.service.manager import ChatHistoryManager
-
-Command = Callable[..., argparse.ArgumentParser]
+from chat_history.service.workspaces import named_workspace
+from chat_history.settings import default_settings
 
 #: The first bytes of every SQLite database file (its header's magic string).
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -101,24 +107,27 @@ def serve_acp(args: argparse.Namespace, manager: ChatHistoryManager, machine: st
         manager.close()
 
 
-def add_commands(
-    command: Command,
-    run_mcp: Callable[[argparse.Namespace], int],
-    run_acp: Callable[[argparse.Namespace], int],
-) -> None:
-    """The agents' subcommands of ``chat-history``."""
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """``mcp``: the recall server on stdio, read-only (storage retention off)."""
+    if cli_database(args) is None:
+        check_store(database_location(args.db), given=args.db is not None)
+    manager = open_manager(args, reading(default_settings()), create=True)
+    return serve_mcp(args, manager, machine_of(args))
+
+
+def cmd_acp(args: argparse.Namespace) -> int:
+    """``acp -- AGENT …``: the recording proxy before an ACP agent (it writes: retention on)."""
+    manager = open_manager(args, create=True)
+    return serve_acp(args, manager, machine_of(args))
+
+
+def _mcp_arguments(p: argparse.ArgumentParser) -> None:
     from chat_history.mcp.tools import DEFAULT_MAX_TOKENS
 
-    p = command(
-        "mcp",
-        run_mcp,
-        "serve this workspace's history to agents over MCP (stdio): search_history, "
-        "list_conversations, read_conversation",
-    )
     p.add_argument(
         "--workspace",
         metavar="URI",
-        type=workspaces.named_workspace,
+        type=named_workspace,
         help="the workspace to serve (default: the client's first root, else the working folder)",
     )
     p.add_argument(
@@ -133,12 +142,25 @@ def add_commands(
         metavar="N",
         help=f"bound of each answer in estimated tokens (default {DEFAULT_MAX_TOKENS})",
     )
-    p = command(
-        "acp",
-        run_acp,
-        "stand between an editor and an ACP agent (stdio): record its sessions and serve "
-        "session/list, load, resume, fork and delete from the store where the agent lacks them",
-    )
+
+
+def _acp_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "agent", nargs=argparse.REMAINDER, metavar="-- AGENT [ARGS...]", help="the agent's command"
     )
+
+
+MCP = Subcommand(
+    "mcp",
+    "serve this workspace's history to agents over MCP (stdio): search_history, "
+    "list_conversations, read_conversation",
+    cmd_mcp,
+    _mcp_arguments,
+)
+ACP = Subcommand(
+    "acp",
+    "stand between an editor and an ACP agent (stdio): record its sessions and serve "
+    "session/list, load, resume, fork and delete from the store where the agent lacks them",
+    cmd_acp,
+    _acp_arguments,
+)

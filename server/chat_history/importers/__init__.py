@@ -1,21 +1,21 @@
-"""History from other tools (protocol.md "Version 4" → History from other tools): one pure reader
-per source — a session file's bytes in, conversations of rows and counts of what was skipped
-out — each documenting the format as observed. Which files to read, and the writing, are
-``service.imports``'s.
+"""History from other tools (protocol.md "Version 4" → History from other tools): one module (or
+folder) per source, each declaring its ``IMPORTER`` (``importers.source``) — where the tool keeps
+its data, which files to read, a pure reader (file bytes in, conversations of rows and counts of
+what was skipped out, the format documented as observed), the session id a path gives, and how a
+session is placed — and this registry of them, in the spec's order. Writing is
+``service.imports``'s, the same for every source.
 
-Readers: ``claude_code`` (Claude Code's session JSONL), ``codex`` (Codex CLI's rollout JSONL),
-``gemini_cli`` (Gemini CLI's session JSON, and its newer JSON-lines log replayed),
+Sources: ``claude_code`` (Claude Code's session JSONL), ``codex`` (Codex CLI's rollout JSONL),
 ``copilot_chat`` (VS Code's chat sessions: the whole-file JSON and the mutation log replayed),
-``continue_dev`` (Continue's session JSON), ``opencode`` (OpenCode's storage tree or database,
-gathered by the service into the shape of its export), ``cline`` and ``roo_code`` (their task
-folders, ``task_history``), ``copilot_cli`` (Copilot CLI's session events, and its older
-single-file sessions).
-Every source the spec names has its reader."""
+``copilot_cli`` (Copilot CLI's session events, and its older single-file sessions),
+``gemini_cli`` (Gemini CLI's session JSON, and its newer JSON-lines log replayed), ``cline`` and
+``roo_code`` (their task folders, ``task_history``), ``continue_dev`` (Continue's session JSON),
+``opencode`` (OpenCode's database, storage tree or export). Every source the spec names has its
+module."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from chat_history.errors import InvalidParams
 from chat_history.importers import (
     claude_code,
     cline,
@@ -28,32 +28,32 @@ from chat_history.importers import (
     roo_code,
 )
 from chat_history.importers.common import Session, Skipped
+from chat_history.importers.source import Importer, Reader
 
-Reader = Callable[[bytes, str], list[Session]]
-
-#: Every source the spec names, in its order.
-SOURCES: tuple[str, ...] = (
-    "claude-code",
-    "codex",
-    "copilot-chat",
-    "copilot-cli",
-    "gemini-cli",
-    "cline",
-    "roo-code",
-    "continue",
-    "opencode",
-)
-#: The sources this server reads.
-READERS: dict[str, Reader] = {
-    claude_code.SOURCE: claude_code.read,
-    codex.SOURCE: codex.read,
-    gemini_cli.SOURCE: gemini_cli.read,
-    copilot_chat.SOURCE: copilot_chat.read,
-    continue_dev.SOURCE: continue_dev.read,
-    opencode.SOURCE: opencode.read,
-    cline.SOURCE: cline.read,
-    roo_code.SOURCE: roo_code.read,
-    copilot_cli.SOURCE: copilot_cli.read,
+#: Every source, by name, in the spec's order (a new source: its module's IMPORTER, here).
+IMPORTERS: dict[str, Importer] = {
+    importer.source: importer
+    for importer in (
+        claude_code.IMPORTER,
+        codex.IMPORTER,
+        copilot_chat.IMPORTER,
+        copilot_cli.IMPORTER,
+        gemini_cli.IMPORTER,
+        cline.IMPORTER,
+        roo_code.IMPORTER,
+        continue_dev.IMPORTER,
+        opencode.IMPORTER,
+    )
 }
+SOURCES: tuple[str, ...] = tuple(IMPORTERS)
 
-__all__ = ["READERS", "SOURCES", "Reader", "Session", "Skipped"]
+
+def importer(source: str) -> Importer:
+    """The importer of ``source``, or InvalidParams ``source``."""
+    found = IMPORTERS.get(source)
+    if found is None:
+        raise InvalidParams("source", f"must be one of {', '.join(SOURCES)}")
+    return found
+
+
+__all__ = ["IMPORTERS", "SOURCES", "Importer", "Reader", "Session", "Skipped", "importer"]

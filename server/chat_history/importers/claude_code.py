@@ -1,5 +1,7 @@
-"""Claude Code sessions: ``~/.claude/projects/<encoded cwd>/<session id>.jsonl``, and sub-agent
-transcripts beside them in ``<session id>/subagents/agent-<id>.jsonl`` (newer builds).
+"""Claude Code sessions: ``~/.claude/projects/<encoded cwd>/<session id>.jsonl``
+(``$CLAUDE_CONFIG_DIR`` instead of ``~/.claude``), and sub-agent transcripts beside them in
+``<session id>/subagents/agent-<id>.jsonl`` (newer builds). A project's sessions are those of its
+folder's encoded name.
 
 The format as observed (builds 1.0.x to 2.1.x; no published schema):
 
@@ -19,12 +21,13 @@ The format as observed (builds 1.0.x to 2.1.x; no published schema):
   ``isMeta`` user lines (text the tool inserted: caveats, command output, reminders).
 - ``isSidechain`` lines (older builds: a sub-agent inside the main file) form a conversation of
   their own, ``<session id>/sidechain``; a ``subagents/agent-<id>.jsonl`` file is read as the
-  session ``<session id>/agent-<id>`` (the caller names it).
+  session ``<session id>/agent-<id>`` (its path names it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -37,6 +40,7 @@ from chat_history.importers.common import (
     text_of,
     timestamp_ms,
 )
+from chat_history.importers.source import Importer
 from chat_history.model import Attachment, Message, ToolCall
 
 SOURCE = "claude-code"
@@ -234,3 +238,27 @@ def project_folder_name(folder: str) -> str:
     character that is not a letter or digit written as ``-`` (``/home/me/app`` →
     ``-home-me-app``)."""
     return "".join(c if c.isalnum() else "-" for c in folder)
+
+
+def _locate(env: Mapping[str, str], home: Path) -> Path:
+    base = env.get("CLAUDE_CONFIG_DIR")
+    return (Path(base) if base else home / ".claude") / "projects"
+
+
+def _discover(root: Path, folder: str | None) -> list[Path]:
+    """The sessions under ``root`` (``projects``: of the project ``folder`` when given)."""
+    base = root / project_folder_name(folder) if folder and root.name == "projects" else root
+    if not base.is_dir():
+        return []
+    return sorted({*base.glob("*.jsonl"), *base.glob("*/subagents/agent-*.jsonl")})
+
+
+def _session_id(path: Path) -> str:
+    if path.parent.name == "subagents":
+        return f"{path.parent.parent.name}/{path.stem}"
+    return path.stem
+
+
+IMPORTER = Importer(
+    source=SOURCE, read=read, locate=_locate, discover=_discover, session_id=_session_id
+)

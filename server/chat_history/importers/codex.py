@@ -1,5 +1,6 @@
 """Codex CLI sessions: ``~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<session id>.jsonl``
-(and ``~/.codex/archived_sessions/``).
+(``$CODEX_HOME`` instead of ``~/.codex``; and ``~/.codex/archived_sessions/``). Every project's
+sessions are kept together, each recording its folder.
 
 The format as observed (codex-cli 0.2x to 0.5x; its protocol types are Rust, no schema file):
 
@@ -25,6 +26,8 @@ The format as observed (codex-cli 0.2x to 0.5x; its protocol types are Rust, no 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -37,6 +40,7 @@ from chat_history.importers.common import (
     text_of,
     timestamp_ms,
 )
+from chat_history.importers.source import Importer
 from chat_history.model import Message, ToolCall
 
 SOURCE = "codex"
@@ -226,3 +230,22 @@ def session_id_of(file_name: str) -> str:
     stem = file_name.rsplit("/", 1)[-1].removesuffix(".jsonl")
     parts = stem.split("-")
     return "-".join(parts[-5:]) if len(parts) >= 6 else stem
+
+
+def _locate(env: Mapping[str, str], home: Path) -> Path:
+    base = env.get("CODEX_HOME")
+    return (Path(base) if base else home / ".codex") / "sessions"
+
+
+def _discover(root: Path, folder: str | None) -> list[Path]:
+    return sorted(root.rglob("rollout-*.jsonl"))
+
+
+IMPORTER = Importer(
+    source=SOURCE,
+    read=read,
+    locate=_locate,
+    discover=_discover,
+    session_id=lambda path: session_id_of(path.name),
+    folder_inside=True,
+)

@@ -1,6 +1,7 @@
 """Continue sessions: ``~/.continue/sessions/<session id>.json`` (``$CONTINUE_GLOBAL_DIR``
 instead of ``~/.continue``), listed in ``sessions.json`` beside them (``[{sessionId, title,
-dateCreated, workspaceDirectory}]``).
+dateCreated, workspaceDirectory}]``). Every project's sessions are kept together, each recording
+its folder.
 
 The format as observed (Continue's ``Session`` and ``ChatHistoryItem`` types in
 ``core/index.d.ts``, 0.8 to 1.x; no published schema):
@@ -16,18 +17,30 @@ The format as observed (Continue's ``Session`` and ``ChatHistoryItem`` types in
   ``tool`` (``content``, ``toolCallId``), ``system``.
 - A tool call's result is its ``tool`` message; builds that kept it only in the call's
   ``toolCallStates[].output`` (context items with ``content``) are read from there.
-- No message records its time: the caller gives each row the session's ``dateCreated`` from
+- No message records its time: each row gets the session's ``dateCreated`` from
   ``sessions.json`` (one time for the whole session, so a re-import recognises every row).
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
 
-from chat_history.importers.common import Session, Tally, first_line_title, json_value, text_of
+from chat_history.errors import InvalidParams
+from chat_history.importers.common import (
+    Session,
+    Tally,
+    first_line_title,
+    json_value,
+    text_of,
+    timestamp_ms,
+)
+from chat_history.importers.source import Importer
 from chat_history.model import Attachment, Message, ToolCall
 
 SOURCE = "continue"
@@ -190,3 +203,48 @@ def read(data: bytes, session_id: str) -> list[Session]:
             tally.items(),
         )
     ]
+
+
+def _locate(env: Mapping[str, str], home: Path) -> Path:
+    base = env.get("CONTINUE_GLOBAL_DIR")
+    return (Path(base) if base else home / ".continue") / "sessions"
+
+
+def _discover(root: Path, folder: str | None) -> list[Path]:
+    return sorted(p for p in root.glob("*.json") if p.name != "sessions.json")
+
+
+def _place(path: Path, sessions: list[Session], folder: str | None) -> list[Session]:
+    return [_timed(s, path) for s in sessions]
+
+
+def _timed(session: Session, path: Path) -> Session:
+    """A session's rows at its ``dateCreated`` in ``sessions.json`` (no message of Continue
+    records its time); InvalidParams ``path`` naming the file when it has none."""
+    try:
+        index = json.loads((path.parent / "sessions.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        index = []
+    created = next(
+        (
+            entry.get("dateCreated")
+            for entry in (index if isinstance(index, list) else [])
+            if isinstance(entry, dict) and entry.get("sessionId") == session.session_id
+        ),
+        None,
+    )
+    at = timestamp_ms(int(created) if isinstance(created, str) and created.isdigit() else created)
+    if at is None:
+        raise InvalidParams("path", f"{path}: sessions.json beside it gives this session no time")
+    rows = tuple(m if m.timestamp else attrs.evolve(m, timestamp=at) for m in session.messages)
+    return attrs.evolve(session, messages=rows)
+
+
+IMPORTER = Importer(
+    source=SOURCE,
+    read=read,
+    locate=_locate,
+    discover=_discover,
+    folder_inside=True,
+    place=_place,
+)

@@ -1,7 +1,8 @@
 """VS Code's chat sessions (GitHub Copilot Chat): ``<user data>/User/workspaceStorage/<hash>/
 chatSessions/<session id>.json`` (older builds) or ``.jsonl`` (newer), the folder of ``<hash>``
-in ``workspace.json`` beside it (``{"folder": "file:///…"}``); windows without a folder keep
-theirs in ``globalStorage/emptyWindowChatSessions``.
+in ``workspace.json`` beside it (``{"folder": "file:///…"}``), which places the sessions (a
+project's are those of the workspaces naming its folder); windows without a folder keep theirs in
+``globalStorage/emptyWindowChatSessions``.
 
 The format as observed (VS Code's ``ISerializableChatData`` version 3, 2024–2026; no published
 schema):
@@ -29,7 +30,10 @@ schema):
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
+
+import attrs
 
 from chat_history.importers.common import (
     Session,
@@ -39,7 +43,10 @@ from chat_history.importers.common import (
     json_value,
     timestamp_ms,
 )
+from chat_history.importers.places import vscode_user
+from chat_history.importers.source import Importer
 from chat_history.model import Message, ToolCall
+from chat_history.policy.identity import normalize_uri
 
 SOURCE = "copilot-chat"
 
@@ -243,3 +250,46 @@ def workspace_folder(workspace_json: str) -> str | None:
         return None
     folder = value.get("folder") if isinstance(value, dict) else None
     return folder if isinstance(folder, str) and folder else None
+
+
+def _discover(root: Path, folder: str | None) -> list[Path]:
+    """The chat session files under ``root`` (``workspaceStorage``, one workspace's folder or
+    its ``chatSessions``): when ``root`` is ``workspaceStorage`` and ``folder`` is given, those
+    of the workspaces whose ``workspace.json`` names that folder."""
+    if root.name == "chatSessions":
+        chats = [root]
+    elif (root / "chatSessions").is_dir():
+        chats = [root / "chatSessions"]
+    else:
+        wanted = normalize_uri(Path(folder).as_uri()) if folder else None
+        chats = [
+            ws / "chatSessions"
+            for ws in sorted(root.iterdir())
+            if ws.is_dir() and (wanted is None or _workspace_uri(ws) == wanted)
+        ]
+    found = {p for c in chats for pattern in ("*.json", "*.jsonl") for p in c.glob(pattern)}
+    return sorted(path for path in found if path.is_file())
+
+
+def _workspace_uri(workspace: Path) -> str | None:
+    """The normalized folder URI a workspace storage folder belongs to."""
+    try:
+        uri = workspace_folder((workspace / "workspace.json").read_text(encoding="utf-8"))
+    except OSError:
+        return None
+    return normalize_uri(uri) if uri else None
+
+
+def _place(path: Path, sessions: list[Session], folder: str | None) -> list[Session]:
+    """The sessions record no folder: the one they were found for, else workspace.json's."""
+    where = folder or _workspace_uri(path.parent.parent)
+    return [attrs.evolve(s, folder=where) if s.folder is None else s for s in sessions]
+
+
+IMPORTER = Importer(
+    source=SOURCE,
+    read=read,
+    locate=lambda env, home: vscode_user(env, home) / "workspaceStorage",
+    discover=_discover,
+    place=_place,
+)

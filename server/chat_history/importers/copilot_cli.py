@@ -1,7 +1,9 @@
 """GitHub Copilot CLI sessions: ``~/.copilot/session-state/<session id>/events.jsonl``
 (``$COPILOT_HOME`` instead of ``~/.copilot``), and the older single-file sessions of builds
 before the event log, ``~/.copilot/history-session-state/session_<session id>_<epoch ms>.json``,
-told apart by their content (one JSON object with ``chatMessages``).
+told apart by their content (one JSON object with ``chatMessages``). A session in both is read
+from its event log. Every project's sessions are kept together, each event log recording its
+folder.
 
 The event log as observed (the CLI's session events, 0.0.3xx to 1.x; the CLI ships a JSON
 schema of them under a proprietary licence, not read here; shapes from the MIT-licensed SDK's
@@ -39,6 +41,8 @@ schema was published): ``{sessionId, startTime (ISO 8601), chatMessages, timelin
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -52,6 +56,7 @@ from chat_history.importers.common import (
     text_of,
     timestamp_ms,
 )
+from chat_history.importers.source import Importer
 from chat_history.model import Message, ToolCall
 
 SOURCE = "copilot-cli"
@@ -296,3 +301,43 @@ def _request(call: Any) -> Request:
     """A Chat Completions tool call as (call id, name, raw arguments)."""
     function = _obj(_obj(call).get("function"))
     return _obj(call).get("id"), function.get("name"), function.get("arguments")
+
+
+def _locate(env: Mapping[str, str], home: Path) -> Path:
+    """``~/.copilot``: ``session-state/`` and the older ``history-session-state/`` in it."""
+    base = env.get("COPILOT_HOME")
+    return Path(base) if base else home / ".copilot"
+
+
+def _discover(root: Path, folder: str | None) -> list[Path]:
+    """The sessions under ``root`` (``~/.copilot``, ``session-state``, one session's folder, or
+    ``history-session-state``): the event logs first, then the older single-file sessions."""
+    own = root / "events.jsonl"
+    if own.is_file():
+        return [own]
+    state = root / "session-state" if (root / "session-state").is_dir() else root
+    older = root / "history-session-state" if (root / "history-session-state").is_dir() else root
+    logs = sorted(state.glob("*/events.jsonl"))
+    return [*logs, *sorted(p for p in older.glob("session_*.json") if p.is_file())]
+
+
+def _session_id(path: Path) -> str:
+    """An event log's session folder, or the id in an older file's name."""
+    return _id_in_name(path.stem) if path.suffix == ".json" else path.parent.name
+
+
+def _id_in_name(stem: str) -> str:
+    """The session id in an older file's name, ``session_<id>_<epoch ms>``."""
+    core = stem.removeprefix("session_")
+    head, _, tail = core.rpartition("_")
+    return head if head and tail.isdigit() else core
+
+
+IMPORTER = Importer(
+    source=SOURCE,
+    read=read,
+    locate=_locate,
+    discover=_discover,
+    session_id=_session_id,
+    folder_inside=True,
+)

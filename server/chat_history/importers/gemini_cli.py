@@ -23,15 +23,21 @@ to 0.6x):
   ``output`` or ``error`` —, ``status``, ``timestamp``), ``thoughts`` (``subject`` and
   ``description`` summaries: not signed, so no provider would take them back: counted),
   ``tokens`` and ``model``.
-- The project folder is not in the file (only its hash, or the name of its folder): the caller
-  knows it from where it found the file.
+- The project folder is not in the file (only its hash, or the name of its folder): it is the
+  folder the files were found for, else the one ``projects.json`` names for their project
+  folder (by name, or whose SHA-256 it is).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+import attrs
 
 from chat_history.importers.common import (
     Session,
@@ -41,6 +47,8 @@ from chat_history.importers.common import (
     json_value,
     timestamp_ms,
 )
+from chat_history.importers.places import same_folder
+from chat_history.importers.source import Importer
 from chat_history.model import Attachment, Message, ToolCall
 
 SOURCE = "gemini-cli"
@@ -201,3 +209,79 @@ def read(data: bytes, session_id: str) -> list[Session]:
     return [
         Session(SOURCE, sid, None, title or first_line_title(first), tuple(rows), tally.items())
     ]
+
+
+def _locate(env: Mapping[str, str], home: Path) -> Path:
+    base = env.get("GEMINI_CLI_HOME")
+    return (Path(base) if base else home) / ".gemini" / "tmp"
+
+
+def _discover(root: Path, folder: str | None) -> list[Path]:
+    """The session files under ``root`` (the ``tmp`` folder, a project's folder or a ``chats``
+    folder): when ``root`` is ``tmp`` and ``folder`` is given, that project's only (the
+    folder's SHA-256, or its name in ``projects.json``)."""
+    if root.name == "tmp":
+        if folder:
+            names = {hashlib.sha256(folder.encode()).hexdigest(), *_names(root, folder)}
+            projects = [root / name for name in sorted(names)]
+        else:
+            projects = [path for path in root.iterdir() if path.is_dir()]
+        chats = [project / "chats" for project in projects]
+    else:
+        chats = [root] if root.name == "chats" else [root / "chats"]
+    found: set[Path] = set()
+    for folder_of_chats in chats:
+        for pattern in ("session-*.json", "session-*.jsonl", "*/*.jsonl"):
+            found.update(folder_of_chats.glob(pattern))
+    return sorted(path for path in found if path.is_file())
+
+
+def _projects(tmp: Path) -> dict[str, str]:
+    """``projects.json`` beside ``tmp``: folder → the name of its folder under ``tmp``."""
+    try:
+        value = json.loads((tmp.parent / "projects.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    projects = value.get("projects") if isinstance(value, dict) else None
+    if not isinstance(projects, dict):
+        return {}
+    return {k: v for k, v in projects.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _names(tmp: Path, folder: str) -> list[str]:
+    wanted = same_folder(folder)
+    return [name for path, name in _projects(tmp).items() if same_folder(path) == wanted]
+
+
+def _recorded_folder(path: Path) -> str | None:
+    """The project folder of a session file: the folder ``projects.json`` names, or whose
+    SHA-256 is the name of the file's project folder (None: neither is known)."""
+    for parent in path.parents:
+        if parent.parent.name == "tmp" and (parent / "chats").is_dir():
+            for folder, name in _projects(parent.parent).items():
+                if parent.name in {name, hashlib.sha256(folder.encode()).hexdigest()}:
+                    return folder
+            return None
+    return None
+
+
+def _session_id(path: Path) -> str:
+    if path.parent.name != "chats":
+        return f"{path.parent.name}/{path.stem}"  # a sub-agent's file
+    return path.stem
+
+
+def _place(path: Path, sessions: list[Session], folder: str | None) -> list[Session]:
+    """The sessions record no folder: the one they were found for, else projects.json's."""
+    where = folder or _recorded_folder(path)
+    return [attrs.evolve(s, folder=where) if s.folder is None else s for s in sessions]
+
+
+IMPORTER = Importer(
+    source=SOURCE,
+    read=read,
+    locate=_locate,
+    discover=_discover,
+    session_id=_session_id,
+    place=_place,
+)

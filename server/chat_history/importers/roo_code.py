@@ -5,7 +5,7 @@ The format and what is carried over: ``importers.task_history``, shared with Cli
 from __future__ import annotations
 
 from chat_history.importers.common import Session
-from chat_history.importers.task_history import read_tasks
+from chat_history.importers.task_history import read_tasks, task_importer
 
 SOURCE = "roo-code"
 EXTENSION = "rooveterinaryinc.roo-cline"
@@ -14,3 +14,6 @@ EXTENSION = "rooveterinaryinc.roo-cline"
 def read(data: bytes, session_id: str) -> list[Session]:
     """The conversation of one Roo Code task (``session_id``: the task folder's name)."""
     return read_tasks(SOURCE, data, session_id)
+
+
+IMPORTER = task_importer(SOURCE, EXTENSION, read)

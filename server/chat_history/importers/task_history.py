@@ -3,7 +3,8 @@
 saw it — a JSON array of Anthropic Messages API messages (``role``, ``content`` a string or
 blocks: ``text``, ``image``, ``tool_use``, ``tool_result``, ``thinking`` with its
 ``signature``), each with ``ts`` (epoch ms) in newer builds — beside ``ui_messages.json`` (what
-the panel showed) and ``task_metadata.json``.
+the panel showed) and ``task_metadata.json``, in the extension's folder of VS Code's
+``User/globalStorage``. Every project's tasks are kept together, each naming its folder.
 
 The format as observed (Cline 3.x, Roo Code 3.x; no published schema):
 
@@ -24,6 +25,8 @@ The format as observed (Cline 3.x, Roo Code 3.x; no published schema):
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from chat_history.importers import roo_messages
@@ -35,6 +38,8 @@ from chat_history.importers.common import (
     json_value,
     timestamp_ms,
 )
+from chat_history.importers.places import vscode_user
+from chat_history.importers.source import Importer, Reader
 
 #: The folder line of the extension's details: ``# Current Working Directory (<folder>) Files``
 #: (Cline), ``# Current Workspace Directory (<folder>) Files`` (Roo Code), without ``Files`` in
@@ -43,6 +48,7 @@ _FOLDER = re.compile(
     r"^#{1,2} Current (?:Working|Workspace) Directory \((.+?)\)(?: Files)?[ \t]*$", re.M
 )
 _TASK = re.compile(r"^\s*<task>\s*(.*?)\s*</task>\s*$", re.S)
+TASK_FILE = "api_conversation_history.json"
 
 
 def _clean(content: Any, tally: Tally) -> tuple[Any, str | None]:
@@ -99,3 +105,25 @@ def read_tasks(source: str, data: bytes, task_id: str) -> list[Session]:
         return []
     first = next((r.content for r in rows if r.role == "user" and r.content), "")
     return [Session(source, task_id, folder, first_line_title(first), tuple(rows), tally.items())]
+
+
+def task_importer(source: str, extension: str, read: Reader) -> Importer:
+    """The import of the tasks of the VS Code extension ``extension``, read by ``read``."""
+
+    def locate(env: Mapping[str, str], home: Path) -> Path:
+        return vscode_user(env, home) / "globalStorage" / extension / "tasks"
+
+    return Importer(
+        source=source,
+        read=read,
+        locate=locate,
+        discover=_discover,
+        session_id=lambda path: path.parent.name,  # the task's folder
+        folder_inside=True,
+    )
+
+
+def _discover(root: Path, folder: str | None) -> list[Path]:
+    """The task files under ``root`` (``tasks``, or one task's folder)."""
+    own = root / TASK_FILE
+    return [own] if own.is_file() else sorted(root.glob(f"*/{TASK_FILE}"))

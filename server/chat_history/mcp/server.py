@@ -167,6 +167,8 @@ class RecallServer:
         return found
 
     def needs_root(self) -> bool:
+        """Whether the scope still waits on the client's first root (no ``--workspace``, no
+        ``--all-workspaces``, not fixed by an earlier call)."""
         return self._scope is None and not self.all_workspaces and self.workspace is None
 
     def call(self, name: str, arguments: dict[str, Any], root: str | None) -> types.CallToolResult:

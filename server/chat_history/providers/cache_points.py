@@ -39,7 +39,7 @@ from typing import Any
 
 from chat_history.model import Key, Message
 from chat_history.providers.bedrock_caching import caching_model
-from chat_history.providers.common import user_segments
+from chat_history.providers.images import user_segments
 
 #: The most breakpoints a request may carry (Anthropic refuses a fifth).
 MAX_BREAKPOINTS = 4

@@ -1,44 +1,36 @@
-"""Importing another tool's history (protocol.md "Version 4" → History from other tools): the
-files ``service.import_files`` finds, each read within a size bound, and each session written
-as one conversation in one transaction — idempotent: the conversation id is ``SOURCE:`` + the
-tool's session id, and what is already stored is skipped (``policy.imports``), so importing
-again adds nothing and a longer session adds only its tail.
+"""Importing another tool's history (protocol.md "Version 4" → History from other tools), the
+same for every source (``importers``: each declares where its tool keeps its files, which to
+read and how): the files found, each read within a size bound, and each session written as one
+conversation in one transaction — idempotent: the conversation id is ``SOURCE:`` + the tool's
+session id, and what is already stored is skipped (``policy.imports``), so importing again adds
+nothing and a longer session adds only its tail.
 
 A dry run reads and compares, and writes nothing."""
 
 from __future__ import annotations
 
-import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import attrs
 
 from chat_history.errors import InvalidParams
-from chat_history.importers import READERS, Session, Skipped
+from chat_history.importers import SOURCES, Importer, Session, Skipped, importer
+from chat_history.importers.places import folder_key
 from chat_history.model import Key, PruneReport
 from chat_history.policy.identity import normalize_uri
 from chat_history.policy.imports import match_stored, retention_after_import
 from chat_history.service.conversations import ConversationUpdate
-from chat_history.service.import_files import data_folder as data_folder
-from chat_history.service.import_files import folder_key, placed, session_id, unsupported
-from chat_history.service.import_files import session_files as session_files
 from chat_history.service.manager import ChatHistoryManager, now_ms
-from chat_history.service.opencode_db import in_opencode_db, opencode_sessions
-from chat_history.service.opencode_tree import in_opencode_tree, opencode_bundle
 from chat_history.service.workspaces import real_identity
-
-log = logging.getLogger("chat_history")
 
 #: A session file larger than this is not read (one session is one conversation; memory is
 #: bounded by the largest one).
 MAX_FILE_BYTES = 256 * 1024 * 1024
 MAX_TITLE = 200
-#: Sources that keep every project's sessions together, each naming its folder.
-NAMED_FOLDERS = frozenset({"codex", "continue", "opencode", "cline", "roo-code", "copilot-cli"})
-#: The sources read (importers.READERS), for the CLI's help and the errors.
-SUPPORTED: tuple[str, ...] = tuple(READERS)
+#: Every source (importers.SOURCES), for the CLI's help.
+SUPPORTED: tuple[str, ...] = SOURCES
 
 
 @attrs.frozen
@@ -64,9 +56,12 @@ class PlannedImport:
 
 def check_source(source: str) -> str:
     """``source``, or InvalidParams ``source``."""
-    if source not in READERS:
-        raise InvalidParams("source", unsupported(source))
-    return source
+    return importer(source).source
+
+
+def data_folder(source: str, environ: Mapping[str, str] | None = None) -> Path:
+    """Where ``source`` keeps its sessions on this machine (``environ``: default, the process's)."""
+    return importer(source).data_folder(environ)
 
 
 def within(path: Path, folder: Path) -> Path:
@@ -79,56 +74,45 @@ def within(path: Path, folder: Path) -> Path:
     return resolved
 
 
-def read_file(source: str, path: Path) -> list[Session]:
-    """The sessions of one file; InvalidParams ``path`` naming the file when it cannot be read or
-    is too large."""
-    if in_opencode_db(source, path):
-        return list(_database(source, path))
-    try:
-        _bounded(path)
-        data = opencode_bundle(path, MAX_FILE_BYTES) if in_opencode_tree(source, path) else None
-        data = path.read_bytes() if data is None else data
-    except OSError as exc:
-        raise InvalidParams("path", f"{path}: cannot be read ({exc.strerror})") from None
-    return READERS[source](data, session_id(source, path))
-
-
-def _database(source: str, path: Path) -> Iterator[Session]:
-    """The sessions of an OpenCode database, one at a time (each bounded as one file is)."""
-    for sid, bundle in opencode_sessions(path, MAX_FILE_BYTES):
-        yield from READERS[source](bundle, sid)
-
-
 def sessions_of(
     source: str, root: Path, folder: str | None, confine: Path | None = None
 ) -> Iterator[tuple[Path, Session]]:
-    """Every session under ``root`` (of the project ``folder`` when given), one file at a time;
-    with ``confine``, a file that resolves outside that folder (a link out of the tool's data
-    folder) is InvalidParams ``path`` naming it, before anything is read. A session found again
-    (OpenCode's database and its older tree, Copilot CLI's event log and its older file) is read
-    from the first file that holds it (``session_files`` lists the newer format first)."""
+    """Every session under ``root`` (of the project ``folder`` when given), one file at a time
+    (a file of many sessions: one session at a time); with ``confine``, a file that resolves
+    outside that folder (a link out of the tool's data folder) is InvalidParams ``path`` naming
+    it, before anything is read. A session found again (OpenCode's database and its older tree,
+    Copilot CLI's event log and its older file) is read from the first file that holds it (each
+    source lists its newer format first)."""
+    tool = importer(source)
     wanted = folder_key(folder) if folder else None
-    files = session_files(source, root, folder)
+    files = tool.session_files(root, folder)
     for path in files:  # every file checked before any is read: refused whole, or imported
         if confine is not None:
             _confined(path, confine)
-        if not in_opencode_db(source, path):  # a database is bounded by each of its sessions
+        if tool.sized(path):
             _bounded(path)
     seen: set[str] = set()
     for path in files:
-        found: Iterable[Session] = (
-            _database(source, path)  # one session at a time: no other source's rule applies
-            if in_opencode_db(source, path)
-            else placed(source, path, read_file(source, path), folder)
-        )
-        for session in found:
+        for session in _read(tool, path, folder):
             if session.conversation_id in seen:
                 continue
             seen.add(session.conversation_id)
             elsewhere = session.folder is None or folder_key(session.folder) != wanted
-            if wanted is not None and source in NAMED_FOLDERS and elsewhere:
+            if wanted is not None and tool.folder_inside and elsewhere:
                 continue
             yield path, session
+
+
+def _read(tool: Importer, path: Path, folder: str | None) -> Iterator[Session]:
+    """The sessions of one file, placed; InvalidParams ``path`` naming the file when it cannot
+    be read or is too large."""
+    try:
+        if tool.sized(path):
+            _bounded(path)
+        for session_id, data in tool.contents(path, MAX_FILE_BYTES):
+            yield from tool.place(path, tool.read(data, session_id), folder)
+    except OSError as exc:
+        raise InvalidParams("path", f"{path}: cannot be read ({exc.strerror})") from None
 
 
 def _bounded(path: Path) -> None:

@@ -335,11 +335,9 @@ def _head(
 
 def _continued_body(
     route: Route, rows: Sequence[Message], *, breakpoints: bool
-) -> tuple[dict[str, object], str | None]:
+) -> tuple[dict[str, object], str]:
     """The body continuing the newest row (providers.continuation), and what was cut from it."""
     found = continuation.continued(route.kind, route.model, rows)
-    if found is None:
-        return _body(route, rows, breakpoints=breakpoints), None
     body = _body(route, found.rows, breakpoints=breakpoints)
     return continuation.finish(route.kind, found, body), found.trimmed
 

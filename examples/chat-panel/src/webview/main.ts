@@ -6,7 +6,8 @@
 
 import { parseMarkdown, type Block, type Inline } from "../markdown";
 import { newestStoredId } from "../rows";
-import type { MessageView, PanelView, SearchView } from "../state";
+import type { SearchView } from "../state";
+import type { MessageView, PanelView } from "../view";
 
 interface VsCodeApi {
   postMessage(message: unknown): void;
@@ -102,7 +103,7 @@ const NOTICE_ACTION_LABELS: Record<string, string> = {
   keepCut: "Keep",
 };
 
-// Labels of state.MESSAGE_ACTIONS (kept here so the webview bundle does not import the shim).
+// Labels of view.MESSAGE_ACTIONS (kept here so the webview bundle does not import the shim).
 const ACTION_LABELS: Record<string, string> = {
   copy: "Copy",
   edit: "Edit",

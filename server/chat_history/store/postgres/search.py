@@ -19,7 +19,7 @@ from chat_history.policy.search import (
     rarest_first,
 )
 from chat_history.policy.search_rank import SearchRow, SearchScope
-from chat_history.store.postgres.schema import FOLDED
+from chat_history.store.postgres.tables import FOLDED
 
 _COLUMNS = "m.workspace, m.conversation, m.id, m.turn, m.role, m.timestamp, m.content"
 

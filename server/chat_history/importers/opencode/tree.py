@@ -1,6 +1,6 @@
 """OpenCode's storage tree gathered into one session: ``session/<project>/<id>.json``, its
 ``message/<id>/*.json`` and each message's ``part/<message id>/*.json``, in id order, as the
-bytes of ``opencode export``'s shape (``importers.opencode`` reads it). Bounded: a session
+bytes of ``opencode export``'s shape (``export`` reads it). Bounded: a session
 whose files add up to more than the limit is not read."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import Any
 from chat_history.errors import InvalidParams
 
 
-def in_opencode_tree(source: str, path: Path) -> bool:
-    """Whether ``path`` is a session file of an OpenCode storage tree (not an export file)."""
-    return source == "opencode" and path.parent.parent.name == "session"
+def in_tree(path: Path) -> bool:
+    """Whether ``path`` is a session file of a storage tree (not an export file)."""
+    return path.parent.parent.name == "session"
 
 
-def opencode_bundle(path: Path, limit: int) -> bytes:
+def bundle(path: Path, limit: int) -> bytes:
     """The session at ``path`` with its messages and parts, as one JSON document; InvalidParams
     ``path`` naming the session when its files add up to more than ``limit`` bytes."""
     storage = path.parent.parent.parent

@@ -1,10 +1,7 @@
-"""OpenCode sessions: a storage tree under ``~/.local/share/opencode/storage``
-(``$XDG_DATA_HOME/opencode`` first) — ``session/<project id>/<session id>.json``,
-``message/<session id>/<message id>.json``, ``part/<message id>/<part id>.json`` — which the
-caller gathers into the shape ``opencode export`` prints, read here: ``{"info": session,
-"messages": [{"info": message, "parts": [part, …]}]}`` (so an export file reads the same).
-Builds from 2026 keep sessions in an SQLite database (``opencode.db``): ``service.opencode_db``
-gathers each of its sessions into the same shape, so these rules apply to both.
+"""The reader of OpenCode's sessions in the shape ``opencode export`` prints: ``{"info": session,
+"messages": [{"info": message, "parts": [part, …]}]}``. The storage tree (``tree``) and the
+SQLite database of builds from 2026 (``database``) are gathered into this shape, so an export
+file reads the same and these rules apply to all three.
 
 The format as observed (OpenCode's session, message and part schemas, 0.x to 1.x; checked
 against its ``packages/opencode/src/session/message-v2.ts``):

@@ -1,7 +1,7 @@
 """OpenCode's SQLite database (builds from 2026: ``opencode.db`` in its data folder, or
 ``opencode-<channel>.db`` for other release channels), each session gathered, like the storage
-tree (``opencode_tree``), into the bytes of ``opencode export``'s shape, which
-``importers.opencode`` reads: one place for each mapping rule.
+tree (``tree``), into the bytes of ``opencode export``'s shape, which ``export`` reads: one place
+for each mapping rule.
 
 The schema as observed (OpenCode's Drizzle tables, ``packages/opencode/src/session/
 session.sql.ts``): ``session`` (``id``, ``project_id``, ``parent_id``, ``directory``, ``title``,
@@ -36,12 +36,12 @@ REQUIRED = {
 }
 
 
-def in_opencode_db(source: str, path: Path) -> bool:
+def is_database(path: Path) -> bool:
     """Whether ``path`` is an OpenCode database (not a session file of the tree, or an export)."""
-    return source == "opencode" and path.suffix == ".db"
+    return path.suffix == ".db"
 
 
-def opencode_sessions(path: Path, limit: int) -> Iterator[tuple[str, bytes]]:
+def sessions(path: Path, limit: int) -> Iterator[tuple[str, bytes]]:
     """Each session of the database at ``path``: (its id, its export's bytes), one at a time;
     InvalidParams ``path`` naming the file when it cannot be read (see the module's notes) or a
     session's rows add up to more than ``limit`` bytes."""

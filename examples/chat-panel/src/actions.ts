@@ -1,0 +1,164 @@
+/**
+ * The actions on a message of the panel (copy, edit and resend, regenerate, delete exchange,
+ * redact, fork), Retry of a cut reply and Undo of a summary; every rewind guarded by what the
+ * person saw (`expectedLastId`). Which action a row offers is ./view's; where a rewind starts,
+ * ./edits'.
+ */
+
+import * as vscode from "vscode";
+import { ConversationChangedError, InvalidParamsError } from "chat-history-client";
+import * as E from "./edits";
+import { newConversationId, type PanelHost } from "./host";
+import * as R from "./replies";
+import * as S from "./state";
+import type { Turn } from "./turn";
+import * as V from "./view";
+
+export class MessageActions {
+  /** The server takes `expectedLastId` (version 3); one from before refuses the field. */
+  private expectedLastIdKnown = true;
+
+  constructor(
+    private readonly host: PanelHost,
+    private readonly turn: Turn,
+  ) {}
+
+  /**
+   * A rewind (truncate, deleteTurns, editMessage) made only while the newest stored row is the
+   * one the person saw when they clicked (`expectedLastId`: `seenId`, from what the webview
+   * drew). Undefined when the view was stale: the server changed nothing (1003), and the panel
+   * reloads and says so. A server from before version 3 gets the request without the field.
+   */
+  private async guarded<T>(seenId: unknown, run: (expected: { expectedLastId?: number | null }) => Promise<T>): Promise<T | undefined> {
+    try {
+      return await run(this.expectedLastIdKnown ? { expectedLastId: S.expectedLastId(this.host.state, seenId) } : {});
+    } catch (error) {
+      if (error instanceof ConversationChangedError) {
+        await this.changedElsewhere();
+        return undefined;
+      }
+      if (this.expectedLastIdKnown && error instanceof InvalidParamsError && error.message.includes("expectedLastId")) {
+        this.expectedLastIdKnown = false;
+        return run({});
+      }
+      throw error;
+    }
+  }
+
+  /** A rewind from a stale view was refused (1003): nothing was deleted; show what is stored. */
+  private async changedElsewhere(): Promise<void> {
+    await this.host.reload();
+    this.host.update(
+      S.addNotice(
+        this.host.state,
+        "info",
+        "This chat changed in another window, so nothing was changed here. It now shows the latest messages: try again if you still want to.",
+        S.CHANGED_NOTICE,
+      ),
+    );
+  }
+
+  /** Retry of a cut reply: it goes (`truncate` from it), and its prompt is answered again. */
+  async retryCut(): Promise<void> {
+    const cut = R.cutReply(this.host.state);
+    if (cut === null || cut.prompt === null) return;
+    const { conversationId } = this.host.state;
+    const fromId = cut.reply.id!;
+    const client = await this.host.client();
+    const done = await this.guarded(undefined, (expected) => client.truncate({ conversationId, fromId, ...expected }));
+    if (done === undefined) return;
+    this.host.update(E.truncated(this.host.state, fromId));
+    await this.turn.send(cut.prompt.content, true);
+  }
+
+  /** Undo of "earlier turns summarized": the summary goes, the turns are sent again. */
+  async undoSummary(): Promise<void> {
+    const conversationId = this.host.state.conversationId;
+    await (await this.host.client()).deleteSummary({ conversationId });
+    if (conversationId === this.host.state.conversationId) {
+      this.host.update(S.addNotice(S.summaryShown(this.host.state, null), "info", "Summary removed: the earlier turns are sent again (as far as the budget allows)."));
+    }
+  }
+
+  private async rewind(key: string, kind: "edit" | "regenerate", seenId: unknown): Promise<void> {
+    if (this.host.state.busy) return;
+    const target = this.host.state.messages.find((m) => m.key === key);
+    if (target === undefined) return;
+    let text = "";
+    if (kind === "edit") {
+      const edited = await vscode.window.showInputBox({
+        title: "Edit and resend",
+        prompt: "This prompt and everything after it are replaced; the model answers the new one.",
+        value: target.content,
+      });
+      if (edited === undefined || edited.trim() === "") return;
+      text = edited;
+    }
+    const rewind = E.rewindFor(this.host.state, key, kind, text);
+    if (rewind === null) return;
+    const conversationId = this.host.state.conversationId;
+    const client = await this.host.client();
+    const done = await this.guarded(seenId, (expected) => client.truncate({ conversationId, fromId: rewind.fromId, ...expected }));
+    if (done === undefined) return;
+    this.host.update(E.truncated(this.host.state, rewind.fromId));
+    await this.turn.send(rewind.prompt, rewind.promptStored);
+  }
+
+  /** The action `action` on the row `key` (`seenId`: the newest stored row the webview had drawn). */
+  async run(action: string, key: string, seenId: unknown): Promise<void> {
+    const host = this.host;
+    const target = host.state.messages.find((m) => m.key === key);
+    if (target === undefined) return;
+    // Another workspace's chat is read-only here: only what changes nothing.
+    if (host.state.elsewhere !== null && !V.READ_ONLY_ACTIONS.includes(action)) return;
+    const conversationId = host.state.conversationId;
+    const client = await host.client();
+    switch (action) {
+      case "copy":
+        return vscode.env.clipboard.writeText(target.content);
+      case "edit":
+      case "regenerate":
+        return this.rewind(key, action, seenId);
+      case "deleteExchange": {
+        if (target.turn === null || host.state.busy) return;
+        const turn = target.turn;
+        const done = await this.guarded(seenId, (expected) => client.deleteTurns({ conversationId, turns: [turn], ...expected }));
+        if (done === undefined) return;
+        host.update(E.turnsDeleted(host.state, [target.turn]));
+        // The first turn's prompt is the automatic title: the panel's tab and the list follow.
+        await host.refreshTitle();
+        return;
+      }
+      case "redact": {
+        if (target.id === null) return;
+        const secret = await vscode.window.showInputBox({
+          title: "Redact",
+          prompt: 'The text to replace with "[redacted]" everywhere in this message; empty: the whole message.',
+          password: true,
+        });
+        if (secret === undefined) return;
+        const content = E.redact(target.content, secret);
+        if (content === null) {
+          void vscode.window.showInformationMessage("That text is not in this message; nothing changed.");
+          return;
+        }
+        const id = target.id;
+        const row = await this.guarded(seenId, (expected) => client.editMessage({ conversationId, id, content, ...expected }));
+        if (row === undefined) return;
+        host.update(E.rowEdited(host.state, row));
+        // A redacted first prompt is the automatic title: header, tab and list show it redacted.
+        await host.refreshTitle();
+        return;
+      }
+      case "fork": {
+        if (target.id === null) return;
+        const forkId = newConversationId();
+        await client.fork({ conversationId, newConversationId: forkId, throughId: target.id });
+        await host.list.load();
+        host.list.refresh();
+        await host.open(forkId);
+        return;
+      }
+    }
+  }
+}

@@ -1,0 +1,201 @@
+/**
+ * A turn of the panel: a prompt sent and its reply streamed (./chat's runTurn, its events applied
+ * to the panel's state), Stop, an interrupted reply kept or continued, and the compaction a turn
+ * proposes, carried out after it.
+ */
+
+import * as vscode from "vscode";
+import { ChatHistoryError } from "chat-history-client";
+import type { ChatHistoryClient, CompactionProposal, ToolCall } from "chat-history-client";
+import { InterruptedReply, runTurn, summarize, type TurnEvent } from "./chat";
+import { config, modelSettings, newConversationId, type PanelHost } from "./host";
+import * as R from "./replies";
+import * as S from "./state";
+import * as T from "./stream";
+import { READ_FILE_TOOL, readWorkspaceFile } from "./tools";
+
+export class Turn {
+  /** Stops the running turn (Stop). */
+  private running: AbortController | undefined;
+  private readonly compactions = new Set<string>();
+
+  constructor(private readonly host: PanelHost) {}
+
+  /** Stop: the running turn is aborted (its reply is kept as far as it got). */
+  stop(): void {
+    this.running?.abort();
+  }
+
+  /** Version 4 (advertised, or the replies methods answer): replies are stored while they stream. */
+  private async storesReplies(client: ChatHistoryClient): Promise<boolean> {
+    if (this.host.protocolVersion() >= 4) return true;
+    let known = this.repliesKnown.get(client);
+    if (known === undefined) {
+      // An update of no reply: -32601 from a server without the methods, else "no such row".
+      known = client.updateReply({ conversationId: newConversationId(), id: 1 }).then(
+        () => true,
+        (error: unknown) => !(error instanceof ChatHistoryError && error.code === -32601),
+      );
+      this.repliesKnown.set(client, known);
+    }
+    return known;
+  }
+  private readonly repliesKnown = new WeakMap<ChatHistoryClient, Promise<boolean>>();
+
+  /** Cut replies kept as they are, per conversation (their offer is not shown again). */
+  keptCuts(): Record<string, number> {
+    return this.host.context.workspaceState.get<Record<string, number>>("chatPanel.keptCuts", {});
+  }
+
+  /** Keep: the cut reply stays as it is stored. */
+  async keepCut(): Promise<void> {
+    const cut = R.cutReply(this.host.state);
+    if (cut === null) return;
+    const id = cut.reply.id!;
+    this.host.update(R.cutKept(this.host.state, id));
+    await this.host.context.workspaceState.update("chatPanel.keptCuts", { ...this.keptCuts(), [this.host.state.conversationId]: id });
+  }
+
+  /** Continue: the model carries on from the cut reply, streamed into the same bubble and row. */
+  async continueCut(): Promise<void> {
+    const cut = R.cutReply(this.host.state);
+    if (cut === null) return;
+    await this.send("", true, cut.reply.id!);
+  }
+
+  async send(text: string, promptStored = false, continueId?: number): Promise<void> {
+    const host = this.host;
+    if (host.state.busy || (text.trim() === "" && continueId === undefined)) return;
+    if (host.state.elsewhere !== null) {
+      host.update(S.addNotice(host.state, "info", "Nothing was sent: this chat belongs to another workspace. Continue it in this workspace to reply."));
+      return;
+    }
+    // The prompt of a failed turn typed again is a Retry: it is stored once, not twice in a row.
+    if (!promptStored && T.isRetryOf(host.state, text)) promptStored = true;
+    const conversationId = host.state.conversationId;
+    if (continueId !== undefined) host.update(R.continueStarted(host.state, continueId));
+    else {
+      const started = T.retryStarted(host.state);
+      host.update(promptStored ? started : T.promptSent(started, text));
+    }
+    const running = new AbortController();
+    this.running = running;
+    const c = config();
+    let proposal: CompactionProposal | null = null;
+    const model = await modelSettings(host.context);
+    const folders = (vscode.workspace.workspaceFolders ?? []).map((f) => f.uri.fsPath);
+    const on = (event: TurnEvent) => {
+      if (conversationId !== host.state.conversationId) return;
+      switch (event.type) {
+        case "prepared":
+          proposal = event.request.compaction ?? null;
+          return host.update(S.prepared(host.state, event.request));
+        case "calibrated":
+          return host.update(S.calibrated(host.state, event.calibration));
+        case "streamStart":
+          return host.update(T.streamStarted(host.state));
+        case "replyBegun":
+          return host.update(R.replyBegun(host.state, event.row));
+        case "delta":
+          return host.update(T.streamDelta(host.state, event.text));
+        case "streamEnd":
+          return host.update(T.streamEnded(host.state, event.toolCalls));
+        case "streamDiscarded":
+          return host.update(T.streamDiscarded(host.state));
+        case "interrupted":
+          return host.update(T.streamInterrupted(host.state, event.partial));
+        case "stored":
+          host.list.refresh();
+          return host.update(T.rowsStored(host.state, event.rows));
+        case "usage":
+          return host.update(S.usageReported(host.state, event.promptTokens, event.cachedTokens));
+        case "retry":
+          return host.update(S.addNotice(host.state, "info", "The model said the request was too long; trying once more with a shorter history."));
+      }
+    };
+    try {
+      const client = await host.client();
+      await runTurn(
+        {
+          client,
+          storeReplies: await this.storesReplies(client),
+          conversationId,
+          model,
+          historyProvider: c.get<string>("historyProvider", "") || model.kind,
+          tools: [READ_FILE_TOOL],
+          runTool: (call: ToolCall) =>
+            call.name === READ_FILE_TOOL.name
+              ? readWorkspaceFile(folders, call.arguments)
+              : Promise.resolve(`Error: unknown tool ${call.name}.`),
+          fetch,
+          on,
+          signal: running.signal,
+        },
+        text,
+        { promptStored, ...(continueId === undefined ? {} : { continueId }) },
+      );
+      // The proposal is carried out after the reply, in the background (the panel is free).
+      if (proposal !== null) void this.compact(conversationId, proposal);
+      if (conversationId === host.state.conversationId) host.update(T.turnSucceeded(host.state));
+    } catch (error) {
+      if (conversationId !== host.state.conversationId) {
+        // Another chat is shown now.
+      } else if (error instanceof InterruptedReply && error.stored !== null) {
+        // Stored as far as it got: Continue, Retry and Keep are offered for it.
+        host.update(R.cutStored(T.turnFinished(host.state), error.reason));
+      } else if (continueId !== undefined) {
+        // The continued row is as the server left it (interrupted: the offer stands again).
+        await host.reload(true).catch(() => undefined);
+        host.update(S.addNotice(T.turnFinished(host.state), "error", turnFailureWords(error), S.TURN_NOTICE));
+      } else {
+        const partial = error instanceof InterruptedReply ? error.partial : "";
+        const shown = error instanceof InterruptedReply ? T.streamInterrupted(host.state, partial) : T.streamDiscarded(host.state);
+        host.update(T.turnFailed(shown, text, turnFailureWords(error)));
+      }
+    } finally {
+      if (this.running === running) this.running = undefined;
+    }
+    await host.afterTurn();
+  }
+
+  /** Keep: the interrupted reply's text is stored as the turn's reply, as it is. */
+  async keepPartial(): Promise<void> {
+    const offer = this.host.state.retry;
+    if (offer === null || offer.partial === "" || this.host.state.busy) return;
+    const conversationId = this.host.state.conversationId;
+    const stored = await (await this.host.client()).append({ conversationId, messages: [{ role: "assistant", content: offer.partial }] });
+    if (conversationId !== this.host.state.conversationId) return;
+    this.host.update(T.partialKept(this.host.state, stored.messages));
+    this.host.list.refresh();
+  }
+
+  /**
+   * Carries out a compaction proposal in the background: the proposed request goes to the model
+   * (no tools, answer not shown), its reply is saved as the summary covering `throughId`.
+   */
+  private async compact(conversationId: string, proposal: CompactionProposal): Promise<void> {
+    if (this.compactions.has(conversationId)) return;
+    this.compactions.add(conversationId);
+    const host = this.host;
+    const mine = () => conversationId === host.state.conversationId;
+    if (mine()) host.update(S.compacting(host.state, true));
+    try {
+      const summary = await summarize({ model: await modelSettings(host.context), fetch }, proposal);
+      const saved = await (await host.client()).saveSummary({ conversationId, summary, coversThroughId: proposal.throughId });
+      if (mine()) host.update(S.summaryShown(host.state, { coversThroughId: saved.coversThroughId, turns: proposal.coveredTurns }));
+    } catch (error) {
+      if (mine()) host.update(S.addNotice(S.compacting(host.state, false), "error", `Summarizing earlier turns failed: ${(error as Error).message}`));
+    } finally {
+      this.compactions.delete(conversationId);
+    }
+  }
+}
+
+/** A failed turn in words a person can act on (never a library's bare word like "terminated"). */
+function turnFailureWords(error: unknown): string {
+  if (error instanceof InterruptedReply) return error.message;
+  const message = error instanceof Error ? error.message : String(error);
+  if (error instanceof Error && error.name === "ModelRequestError") return message;
+  if (typeof (error as { code?: unknown })?.code === "number") return `The chat history server refused the turn: ${message}`;
+  return `The turn failed: ${message}`;
+}
