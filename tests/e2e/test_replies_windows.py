@@ -2,7 +2,8 @@
 real server processes on both engines: a workspace moved, re-keyed or switched to its
 repository identity while a reply streams carries the reply (its writer keeps updating and ends
 it by its row id, a second reply is 1004 only where it truly streams, the writer's death or exit
-interrupts it, its text reaches prepare and search once it ended)."""
+interrupts it, its text reaches prepare and search once it ended); another window's edit of a
+streaming row is refused (1004), and its rewind deletes the row for good."""
 
 from __future__ import annotations
 
@@ -154,3 +155,56 @@ def test_a_reply_streaming_while_its_folder_takes_its_repository_identity_goes_w
     assert (ended["status"], ended["content"]) == ("complete", "half and whole")
     assert row_of(clone, row["id"], "c") == ("complete", "half and whole")
     assert search(clone, "whole") == [row["id"]]
+
+
+# -- item 2: another window's edit or rewind of a streaming row -----------------------------------
+
+
+def test_another_windows_edit_of_a_streaming_row_is_refused(
+    open_window: Callable[..., Wire],
+) -> None:
+    writer, other = open_window(), open_window()
+    ask(writer)
+    row = begin(writer, message={"content": "the streamed"})
+    update(writer, row["id"], contentDelta=" answer")
+    edit = {"conversationId": "c", "id": row["id"], "content": "[redacted]"}
+
+    message = refused_as_streaming(other, "chatHistory/editMessage", edit, row["id"])
+
+    assert "streaming" in message
+    assert row_of(other, row["id"], "c") == ("streaming", "the streamed answer")
+    ended = end(writer, row["id"], "complete")["message"]
+    assert ended["content"] == "the streamed answer"
+    # Once it ended, the edit is an edit as any other, and stays.
+    assert other.call("chatHistory/editMessage", edit)["content"] == "[redacted]"
+    assert row_of(writer, row["id"], "c") == ("complete", "[redacted]")
+    assert search(writer, "streamed") == []
+
+
+@pytest.mark.parametrize("how", ["truncate", "deleteTurns"])
+def test_another_windows_rewind_of_a_streaming_row_deletes_it_for_good(
+    open_window: Callable[..., Wire], how: str
+) -> None:
+    """What the rewinds already did, and keep doing: the row goes with its reply (nothing of it
+    remains or is found); the writer's next update and its end are -32602 ``id`` and bring
+    nothing back."""
+    writer, other = open_window(), open_window()
+    ask(writer)
+    row = begin(writer, message={"content": "photons"})
+    update(writer, row["id"], contentDelta=" wobble")
+    if how == "truncate":
+        answer = other.call("chatHistory/truncate", {"conversationId": "c", "fromId": row["id"]})
+    else:
+        turn = rows(other)[-1]["turn"]
+        answer = other.call("chatHistory/deleteTurns", {"conversationId": "c", "turns": [turn]})
+    assert answer["deletedMessages"] >= 1
+
+    for method, params in (
+        ("chatHistory/updateReply", {"contentDelta": " late"}),
+        ("chatHistory/endReply", {"status": "complete", "content": "photons wobble late"}),
+    ):
+        error = writer.error(method, {"conversationId": "c", "id": row["id"], **params})
+        assert (error["code"], error["data"]["field"]) == (-32602, "id")
+    assert row_of(other, row["id"], "c") is None
+    assert search(other, "wobble") == []
+    assert begin(writer)["status"] == "streaming"  # nothing streams there now
