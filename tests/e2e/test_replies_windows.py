@@ -85,7 +85,13 @@ def test_a_reply_streaming_while_its_workspace_moves_goes_with_it(
         "id": row["id"],
         "length": len("Rayleigh scattering of sunlight"),
     }
-    assert row_of(there, row["id"], "mv") == ("streaming", "Rayleigh scattering of sunlight")
+    # Or the key it has now; never another conversation's.
+    update(writer, row["id"], "mv", workspace=MOVED, contentDelta=".")
+    error = writer.error(
+        "chatHistory/updateReply", {"conversationId": "other", "id": row["id"], "content": "x"}
+    )
+    assert (error["code"], error["data"]["field"]) == (-32602, "id")
+    assert row_of(there, row["id"], "mv") == ("streaming", "Rayleigh scattering of sunlight.")
     assert search(there, "sunlight") == [] and "Rayleigh" not in " ".join(
         prepared_texts(there, "mv")
     )
@@ -95,14 +101,14 @@ def test_a_reply_streaming_while_its_workspace_moves_goes_with_it(
     assert (ended["id"], ended["status"], ended["content"]) == (
         row["id"],
         "complete",
-        "Rayleigh scattering of sunlight",
+        "Rayleigh scattering of sunlight.",
     )
     assert [(r["status"], r["content"]) for r in rows(there, "mv")] == [
         ("complete", "why is the sky blue?"),
-        ("complete", "Rayleigh scattering of sunlight"),
+        ("complete", "Rayleigh scattering of sunlight."),
     ]
     assert search(there, "sunlight") == [row["id"]]
-    assert prepared_texts(there, "mv")[-1] == "Rayleigh scattering of sunlight"
+    assert prepared_texts(there, "mv")[-1] == "Rayleigh scattering of sunlight."
     assert rows(writer, "mv") == [] and search(writer, "sunlight") == []
     # It no longer streams: a new reply may begin where it is now.
     assert begin(there, "mv")["status"] == "streaming"

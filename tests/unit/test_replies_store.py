@@ -185,4 +185,4 @@ def test_a_reply_renamed_by_rekeying_stays_its_writers_by_its_row_id(make_manage
     )
     with pytest.raises(InvalidParams):
         replies.end(writer, old, row_id, "complete", ReplyChange())
-    assert replies.tend(writer) == 0 and replies.writer(writer).held == set()
+    assert replies.tend(writer) == 0 and replies.writer(writer).held == {}

@@ -7,7 +7,7 @@ writer that holds this process's leases, and its upkeep (``tend``, ``release``).
   reply, or that another process streams, is -32602 ``id``; nothing changes. The writer names
   its reply by its row id, which no re-keying changes: a reply whose workspace moved or was
   re-keyed while it streamed (it moves with its row, ``store.replies``) is still the writer's
-  to update and end under the key it began with (``_on_reply``).
+  to update and end under the key it began it in, or the one it has now (``_mine``).
 - **Leases**: a reply's lease holds ``LEASE_MS`` from its last renewal; the writer renews its
   own every ``RENEW_MS`` (and on every update), and any process ends an expired one as
   interrupted (``tend``); its exit interrupts its own at once (``release``).
@@ -100,7 +100,7 @@ def begin(manager: ChatHistoryManager, key: Key, options: ReplyBegin) -> StoredM
             return stored[0]
 
         row = manager.write((key,), lambda tx: _begin_in(tx, key, options, mine.name, now, record))
-        mine.started(row.id)
+        mine.started(row.id, key)
         return row
 
 
@@ -112,7 +112,7 @@ def update(manager: ChatHistoryManager, key: Key, row_id: int, change: ReplyChan
         mine.admit(row_id)
         now = manager.clock()
         return _on_reply(
-            manager, key, row_id, mine.name, lambda tx, reply: _update_in(tx, reply, change, now)
+            manager, key, row_id, mine, lambda tx, reply: _update_in(tx, reply, change, now)
         )
 
 
@@ -132,7 +132,7 @@ def end(
             plan = manager.retention.apply(tx, reply.key, now, tx.totals(reply.key))
             return reply.key, row, plan
 
-        where, row, plan = _on_reply(manager, key, row_id, mine.name, finish)
+        where, row, plan = _on_reply(manager, key, row_id, mine, finish)
         mine.ended(row_id)  # a discard's text is purged at its commit
         manager.retention.finish(where, plan)  # its trimmed events name where the row is now
         return EndResult(row, plan.report)
@@ -198,18 +198,18 @@ def _on_reply(
     manager: ChatHistoryManager,
     key: Key,
     row_id: int,
-    writer: str | None,
+    mine: Writer | None,
     body: Callable[[Transaction, Reply], T],
 ) -> T:
     """``body(tx, reply)`` in one write on the conversation reply ``row_id`` is in now, once
-    ``_mine`` found it to be the caller's (``writer``; None: the leases' upkeep). The write
+    ``_mine`` found it to be the caller's (``mine``; None: the leases' upkeep). The write
     locks ``key``, where the reply is unless re-keying moved it while it streamed: then it runs
     again under a lock of the whole database (the store's write locks name the conversations a
     write changes)."""
 
     def locked(where: Key | None) -> Callable[[Transaction], T]:
         def run(tx: Transaction) -> T:
-            reply = _mine(tx, key, row_id, writer)
+            reply = _mine(tx, key, row_id, mine)
             if where is not None and reply.key != where:
                 raise _Elsewhere
             return body(tx, reply)
@@ -260,15 +260,18 @@ def _continued(tx: Transaction, key: Key, row_id: int) -> StoredMessage:
     return row
 
 
-def _mine(tx: Transaction, key: Key, row_id: int, writer: str | None) -> Reply:
-    """Reply ``row_id`` as the caller may change it: the writer's own wherever it is now, the
-    one a lease's upkeep read (``writer`` None) by its id; else -32602 ``id``."""
+def _mine(tx: Transaction, key: Key, row_id: int, mine: Writer | None) -> Reply:
+    """Reply ``row_id`` as the caller may change it, else -32602 ``id``: the one the leases'
+    upkeep read (``mine`` None), by its id; a writer's own in ``key``, or wherever re-keying
+    took it when ``key`` is the one the writer began it in."""
     reply = ReplyReading(tx).by_id(row_id)
     if reply is None:
         raise InvalidParams("id", "is not a streaming reply of this conversation")
-    if writer is not None and reply.writer != writer:
-        if reply.key != key:
-            raise InvalidParams("id", "is not a streaming reply of this conversation")
+    if mine is None:
+        return reply
+    if reply.key != key and mine.held.get(row_id) != key:
+        raise InvalidParams("id", "is not a streaming reply of this conversation")
+    if reply.writer != mine.name:
         raise InvalidParams("id", "is a reply another window is streaming")
     return reply
 
@@ -332,9 +335,9 @@ class Writer:
     def __init__(self) -> None:
         #: the writer's name in ``replies.writer`` (one per process and store)
         self.name = uuid.uuid4().hex
-        #: the rows this process streams, by row id (the conversation a row is in may change:
-        #: re-keying moves it)
-        self.held: set[int] = set()
+        #: the rows this process streams, by row id, each with the conversation it began in
+        #: (the one its client names it by: re-keying may have moved it since)
+        self.held: dict[int, Key] = {}
         self._buckets: dict[int, tuple[float, float]] = {}
 
     def admit(self, row_id: int) -> None:
@@ -348,17 +351,17 @@ class Writer:
             )
         self._buckets[row_id] = (tokens - 1, now)
 
-    def started(self, row_id: int) -> None:
-        self.held.add(row_id)
+    def started(self, row_id: int, key: Key) -> None:
+        self.held[row_id] = key
 
     def ended(self, row_id: int) -> None:
-        self.held.discard(row_id)
+        self.held.pop(row_id, None)
         self._buckets.pop(row_id, None)
 
     def still_held(self, row_ids: Sequence[int]) -> None:
         """Of the rows it holds, only ``row_ids`` still stream (the others were deleted by a
         rewind, or ended by another process after this one stalled past its lease)."""
-        for row_id in self.held - set(row_ids):
+        for row_id in self.held.keys() - set(row_ids):
             self.ended(row_id)
 
 
