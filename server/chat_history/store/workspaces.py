@@ -46,7 +46,14 @@ CREATE TABLE IF NOT EXISTS conversation_renames (
 """
 
 #: The tables whose rows are keyed by (workspace, conversation).
-KEYED = ("messages", "conversations", "summaries", "turn_figures", "conversation_renames")
+KEYED = (
+    "messages",
+    "conversations",
+    "summaries",
+    "turn_figures",
+    "conversation_renames",
+    "compactions",
+)
 #: A conversation exists (store.records: rows, a summary, a user title or metadata).
 _EXISTS = (
     "(c.message_count > 0 OR c.title IS NOT NULL OR c.metadata IS NOT NULL "
