@@ -38,12 +38,14 @@ MAX_READ_CHARS = 64_000
 @attrs.frozen
 class Refusal:
     """One kind of refusal: its name (``reportProviderError``'s ``reason``), the provider kinds
-    whose answers say it, how their text says it, and the rules whose state is fenced."""
+    whose answers say it, how their text says it, and the rules whose state is fenced: the
+    state that was sent, or (``missing``) the calls that went without it."""
 
     reason: str
     kinds: tuple[str, ...]
     pattern: re.Pattern[str]
     states: tuple[str, ...]
+    missing: bool = False
 
 
 REFUSALS: tuple[Refusal, ...] = (
@@ -71,11 +73,14 @@ REFUSALS: tuple[Refusal, ...] = (
     Refusal(
         "thought_signature",
         ("gemini",),
-        re.compile(
-            r"function call is missing a thought_signature|corrupted thought signature"
-            r"|thought signature is not valid",
-            re.IGNORECASE,
-        ),
+        re.compile(r"function call is missing a thought_signature", re.IGNORECASE),
+        ("gemini.signatures",),
+        missing=True,
+    ),
+    Refusal(
+        "thought_signature",
+        ("gemini",),
+        re.compile(r"corrupted thought signature|thought signature is not valid", re.IGNORECASE),
         ("gemini.signatures",),
     ),
     Refusal(

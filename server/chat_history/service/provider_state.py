@@ -88,7 +88,7 @@ def report_error(
     with manager.lock:
 
         def fence_in(tx: Transaction) -> int:
-            rows = _fenced_rows(tx.all_rows(key), refusal.states, target)
+            rows = _fenced_rows(tx.all_rows(key), refusal.states, target, refusal.missing)
             tx.set_fences(key, rows)
             compaction = tx.compaction(key)
             fenced_compaction = _fenced_compaction(compaction, refusal.states, target)
@@ -99,10 +99,12 @@ def report_error(
         return Fenced(manager.write((key,), fence_in), refusal.reason)
 
 
-def _fenced_rows(rows: Sequence[StoredMessage], states: Sequence[str], target: Any) -> list[Any]:
-    """The rows whose state of ``states`` goes to ``target``, each with its new fences; for a
-    rule with something to stand in (Gemini's placeholder), every row that calls a tool
-    without it."""
+def _fenced_rows(
+    rows: Sequence[StoredMessage], states: Sequence[str], target: Any, missing: bool
+) -> list[Any]:
+    """The rows whose state of ``states`` goes to ``target``, each with its new fences; when the
+    refusal was of state ``missing`` (Gemini's missing signature), the rows that call a tool
+    without it instead, which then get what stands in (the placeholder)."""
     from chat_history.providers.state_rules import BY_NAME, fence_of, fenced, sent_states
 
     changed: list[StoredMessage] = []
@@ -115,7 +117,11 @@ def _fenced_rows(rows: Sequence[StoredMessage], states: Sequence[str], target: A
             rule = BY_NAME[name]
             if rule.kind != target.kind or fenced(rule, row.fences, target):
                 continue
-            if name in sent or (rule.instead is not None and row.tool_calls):
+            if missing:
+                wanted = rule.instead is not None and bool(row.tool_calls) and name not in sent
+            else:
+                wanted = name in sent
+            if wanted:
                 added.append(fence_of(rule, target))
         if added:
             changed.append(attrs.evolve(row, fences=(*row.fences, *added)))
