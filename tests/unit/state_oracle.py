@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from chat_history.model import Message, ToolCall
+from chat_history.model import Message, Origin, ToolCall
 from chat_history.policy.origins import alias_origin
 from chat_history.policy.prepare.compaction import SUMMARY_HEADER
 from chat_history.providers.continuation import claude_family
@@ -56,6 +56,11 @@ ALIASES: dict[str, dict[str, Any]] = {
         "provider": "openai-responses",
         "model": "gpt-5-codex",
         "stateScope": "import:codex",
+    },
+    "opencode-import": {
+        "provider": "anthropic",
+        "model": "claude-sonnet-4-5",
+        "stateScope": "import:opencode",
     },
     "gem3": {"provider": "gemini", "model": "gemini-3-pro-preview"},
     "gem3-flash": {"provider": "gemini", "model": "gemini-3-flash-preview"},
@@ -135,8 +140,13 @@ class Registry:
 
     def mint(self, target: str, marker: str, calls: Sequence[ToolCall], at: int) -> dict[str, Any]:
         """The facts of a new piece of state minted at ``target`` for the row ``marker``."""
+        return self.mint_at(alias_origin(target, aliases(), "origin"), marker, calls, at)
+
+    def mint_at(
+        self, origin: Origin, marker: str, calls: Sequence[ToolCall], at: int
+    ) -> dict[str, Any]:
+        """The facts of a new piece of state minted at ``origin`` for the row ``marker``."""
         self.counter += 1
-        origin = alias_origin(target, aliases(), "origin")
         facts = {
             "u": f"u{self.counter}",
             "k": origin.provider,
@@ -204,6 +214,30 @@ def reply(
         origin=alias_origin(target, aliases(), "origin"),
         timestamp=at,
     )
+
+
+def reminted(registry: Registry, row: Message, marker: str) -> Message:
+    """A row another tool recorded (an import), its marker added and each token of its state
+    minted again at its origin: the shape the tool recorded, with facts this simulation reads.
+    A row without an origin, or without state, only gets its marker."""
+    content = f"{row.content} {marker}"
+    origin = row.origin
+    if origin is None or not row.provider_data:
+        return attrs.evolve(row, content=content)
+    at = row.timestamp or 0
+
+    def fresh() -> str:
+        return encode(registry.mint_at(origin, marker, row.tool_calls, at))
+
+    data = json.loads(json.dumps(dict(row.provider_data)))
+    for block in data.get("anthropic", {}).get("thinking", []):
+        if block.get("type") == "thinking":
+            block["signature"] = fresh()
+        elif block.get("type") == "redacted_thinking":
+            block["data"] = fresh()
+    for item in data.get("openai-responses", {}).get("reasoning", []):
+        item["encrypted_content"] = fresh()
+    return attrs.evolve(row, content=content, provider_data=data)
 
 
 def compaction_items(registry: Registry, target: str, marker: str, at: int) -> list[dict[str, Any]]:
