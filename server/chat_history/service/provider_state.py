@@ -8,7 +8,7 @@ providers are). The error a client reports is read once and never stored, logged
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -17,6 +17,9 @@ from chat_history.model import Fence, Key, NativeCompaction, Origin, StoredMessa
 from chat_history.policy.budget import resolve_route
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.store import Transaction
+
+if TYPE_CHECKING:  # the providers load with the first call (as ``format``'s do)
+    from chat_history.providers.state_rules import Target
 
 
 @attrs.frozen
@@ -100,8 +103,8 @@ def report_error(
 
 
 def _fenced_rows(
-    rows: Sequence[StoredMessage], states: Sequence[str], target: Any, missing: bool
-) -> list[Any]:
+    rows: Sequence[StoredMessage], states: Sequence[str], target: Target, missing: bool
+) -> list[StoredMessage]:
     """The rows whose state of ``states`` goes to ``target``, each with its new fences; when the
     refusal was of state ``missing`` (Gemini's missing signature), the rows that call a tool
     without it instead, which then get what stands in (the placeholder)."""
@@ -129,7 +132,7 @@ def _fenced_rows(
 
 
 def _fenced_compaction(
-    compaction: NativeCompaction | None, states: Sequence[str], target: Any
+    compaction: NativeCompaction | None, states: Sequence[str], target: Target
 ) -> NativeCompaction | None:
     """The native compaction with a fence for ``target``, when its items go there and one of
     ``states`` names them; else None."""
