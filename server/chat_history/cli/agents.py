@@ -21,6 +21,7 @@ from chat_history.paths import STORAGE_ENV
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.workspaces import named_workspace
 from chat_history.settings import default_settings
+from chat_history.store import DATABASE_FILE
 
 #: The first bytes of every SQLite database file (its header's magic string).
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -49,7 +50,10 @@ def check_store(location: tuple[Path, str], *, given: bool) -> None:
     path = location[0] / location[1]
     where = "--db" if given else f"${STORAGE_ENV} or the default folder"
     if not path.exists():
-        if not given:
+        # The default store, or a storage folder that exists (the panel registers its own before
+        # the first chat): a database is made there, as the editor's server would. A path that
+        # names no folder is a mistake, and nothing is created for it.
+        if not given or (location[0].is_dir() and location[1] == DATABASE_FILE):
             return
         raise SystemExit(
             f"chat-history mcp: no database at {path} (from --db): the MCP server only reads "
