@@ -9,7 +9,7 @@ import attrs
 
 from chat_history.model import Key, Message, StoredMessage, Summary
 from chat_history.policy.search.folding import stored_fold
-from chat_history.store import search_index
+from chat_history.store import search_index, tree
 from chat_history.store.engine import sqlite3
 from chat_history.store.rows import COLUMNS, message_columns, status_column, to_message
 from chat_history.store.schema import FIGURES
@@ -26,9 +26,9 @@ _LAST_FIGURES = (
 #: A new row's id is one more than any id the table holds or ever deleted (schema v3).
 _INSERT_MESSAGE = (
     "INSERT INTO messages (id, workspace, conversation, turn, role, content, tool_calls, "
-    "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded, status) "
-    "VALUES ((SELECT MAX(highest_deleted, COALESCE((SELECT MAX(id) FROM messages), 0)) + 1 "
-    "FROM id_floor), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded, status, "
+    "parent_id) VALUES ((SELECT MAX(highest_deleted, COALESCE((SELECT MAX(id) FROM messages), 0)) "
+    "+ 1 FROM id_floor), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _UPDATE_TOTALS = (
     "UPDATE conversations SET message_count = ?, tokens = ?, last_turn = ?, turn_start_id = ?, "
@@ -55,6 +55,10 @@ class ConversationTotals:
     turn_start_id: int
     oldest_timestamp: int | None
     last_activity: int
+    #: the inactive branches (subtrees off the active path, store.tree) and the oldest of their
+    #: newest rows' timestamps: what the retention check weighs of them without reading them
+    branches: int = 0
+    branch_expiry: int | None = None
 
 
 @attrs.frozen
@@ -81,7 +85,8 @@ def totals(connection: sqlite3.Connection, key: Key) -> ConversationTotals | Non
     last activity); None when it has no record."""
     row = connection.execute(
         "SELECT message_count, tokens, last_turn, turn_start_id, oldest_timestamp, "
-        "last_activity FROM conversations WHERE workspace = ? AND conversation = ?",
+        "last_activity, branches, branch_expiry FROM conversations "
+        "WHERE workspace = ? AND conversation = ?",
         (key.workspace, key.conversation),
     ).fetchone()
     return ConversationTotals(*row) if row else None
@@ -187,9 +192,16 @@ def row_meta(connection: sqlite3.Connection, key: Key) -> list[RowMetaRecord]:
 
 
 def insert_row(
-    connection: sqlite3.Connection, key: Key, message: Message, turn: int, tokens: int, at: int
+    connection: sqlite3.Connection,
+    key: Key,
+    message: Message,
+    turn: int,
+    tokens: int,
+    at: int,
+    parent_id: int | None,
 ) -> int:
-    """Insert one row stamped ``at``; returns its id."""
+    """Insert one row stamped ``at`` after row ``parent_id`` (None: a first row); returns its
+    id."""
     cursor = connection.execute(
         _INSERT_MESSAGE,
         (
@@ -200,6 +212,7 @@ def insert_row(
             tokens,
             stored_fold(message.content),
             status_column(message),
+            parent_id,
         ),
     )
     return int(cursor.lastrowid or 0)
@@ -222,6 +235,11 @@ def write_totals(
             key.conversation,
         ),
     )
+
+
+def raise_id_floor(connection: sqlite3.Connection) -> None:
+    """Before deleting rows: no id is handed out twice (schema v3)."""
+    connection.execute(_RAISE_ID_FLOOR)
 
 
 def delete_rows(connection: sqlite3.Connection, key: Key, ids: Sequence[int]) -> None:
@@ -257,16 +275,18 @@ def delete_rows(connection: sqlite3.Connection, key: Key, ids: Sequence[int]) ->
 
 
 def clear(connection: sqlite3.Connection, key: Key) -> int:
-    """Delete the conversation: rows, summary, totals, figures. Returns the rows deleted."""
+    """Delete the conversation: rows (its other branches' too), summary, totals, figures.
+    Returns the rows deleted."""
     connection.execute(_RAISE_ID_FLOOR)
-    where, params = "workspace = ? AND conversation = ?", (key.workspace, key.conversation)
+    where = "workspace = ? AND conversation IN (?, ?)"
+    params = (key.workspace, key.conversation, key.conversation + tree.PARKED)
     bulk = search_index.begin_bulk_delete(
         connection, search_index.indexed_rows(connection, where, params)
     )
     deleted = connection.execute(f"DELETE FROM messages WHERE {where}", params).rowcount
     if bulk:
         search_index.end_bulk_delete(connection)
-    for table in ("summaries", "conversations", "turn_figures"):
+    for table in ("summaries", "conversations", "turn_figures", "branches"):
         connection.execute(
             f"DELETE FROM {table} WHERE workspace = ? AND conversation = ?",
             (key.workspace, key.conversation),

@@ -27,7 +27,7 @@ STREAMING_TEXT = (
 COLUMNS = (
     f"id, turn, role, CASE WHEN status = 'streaming' THEN {STREAMING_TEXT} ELSE content END, "
     "tool_calls, tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, "
-    "status"
+    "status, parent_id"
 )
 
 
@@ -53,6 +53,7 @@ def to_message(row: sqlite3.Row | tuple[Any, ...]) -> StoredMessage:
         metadata,
         tokens,
         status,
+        parent_id,
     ) = row
     return StoredMessage(
         id=id_,
@@ -72,6 +73,7 @@ def to_message(row: sqlite3.Row | tuple[Any, ...]) -> StoredMessage:
         metadata=json.loads(metadata) if metadata else {},
         tokens=tokens,
         status=status or "complete",
+        parent_id=parent_id,
     )
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from chat_history.store import calibration, changes, keys, replies, search_index, workspaces
+from chat_history.store import calibration, changes, keys, replies, search_index, tree, workspaces
 from chat_history.store.engine import sqlite3
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -181,6 +181,11 @@ MIGRATIONS[11] = workspaces.RENAMES_SCHEMA
 # deleted at its commit, so its name leaves the file (store/changes.py). Readers below the floor
 # check which of their conversations still exist.
 MIGRATIONS[12] = changes.FLOOR_SCHEMA
+
+# Version 14 (issue 41): conversation trees (store/tree.py): each row's parent (every existing
+# conversation one path, each row following the one before it), a leaf's last activity, the
+# inactive branches and what the retention check reads of them.
+MIGRATIONS[13] = tree.SCHEMA
 
 
 def statements(script: str) -> list[str]:

@@ -29,6 +29,7 @@ from chat_history.policy.search.scoring import (
 )
 from chat_history.store.engine import sqlite3
 from chat_history.store.search_index import indexed_through
+from chat_history.store.tree import scope_keys
 
 #: A conversation of at most this many rows is searched by reading its rows; a longer one
 #: through the search index.
@@ -46,8 +47,8 @@ def _scope(scope: SearchScope) -> tuple[str, list[object]]:
         clauses.append("m.workspace = ?")
         params.append(scope.workspace)
     if scope.conversation is not None:
-        clauses.append("m.conversation = ?")
-        params.append(scope.conversation)
+        clauses.append("m.conversation IN (?, ?)")  # its active path and its other branches
+        params.extend(scope_keys(scope.conversation))
     return " AND ".join(clauses), params
 
 
@@ -103,12 +104,16 @@ def _few_rows(connection: sqlite3.Connection, scope: SearchScope) -> bool:
     finds them) costs less than a lookup in the search index."""
     if scope.conversation is None:
         return False
-    sql = "SELECT coalesce(sum(message_count), 0) FROM conversations WHERE conversation = ?"
+    where = "conversation = ?" + (" AND workspace = ?" if scope.workspace is not None else "")
     params: list[object] = [scope.conversation]
     if scope.workspace is not None:
-        sql += " AND workspace = ?"
         params.append(scope.workspace)
-    return int(connection.execute(sql, params).fetchone()[0]) <= SCAN_CONVERSATION_ROWS
+    # Its rows on every branch: the active path's and those of its inactive branches.
+    sql = (
+        f"SELECT coalesce((SELECT sum(message_count) FROM conversations WHERE {where}), 0) "
+        f"+ coalesce((SELECT sum(row_count) FROM branches WHERE {where}), 0)"
+    )
+    return int(connection.execute(sql, params * 2).fetchone()[0]) <= SCAN_CONVERSATION_ROWS
 
 
 def best_rows(

@@ -9,13 +9,15 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from chat_history.model import Key, Message, StoredMessage, Summary
+from chat_history.model import Follow, Key, Message, StoredMessage, Summary
+from chat_history.policy.tree import Branch, Switch, subtree
 from chat_history.store import (
     calibration,
     edits,
     queries,
     records,
     search_index,
+    tree,
 )
 from chat_history.store import workspaces as workspace_sql
 from chat_history.store.conversation_cache import ConversationCache
@@ -57,12 +59,15 @@ class Transaction(Reading):
         rows: Sequence[tuple[Message, int, int]],
         totals: ConversationTotals | None,
         now_ms: int,
+        follow: Follow | None = None,
     ) -> tuple[list[StoredMessage], ConversationTotals]:
         """Insert (message, turn, tokens) rows in order (a row without a timestamp gets
         ``now_ms``) and update the conversation's ``totals``; returns the rows and the new
-        totals."""
+        totals. Each row follows the one before it, the first the active leaf, or the row
+        ``follow`` names (which the caller made the active leaf: ``activate``)."""
         self.touched.add(key)
         stored: list[StoredMessage] = []
+        parent = follow.parent_id if follow is not None else self._active_leaf(key, totals)
         # The conversation starts existing now (again, after retention emptied it).
         created = totals is None or (
             totals.message_count == 0 and not records.exists(self.connection, key)
@@ -74,7 +79,9 @@ class Transaction(Reading):
         oldest = totals.oldest_timestamp if totals else None
         for message, turn, row_tokens in rows:
             timestamp = now_ms if message.timestamp is None else message.timestamp
-            row_id = queries.insert_row(self.connection, key, message, turn, row_tokens, timestamp)
+            row_id = queries.insert_row(
+                self.connection, key, message, turn, row_tokens, timestamp, parent
+            )
             if turn != last_turn or turn_start == 0:
                 turn_start = row_id
             last_turn = turn
@@ -83,16 +90,40 @@ class Transaction(Reading):
             oldest = timestamp if oldest is None else min(oldest, timestamp)
             stored.append(
                 StoredMessage.of(
-                    message, id=row_id, turn=turn, tokens=row_tokens, timestamp=timestamp
+                    message,
+                    id=row_id,
+                    turn=turn,
+                    tokens=row_tokens,
+                    timestamp=timestamp,
+                    parent_id=parent,
                 )
             )
-        after = ConversationTotals(count, tokens, last_turn, turn_start, oldest, now_ms)
+            parent = row_id
+        after = ConversationTotals(
+            count,
+            tokens,
+            last_turn,
+            turn_start,
+            oldest,
+            now_ms,
+            totals.branches if totals else 0,
+            totals.branch_expiry if totals else None,
+        )
         queries.write_totals(self.connection, key, after, existed=totals is not None)
         if created:
             records.set_created(self.connection, key, now_ms)
         self._cache.extend(key, stored)
         self._tails.track(key, after, stored)
         return stored, after
+
+    def _active_leaf(self, key: Key, totals: ConversationTotals | None) -> int | None:
+        """The active path's newest row: remembered when this connection's tail holds it."""
+        if totals is None or totals.message_count == 0:
+            return None
+        tail = self._tails.checked(key)
+        if tail is not None and tail.totals is totals and tail.recent:
+            return tail.recent[-1].id
+        return edits.last_id(self.connection, key)
 
     def rows_changed(self, key: Key) -> None:
         """Rows of the conversation changed by SQL outside these methods (store.reply_section):
@@ -102,13 +133,60 @@ class Transaction(Reading):
         self._tails.drop(key)
 
     def delete_rows(self, key: Key, ids: Iterable[int]) -> None:
-        """Delete rows by id and recompute the conversation's totals from what is left."""
+        """Delete rows of the active path by id and recompute the conversation's totals from
+        what is left; the branches that start below them go with them (retention)."""
         self.touched.add(key)
         self.removed_text = True
         id_list = sorted(ids)
+        branched = self._branched(key)
         queries.delete_rows(self.connection, key, id_list)
         self._cache.remove_ids(key, set(id_list))
         self._tails.drop(key)  # its totals changed
+        self._after_delete(key, id_list, adopt=False, branched=branched)
+
+    def _branched(self, key: Key) -> bool:
+        """Whether the conversation has inactive branches (its totals say)."""
+        totals = self.totals(key)
+        return totals is not None and totals.branches > 0
+
+    def _after_delete(self, key: Key, gone: Sequence[int], *, adopt: bool, branched: bool) -> None:
+        """After rows of the active path were deleted: each row that followed one of them
+        follows the nearest row left before it; the inactive branches that started below them
+        are deleted (retention, truncate) or ``adopt``ed the same way (deleteTurns, a
+        discarded reply)."""
+        moved = tree.successors(self.connection, key, gone)
+        for row_id, parent in moved.items():
+            tree.set_parent(self.connection, key, [row_id], parent)
+        if moved:
+            self._cache.set_parents(key, moved)
+            self._tails.set_parents(key, moved)
+        if not branched:
+            return
+        gone_set = set(gone)
+        orphans = [b for b in tree.branches(self.connection, key) if b.parent in gone_set]
+        if not orphans:
+            return
+        if adopt:
+            for branch in orphans:
+                assert branch.parent is not None
+                tree.set_parent(
+                    self.connection,
+                    key,
+                    [branch.head],
+                    edits.last_before(self.connection, key, branch.parent),
+                )
+        else:
+            nodes = tree.parked_nodes(self.connection, key)
+            doomed = sorted({i for b in orphans for i in subtree(nodes, b.head)})
+            queries.raise_id_floor(self.connection)
+            tree.delete_parked(self.connection, key, doomed)
+        self._refresh_branches(key)
+
+    def _refresh_branches(self, key: Key) -> list[Branch]:
+        """The inactive branches worked out again (their rows changed); the tail's totals go."""
+        found = tree.refresh(self.connection, key)
+        self._tails.drop(key)
+        return found
 
     def clear(self, key: Key) -> int:
         """Delete the whole conversation and its summary; returns the rows deleted."""
@@ -166,9 +244,12 @@ class Transaction(Reading):
         self.removed_text = True  # the old metadata, if any, goes
         records.set_metadata(self.connection, key, text)
 
-    def delete_messages(self, key: Key, rows: Sequence[StoredMessage]) -> ConversationTotals | None:
-        """Delete ``rows`` (read in this transaction) by id; totals, turn figures, the cache and
-        the tail follow. Returns the new totals."""
+    def delete_messages(
+        self, key: Key, rows: Sequence[StoredMessage], *, adopt: bool = True
+    ) -> ConversationTotals | None:
+        """Delete ``rows`` of the active path (read in this transaction) by id; totals, turn
+        figures, the cache and the tail follow. The branches that started below them follow the
+        nearest row left before (``adopt``), else go with them. Returns the new totals."""
         self.touched.add(key)
         totals = self.totals(key)
         if totals is None or not rows:
@@ -178,7 +259,8 @@ class Transaction(Reading):
         removed = frozenset(row.id for row in rows)
         self._cache.remove_ids(key, set(removed))
         self._tails.amend(key, after, removed=removed)
-        return after
+        self._after_delete(key, sorted(removed), adopt=adopt, branched=totals.branches > 0)
+        return self.totals(key)
 
     def update_message(self, key: Key, old: StoredMessage, new: StoredMessage) -> None:
         """Store ``new`` (an edit of ``old``: content, attachments, metadata, tokens) in place;
@@ -197,6 +279,73 @@ class Transaction(Reading):
         """An edited completed turn's figures (values in FIGURES order)."""
         edits.replace_turn_figures(self.connection, key, turn, own)
         self._tails.amend(key, self.totals(key))  # the running sums are read again
+
+    # -- version 5: conversation trees (store.tree) ------------------------------------------
+
+    def activate(
+        self, key: Key, switch: Switch, *, stamp: int | None, switched: bool = True
+    ) -> tuple[ConversationTotals | None, int | None]:
+        """Make ``switch``'s path the active path: the active path's rows after its fork are
+        parked (its leaf, when it goes, stamped ``stamp``: when it stopped being active), its
+        arriving rows come onto it; the totals follow, and the turn figures from the lowest
+        turn that changed (returned: the caller records them again, ``refigure``). ``switched``
+        marks the change for the change watch (``"branch"``)."""
+        self.touched.add(key)
+        totals = self.totals(key)
+        leaf = edits.last_id(self.connection, key)
+        left = tree.park_after(self.connection, key, switch.fork)
+        if left.count and leaf is not None and stamp is not None:
+            tree.stamp(self.connection, key, leaf, stamp)
+        arrived = tree.unpark(self.connection, key, switch.arriving)
+        self._cache.drop(key)
+        self._tails.drop(key)
+        if totals is None:
+            return None, None
+        count = totals.message_count - left.count + arrived.count
+        oldest = totals.oldest_timestamp
+        if left.count and (oldest is None or (left.oldest is not None and left.oldest <= oldest)):
+            oldest = edits.oldest_timestamp(self.connection, key)
+        elif arrived.oldest is not None:
+            oldest = arrived.oldest if oldest is None else min(oldest, arrived.oldest)
+        last_turn, turn_start = edits.last_turn_start(self.connection, key)
+        after = attrs.evolve(
+            totals,
+            message_count=count,
+            tokens=totals.tokens - left.tokens + arrived.tokens,
+            last_turn=last_turn,
+            turn_start_id=turn_start,
+            oldest_timestamp=oldest if count else None,
+        )
+        queries.write_totals(self.connection, key, after, existed=True)
+        lowest = min(
+            (t for t in (left.lowest_turn, arrived.lowest_turn, last_turn) if t is not None)
+        )
+        edits.drop_figures_from(self.connection, key, lowest)
+        self._refresh_branches(key)
+        if switched:
+            tree.switched(self.connection, key)
+        return self.totals(key), lowest
+
+    def delete_subtrees(self, key: Key, heads: Sequence[int]) -> int:
+        """Delete the inactive branches that ``heads`` start (rows off the active path), whole;
+        returns the rows deleted."""
+        if not heads:
+            return 0
+        self.touched.add(key)
+        self.removed_text = True
+        nodes = tree.parked_nodes(self.connection, key)
+        doomed = sorted({i for head in heads for i in subtree(nodes, head)})
+        queries.raise_id_floor(self.connection)
+        tree.delete_parked(self.connection, key, doomed)
+        self._refresh_branches(key)
+        return len(doomed)
+
+    def adopt(self, key: Key, ids: Sequence[int], parent: int | None) -> None:
+        """The rows ``ids`` follow row ``parent`` now."""
+        self.touched.add(key)
+        tree.set_parent(self.connection, key, ids, parent)
+        self._cache.drop(key)
+        self._tails.drop(key)
 
     def copy_conversation(self, source: Key, target: Key, through_id: int, now: int) -> int:
         """Copy the source's rows through ``through_id`` into ``target`` (which must not exist),

@@ -13,6 +13,7 @@ import attrs
 
 from chat_history.model import Key
 from chat_history.policy.identity import Fingerprint
+from chat_history.store import tree
 from chat_history.store.engine import sqlite3
 
 #: Schema step 7 (SQLite): one fingerprint per (identity, machine).
@@ -45,8 +46,16 @@ CREATE TABLE IF NOT EXISTS conversation_renames (
 ) WITHOUT ROWID
 """
 
-#: The tables whose rows are keyed by (workspace, conversation).
-KEYED = ("messages", "conversations", "summaries", "turn_figures", "conversation_renames")
+#: The tables whose rows are keyed by (workspace, conversation) (the rows off a conversation's
+#: active path are keyed by its parked key: ``rename`` carries them too, store.tree).
+KEYED = (
+    "messages",
+    "conversations",
+    "summaries",
+    "turn_figures",
+    "conversation_renames",
+    "branches",
+)
 #: A conversation exists (store.records: rows, a summary, a user title or metadata).
 _EXISTS = (
     "(c.message_count > 0 OR c.title IS NOT NULL OR c.metadata IS NOT NULL "
@@ -112,7 +121,7 @@ def drop_empty(connection: sqlite3.Connection, workspace: str, ids: set[str]) ->
     """Delete the records of ``ids`` under ``workspace`` that describe no conversation (what
     retention left), so a move may take their keys."""
     for conversation in sorted(ids):
-        for table in ("turn_figures", "conversations", "conversation_renames"):
+        for table in ("turn_figures", "conversations", "conversation_renames", "branches"):
             connection.execute(
                 f"DELETE FROM {table} WHERE workspace = ? AND conversation = ?",
                 (workspace, conversation),
@@ -129,6 +138,10 @@ def rename(connection: sqlite3.Connection, workspace: str, renames: dict[str, st
                 f"UPDATE {table} SET conversation = ? WHERE workspace = ? AND conversation = ?",
                 (new, workspace, old),
             )
+        connection.execute(
+            "UPDATE messages SET conversation = ? WHERE workspace = ? AND conversation = ?",
+            (new + tree.PARKED, workspace, old + tree.PARKED),
+        )
 
 
 def move(connection: sqlite3.Connection, source: str, target: str) -> None:

@@ -49,7 +49,9 @@ V8_TABLES: dict[str, tuple[str, ...]] = {
 #: guarded by a later migration (``guarded(table, key)`` there) is added here.
 #: The tables version 9 guards: the change marks (counter.py: a gone conversation's are deleted).
 V9_TABLES: dict[str, tuple[str, ...]] = {"change_marks": ("workspace", "conversation")}
-GUARDED: dict[str, tuple[str, ...]] = {**V8_TABLES, **V9_TABLES}
+#: The table version 10 guards: the inactive branches of conversation trees (store/tree.py).
+V10_TABLES: dict[str, tuple[str, ...]] = {"branches": ("workspace", "conversation", "head")}
+GUARDED: dict[str, tuple[str, ...]] = {**V8_TABLES, **V9_TABLES, **V10_TABLES}
 
 
 def owned(table: str, grant: str = "SELECT, INSERT, UPDATE, DELETE") -> str:
