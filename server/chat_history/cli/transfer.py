@@ -101,7 +101,7 @@ def _key(line: dict[str, Any]) -> Key:
         raise InvalidParams("workspace", "must be a non-empty string")
     if not isinstance(conversation, str):
         raise InvalidParams("conversationId", "must be a non-empty string")
-    return Key(checks.check_workspace(workspace), checks.check_id(conversation, "conversationId"))
+    return Key(checks.check_workspace(workspace), checks.check_conversation_id(conversation))
 
 
 def _message(raw: Any) -> Message:

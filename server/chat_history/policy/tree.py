@@ -105,8 +105,10 @@ def _recency(nodes: Sequence[Node], active_leaf: int | None) -> dict[int, float]
     by_id = {node.id: node for node in nodes}
     recency: dict[int, float] = {}
     for node in sorted(nodes, key=lambda n: n.id, reverse=True):
-        own = float("inf") if node.id == active_leaf else float(
-            node.active_at if node.active_at is not None else float("-inf")
+        own = (
+            float("inf")
+            if node.id == active_leaf
+            else float(node.active_at if node.active_at is not None else float("-inf"))
         )
         recency[node.id] = max(recency.get(node.id, float("-inf")), own)
         parent = node.parent_id
@@ -203,16 +205,12 @@ def plan_branches(
     """The branches whose newest row is older than ``cutoff`` (None: the age rule is off), then,
     while more than ``max_branches`` are left, the least recently active."""
     old = [b for b in branches if cutoff is not None and b.newest < cutoff]
-    left = sorted(
-        (b for b in branches if b not in old), key=lambda b: (b.last_active, b.head)
-    )
+    left = sorted((b for b in branches if b not in old), key=lambda b: (b.last_active, b.head))
     over = max(0, len(left) - max_branches)
     return BranchPlan(tuple(b.head for b in old), tuple(b.head for b in left[:over]))
 
 
-def branches_due(
-    count: int, expiry: int | None, *, max_branches: int, cutoff: int | None
-) -> bool:
+def branches_due(count: int, expiry: int | None, *, max_branches: int, cutoff: int | None) -> bool:
     """The check on a conversation's record: could a branch rule delete something?"""
     if count > max_branches:
         return True

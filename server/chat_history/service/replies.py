@@ -23,11 +23,20 @@ from typing import Any, Literal
 import attrs
 
 from chat_history.errors import InvalidParams, ReplyInProgress
-from chat_history.model import Expected, Key, Message, PruneReport, StoredMessage, ToolCall
+from chat_history.model import (
+    Expected,
+    Follow,
+    Key,
+    Message,
+    PruneReport,
+    StoredMessage,
+    ToolCall,
+)
 from chat_history.policy.retention import RetentionPlan
 from chat_history.policy.tokens import stored_tokens
 from chat_history.service.edits import check_expected, refigure_turn
 from chat_history.service.manager import ChatHistoryManager, record_in
+from chat_history.service.tree_steps import follow_in, settle_in, with_siblings
 from chat_history.store import Transaction
 from chat_history.store.reply_section import Replies, ReplyReading
 
@@ -53,6 +62,8 @@ class ReplyBegin:
     continue_id: int | None = None
     message: Message | None = None
     expected: Expected = None
+    #: version 5's ``parentId``: the row the reply follows (absent: the active leaf)
+    follow: Follow | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -94,7 +105,11 @@ def begin(manager: ChatHistoryManager, key: Key, options: ReplyBegin) -> StoredM
             stored, _ = record_in(tx, key, totals, [message], max_tool_result_chars=0, now=now)
             return stored[0]
 
-        row = manager.write((key,), lambda tx: _begin_in(tx, key, options, mine.name, now, record))
+        def begin_in(tx: Transaction) -> StoredMessage:
+            row = _begin_in(tx, key, options, mine.name, now, record)
+            return with_siblings(tx, key, [row])[0]
+
+        row = manager.write((key,), begin_in)
         mine.started(key, row.id)
         return row
 
@@ -120,7 +135,8 @@ def end(
 
         def finish(tx: Transaction) -> tuple[StoredMessage | None, RetentionPlan]:
             row = _end_in(tx, key, row_id, status, change, mine.name, now)
-            return row, manager.retention.apply(tx, key, now, tx.totals(key))
+            plan = manager.retention.apply(tx, key, now, tx.totals(key))
+            return (None if row is None else with_siblings(tx, key, [row])[0]), plan
 
         row, plan = manager.write((key,), finish)
         mine.ended(key)  # a discard's text is purged at its commit
@@ -197,6 +213,7 @@ def _begin_in(
         section.start(key, row.id, row.content, writer, until)
         tx.touch(key, now)
         return attrs.evolve(row, status="streaming")
+    follow_in(tx, key, options.follow, now)
     message = options.message or Message(role="assistant")
     placeholder = attrs.evolve(message, content="", status="streaming")
     stored = record(tx, placeholder)
@@ -260,6 +277,8 @@ def _end_in(
     if status == "discard":
         section.forget(key, row_id, None)
         tx.delete_messages(key, [row])
+        # A discarded Regenerate shows the reply it would have replaced again (version 5).
+        settle_in(tx, key, row.parent_id, now)
         tx.touch(key, now)
         return None
     ended = attrs.evolve(

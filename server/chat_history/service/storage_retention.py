@@ -20,11 +20,11 @@ from chat_history.policy.retention import (
     with_branches,
 )
 from chat_history.policy.tree import BranchPlan, branches_due, plan_branches
+from chat_history.service.tree_steps import settle_empty
 from chat_history.settings import Settings
 from chat_history.store import ConversationTotals, HistoryStore, Reading, Transaction
 from chat_history.store.reply_section import ReplyReading
 from chat_history.store.seam import write_retried
-from chat_history.service.tree_steps import settle_empty
 
 #: Retention plans that delete no rows.
 _KEEP_ALL = RetentionPlan(frozenset(), None, ())

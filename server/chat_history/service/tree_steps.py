@@ -101,7 +101,7 @@ def settle_in(tx: Transaction, key: Key, parent: int | None, now: int) -> Conver
     the path ``switchBranch`` would pick from ``parent`` among the inactive branches below it
     comes on, when there is one. Returns the totals."""
     totals = tx.totals(key)
-    if totals is None or not totals.branches:
+    if totals is None or not totals.branches or tx.last_id(key) != parent:
         return totals
     parked = tx.parked_nodes(key)
     below = descend(parked, parent, None)

@@ -42,9 +42,19 @@ GROUP BY c.workspace, c.conversation, c.message_count, c.tokens, c.last_activity
 
 
 def _fingerprint(row: tuple[object, ...]) -> Fingerprint:
-    _, last_id, first_id, count, tokens, last_activity, title, metadata, summary_at, reply, branch = (
-        row
-    )
+    (
+        _,
+        last_id,
+        first_id,
+        count,
+        tokens,
+        last_activity,
+        title,
+        metadata,
+        summary_at,
+        reply,
+        branch,
+    ) = row
     return Fingerprint(
         last_id=last_id,  # type: ignore[arg-type]
         first_id=first_id,  # type: ignore[arg-type]

@@ -130,9 +130,7 @@ def delete(
 
 def drop_figures_from(connection: sqlite3.Connection, key: Key, turn: int) -> None:
     """Forget the figures of ``turn`` and every later turn (their rows changed)."""
-    connection.execute(
-        f"DELETE FROM turn_figures WHERE {_WHERE} AND turn >= ?", (*_key(key), turn)
-    )
+    connection.execute(f"DELETE FROM turn_figures WHERE {_WHERE} AND turn >= ?", (*_key(key), turn))
 
 
 def first_of_turn(connection: sqlite3.Connection, key: Key, turn: int) -> int | None:
@@ -224,9 +222,7 @@ def copy(
     completes. Returns the target's totals (active ``now``) and the id before the first copy:
     the copy of the source's n-th row (counting from 1) has id base + n."""
     (base,) = connection.execute(ID_BEFORE_COPY).fetchone()
-    connection.execute(
-        COPY_ROWS, (base, *_key(target), base, base, *_key(source), through_id)
-    )
+    connection.execute(COPY_ROWS, (base, *_key(target), base, base, *_key(source), through_id))
     count, tokens, oldest = connection.execute(
         f"SELECT COUNT(*), COALESCE(SUM(tokens), 0), MIN(timestamp) FROM messages WHERE {_WHERE}",
         _key(target),

@@ -317,9 +317,7 @@ class Transaction(Reading):
             oldest_timestamp=oldest if count else None,
         )
         queries.write_totals(self.connection, key, after, existed=True)
-        lowest = min(
-            (t for t in (left.lowest_turn, arrived.lowest_turn, last_turn) if t is not None)
-        )
+        lowest = min(t for t in (left.lowest_turn, arrived.lowest_turn, last_turn) if t is not None)
         edits.drop_figures_from(self.connection, key, lowest)
         self._refresh_branches(key)
         if switched:

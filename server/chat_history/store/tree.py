@@ -132,7 +132,9 @@ def parked_nodes(connection: sqlite3.Connection, key: Key) -> list[Node]:
     ]
 
 
-def active_nodes(connection: sqlite3.Connection, key: Key, through: int | None = None) -> list[Node]:
+def active_nodes(
+    connection: sqlite3.Connection, key: Key, through: int | None = None
+) -> list[Node]:
     """The active path's rows (those with ids ≤ ``through`` when given), in order."""
     bound = through if through is not None else 1 << 62
     return [
@@ -216,7 +218,8 @@ def unpark(connection: sqlite3.Connection, key: Key, ids: Sequence[int]) -> Move
 def stamp(connection: sqlite3.Connection, key: Key, leaf: int, at: int) -> None:
     """Row ``leaf`` stopped being the active leaf at ``at``."""
     connection.execute(
-        "UPDATE messages SET active_at = ? WHERE id = ? AND workspace = ? AND conversation IN (?, ?)",
+        "UPDATE messages SET active_at = ? WHERE id = ? AND workspace = ? "
+        "AND conversation IN (?, ?)",
         (at, leaf, key.workspace, key.conversation, parked(key)),
     )
 
@@ -235,7 +238,9 @@ def set_parent(
         )
 
 
-def successors(connection: sqlite3.Connection, key: Key, gone: Sequence[int]) -> dict[int, int | None]:
+def successors(
+    connection: sqlite3.Connection, key: Key, gone: Sequence[int]
+) -> dict[int, int | None]:
     """After the active path's rows ``gone`` (ids, ascending) were deleted: each row left on it
     that followed one of them, with the row it follows now (the nearest row left before it;
     None: it is a first row now). One lookup per run of deleted rows."""
@@ -289,8 +294,8 @@ def write_branches(connection: sqlite3.Connection, key: Key, found: Sequence[Bra
     )
     if found:
         connection.executemany(
-            "INSERT INTO branches (workspace, conversation, head, parent, row_count, newest, activity) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO branches (workspace, conversation, head, parent, row_count, newest, "
+            "activity) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
                 (key.workspace, key.conversation, b.head, b.parent, b.rows, b.newest, b.activity)
                 for b in found

@@ -229,7 +229,18 @@ def wire_message(row: StoredMessage) -> dict[str, Any]:
         "providerData": dict(row.provider_data),
         "metadata": dict(row.metadata),
         "status": row.status,
+        "parentId": row.parent_id,
+        "siblings": wire_siblings(row),
     }
+
+
+def wire_siblings(row: StoredMessage) -> dict[str, Any]:
+    """A row of the active path's ``siblings`` (protocol.md "Version 5"): itself alone when it
+    has none."""
+    found = row.siblings
+    if found is None:
+        return {"index": 0, "count": 1, "ids": [row.id]}
+    return {"index": found.index, "count": found.count, "ids": list(found.ids)}
 
 
 _WIRE_NAMES: dict[type, tuple[tuple[str, str], ...]] = {}

@@ -2,8 +2,8 @@
 an advisory lock in one transaction, so several servers starting at once migrate once and the
 others wait, then find it done). The texts: version 1 in ``tables``, versions 2 to 7 in
 ``migrations``, 8 and 9 in ``guard`` (with the role setup every version uses: ``owned``,
-``guarded``), 10 (conversation trees) in ``migrations``; ``MIGRATIONS`` indexes them. Version 1 holds what SQLite's version 6 holds, with
-PostgreSQL's own parts:
+``guarded``), 10 (conversation trees) in ``migrations``; ``MIGRATIONS`` indexes them. Version 1
+holds what SQLite's version 6 holds, with PostgreSQL's own parts:
 
 - ``owner`` on every table of history (default ``current_user``), in every key, and row-level
   security forced on (``owner = current_user``, ``guard.owned``): each database role sees,
