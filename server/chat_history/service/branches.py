@@ -15,6 +15,7 @@ from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.tree_steps import activate_in, parked_switch, with_siblings
 from chat_history.store import Reading, Transaction
 from chat_history.store.reply_section import ReplyReading
+from chat_history.store.tree_section import TreeReading
 
 #: ``getTree``'s page: 1–10,000 rows, 1,000 when the request names none.
 MAX_TREE_PAGE = 10_000
@@ -77,14 +78,16 @@ def switch(
 
         def switch_in(tx: Transaction) -> SwitchResult:
             check_expected(tx, key, expected)
-            node = tx.tree_node(key, row_id)
+            section = TreeReading(tx)
+            node = section.node(key, row_id)
             if node is None:
                 raise InvalidParams("id", "is not a message of this conversation")
             streaming = ReplyReading(tx).streaming(key)
             if streaming is not None:
                 raise ReplyInProgress(streaming.id)
             if not node.active:
-                activate_in(tx, key, parked_switch(tx.parked_nodes(key), row_id, down=True), now)
+                switch = parked_switch(section.parked_nodes(key), row_id, down=True)
+                activate_in(tx, key, switch, now)
                 tx.touch(key, now)
             return _path_page(tx, key, limit)
 
@@ -112,7 +115,7 @@ def tree(
 
 
 def _tree_in(tx: Reading, key: Key, after_id: int, limit: int) -> TreePage:
-    page = tx.tree_page(key, after_id, limit + 1)
+    page = TreeReading(tx).page(key, after_id, limit + 1)
     has_more = len(page) > limit
     page = page[:limit]
     leaf = tx.last_id(key)
@@ -141,7 +144,8 @@ def _child_counts(tx: Reading, key: Key, nodes: list[Node], leaf: int | None) ->
     parked children."""
     # The parked rows' parents: parked rows, and for each inactive branch its parent on the
     # active path.
-    parked = children(tx.parked_nodes(key)) if tx.branches(key) else {}
+    section = TreeReading(tx)
+    parked = children(section.parked_nodes(key)) if section.branches(key) else {}
     return {
         node.id: (node.active and node.id != leaf) + len(parked.get(node.id, ())) for node in nodes
     }

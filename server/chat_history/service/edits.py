@@ -27,6 +27,7 @@ from chat_history.policy.tokens import stored_tokens
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.tree_steps import settle_empty, settle_in, with_siblings
 from chat_history.store import Transaction
+from chat_history.store.tree_section import TreeWriting
 
 
 @attrs.frozen
@@ -128,11 +129,12 @@ def _truncate_in(
     covering any of them. When the active path lost its end, the path ``switchBranch`` would
     pick from ``from_id``'s parent comes on; a subtree off the active path leaves it as it is."""
     check_expected(tx, key, expected)
-    node = tx.tree_node(key, from_id)
+    section = TreeWriting(tx)
+    node = section.node(key, from_id)
     if node is None:
         raise InvalidParams("from_id", "is not a message of this conversation")
     if not node.active:
-        deleted = tx.delete_subtrees(key, [from_id])
+        deleted = section.delete_subtrees(key, [from_id])
         tx.touch(key, now)
         return TruncateResult(deleted, False)
     summary = tx.summary(key)
@@ -140,7 +142,7 @@ def _truncate_in(
         tx.rows_from(key, from_id), from_id, summary.covers_through_id if summary else None
     )
     gone = {row.id for row in plan.deleted}
-    below = sum(b.rows for b in tx.branches(key) if b.parent in gone)
+    below = sum(b.rows for b in section.branches(key) if b.parent in gone)
     tx.delete_messages(key, plan.deleted, adopt=False)
     if plan.summary_deleted:
         tx.delete_summary(key)

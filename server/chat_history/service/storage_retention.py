@@ -25,6 +25,7 @@ from chat_history.settings import Settings
 from chat_history.store import ConversationTotals, HistoryStore, Reading, Transaction
 from chat_history.store.reply_section import ReplyReading
 from chat_history.store.seam import write_retried
+from chat_history.store.tree_section import TreeReading, TreeWriting
 
 #: Retention plans that delete no rows.
 _KEEP_ALL = RetentionPlan(frozenset(), None, ())
@@ -115,7 +116,7 @@ class StorageRetention:
             tx.delete_rows(key, plan.delete_ids)  # and the branches below them
         heads = self._branch_plan(tx, key, now).heads
         if heads:
-            tx.delete_subtrees(key, heads)
+            TreeWriting(tx).delete_subtrees(key, heads)
             plan = with_branches(plan, rows, len(heads))
         if plan.delete_ids or heads:
             settle_empty(tx, key, now)
@@ -124,7 +125,7 @@ class StorageRetention:
     def _branch_plan(self, tx: Reading, key: Key, now: int) -> BranchPlan:
         """The inactive branches the branch rules delete now (policy.tree.plan_branches)."""
         return plan_branches(
-            tx.branches(key),
+            TreeReading(tx).branches(key),
             max_branches=self._settings.max_inactive_branches,
             cutoff=age_cutoff(self._settings, now),
         )
@@ -160,7 +161,7 @@ class StorageRetention:
             if settings.enable_auto_pruning:
                 # The branches below rows the plan deletes go with them (counted as those).
                 doomed = plan.delete_ids
-                left = [b for b in tx.branches(key) if b.parent not in doomed]
+                left = [b for b in TreeReading(tx).branches(key) if b.parent not in doomed]
                 heads = plan_branches(
                     left,
                     max_branches=settings.max_inactive_branches,

@@ -17,6 +17,7 @@ from chat_history.policy.prepare.collapse import turn_figures
 from chat_history.policy.tree import Node, Switch, descend
 from chat_history.store import ConversationTotals, Reading, Transaction
 from chat_history.store.reply_section import ReplyReading
+from chat_history.store.tree_section import TreeReading, TreeWriting
 
 
 def record_completed_turns(tx: Transaction, key: Key, rows: Sequence[StoredMessage]) -> None:
@@ -38,7 +39,8 @@ def record_completed_turns(tx: Transaction, key: Key, rows: Sequence[StoredMessa
 def stamp_after(tx: Reading, key: Key, now: int) -> int:
     """When the active leaf stops being active: now, or just after the latest leaf activity
     recorded (several switches within a millisecond keep their order)."""
-    latest = max((b.activity for b in tx.branches(key) if b.activity is not None), default=None)
+    found = TreeReading(tx).branches(key)
+    latest = max((b.activity for b in found if b.activity is not None), default=None)
     return now if latest is None or latest < now else latest + 1
 
 
@@ -51,9 +53,11 @@ def activate_in(
     streaming = ReplyReading(tx).streaming(key)
     if streaming is not None and (switch.fork is None or streaming.id > switch.fork):
         raise ReplyInProgress(streaming.id)
-    totals, lowest = tx.activate(key, switch, stamp=stamp_after(tx, key, now), switched=switched)
+    section = TreeWriting(tx)
+    stamp = stamp_after(tx, key, now)
+    totals, lowest = section.activate(key, switch, stamp=stamp, switched=switched)
     if lowest is not None:
-        first = tx.first_of_turn(key, lowest)
+        first = section.first_of_turn(key, lowest)
         if first is not None:
             record_completed_turns(tx, key, tx.rows_from(key, first))
     return totals
@@ -88,12 +92,13 @@ def follow_in(
         return totals
     if parent is None:
         return activate_in(tx, key, Switch(None, ()), now)
-    node = tx.tree_node(key, parent)
+    section = TreeReading(tx)
+    node = section.node(key, parent)
     if node is None:
         raise InvalidParams("parent_id", "is not a message of this conversation")
     if node.active:
         return activate_in(tx, key, Switch(parent, ()), now)
-    return activate_in(tx, key, parked_switch(tx.parked_nodes(key), parent, down=False), now)
+    return activate_in(tx, key, parked_switch(section.parked_nodes(key), parent, down=False), now)
 
 
 def settle_in(tx: Transaction, key: Key, parent: int | None, now: int) -> ConversationTotals | None:
@@ -103,8 +108,7 @@ def settle_in(tx: Transaction, key: Key, parent: int | None, now: int) -> Conver
     totals = tx.totals(key)
     if totals is None or not totals.branches or tx.last_id(key) != parent:
         return totals
-    parked = tx.parked_nodes(key)
-    below = descend(parked, parent, None)
+    below = descend(TreeReading(tx).parked_nodes(key), parent, None)
     if not below:
         return totals
     return activate_in(tx, key, Switch(parent, tuple(below)), now)
@@ -122,7 +126,7 @@ def with_siblings(
     tx: Reading, key: Key, rows: Sequence[StoredMessage]
 ) -> tuple[StoredMessage, ...]:
     """``rows`` (of the active path) with the siblings of those that have any."""
-    found = tx.siblings(key, rows)
+    found = TreeReading(tx).siblings(key, rows)
     if not found:
         return tuple(rows)
     return tuple(

@@ -7,11 +7,17 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from chat_history.model import Key, Message, StoredMessage, Summary
+from chat_history.model import Key, Message, StoredMessage
 from chat_history.policy.search.folding import stored_fold
-from chat_history.store import search_index, tree
+from chat_history.store import search_index
 from chat_history.store.engine import sqlite3
-from chat_history.store.rows import COLUMNS, message_columns, status_column, to_message
+from chat_history.store.rows import (
+    COLUMNS,
+    message_columns,
+    parked_key,
+    status_column,
+    to_message,
+)
 from chat_history.store.schema import FIGURES
 
 #: Higher than any row id.
@@ -55,8 +61,7 @@ class ConversationTotals:
     turn_start_id: int
     oldest_timestamp: int | None
     last_activity: int
-    #: the inactive branches (subtrees off the active path, store.tree) and the oldest of their
-    #: newest rows' timestamps: what the retention check weighs of them without reading them
+    #: the inactive branches (store.tree) and the oldest of their newest rows' timestamps
     branches: int = 0
     branch_expiry: int | None = None
 
@@ -237,11 +242,6 @@ def write_totals(
     )
 
 
-def raise_id_floor(connection: sqlite3.Connection) -> None:
-    """Before deleting rows: no id is handed out twice (schema v3)."""
-    connection.execute(_RAISE_ID_FLOOR)
-
-
 def delete_rows(connection: sqlite3.Connection, key: Key, ids: Sequence[int]) -> None:
     """Delete rows by id, recompute the conversation's totals from what is left, and drop the
     figures of turns older than the oldest one left."""
@@ -279,7 +279,7 @@ def clear(connection: sqlite3.Connection, key: Key) -> int:
     Returns the rows deleted."""
     connection.execute(_RAISE_ID_FLOOR)
     where = "workspace = ? AND conversation IN (?, ?)"
-    params = (key.workspace, key.conversation, key.conversation + tree.PARKED)
+    params = (key.workspace, key.conversation, parked_key(key.conversation))
     bulk = search_index.begin_bulk_delete(
         connection, search_index.indexed_rows(connection, where, params)
     )
@@ -329,38 +329,3 @@ def figure_rows(
             (key.workspace, key.conversation, *wanted),
         )
     }
-
-
-# -- summaries --------------------------------------------------------------------------------
-
-
-def summary(connection: sqlite3.Connection, key: Key) -> Summary | None:
-    """The conversation's summary, or None."""
-    row = connection.execute(
-        "SELECT summary, updated_at, covers_through_id FROM summaries WHERE workspace = ? "
-        "AND conversation = ?",
-        (key.workspace, key.conversation),
-    ).fetchone()
-    if row is None:
-        return None
-    return Summary(summary=row[0], updated_at=row[1], covers_through_id=row[2])
-
-
-def save_summary(connection: sqlite3.Connection, key: Key, saved: Summary) -> bool:
-    """Save the conversation's summary; returns whether it replaced one (whose text then needs a
-    WAL reset to be gone from the files)."""
-    replaced = (
-        connection.execute(
-            "SELECT 1 FROM summaries WHERE workspace = ? AND conversation = ?",
-            (key.workspace, key.conversation),
-        ).fetchone()
-        is not None
-    )
-    connection.execute(
-        "INSERT INTO summaries (workspace, conversation, summary, updated_at, "
-        "covers_through_id) VALUES (?, ?, ?, ?, ?) ON CONFLICT (workspace, conversation) DO "
-        "UPDATE SET summary = excluded.summary, updated_at = excluded.updated_at, "
-        "covers_through_id = excluded.covers_through_id",
-        (key.workspace, key.conversation, saved.summary, saved.updated_at, saved.covers_through_id),
-    )
-    return replaced

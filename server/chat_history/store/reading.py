@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Collection, Generator, Iterable, Mapping, Sequence
+from collections.abc import Collection, Generator, Mapping, Sequence
 
-from chat_history.model import Key, Message, Siblings, StoredMessage, Summary
+from chat_history.model import Key, Message, StoredMessage, Summary
 from chat_history.policy.changes import Fingerprint, Growth
 from chat_history.policy.search.query import SearchQuery
 from chat_history.policy.search.rank import SearchRow, SearchScope
-from chat_history.policy.tree import Branch, Node
-from chat_history.policy.tree import siblings as siblings_of
 from chat_history.store import (
     calibration,
     changes,
@@ -25,7 +23,6 @@ from chat_history.store import (
     records,
     search_index,
     search_lookup,
-    tree,
 )
 from chat_history.store import workspaces as workspace_sql
 from chat_history.store.conversation_cache import ConversationCache
@@ -177,7 +174,7 @@ class Reading:
 
     def summary(self, key: Key) -> Summary | None:
         """The conversation's summary, or None."""
-        return queries.summary(self.connection, key)
+        return records.summary(self.connection, key)
 
     # -- version 2: conversation records, rows by id and turn (store.records, store.edits) ----
 
@@ -218,42 +215,6 @@ class Reading:
     def rows_through(self, key: Key, row_id: int) -> int:
         """How many of the conversation's rows have ids ≤ ``row_id``."""
         return edits.rows_through(self.connection, key, row_id)
-
-    # -- version 5: conversation trees (store.tree) ------------------------------------------
-
-    def tree_node(self, key: Key, row_id: int) -> Node | None:
-        """Row ``row_id`` of the conversation, on its active path or not (None: not one of its)."""
-        return tree.node(self.connection, key, row_id)
-
-    def active_nodes(self, key: Key, through: int | None = None) -> list[Node]:
-        """The active path's rows as nodes (those through ``through``), in order."""
-        return tree.active_nodes(self.connection, key, through)
-
-    def parked_nodes(self, key: Key) -> list[Node]:
-        """The rows off the active path as nodes, in id order."""
-        return tree.parked_nodes(self.connection, key)
-
-    def branches(self, key: Key) -> list[Branch]:
-        """The conversation's inactive branches (none read when its totals say it has none)."""
-        totals = self.totals(key)
-        if totals is None or not totals.branches:
-            return []
-        return tree.branches(self.connection, key)
-
-    def siblings(self, key: Key, rows: Iterable[StoredMessage]) -> dict[int, Siblings]:
-        """The siblings of those of ``rows`` (rows of the active path) that have any."""
-        found = self.branches(key)
-        if not found:
-            return {}
-        return siblings_of(((row.id, row.parent_id) for row in rows), found)
-
-    def first_of_turn(self, key: Key, turn: int) -> int | None:
-        """The id of the active path's first row of ``turn`` (None: it has none)."""
-        return edits.first_of_turn(self.connection, key, turn)
-
-    def tree_page(self, key: Key, after_id: int, limit: int) -> list[tuple[Node, str]]:
-        """Up to ``limit`` rows of the whole tree after ``after_id``, with their text's start."""
-        return tree.tree_page(self.connection, key, after_id, limit)
 
     # -- the change watch (chat_history.service.watch) ---------------------------------------------
 
@@ -331,7 +292,9 @@ class Reading:
         """The ``count`` best rows in ``scope`` that hold every term of ``query``, ranked among
         all of them (snapshot or write: the index and its catch-up mark are read together); a
         row off its conversation's active path is found too (``on_active_path``)."""
-        return tree.found_rows(search_lookup.best_rows(self.connection, scope, query, count))
+        return search_lookup.found_rows(
+            search_lookup.best_rows(self.connection, scope, query, count)
+        )
 
     # -- version 3: workspace identities (store.workspaces) ---------------------------------
 

@@ -23,6 +23,16 @@ STREAMING_TEXT = (
     "FROM reply_parts p WHERE p.reply = messages.id), '') FROM replies r "
     "WHERE r.id = messages.id), content)"
 )
+#: What follows a conversation's id in the ``conversation`` column of the rows off its active
+#: path (store.tree): a NUL, which no conversation id a client names holds (wire.checks).
+PARKED = "\x00branches"
+
+
+def parked_key(conversation: str) -> str:
+    """The ``conversation`` column of ``conversation``'s rows off its active path."""
+    return conversation + PARKED
+
+
 #: The columns every row query selects, in the order ``to_message`` reads them.
 COLUMNS = (
     f"id, turn, role, CASE WHEN status = 'streaming' THEN {STREAMING_TEXT} ELSE content END, "

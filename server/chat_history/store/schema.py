@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chat_history.store import calibration, changes, keys, replies, search_index, tree, workspaces
+from chat_history.store import calibration, changes, keys, replies, search_index, workspaces
 from chat_history.store.engine import sqlite3
 
 SCHEMA_VERSION = 14
@@ -182,10 +182,31 @@ MIGRATIONS[11] = workspaces.RENAMES_SCHEMA
 # check which of their conversations still exist.
 MIGRATIONS[12] = changes.FLOOR_SCHEMA
 
-# Version 14 (issue 41): conversation trees (store/tree.py): each row's parent (every existing
-# conversation one path, each row following the one before it), a leaf's last activity, the
-# inactive branches and what the retention check reads of them.
-MIGRATIONS[13] = tree.SCHEMA
+# Version 14 (issue 41): conversation trees (store/tree.py; PostgreSQL's version 10): each row's
+# parent, a leaf's last activity (``active_at``: when it stopped being the active leaf), the
+# inactive branches, what the retention check reads of them (``branches``, ``branch_expiry``) and
+# the change watch's count of switches. Every existing conversation becomes one path: each row
+# follows the row before it in id order, its newest row the active leaf.
+MIGRATIONS[13] = """
+ALTER TABLE messages ADD COLUMN parent_id INTEGER;
+ALTER TABLE messages ADD COLUMN active_at INTEGER;
+UPDATE messages SET parent_id = (SELECT MAX(p.id) FROM messages p
+    WHERE p.workspace = messages.workspace AND p.conversation = messages.conversation
+    AND p.id < messages.id);
+ALTER TABLE conversations ADD COLUMN branches INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conversations ADD COLUMN branch_expiry INTEGER;
+ALTER TABLE conversations ADD COLUMN switches INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE branches (
+    workspace TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    head INTEGER NOT NULL,
+    parent INTEGER,
+    row_count INTEGER NOT NULL,
+    newest INTEGER NOT NULL,
+    activity INTEGER,
+    PRIMARY KEY (workspace, conversation, head)
+) WITHOUT ROWID;
+"""
 
 
 def statements(script: str) -> list[str]:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+
+import attrs
 
 from chat_history.policy.search.fts import fts_plan
 from chat_history.policy.search.query import (
@@ -28,8 +30,8 @@ from chat_history.policy.search.scoring import (
     scored_terms,
 )
 from chat_history.store.engine import sqlite3
+from chat_history.store.rows import PARKED, parked_key
 from chat_history.store.search_index import indexed_through
-from chat_history.store.tree import scope_keys
 
 #: A conversation of at most this many rows is searched by reading its rows; a longer one
 #: through the search index.
@@ -38,6 +40,25 @@ SCAN_CONVERSATION_ROWS = 256
 SCORE_BATCH = 500
 _COLUMNS = "m.workspace, m.conversation, m.id, m.turn, m.role, m.timestamp, m.content"
 _FOLDED = "coalesce(m.folded, lower(m.content))"
+
+
+def scope_keys(conversation: str) -> tuple[str, str]:
+    """The ``conversation`` column's values of a conversation's rows: its active path's and its
+    other branches' (store.tree)."""
+    return conversation, parked_key(conversation)
+
+
+def found_rows(rows: Iterable[SearchRow]) -> list[SearchRow]:
+    """A search's rows under their conversation's id, each saying whether it is on the active
+    path (a row of another branch is found too: protocol.md "Version 5")."""
+    found: list[SearchRow] = []
+    for row in rows:
+        if row.conversation.endswith(PARKED):
+            row = attrs.evolve(
+                row, conversation=row.conversation[: -len(PARKED)], on_active_path=False
+            )
+        found.append(row)
+    return found
 
 
 def _scope(scope: SearchScope) -> tuple[str, list[object]]:

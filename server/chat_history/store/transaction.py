@@ -10,7 +10,6 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from chat_history.model import Follow, Key, Message, StoredMessage, Summary
-from chat_history.policy.tree import Branch, Switch, subtree
 from chat_history.store import (
     calibration,
     edits,
@@ -150,43 +149,17 @@ class Transaction(Reading):
         return totals is not None and totals.branches > 0
 
     def _after_delete(self, key: Key, gone: Sequence[int], *, adopt: bool, branched: bool) -> None:
-        """After rows of the active path were deleted: each row that followed one of them
-        follows the nearest row left before it; the inactive branches that started below them
-        are deleted (retention, truncate) or ``adopt``ed the same way (deleteTurns, a
-        discarded reply)."""
-        moved = tree.successors(self.connection, key, gone)
-        for row_id, parent in moved.items():
-            tree.set_parent(self.connection, key, [row_id], parent)
+        """After rows of the active path were deleted: the rows that followed them follow the
+        nearest row left before (the cache and the tail follow), and the branches below them
+        are ``adopt``ed so or deleted with them (``tree.after_delete``)."""
+        moved, changed = tree.after_delete(
+            self.connection, key, gone, adopt=adopt, branched=branched
+        )
         if moved:
             self._cache.set_parents(key, moved)
             self._tails.set_parents(key, moved)
-        if not branched:
-            return
-        gone_set = set(gone)
-        orphans = [b for b in tree.branches(self.connection, key) if b.parent in gone_set]
-        if not orphans:
-            return
-        if adopt:
-            for branch in orphans:
-                assert branch.parent is not None
-                tree.set_parent(
-                    self.connection,
-                    key,
-                    [branch.head],
-                    edits.last_before(self.connection, key, branch.parent),
-                )
-        else:
-            nodes = tree.parked_nodes(self.connection, key)
-            doomed = sorted({i for b in orphans for i in subtree(nodes, b.head)})
-            queries.raise_id_floor(self.connection)
-            tree.delete_parked(self.connection, key, doomed)
-        self._refresh_branches(key)
-
-    def _refresh_branches(self, key: Key) -> list[Branch]:
-        """The inactive branches worked out again (their rows changed); the tail's totals go."""
-        found = tree.refresh(self.connection, key)
-        self._tails.drop(key)
-        return found
+        if changed:
+            self._tails.drop(key)  # its branches' totals
 
     def clear(self, key: Key) -> int:
         """Delete the whole conversation and its summary; returns the rows deleted."""
@@ -209,7 +182,7 @@ class Transaction(Reading):
             records.ensure(self.connection, key, summary.updated_at)
             records.set_created(self.connection, key, summary.updated_at)
             self._tails.drop(key)
-        replaced = queries.save_summary(self.connection, key, summary)
+        replaced = records.save_summary(self.connection, key, summary)
         self.removed_text |= replaced  # the old summary's text goes
         return replaced
 
@@ -279,71 +252,6 @@ class Transaction(Reading):
         """An edited completed turn's figures (values in FIGURES order)."""
         edits.replace_turn_figures(self.connection, key, turn, own)
         self._tails.amend(key, self.totals(key))  # the running sums are read again
-
-    # -- version 5: conversation trees (store.tree) ------------------------------------------
-
-    def activate(
-        self, key: Key, switch: Switch, *, stamp: int | None, switched: bool = True
-    ) -> tuple[ConversationTotals | None, int | None]:
-        """Make ``switch``'s path the active path: the active path's rows after its fork are
-        parked (its leaf, when it goes, stamped ``stamp``: when it stopped being active), its
-        arriving rows come onto it; the totals follow, and the turn figures from the lowest
-        turn that changed (returned: the caller records them again, ``refigure``). ``switched``
-        marks the change for the change watch (``"branch"``)."""
-        self.touched.add(key)
-        totals = self.totals(key)
-        leaf = edits.last_id(self.connection, key)
-        left = tree.park_after(self.connection, key, switch.fork)
-        if left.count and leaf is not None and stamp is not None:
-            tree.stamp(self.connection, key, leaf, stamp)
-        arrived = tree.unpark(self.connection, key, switch.arriving)
-        self._cache.drop(key)
-        self._tails.drop(key)
-        if totals is None:
-            return None, None
-        count = totals.message_count - left.count + arrived.count
-        oldest = totals.oldest_timestamp
-        if left.count and (oldest is None or (left.oldest is not None and left.oldest <= oldest)):
-            oldest = edits.oldest_timestamp(self.connection, key)
-        elif arrived.oldest is not None:
-            oldest = arrived.oldest if oldest is None else min(oldest, arrived.oldest)
-        last_turn, turn_start = edits.last_turn_start(self.connection, key)
-        after = attrs.evolve(
-            totals,
-            message_count=count,
-            tokens=totals.tokens - left.tokens + arrived.tokens,
-            last_turn=last_turn,
-            turn_start_id=turn_start,
-            oldest_timestamp=oldest if count else None,
-        )
-        queries.write_totals(self.connection, key, after, existed=True)
-        lowest = min(t for t in (left.lowest_turn, arrived.lowest_turn, last_turn) if t is not None)
-        edits.drop_figures_from(self.connection, key, lowest)
-        self._refresh_branches(key)
-        if switched:
-            tree.switched(self.connection, key)
-        return self.totals(key), lowest
-
-    def delete_subtrees(self, key: Key, heads: Sequence[int]) -> int:
-        """Delete the inactive branches that ``heads`` start (rows off the active path), whole;
-        returns the rows deleted."""
-        if not heads:
-            return 0
-        self.touched.add(key)
-        self.removed_text = True
-        nodes = tree.parked_nodes(self.connection, key)
-        doomed = sorted({i for head in heads for i in subtree(nodes, head)})
-        queries.raise_id_floor(self.connection)
-        tree.delete_parked(self.connection, key, doomed)
-        self._refresh_branches(key)
-        return len(doomed)
-
-    def adopt(self, key: Key, ids: Sequence[int], parent: int | None) -> None:
-        """The rows ``ids`` follow row ``parent`` now."""
-        self.touched.add(key)
-        tree.set_parent(self.connection, key, ids, parent)
-        self._cache.drop(key)
-        self._tails.drop(key)
 
     def copy_conversation(self, source: Key, target: Key, through_id: int, now: int) -> int:
         """Copy the source's rows through ``through_id`` into ``target`` (which must not exist),

@@ -28,69 +28,17 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from chat_history.model import Key
-from chat_history.policy.search.rank import SearchRow
-from chat_history.policy.tree import Branch, Node, inactive_branches
+from chat_history.policy.tree import Branch, Node, inactive_branches, subtree
+from chat_history.store import queries
 from chat_history.store.engine import sqlite3
-from chat_history.store.rows import STREAMING_TEXT
-
-#: What follows a conversation's id in its parked rows' key (a NUL no client id holds).
-PARKED = "\x00branches"
-
-#: Schema step 14 of SQLite (store.schema); PostgreSQL's is its version 10 (postgres.migrations).
-#: Every existing conversation becomes one path: each row's parent is the row before it in id
-#: order (the newest row is the active leaf: the newest row of the conversation's key).
-SCHEMA = """
-ALTER TABLE messages ADD COLUMN parent_id INTEGER;
-ALTER TABLE messages ADD COLUMN active_at INTEGER;
-UPDATE messages SET parent_id = (SELECT MAX(p.id) FROM messages p
-    WHERE p.workspace = messages.workspace AND p.conversation = messages.conversation
-    AND p.id < messages.id);
-ALTER TABLE conversations ADD COLUMN branches INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE conversations ADD COLUMN branch_expiry INTEGER;
-ALTER TABLE conversations ADD COLUMN switches INTEGER NOT NULL DEFAULT 0;
-CREATE TABLE branches (
-    workspace TEXT NOT NULL,
-    conversation TEXT NOT NULL,
-    head INTEGER NOT NULL,
-    parent INTEGER,
-    row_count INTEGER NOT NULL,
-    newest INTEGER NOT NULL,
-    activity INTEGER,
-    PRIMARY KEY (workspace, conversation, head)
-) WITHOUT ROWID;
-"""
+from chat_history.store.rows import STREAMING_TEXT, parked_key
 
 _CHUNK = 500
 
 
-def found_rows(rows: Iterable[SearchRow]) -> list[SearchRow]:
-    """Search's rows under their conversation's id, each saying whether it is on the active
-    path."""
-    found: list[SearchRow] = []
-    for row in rows:
-        conversation, active = unparked(row.conversation)
-        found.append(
-            row if active else attrs.evolve(row, conversation=conversation, on_active_path=False)
-        )
-    return found
-
-
-def scope_keys(conversation: str) -> tuple[str, str]:
-    """The ``conversation`` column's values of a conversation's rows (a search's scope)."""
-    return conversation, conversation + PARKED
-
-
 def parked(key: Key) -> str:
     """The ``conversation`` column of ``key``'s parked rows."""
-    return key.conversation + PARKED
-
-
-def unparked(conversation: str) -> tuple[str, bool]:
-    """(the conversation's id, whether the row is on its active path) of a row whose
-    ``conversation`` column is ``conversation``."""
-    if conversation.endswith(PARKED):
-        return conversation[: -len(PARKED)], False
-    return conversation, True
+    return parked_key(key.conversation)
 
 
 @attrs.frozen
@@ -128,21 +76,6 @@ def parked_nodes(connection: sqlite3.Connection, key: Key) -> list[Node]:
         for row in connection.execute(
             f"SELECT {_NODE} FROM messages WHERE workspace = ? AND conversation = ? ORDER BY id",
             (key.workspace, parked(key)),
-        )
-    ]
-
-
-def active_nodes(
-    connection: sqlite3.Connection, key: Key, through: int | None = None
-) -> list[Node]:
-    """The active path's rows (those with ids ≤ ``through`` when given), in order."""
-    bound = through if through is not None else 1 << 62
-    return [
-        _node(row, True)
-        for row in connection.execute(
-            f"SELECT {_NODE} FROM messages WHERE workspace = ? AND conversation = ? AND id <= ? "
-            "ORDER BY id",
-            (key.workspace, key.conversation, bound),
         )
     ]
 
@@ -267,7 +200,8 @@ def successors(
 
 
 def delete_parked(connection: sqlite3.Connection, key: Key, ids: Sequence[int]) -> None:
-    """Delete parked rows by id (the caller raised the id floor: ``queries``)."""
+    """Delete parked rows by id."""
+    connection.execute(queries._RAISE_ID_FLOOR)
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start : start + _CHUNK]
         connection.execute(
@@ -275,6 +209,39 @@ def delete_parked(connection: sqlite3.Connection, key: Key, ids: Sequence[int]) 
             f"({','.join('?' * len(chunk))})",
             (key.workspace, parked(key), *chunk),
         )
+
+
+def after_delete(
+    connection: sqlite3.Connection, key: Key, gone: Sequence[int], *, adopt: bool, branched: bool
+) -> tuple[dict[int, int | None], bool]:
+    """After the active path's rows ``gone`` (ascending) were deleted: each row left on it that
+    followed one of them follows the nearest row left before it; the inactive branches that
+    started below them follow it too (``adopt``: deleteTurns, a discarded reply) or are deleted
+    with them (retention, truncate: an alternative to a turn that is gone is gone). Returns the
+    rows of the active path that follow another row now (id -> parent), and whether the
+    inactive branches changed (only looked at when the conversation has any: ``branched``)."""
+    moved = successors(connection, key, gone)
+    for row_id, parent in moved.items():
+        set_parent(connection, key, [row_id], parent)
+    if not branched:
+        return moved, False
+    lost = set(gone)
+    orphans = [b for b in branches(connection, key) if b.parent in lost]
+    if not orphans:
+        return moved, False
+    if adopt:
+        for branch in orphans:
+            assert branch.parent is not None
+            before = connection.execute(
+                "SELECT MAX(id) FROM messages WHERE workspace = ? AND conversation = ? AND id < ?",
+                (key.workspace, key.conversation, branch.parent),
+            ).fetchone()[0]
+            set_parent(connection, key, [branch.head], before)
+    else:
+        nodes = parked_nodes(connection, key)
+        delete_parked(connection, key, sorted({i for b in orphans for i in subtree(nodes, b.head)}))
+    refresh(connection, key)
+    return moved, True
 
 
 def refresh(connection: sqlite3.Connection, key: Key) -> list[Branch]:

@@ -13,8 +13,8 @@ import attrs
 
 from chat_history.model import Key
 from chat_history.policy.identity import Fingerprint
-from chat_history.store import tree
 from chat_history.store.engine import sqlite3
+from chat_history.store.rows import parked_key
 
 #: Schema step 7 (SQLite): one fingerprint per (identity, machine).
 SCHEMA = """
@@ -140,7 +140,7 @@ def rename(connection: sqlite3.Connection, workspace: str, renames: dict[str, st
             )
         connection.execute(
             "UPDATE messages SET conversation = ? WHERE workspace = ? AND conversation = ?",
-            (new + tree.PARKED, workspace, old + tree.PARKED),
+            (parked_key(new), workspace, parked_key(old)),
         )
 
 

@@ -15,8 +15,8 @@ from chat_history.store.postgres import search
 from chat_history.store.postgres.dialect import Connection
 from chat_history.store.postgres.folded import Folded
 from chat_history.store.postgres.marks import Marks
+from chat_history.store.search_lookup import found_rows
 from chat_history.store.transaction import Reading, Transaction
-from chat_history.store.tree import found_rows
 
 if TYPE_CHECKING:
     import psycopg

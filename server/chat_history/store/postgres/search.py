@@ -20,7 +20,7 @@ from chat_history.policy.search.query import (
 from chat_history.policy.search.rank import SearchRow, SearchScope
 from chat_history.policy.search.scoring import folded_relevance
 from chat_history.store.postgres.tables import FOLDED
-from chat_history.store.tree import scope_keys
+from chat_history.store.search_lookup import scope_keys
 
 _COLUMNS = "m.workspace, m.conversation, m.id, m.turn, m.role, m.timestamp, m.content"
 
