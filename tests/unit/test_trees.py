@@ -271,6 +271,26 @@ def test_fork_copies_the_active_path_never_the_siblings(make_manager):
     assert a.id  # (not copied)
 
 
+def test_fork_through_a_row_of_another_branch_copies_its_path_and_leaves_the_source(
+    make_manager,
+):
+    manager = make_manager()
+    q, a, q2 = history.append(manager, KEY, [U("q"), A("a"), U("q2")]).messages
+    history.append(manager, KEY, [A("b"), U("below b")], Follow(q.id))
+    before = history.get(manager, KEY).messages
+    tree_before = branches.tree(manager, KEY)
+    target = Key("ws", "from a")
+    info = conversations.fork(manager, KEY, target, a.id)
+    assert info.message_count == 2
+    assert [r.content for r in history.get(manager, target).messages] == ["q", "a"]
+    assert history.get(manager, KEY).messages == before
+    assert branches.tree(manager, KEY) == tree_before
+    # The leaf active most recently is still q2: the copy stamped nothing.
+    edits.truncate(manager, KEY, before[1].id)
+    assert shown(manager) == ["q", "a", "q2"]
+    assert q2.id  # (shown above)
+
+
 def test_search_finds_every_branch_retention_keeps_and_says_which_is_shown(make_manager):
     manager = make_manager()
     q, a = history.append(manager, KEY, [U("question"), A("zebra first")]).messages

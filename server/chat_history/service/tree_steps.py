@@ -45,17 +45,18 @@ def stamp_after(tx: Reading, key: Key, now: int) -> int:
 
 
 def activate_in(
-    tx: Transaction, key: Key, switch: Switch, now: int, *, switched: bool = True
+    tx: Transaction, key: Key, switch: Switch, now: int, *, quiet: bool = False
 ) -> ConversationTotals | None:
     """Make ``switch``'s path the active path (never while a reply streams on the rows it
-    parks: ReplyInProgress); the turn figures of the rows that came follow. Returns the new
-    totals."""
+    parks: ReplyInProgress); the turn figures of the rows that came follow. ``quiet``: for the
+    length of one transaction only (fork's copy of another path), so no leaf is stamped and no
+    window told. Returns the new totals."""
     streaming = ReplyReading(tx).streaming(key)
     if streaming is not None and (switch.fork is None or streaming.id > switch.fork):
         raise ReplyInProgress(streaming.id)
     section = TreeWriting(tx)
-    stamp = stamp_after(tx, key, now)
-    totals, lowest = section.activate(key, switch, stamp=stamp, switched=switched)
+    stamp = None if quiet else stamp_after(tx, key, now)
+    totals, lowest = section.activate(key, switch, stamp=stamp, switched=not quiet)
     if lowest is not None:
         first = section.first_of_turn(key, lowest)
         if first is not None:
@@ -63,7 +64,7 @@ def activate_in(
     return totals
 
 
-def parked_switch(parked: Sequence[Node], row_id: int, *, down: bool) -> Switch:
+def parked_switch(parked: Sequence[Node], row_id: int, *, down: bool = False) -> Switch:
     """The switch to parked row ``row_id``'s path: its parked ancestors up to the active path
     (their fork), the row, and (``down``) the rows ``switchBranch`` follows below it."""
     by_id = {node.id: node for node in parked}
