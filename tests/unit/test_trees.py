@@ -291,6 +291,25 @@ def test_fork_through_a_row_of_another_branch_copies_its_path_and_leaves_the_sou
     assert q2.id  # (shown above)
 
 
+def test_prepare_leaves_out_a_summary_of_another_branchs_rows(make_manager):
+    manager = make_manager()
+    q, a, q2, a2 = history.append(manager, KEY, [U("q"), A("a"), U("q2"), A("a2")]).messages
+    history.save_summary(manager, KEY, "SUMMARY of q2 and a2", covers_through_id=a2.id)
+    history.append(manager, KEY, [U("q3")])
+
+    def sent() -> str:
+        return json.dumps(
+            wire(history.prepare(manager, KEY, PrepareOptions(provider="openai")).body)
+        )
+
+    assert "SUMMARY" in sent()
+    history.append(manager, KEY, [U("instead of q2")], Follow(a.id))  # q2, a2 parked
+    assert "SUMMARY" not in sent() and "instead of q2" in sent()
+    branches.switch(manager, KEY, q2.id)
+    assert "SUMMARY" in sent()
+    assert q.id  # (the first row of both paths)
+
+
 def test_search_finds_every_branch_retention_keeps_and_says_which_is_shown(make_manager):
     manager = make_manager()
     q, a = history.append(manager, KEY, [U("question"), A("zebra first")]).messages

@@ -27,6 +27,7 @@ from chat_history.policy.prepare.window import OmittedTurns, OmittedTurnsKept
 from chat_history.providers import continuation, format_body
 from chat_history.settings import Settings
 from chat_history.store import Reading
+from chat_history.store.tree_section import TreeReading
 
 #: What a request reads: the rows to send, the turns left unread (None: every row was read),
 #: and the conversation's summary.
@@ -129,11 +130,23 @@ def request_rows(
     """What ``prepare`` reads in ``tx``: the newest turns it can send, all older system rows
     and the figures of the older turns (so the cost follows the request, not the history), or
     every row when those figures are missing or do not add up to the store's totals."""
-    summary = tx.summary(key)
+    summary = _of_this_path(tx, key, tx.summary(key))
     window = _window(tx, settings, key, route, options, summary)
     if window is None:
         return tx.all_rows(key), None, summary
     return window[0], window[1], summary
+
+
+def _of_this_path(tx: Reading, key: Key, summary: Summary | None) -> Summary | None:
+    """The summary, unless the row it covers through is on another branch than the active path
+    (version 5): it then tells of rows this request does not hold."""
+    if summary is None or summary.covers_through_id is None:
+        return summary
+    totals = tx.totals(key)
+    if totals is None or not totals.branches:
+        return summary
+    covered = TreeReading(tx).node(key, summary.covers_through_id)
+    return None if covered is not None and not covered.active else summary
 
 
 #: Conversations whose last compaction proposal a ``ProposalMemo`` keeps.
