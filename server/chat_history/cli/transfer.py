@@ -20,8 +20,10 @@ from chat_history.wire import checks, messages, protocol
 
 FORMAT = "chat-history"
 VERSION = 1
-#: Fields of a wire StoredMessage that belong to the database that stored it, not to the message.
-DATABASE_FIELDS = ("id", "turn", "tokens")
+#: Fields of a wire StoredMessage that belong to the database that stored it, not to the message
+#: (the tree's fields name its ids: an export without ``--tree`` is the active path as a line,
+#: as version 4 wrote it).
+DATABASE_FIELDS = ("id", "turn", "tokens", "parentId", "siblings")
 
 
 def dumps(line: dict[str, Any]) -> str:
