@@ -15,7 +15,15 @@ import pytest
 from chat_history.errors import ConversationChanged, InvalidParams, ReplyInProgress
 from chat_history.model import ExpectedLast, Follow, Key, Message, StoredMessage, ToolCall
 from chat_history.policy.search.rank import SearchScope
-from chat_history.service import branches, conversations, edits, history, replies, search
+from chat_history.service import (
+    branches,
+    conversations,
+    edits,
+    history,
+    replies,
+    search,
+    workspaces,
+)
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.preparation import PrepareOptions
 from chat_history.service.replies import ReplyBegin, ReplyChange
@@ -308,6 +316,41 @@ def test_prepare_leaves_out_a_summary_of_another_branchs_rows(make_manager):
     branches.switch(manager, KEY, q2.id)
     assert "SUMMARY" in sent()
     assert q.id  # (the first row of both paths)
+
+
+def test_every_change_of_key_carries_the_other_branches(make_manager):
+    manager = make_manager()
+    q, a = history.append(manager, KEY, [U("q"), A("a")]).messages
+    b = history.append(manager, KEY, [A("b")], Follow(q.id)).messages[0]
+    history.append(manager, Key("ws2", "tree"), [U("taken")])
+    history.append(manager, Key("ws2", "other"), [U("o")])
+    # Into a workspace where the id is taken: the conversation moves under a new id, its other
+    # branch with it.
+    with manager.lock:
+        line = manager.write((), lambda tx: workspaces._take(tx, "ws", "ws2", "a test", 1))
+    assert "is now" in line
+    moved = Key("ws2", "tree (moved)")
+    assert shown(manager, moved) == ["q", "b"]
+    assert branches.switch(manager, moved, a.id).active_leaf_id == a.id
+    assert shown(manager, moved) == ["q", "a"]
+    assert shown(manager, Key("ws2", "tree")) == ["taken"]
+    assert branches.tree(manager, Key("ws2", "tree")).nodes[0].preview == "taken"
+    # A plain move: every branch goes with its conversation; nothing is left behind.
+    assert workspaces.move(manager, "ws2", "ws3") == 3
+    assert [n.id for n in branches.tree(manager, Key("ws3", "tree (moved)")).nodes] == [
+        q.id,
+        a.id,
+        b.id,
+    ]
+    assert branches.tree(manager, Key("ws2", "tree (moved)")).nodes == ()
+    listed = conversations.list_page(manager, None, None, None).conversations
+    assert sorted((i.workspace, i.conversation_id) for i in listed) == [
+        ("ws3", "other"),
+        ("ws3", "tree"),
+        ("ws3", "tree (moved)"),
+    ]
+    with manager.store.read() as reading:
+        assert reading.stats().conversations == 3
 
 
 def test_search_finds_every_branch_retention_keeps_and_says_which_is_shown(make_manager):

@@ -3,14 +3,14 @@ both engines: every row has a parent (``messages.parent_id``), and the rows of a
 **active path** are its rows as every read of versions 1–4 knows them, under its own key.
 
 **Parking.** The rows of the other branches keep their ids, text and search index entries, and
-are *parked*: their ``conversation`` column holds the conversation's id followed by ``PARKED``,
-a key no client can name (the wire refuses NUL in a conversation id). So every read, cache,
-tail, turn figure and total of versions 1–4 stays as it was, and a conversation without branches
-reads exactly as before. Switching the active path is an ``UPDATE`` of that column of the rows
-switched (``move``): never a delete and insert again, so ids only grow (the lazy search index
-relies on it). Rows of a path always have growing ids (a row is written after its parent; a
-row that loses its parent takes its nearest ancestor), so the active path in id order is in
-path order, and its active leaf is its newest row.
+are *parked*: their ``conversation`` column holds the conversation's id followed by
+``rows.PARKED``, a key no client can name (the wire refuses NUL in a conversation id). So every
+read, cache, tail, turn figure and total of versions 1–4 stays as it was, and a conversation
+without branches reads exactly as before. Switching the active path is an ``UPDATE`` of that
+column of the rows switched (``park_after``, ``unpark``): never a delete and insert again, so
+ids only grow (the lazy search index relies on it). Rows of a path always have growing ids (a
+row is written after its parent; a row that loses its parent takes its nearest ancestor), so
+the active path in id order is in path order, and its active leaf is its newest row.
 
 **Inactive branches** (``branches``): each subtree off the active path (a parked row whose
 parent is on the active path, or a parked first row, with everything below it), with its rows'
@@ -19,11 +19,13 @@ a leaf stopped being the active leaf). Kept in step by ``refresh`` whenever the 
 change, so that siblings, retention's check and its branch rules read a few rows, not the parked
 history. ``conversations.branches`` and ``branch_expiry`` (the oldest newest-row timestamp) are
 what the retention check reads with the totals; ``conversations.switches`` moves whenever the
-active path changed other than at its end (the change watch's reason ``"branch"``)."""
+active path changed other than at its end (the change watch's reason ``"branch"``). The columns
+and the table are schema step 14 (store.schema; PostgreSQL's version 10)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import attrs
 
@@ -43,8 +45,8 @@ def parked(key: Key) -> str:
 
 @attrs.frozen
 class Moved:
-    """The rows one ``move`` took off or onto the active path: how many, their tokens, their
-    oldest timestamp and lowest turn (None: none)."""
+    """The rows ``park_after`` or ``unpark`` took off or onto the active path: how many, their
+    tokens, their oldest timestamp and lowest turn (None: none)."""
 
     count: int
     tokens: int
@@ -55,16 +57,16 @@ class Moved:
 _NODE = "id, parent_id, turn, role, tokens, timestamp, active_at"
 
 
-def _node(row: Sequence[object], active: bool) -> Node:
+def _node(row: Sequence[Any], active: bool) -> Node:
     row_id, parent, turn, role, tokens, timestamp, active_at = row
     return Node(
-        int(row_id),  # type: ignore[call-overload]
-        None if parent is None else int(parent),  # type: ignore[call-overload]
-        int(turn),  # type: ignore[call-overload]
+        int(row_id),
+        None if parent is None else int(parent),
+        int(turn),
         str(role),
-        int(tokens),  # type: ignore[call-overload]
-        int(timestamp),  # type: ignore[call-overload]
-        None if active_at is None else int(active_at),  # type: ignore[call-overload]
+        int(tokens),
+        int(timestamp),
+        None if active_at is None else int(active_at),
         active,
     )
 
