@@ -82,7 +82,7 @@ def test_regenerate_keeps_every_reply_and_siblings_say_where_each_stands(make_ma
     ]
 
 
-def test_edit_and_resend_branches_at_the_edited_prompts_parent(make_manager):
+def test_edit_and_resend_branches_at_the_edited_prompts_parent(make_manager, clock):
     manager = make_manager()
     rows = history.append(manager, KEY, [U("q1"), A("a1"), U("q2"), A("a2")]).messages
     resent = history.append(manager, KEY, [U("q2, edited")], Follow(rows[1].id)).messages[0]
@@ -91,8 +91,11 @@ def test_edit_and_resend_branches_at_the_edited_prompts_parent(make_manager):
     assert shown(manager) == ["q1", "a1", "q2, edited"]
     history.append(manager, KEY, [A("a2, again")])
     assert shown(manager) == ["q1", "a1", "q2, edited", "a2, again"]
-    # A new first row: parentId null.
+    # A new first row: parentId null. The conversation is the same one: created when it was.
+    created = conversations.info(manager, KEY).created_at
+    clock.now += 5
     first = history.append(manager, KEY, [U("start over")], Follow(None)).messages[0]
+    assert conversations.info(manager, KEY).created_at == created
     assert first.parent_id is None
     assert siblings(first) == {"index": 1, "count": 2, "ids": [rows[0].id, first.id]}
     assert shown(manager) == ["start over"]

@@ -68,8 +68,11 @@ class Transaction(Reading):
         stored: list[StoredMessage] = []
         parent = follow.parent_id if follow is not None else self._active_leaf(key, totals)
         # The conversation starts existing now (again, after retention emptied it).
+        # (Not when its active path was parked a moment ago: its branches are its history.)
         created = totals is None or (
-            totals.message_count == 0 and not records.exists(self.connection, key)
+            totals.message_count == 0
+            and not totals.branches
+            and not records.exists(self.connection, key)
         )
         count = totals.message_count if totals else 0
         tokens = totals.tokens if totals else 0
