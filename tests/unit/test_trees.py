@@ -356,6 +356,20 @@ def test_every_change_of_key_carries_the_other_branches(make_manager):
         assert reading.stats().conversations == 3
 
 
+def test_clear_deletes_every_branch(make_manager):
+    manager = make_manager()
+    q = history.append(manager, KEY, [U("q"), A("a")]).messages[0]
+    history.append(manager, KEY, [A("b")], Follow(q.id))
+    assert history.clear(manager, KEY) == 3
+    assert branches.tree(manager, KEY).nodes == ()
+    assert conversations.list_page(manager, None, None, None).conversations == ()
+    with manager.store.read() as reading:
+        assert reading.stats().messages == 0
+    # The id is free again: a new conversation under it has no branches of the old one.
+    again = history.append(manager, KEY, [U("again")]).messages[0]
+    assert siblings(again)["count"] == 1
+
+
 def test_search_finds_every_branch_retention_keeps_and_says_which_is_shown(make_manager):
     manager = make_manager()
     q, a = history.append(manager, KEY, [U("question"), A("zebra first")]).messages
