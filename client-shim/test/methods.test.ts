@@ -25,7 +25,7 @@ function assertStoredShape(row: StoredMessage): void {
 
 test("initialize advertises capabilities.experimental.chatHistory", async (t) => {
   const server = await startServer(t);
-  assert.deepEqual(server.capabilities, { protocolVersion: 4, providers: [...PROVIDER_KINDS] });
+  assert.deepEqual(server.capabilities, { protocolVersion: 5, providers: [...PROVIDER_KINDS] });
 });
 
 test("append stores rows one for one and get returns them with every field", async (t) => {

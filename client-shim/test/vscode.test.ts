@@ -36,7 +36,7 @@ test("starts <python> -m chat_history with storagePath = globalStorageUri.fsPath
   assert.deepEqual((await server.client.get({ conversationId: "vs" })).messages, messages);
   assert.ok(existsSync(storage) && readdirSync(storage).length > 0, "the database lives in the global storage folder");
   assert.deepEqual(server.languageClient.initializeResult?.capabilities.experimental, {
-    chatHistory: { protocolVersion: 4, providers: ["openai", "openai-responses", "anthropic", "gemini", "ollama", "mistral", "bedrock", "cohere"] },
+    chatHistory: { protocolVersion: 5, providers: ["openai", "openai-responses", "anthropic", "gemini", "ollama", "mistral", "bedrock", "cohere"] },
   });
 });
 

@@ -246,19 +246,43 @@ class Message:
     __hash__ = object.__hash__
 
 
+@attrs.frozen
+class Siblings:
+    """The rows that share a row's parent (protocol.md "Version 5" → Conversation trees): its
+    ``index`` among ``ids`` (oldest first, itself included). A row without any has none."""
+
+    index: int
+    ids: tuple[int, ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
+
+
 @attrs.frozen(kw_only=True, eq=True)
 class StoredMessage(Message):
-    """A stored row: a Message plus its database id, turn number and token estimate."""
+    """A stored row: a Message plus its database id, turn number and token estimate, and the row
+    it follows (``parent_id``, None: a first row). ``siblings`` is what a read of the active path
+    found of the other rows with the same parent (None: it has none); it is not stored."""
 
     id: int
     turn: int
     tokens: int
+    parent_id: int | None = None
+    siblings: Siblings | None = attrs.field(default=None, eq=False)
 
     __hash__ = object.__hash__  # as Message's (attrs would otherwise make one of the fields)
 
     @classmethod
     def of(
-        cls, message: Message, *, id: int, turn: int, tokens: int, timestamp: int | None = None
+        cls,
+        message: Message,
+        *,
+        id: int,
+        turn: int,
+        tokens: int,
+        timestamp: int | None = None,
+        parent_id: int | None = None,
     ) -> StoredMessage:
         """``message`` as stored: every field it has (``timestamp`` when given instead of its
         own), plus where and what it cost. (Fields spelled out: this runs on every append.)"""
@@ -278,6 +302,7 @@ class StoredMessage(Message):
             id=id,
             turn=turn,
             tokens=tokens,
+            parent_id=parent_id,
         )
 
 
@@ -371,6 +396,9 @@ class PruneReport:
     dropped_turns: int
     retained_turns: int
     reasons: tuple[StorageReason, ...]
+    #: inactive branches deleted whole (version 5: their rows are not in ``dropped_messages``,
+    #: which counts the active path's)
+    dropped_branches: int = 0
 
 
 #: Why storage retention deleted rows, in the order its rules run (semantics.md, retention).
@@ -413,3 +441,12 @@ class ExpectedLast:
 
 #: A rewind's expectation; None: the client named none (no check).
 Expected = ExpectedLast | None
+
+
+@attrs.frozen
+class Follow:
+    """Where new rows go (``append``/``beginReply``'s ``parentId``, protocol.md "Version 5"):
+    after row ``parent_id``, None: as a new first row. Absent (no ``Follow``): after the active
+    leaf, as before version 5."""
+
+    parent_id: int | None

@@ -120,6 +120,8 @@ class Settings:
     max_age_hours: float
     max_messages: int
     max_tokens: int
+    #: inactive branches a conversation keeps (version 5); beyond it the least recently active go
+    max_inactive_branches: int
     #: system rows are never deleted by retention
     preserve_system_messages: bool
     #: a longer tool result is cut when recorded, head ⅔ and tail ⅓ (0: no limit)

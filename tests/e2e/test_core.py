@@ -30,7 +30,7 @@ async def test_initialize_advertises_protocol_and_provider_kinds(start_session: 
     session = await start_session()
     assert session.initialize_result is not None
     experimental = session.initialize_result.capabilities.experimental
-    assert experimental["chatHistory"]["protocolVersion"] == 4
+    assert experimental["chatHistory"]["protocolVersion"] == 5
     assert experimental["chatHistory"]["providers"] == [
         "openai",
         "openai-responses",
@@ -196,6 +196,7 @@ async def test_count_retention_prunes_whole_turns_and_notifies(start_session: St
         "droppedTurns": 1,
         "retainedTurns": 1,
         "reasons": ["count"],
+        "droppedBranches": 0,
     }
     assert [m["content"] for m in result["messages"]] == ["q2"]
     assert session.trimmed == [
@@ -240,6 +241,7 @@ async def test_age_retention_deletes_old_turns_on_append(start_session: StartSes
         "droppedTurns": 1,
         "retainedTurns": 1,
         "reasons": ["age"],
+        "droppedBranches": 0,
     }
     assert session.trimmed[-1]["reason"] == "age" and session.trimmed[-1]["budget"] is None
     got = await session.request("chatHistory/get", {"conversationId": "c"})
@@ -261,6 +263,7 @@ async def test_age_retention_runs_on_read(start_session: StartSession):
         "droppedTurns": 1,
         "retainedTurns": 0,
         "reasons": ["age"],
+        "droppedBranches": 0,
     }
     assert got["summary"] is not None  # saved just now: younger than the limit
 

@@ -131,6 +131,7 @@ async def test_the_answer_tells_what_retention_deletes_at_the_next_read(
         "droppedTurns": 1,
         "retainedTurns": 0,
         "reasons": ["age"],
+        "droppedBranches": 0,
     }
     await session.request("chatHistory/importFrom", {"source": "claude-code", "dryRun": False})
     for conversation, entry in by_id.items():

@@ -238,7 +238,7 @@ def test_only_the_capabilities_the_server_has_are_advertised(tmp_path: Path) -> 
             workspaceFolders=[{"uri": "file:///proj", "name": "proj"}],
         )
         assert set(result["capabilities"]) == {"experimental"}
-        assert result["capabilities"]["experimental"]["chatHistory"]["protocolVersion"] == 4
+        assert result["capabilities"]["experimental"]["chatHistory"]["protocolVersion"] == 5
         wire.reply(wire.configuration_request(), [None])
         # A client that attaches a buffer anyway is ignored quietly, and the server still serves.
         doc = {"uri": "file:///proj/a.py", "languageId": "python", "version": 1, "text": "x"}

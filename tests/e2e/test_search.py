@@ -94,8 +94,9 @@ def test_a_search_answers_every_field_of_the_rows_it_finds(server: Server) -> No
             "timestamp",
             "snippet",
             "highlights",
+            "onActivePath",
         }
-        assert result["workspace"] == "ws"
+        assert result["workspace"] == "ws" and result["onActivePath"] is True
         assert result["conversationId"] == "c1"
         assert (result["turn"], result["role"], result["timestamp"]) == (
             row["turn"],

@@ -85,7 +85,7 @@ def test_the_first_request_waits_for_a_late_configuration_answer(
         if pruned is None:
             assert answer["pruned"] is None  # the defaults (maxMessages 50) would delete 10 rows
         else:
-            assert answer["pruned"] == {**pruned, "reasons": ["count"]}
+            assert answer["pruned"] == {**pruned, "reasons": ["count"], "droppedBranches": 0}
     finally:
         wire.close()
     assert len(stored_ids(storage)) == expected_rows

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chat_history.model import Key, Message, ToolCall
+from chat_history.model import Follow, Key, Message, ToolCall
 from chat_history.policy.origins import origin
 from chat_history.service import conversations, edits, history, provider_state
 from chat_history.service.conversations import ConversationUpdate
@@ -215,4 +215,37 @@ def test_a_replaced_compaction_leaves_no_residue(make_manager, db_folder: Path) 
     provider_state.save_compaction(
         manager, KEY, covered[-1], plain, origin("openai-responses", "gpt-5.2")
     )
+    gone(db_folder)
+
+
+@SIZES
+def test_truncating_an_inactive_branch_leaves_no_residue(
+    make_manager, db_folder: Path, large: bool
+) -> None:
+    """Version 5: a reply Regenerate replaced stays as an inactive branch (on disk) until a
+    truncate of that subtree deletes it, with the rows below it, and no byte of it stays."""
+    manager = make_manager()
+    first = history.append(manager, KEY, [U("question")]).messages[0]
+    old = history.append(manager, KEY, [A(secret_text(large)), U(f"then {SECRET}")]).messages
+    history.append(manager, KEY, [A("a new reply")], Follow(first.id))
+    on_disk(db_folder)
+
+    result = edits.truncate(manager, KEY, old[0].id)
+
+    assert result.deleted_messages == 2
+    assert [r.content for r in history.get(manager, KEY).messages] == ["question", "a new reply"]
+    gone(db_folder)
+
+
+def test_an_inactive_branch_retention_deletes_leaves_no_residue(
+    make_manager, db_folder: Path
+) -> None:
+    manager = make_manager({"maxInactiveBranches": 1})
+    first = history.append(manager, KEY, [U("question"), A(f"first {SECRET}")]).messages[0]
+    history.append(manager, KEY, [A("second")], Follow(first.id))
+    on_disk(db_folder)
+
+    result = history.append(manager, KEY, [A("third")], Follow(first.id))
+
+    assert result.pruned is not None and result.pruned.dropped_branches == 1
     gone(db_folder)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,15 @@ class Conversation:
     @property
     def exists(self) -> bool:
         return bool(self.rows or self.summary or self.title is not None or self.metadata)
+
+
+def linked(rows: Iterable[StoredMessage]) -> list[StoredMessage]:
+    """A conversation without branches is one path: each row follows the one before it (a row
+    whose parent was deleted follows the nearest row left before it)."""
+    path: list[StoredMessage] = []
+    for row in rows:
+        path.append(attrs.evolve(row, parent_id=path[-1].id if path else None))
+    return path
 
 
 def block(kind: str, text: str, calls: int, serial: int) -> list[Message]:
@@ -152,7 +162,7 @@ class ConversationsMachine(RuleBasedStateMachine):
     def retain(self, key: Key) -> None:
         conversation = self.model[key]
         plan = plan_retention(conversation.rows, SETTINGS, self.clock.now)
-        conversation.rows = [r for r in conversation.rows if r.id not in plan.delete_ids]
+        conversation.rows = linked(r for r in conversation.rows if r.id not in plan.delete_ids)
 
     # -- rules --------------------------------------------------------------------------------
 
@@ -194,7 +204,7 @@ class ConversationsMachine(RuleBasedStateMachine):
         result = edits.truncate(self.manager, key, row.id)
         assert result.deleted_messages == len(plan.deleted)
         assert result.summary_deleted == plan.summary_deleted
-        conversation.rows = list(plan.remaining)
+        conversation.rows = linked(plan.remaining)
         conversation.last_turn = max((r.turn for r in conversation.rows), default=0)
         if plan.summary_deleted:
             conversation.summary = None
@@ -211,7 +221,7 @@ class ConversationsMachine(RuleBasedStateMachine):
         )
         if plan.deleted:
             gone = {r.id for r in plan.deleted}
-            conversation.rows = [r for r in conversation.rows if r.id not in gone]
+            conversation.rows = linked(r for r in conversation.rows if r.id not in gone)
             conversation.last_turn = max((r.turn for r in conversation.rows), default=0)
 
     @rule(key=st.sampled_from(KEYS), turns=st.lists(st.integers(-3, 5), min_size=1, max_size=3))
@@ -278,7 +288,8 @@ class ConversationsMachine(RuleBasedStateMachine):
         for old, new in zip(copied, rows, strict=True):
             assert new.id > self.highest_id
             self.highest_id = new.id
-            assert attrs.evolve(new, id=old.id) == old
+            assert attrs.evolve(new, id=old.id, parent_id=old.parent_id) == old
+        assert rows == linked(rows)  # the copy is one path
         model = self.model[target]
         model.rows = rows
         model.last_turn = max((r.turn for r in rows), default=0)

@@ -115,7 +115,9 @@ def v6_database(
     # Today's server fills it (``_fill``): its look reads the counter's floor (version 9), which
     # version 6's view lacks; the view gets the column (0), the tables stay version 6's, and the
     # migration replaces the view. Its rows are written with their origin (version 10), a
-    # column the migration adds where it is missing.
+    # column the migration adds where it is missing, and with the columns of conversation trees
+    # (version 11): they are there while it fills (``TREE_COLUMNS``) and gone before the
+    # migration.
     with psycopg.connect(pg_cluster.url(name, user="keeper"), autocommit=True) as sql:
         sql.execute(
             "CREATE OR REPLACE VIEW change_counter AS SELECT 1 AS only, CASE WHEN count(*) > 1 "
@@ -123,11 +125,25 @@ def v6_database(
             "FROM store_version"
         )
         sql.execute("ALTER TABLE messages ADD COLUMN origin TEXT")
+        sql.execute(TREE_COLUMNS)
     try:
         yield name
     finally:
         pg_cluster.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         pg_cluster.execute("DROP ROLE IF EXISTS keeper")
+
+
+#: What today's server writes of version 11 (conversation trees) beside version 6's tables.
+TREE_COLUMNS = """
+ALTER TABLE messages ADD COLUMN parent_id BIGINT, ADD COLUMN active_at BIGINT;
+ALTER TABLE conversations ADD COLUMN branches BIGINT NOT NULL DEFAULT 0,
+    ADD COLUMN branch_expiry BIGINT, ADD COLUMN switches BIGINT NOT NULL DEFAULT 0;
+"""
+#: ... taken away again, so that the migration finds version 6's tables.
+NO_TREE_COLUMNS = """
+ALTER TABLE messages DROP COLUMN parent_id, DROP COLUMN active_at;
+ALTER TABLE conversations DROP COLUMN branches, DROP COLUMN branch_expiry, DROP COLUMN switches;
+"""
 
 
 def _fill(manager: ChatHistoryManager, who: str) -> None:
@@ -174,9 +190,11 @@ def test_a_version_6_database_migrated_keeps_every_history_and_each_roles_delete
             for opened in made:
                 opened.close()
         made.clear()
+        with psycopg.connect(url("keeper"), autocommit=True) as sql:
+            sql.execute(NO_TREE_COLUMNS)
         PostgresStore(url("keeper")).close_after_migrating()  # the owner upgrades, as documented
         with psycopg.connect(url("keeper")) as sql:
-            assert sql.execute("SELECT version FROM schema_version").fetchone() == (10,)
+            assert sql.execute("SELECT version FROM schema_version").fetchone() == (11,)
         alice, bob = manager("alice"), manager("bob")
         # Every history intact.
         for who, opened in (("alice", alice), ("bob", bob)):

@@ -14,10 +14,12 @@ import attrs
 import pytest
 
 from chat_history.model import Key, Message, Summary
+from chat_history.policy.tree import Switch
 from chat_history.store.postgres import PostgresStore
 from chat_history.store.schema import DATABASE_FILE
 from chat_history.store.seam import HistoryStore, write_retried
 from chat_history.store.transaction import Transaction
+from chat_history.store.tree_section import TreeReading, TreeWriting
 
 pytestmark = pytest.mark.engines
 
@@ -135,3 +137,50 @@ def test_a_write_that_removes_nothing_leaves_the_wal(
     assert purges(store) == before
     if engine == "sqlite":
         assert Path(f"{db_folder / DATABASE_FILE}-wal").stat().st_size > 0
+
+
+def test_deleting_an_inactive_branch_purges_at_its_commit(
+    make_store, db_folder: Path, engine: str
+) -> None:
+    """Version 5: the rows off the active path (a branch the secret's turn started) are deleted
+    whole, and their bytes leave the files at that commit like any other deletion."""
+    store = make_store(purge_seconds=0) if engine == "postgres" else make_store()
+    seed(store)
+    # The kept row becomes a first row of its own branch: the secret's turn is parked.
+    write_retried(
+        store,
+        (KEY,),
+        lambda tx: TreeWriting(tx).activate(KEY, Switch(None, ()), stamp=NOW, switched=True),
+    )
+    write_retried(
+        store,
+        (KEY,),
+        lambda tx: tx.insert(
+            KEY, [(Message(role="user", content="new"), 1, 1)], tx.totals(KEY), NOW
+        ),
+    )
+    with store.read() as reading:
+        heads = TreeReading(reading).branches(KEY)
+        assert [b.rows for b in heads] == [3]  # the secret's path, off the active path
+    if engine == "sqlite":
+        assert occurrences(db_folder) > 0, "the test could not fail"
+    before = purges(store)
+
+    with store.write((KEY,)) as tx:
+        assert TreeWriting(tx).delete_subtrees(KEY, [heads[0].head]) == 3
+        assert tx.removed_text
+
+    if engine == "sqlite":
+        # The summary, title and metadata still hold it: the rows' own texts are gone.
+        needle = f"my token is {SECRET}".encode()
+        for suffix in ("", "-wal", "-shm"):
+            path = Path(f"{db_folder / DATABASE_FILE}{suffix}")
+            if path.exists():
+                assert needle not in path.read_bytes(), suffix
+                assert f"noted {SECRET}".encode() not in path.read_bytes(), suffix
+        assert Path(f"{db_folder / DATABASE_FILE}-wal").stat().st_size == 0
+    else:
+        assert purges(store) == before + 1
+    with store.read() as reading:
+        assert [row.content for row in reading.all_rows(KEY)] == ["new"]
+        assert TreeReading(reading).parked_nodes(KEY) == []

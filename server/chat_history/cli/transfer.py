@@ -21,8 +21,10 @@ from chat_history.wire import checks, messages, protocol
 
 FORMAT = "chat-history"
 VERSION = 1
-#: Fields of a wire StoredMessage that belong to the database that stored it, not to the message.
-DATABASE_FIELDS = ("id", "turn", "tokens")
+#: Fields of a wire StoredMessage that belong to the database that stored it, not to the message
+#: (the tree's fields name its ids: an export without ``--tree`` is the active path as a line,
+#: as version 4 wrote it).
+DATABASE_FIELDS = ("id", "turn", "tokens", "parentId", "siblings")
 
 
 def dumps(line: dict[str, Any]) -> str:
@@ -104,7 +106,7 @@ def _key(line: dict[str, Any]) -> Key:
         raise InvalidParams("workspace", "must be a non-empty string")
     if not isinstance(conversation, str):
         raise InvalidParams("conversationId", "must be a non-empty string")
-    return Key(checks.check_workspace(workspace), checks.check_id(conversation, "conversationId"))
+    return Key(checks.check_workspace(workspace), checks.check_conversation_id(conversation))
 
 
 def _message(raw: Any) -> Message:

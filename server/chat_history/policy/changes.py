@@ -16,7 +16,7 @@ import attrs
 
 #: The reasons of the wire, most telling first: one notification that stands for several
 #: changes names the first of them here (a client reloads for all but "append").
-REASONS = ("clear", "delete", "edit", "retention", "summary", "title", "reply", "append")
+REASONS = ("clear", "branch", "delete", "edit", "retention", "summary", "title", "reply", "append")
 
 
 @attrs.frozen
@@ -33,6 +33,9 @@ class Fingerprint:
     summary_at: int | None
     #: the streaming reply's row and revision (store.replies), None when none streams
     reply: int | None = None
+    #: moves whenever the active path changed other than at its end (version 5: a switch of
+    #: branch, a new branch, a subtree truncated; store.tree)
+    branch: int = 0
 
 
 @attrs.frozen
@@ -61,6 +64,10 @@ def reason(before: Fingerprint | None, after: Fingerprint | None, growth: Growth
         if after.last_id is not None:
             return "append"
         return "summary" if after.summary_at is not None else "title"
+    if after.branch != before.branch:
+        # The rows shown are another path now (ids may have grown past the old newest row
+        # without an append): the window reads them again.
+        return "branch"
     expected_count = before.count + growth.rows
     if after.count < expected_count:
         # Rows went. Retention never takes the newest row, so its going is a client's rewind;

@@ -42,6 +42,11 @@ class RetentionPlan:
     #: set by the manager when the same pass deleted an expired summary
     deleted_summary: bool = False
 
+    @property
+    def dropped_branches(self) -> int:
+        """The inactive branches the plan deleted whole (version 5)."""
+        return self.report.dropped_branches if self.report is not None else 0
+
 
 @attrs.define
 class _Unit:
@@ -203,6 +208,15 @@ def plan_retention(
             lambda: run.drop_oldest_while(lambda: run.kept_tokens > settings.max_tokens),
         )
     return run.plan()
+
+
+def with_branches(plan: RetentionPlan, rows: Sequence[RowMeta], dropped: int) -> RetentionPlan:
+    """``plan`` that also deleted ``dropped`` inactive branches (version 5: their rows are not
+    the active path's ``rows``, which the report counts)."""
+    report = plan.report or PruneReport(
+        dropped_messages=0, dropped_turns=0, retained_turns=_retained_turns(rows), reasons=()
+    )
+    return attrs.evolve(plan, report=attrs.evolve(report, dropped_branches=dropped))
 
 
 def summary_expired(updated_at: int, settings: Settings, now_ms: int) -> bool:

@@ -20,8 +20,10 @@ from chat_history.policy.cursor import CursorPosition, decode_cursor, encode_cur
 from chat_history.policy.rewind import fork_summary_cover, fork_through
 from chat_history.policy.titles import auto_title, check_title, fork_title
 from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.tree_steps import activate_in, parked_switch
 from chat_history.store import Reading, Transaction
 from chat_history.store.records import RecordRow
+from chat_history.store.tree_section import TreeReading
 
 TitleSource = Literal["user", "auto"]
 EMPTY_METADATA = JsonText("{}")
@@ -226,29 +228,48 @@ def _fork_in(
     through_id: int | None,
     now: int,
 ) -> ConversationInfo:
-    """Copy the source's rows through ``through_id`` (default: all; inside a tool exchange,
-    through its last answer: ``fork_end``) into ``target``, with the summary and the native
-    compaction when their coverage lies within the copy, the metadata and the user title."""
+    """Copy the source's path through ``through_id`` (default: the active path; inside a tool
+    exchange, through its last answer: ``fork_end``; never its other branches) into
+    ``target``, with the summary and the native compaction when their coverage lies within the
+    copy, the metadata and the user title. A row of another branch is copied with its path, the
+    source left as it was."""
     if tx.record(target) is not None:
         raise InvalidParams("new_conversation_id", "names a conversation that already exists")
+    section = TreeReading(tx)
+    node = None if through_id is None else section.node(source, through_id)
+    elsewhere = node is not None and not node.active
+    leaf = tx.last_id(source)
+    if elsewhere and through_id is not None:
+        # Another branch's path: the active path for the copy, then back as it was.
+        path = parked_switch(section.parked_nodes(source), through_id)
+        activate_in(tx, source, path, now, quiet=True)
     named = None if through_id is None else tx.row(source, through_id)
     around = () if named is None else tx.turn_rows(source, named.turn)
     through = fork_through(tx.last_id(source), through_id, around)
     base = tx.copy_conversation(source, target, through, now)
     summary = tx.summary(source)
+    cover = None
     if summary is not None and summary.covers_through_id is not None:
         covers = summary.covers_through_id
+        covered_row = section.node(source, covers)
         covered = tx.rows_through(source, covers) if covers <= through else 0
-        cover = fork_summary_cover(covers, through, covered, base)
-        if cover is not None:
-            tx.save_summary(target, attrs.evolve(summary, covers_through_id=cover))
+        # A summary of another branch's rows is not the copy's.
+        if covered_row is None or covered_row.active:
+            cover = fork_summary_cover(covers, through, covered, base)
     native = tx.compaction(source)  # a provider's own compaction goes with its rows, as the summary
+    native_cover = None
     if native is not None:
         covers = native.covers_through_id
+        covered_row = section.node(source, covers)
         covered = tx.rows_through(source, covers) if covers <= through else 0
-        cover = fork_summary_cover(covers, through, covered, base)
-        if cover is not None:
-            tx.save_compaction(target, attrs.evolve(native, covers_through_id=cover))
+        if covered_row is None or covered_row.active:
+            native_cover = fork_summary_cover(covers, through, covered, base)
+    if elsewhere and leaf is not None:
+        activate_in(tx, source, parked_switch(section.parked_nodes(source), leaf), now, quiet=True)
+    if summary is not None and cover is not None:
+        tx.save_summary(target, attrs.evolve(summary, covers_through_id=cover))
+    if native is not None and native_cover is not None:
+        tx.save_compaction(target, attrs.evolve(native, covers_through_id=native_cover))
     record = tx.record(source)
     if record is not None:
         if record.title is not None:

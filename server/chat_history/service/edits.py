@@ -1,7 +1,8 @@
-"""The edits family (``wire/methods/edits``; protocol.md "Version 2" → Edit, rewind): truncate,
-deleteTurns and editMessage, each one write transaction on the manager, only while the newest row
-is the one the client saw (``expected``). The text they delete or replace is purged at their
-commit (store.seam: ``Transaction.removed_text``).
+"""The edits family (``wire/methods/edits``; protocol.md "Version 2" → Edit, rewind; "Version 5"
+→ Conversation trees): truncate (a subtree), deleteTurns (their children follow their parent)
+and editMessage (in place, no branch), each one write transaction on the manager, only while the
+active leaf is the one the client saw (``expected``). The text they delete or replace is purged
+at their commit (store.seam: ``Transaction.removed_text``).
 
 A streaming row (service.replies) is its writer's until it ends: ``editMessage`` of one is
 ``ReplyInProgress`` (1004) and changes nothing; ``truncate`` and ``deleteTurns`` delete it with
@@ -28,7 +29,9 @@ from chat_history.policy.rewind import (
 )
 from chat_history.policy.tokens import stored_tokens
 from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.tree_steps import settle_empty, settle_in, with_siblings
 from chat_history.store import Transaction
+from chat_history.store.tree_section import TreeWriting
 
 
 @attrs.frozen
@@ -127,19 +130,30 @@ def check_expected(tx: Transaction, key: Key, expected: Expected) -> None:
 def _truncate_in(
     tx: Transaction, key: Key, from_id: int, now: int, expected: Expected = None
 ) -> TruncateResult:
-    """Delete row ``from_id`` and every later row, and a summary covering any of them."""
+    """Delete row ``from_id`` and every row below it (its subtree, version 5), and a summary
+    covering any of them. When the active path lost its end, the path ``switchBranch`` would
+    pick from ``from_id``'s parent comes on; a subtree off the active path leaves it as it is."""
     check_expected(tx, key, expected)
-    if tx.row(key, from_id) is None:
+    section = TreeWriting(tx)
+    node = section.node(key, from_id)
+    if node is None:
         raise InvalidParams("from_id", "is not a message of this conversation")
+    if not node.active:
+        deleted = section.delete_subtrees(key, [from_id])
+        tx.touch(key, now)
+        return TruncateResult(deleted, False)
     summary = tx.summary(key)
     plan = plan_truncate(
         tx.rows_from(key, from_id), from_id, summary.covers_through_id if summary else None
     )
-    tx.delete_messages(key, plan.deleted)
+    gone = {row.id for row in plan.deleted}
+    below = sum(b.rows for b in section.branches(key) if b.parent in gone)
+    tx.delete_messages(key, plan.deleted, adopt=False)
     if plan.summary_deleted:
         tx.delete_summary(key)
+    settle_in(tx, key, node.parent_id, now)
     tx.touch(key, now)
-    return TruncateResult(len(plan.deleted), plan.summary_deleted)
+    return TruncateResult(len(plan.deleted) + below, plan.summary_deleted)
 
 
 def _delete_turns_in(
@@ -149,7 +163,8 @@ def _delete_turns_in(
     check_expected(tx, key, expected)
     plan = plan_delete_turns(tx.rows_of_turns(key, turns), turns)
     if plan.deleted:
-        tx.delete_messages(key, plan.deleted)
+        tx.delete_messages(key, plan.deleted)  # their children follow their parent
+        settle_empty(tx, key, now)
         tx.touch(key, now)
     return DeleteTurnsResult(len(plan.deleted), plan.deleted_turns)
 
@@ -188,7 +203,7 @@ def _edit_message_in(
     tx.update_message(key, row, changed)
     refigure_turn(tx, key, changed.turn)
     tx.touch(key, now)
-    return changed
+    return with_siblings(tx, key, [changed])[0]
 
 
 def refigure_turn(tx: Transaction, key: Key, turn: int) -> None:

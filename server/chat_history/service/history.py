@@ -1,6 +1,8 @@
 """The history family (``wire/methods/history``): append, get, clear, format, prepare and the
 summary, each one transaction on the manager with retention applied on every read and write
-(``storage_retention``); ``whole`` and ``cache_key`` for the CLI and the recorders."""
+(``storage_retention``); ``whole`` and ``cache_key`` for the CLI and the recorders. Every read
+is of the active path (protocol.md "Version 5": a conversation tree reads as the line of rows
+it shows); ``append`` may start a new branch (``tree_steps``)."""
 
 from __future__ import annotations
 
@@ -10,11 +12,12 @@ from typing import TYPE_CHECKING
 import attrs
 
 from chat_history.errors import InvalidParams
-from chat_history.model import Key, Message, PruneReport, StoredMessage, Summary
+from chat_history.model import Follow, Key, Message, PruneReport, StoredMessage, Summary
 from chat_history.policy.budget import resolve_route
 from chat_history.policy.retention import RetentionPlan
 from chat_history.service import replies
 from chat_history.service.manager import ChatHistoryManager, record_in
+from chat_history.service.tree_steps import follow_in, with_siblings
 from chat_history.store import Reading, Transaction
 from chat_history.store.keys import CACHE
 
@@ -48,20 +51,32 @@ class GetResult:
     has_more: bool
 
 
-def append(manager: ChatHistoryManager, key: Key, messages: Sequence[Message]) -> AppendResult:
+def append(
+    manager: ChatHistoryManager,
+    key: Key,
+    messages: Sequence[Message],
+    follow: Follow | None = None,
+) -> AppendResult:
     """Record ``messages`` at the end of the conversation (created on first append) by the
-    recording rules, then apply retention in the same write transaction.
+    recording rules, then apply retention in the same write transaction. With ``follow``
+    (version 5's ``parentId``) the rows follow the row it names: one off the active path's end
+    starts a new branch there, nothing deleted (``tree_steps.follow_in``); the last new row is
+    the active leaf.
 
-    Returns the stored rows (ids, turns, tokens, timestamps) and what retention pruned.
-    Raises InvalidParams (a tool row answering no pending call, ...), StorageError."""
+    Returns the stored rows (ids, turns, tokens, timestamps, siblings) and what retention
+    pruned. Raises InvalidParams (a tool row answering no pending call, a ``parent_id`` of no
+    row here, ...), ReplyInProgress (a new branch would leave a streaming reply), StorageError."""
     with manager.lock:
         now = manager.clock()
         cut = manager.settings.max_tool_result_chars
 
-        def record(tx: Transaction) -> tuple[list[StoredMessage], RetentionPlan]:
-            totals = tx.totals(key)
-            stored, after = record_in(tx, key, totals, messages, max_tool_result_chars=cut, now=now)
-            return stored, manager.retention.apply(tx, key, now, after)
+        def record(tx: Transaction) -> tuple[Sequence[StoredMessage], RetentionPlan]:
+            totals = follow_in(tx, key, follow, now)
+            stored, after = record_in(
+                tx, key, totals, messages, max_tool_result_chars=cut, now=now, follow=follow
+            )
+            plan = manager.retention.apply(tx, key, now, after)
+            return with_siblings(tx, key, stored), plan
 
         stored, plan = manager.write((key,), record)
         manager.retention.finish(key, plan)
@@ -92,7 +107,7 @@ def _read_page(
         has_more = False
     else:
         rows, has_more = tx.page(key, limit, before_id)
-    return GetResult(tuple(rows), tx.summary(key), pruned, has_more)
+    return GetResult(with_siblings(tx, key, rows), tx.summary(key), pruned, has_more)
 
 
 def whole(manager: ChatHistoryManager, key: Key) -> tuple[list[StoredMessage], Summary | None]:

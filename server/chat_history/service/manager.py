@@ -16,12 +16,12 @@ from typing import TypeVar, cast
 
 import attrs
 
-from chat_history.model import Key, Message, PruneReport, StoredMessage, Trimmed
-from chat_history.policy.prepare.collapse import turn_figures
+from chat_history.model import Follow, Key, Message, PruneReport, StoredMessage, Trimmed
 from chat_history.policy.recording import plan_append
 from chat_history.policy.tokens import stored_tokens
 from chat_history.policy.turns import is_real_user
 from chat_history.service.storage_retention import StorageRetention
+from chat_history.service.tree_steps import record_completed_turns
 from chat_history.settings import Settings, default_settings
 from chat_history.store import (
     ConversationTotals,
@@ -161,9 +161,11 @@ def record_in(
     max_tool_result_chars: int,
     now: int,
     first_index: int = 0,
+    follow: Follow | None = None,
 ) -> tuple[list[StoredMessage], ConversationTotals]:
     """The recording rules (turns, tool rows answering calls) and the insert, in ``tx``; returns
-    the stored rows and the conversation's new totals. Rows without a timestamp get ``now``."""
+    the stored rows and the conversation's new totals. Rows without a timestamp get ``now``; the
+    first follows the active leaf, which ``follow`` made the row it names (``tree_steps``)."""
     # The current turn's rows matter only to a tool row (its pending calls) or to a new
     # turn (which completes the current one, whose figures are then recorded).
     current: list[StoredMessage] = []
@@ -177,23 +179,7 @@ def record_in(
         first_index=first_index,
     )
     stored, after = tx.insert(
-        key, [(p.message, p.turn, stored_tokens(p.message)) for p in planned], totals, now
+        key, [(p.message, p.turn, stored_tokens(p.message)) for p in planned], totals, now, follow
     )
-    _record_completed_turns(tx, key, [*current, *stored])
+    record_completed_turns(tx, key, [*current, *stored])
     return stored, after
-
-
-def _record_completed_turns(tx: Transaction, key: Key, rows: Sequence[StoredMessage]) -> None:
-    """The figures of every turn in ``rows`` (the current turn and the rows just written) that a
-    later turn now follows: what ``prepare`` counts for a turn it does not read."""
-    if not rows or rows[0].turn == rows[-1].turn:
-        return
-    completed: list[tuple[int, tuple[int, ...]]] = []
-    start = 0
-    for index in range(1, len(rows)):
-        if rows[index].turn != rows[start].turn:
-            figures = turn_figures(rows[start:index])
-            if figures.turns:
-                completed.append((rows[start].turn, figures.as_tuple()))
-            start = index
-    tx.add_turn_figures(key, completed)

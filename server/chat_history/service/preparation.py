@@ -33,6 +33,7 @@ from chat_history.providers import continuation, format_body, native_compaction
 from chat_history.providers.state_rules import Target, compaction_sent
 from chat_history.settings import Settings
 from chat_history.store import Reading
+from chat_history.store.tree_section import TreeReading
 
 #: What a request reads: the rows to send, the turns left unread (None: every row was read),
 #: and the conversation's summary.
@@ -158,7 +159,11 @@ def standing_in(tx: Reading, key: Key, route: Route) -> StandingIn:
     (``state_rules.compaction_sent``), else the stored summary (protocol.md "Version 5" →
     Native compaction)."""
     summary = tx.summary(key)
+    if summary is not None and not _on_this_path(tx, key, summary.covers_through_id):
+        summary = None
     native = tx.compaction(key)
+    if native is not None and not _on_this_path(tx, key, native.covers_through_id):
+        native = None
     if native is None or not compaction_sent(native, Target.of(route)):
         return StandingIn(summary)
     stand_in = Summary(
@@ -188,6 +193,19 @@ def request_rows(
     if window is None:
         return tx.all_rows(key), None, summary
     return window[0], window[1], summary
+
+
+def _on_this_path(tx: Reading, key: Key, covers_through_id: int | None) -> bool:
+    """Whether what covers through row ``covers_through_id`` (a summary, a native compaction)
+    tells of the active path: not when that row is on another branch (version 5), for it then
+    tells of rows this request does not hold."""
+    if covers_through_id is None:
+        return True
+    totals = tx.totals(key)
+    if totals is None or not totals.branches:
+        return True
+    covered = TreeReading(tx).node(key, covers_through_id)
+    return covered is None or covered.active
 
 
 #: Conversations whose last compaction proposal a ``ProposalMemo`` keeps.

@@ -28,6 +28,7 @@ import attrs
 from chat_history.errors import InvalidParams, ReplyInProgress
 from chat_history.model import (
     Expected,
+    Follow,
     Key,
     Message,
     Origin,
@@ -39,6 +40,7 @@ from chat_history.policy.retention import RetentionPlan
 from chat_history.policy.tokens import stored_tokens
 from chat_history.service.edits import check_expected, refigure_turn
 from chat_history.service.manager import ChatHistoryManager, record_in
+from chat_history.service.tree_steps import follow_in, settle_in, with_siblings
 from chat_history.store import Transaction
 from chat_history.store.replies import Reply
 from chat_history.store.reply_section import Replies, ReplyReading
@@ -66,6 +68,8 @@ class ReplyBegin:
     continue_id: int | None = None
     message: Message | None = None
     expected: Expected = None
+    #: version 5's ``parentId``: the row the reply follows (absent: the active leaf)
+    follow: Follow | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -109,7 +113,11 @@ def begin(manager: ChatHistoryManager, key: Key, options: ReplyBegin) -> StoredM
             stored, _ = record_in(tx, key, totals, [message], max_tool_result_chars=0, now=now)
             return stored[0]
 
-        row = manager.write((key,), lambda tx: _begin_in(tx, key, options, mine.name, now, record))
+        def begin_in(tx: Transaction) -> StoredMessage:
+            row = _begin_in(tx, key, options, mine.name, now, record)
+            return with_siblings(tx, key, [row])[0]
+
+        row = manager.write((key,), begin_in)
         mine.started(row.id, key)
         return row
 
@@ -140,7 +148,8 @@ def end(
         ) -> tuple[Key, StoredMessage | None, RetentionPlan]:
             row = _end_in(tx, reply, status, change, now)
             plan = manager.retention.apply(tx, reply.key, now, tx.totals(reply.key))
-            return reply.key, row, plan
+            shown = None if row is None else with_siblings(tx, reply.key, [row])[0]
+            return reply.key, shown, plan
 
         where, row, plan = _on_reply(manager, key, row_id, mine, finish)
         mine.ended(row_id)  # a discard's text is purged at its commit
@@ -256,6 +265,7 @@ def _begin_in(
         section.start(key, row.id, row.content, writer, until)
         tx.touch(key, now)
         return attrs.evolve(row, status="streaming")
+    follow_in(tx, key, options.follow, now)
     message = options.message or Message(role="assistant")
     placeholder = attrs.evolve(message, content="", status="streaming")
     stored = record(tx, placeholder)
@@ -317,6 +327,8 @@ def _end_in(
     if status == "discard":
         section.forget(key, row_id, None)
         tx.delete_messages(key, [row])
+        # A discarded Regenerate shows the reply it would have replaced again (version 5).
+        settle_in(tx, key, row.parent_id, now)
         tx.touch(key, now)
         return None
     ended = attrs.evolve(

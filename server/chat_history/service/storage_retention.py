@@ -17,11 +17,15 @@ from chat_history.policy.retention import (
     needs_retention,
     plan_retention,
     summary_expired,
+    with_branches,
 )
+from chat_history.policy.tree import BranchPlan, branches_due, plan_branches
+from chat_history.service.tree_steps import settle_empty
 from chat_history.settings import Settings
 from chat_history.store import ConversationTotals, HistoryStore, Reading, Transaction
 from chat_history.store.reply_section import ReplyReading
 from chat_history.store.seam import write_retried
+from chat_history.store.tree_section import TreeReading, TreeWriting
 
 #: Retention plans that delete no rows.
 _KEEP_ALL = RetentionPlan(frozenset(), None, ())
@@ -70,12 +74,20 @@ class StorageRetention:
         return Due(
             summary_gone=summary is not None and summary_expired(summary.updated_at, settings, now),
             rows=totals is not None
-            and needs_retention(
-                settings=settings,
-                message_count=totals.message_count,
-                tokens=totals.tokens,
-                oldest_timestamp=totals.oldest_timestamp,
-                now_ms=now,
+            and (
+                needs_retention(
+                    settings=settings,
+                    message_count=totals.message_count,
+                    tokens=totals.tokens,
+                    oldest_timestamp=totals.oldest_timestamp,
+                    now_ms=now,
+                )
+                or branches_due(
+                    totals.branches,
+                    totals.branch_expiry,
+                    max_branches=settings.max_inactive_branches,
+                    cutoff=age_cutoff(settings, now),
+                )
             ),
         )
 
@@ -95,15 +107,28 @@ class StorageRetention:
             tx.delete_summary(key)
         if not rows_due:
             return _KEEP_SUMMARY_GONE if summary_gone else _KEEP_ALL
+        rows = tx.row_meta(key)
         plan = attrs.evolve(
-            plan_retention(
-                tx.row_meta(key), self._settings, now, ReplyReading(tx).streaming_turns(key)
-            ),
+            plan_retention(rows, self._settings, now, ReplyReading(tx).streaming_turns(key)),
             deleted_summary=summary_gone,
         )
         if plan.delete_ids:
-            tx.delete_rows(key, plan.delete_ids)
+            tx.delete_rows(key, plan.delete_ids)  # and the branches below them
+        heads = self._branch_plan(tx, key, now).heads
+        if heads:
+            TreeWriting(tx).delete_subtrees(key, heads)
+            plan = with_branches(plan, rows, len(heads))
+        if plan.delete_ids or heads:
+            settle_empty(tx, key, now)
         return plan
+
+    def _branch_plan(self, tx: Reading, key: Key, now: int) -> BranchPlan:
+        """The inactive branches the branch rules delete now (policy.tree.plan_branches)."""
+        return plan_branches(
+            TreeReading(tx).branches(key),
+            max_branches=self._settings.max_inactive_branches,
+            cutoff=age_cutoff(self._settings, now),
+        )
 
     def finish(self, key: Key, plan: RetentionPlan) -> None:
         """After the commit (which purged what it deleted): the events are sent."""
@@ -131,9 +156,19 @@ class StorageRetention:
         settings = self._settings
         with self._store.read() as tx:
             summary = tx.summary(key)
-            plan = plan_retention(
-                tx.row_meta(key), settings, now, ReplyReading(tx).streaming_turns(key)
-            )
+            rows = tx.row_meta(key)
+            plan = plan_retention(rows, settings, now, ReplyReading(tx).streaming_turns(key))
+            if settings.enable_auto_pruning:
+                # The branches below rows the plan deletes go with them (counted as those).
+                doomed = plan.delete_ids
+                left = [b for b in TreeReading(tx).branches(key) if b.parent not in doomed]
+                heads = plan_branches(
+                    left,
+                    max_branches=settings.max_inactive_branches,
+                    cutoff=age_cutoff(settings, now),
+                ).heads
+                if heads:
+                    plan = with_branches(plan, rows, len(heads))
         expired = (
             summary is not None
             and settings.enable_auto_pruning
@@ -176,7 +211,7 @@ def tally(dry_run: bool, plans: Sequence[tuple[Key, RetentionPlan]]) -> PruneRun
     pruned: list[ConversationPruned] = []
     per_rule: dict[str, list[int]] = {rule: [0, 0, 0] for rule in STORAGE_REASONS}
     for key, plan in plans:
-        if not plan.delete_ids and not plan.deleted_summary:
+        if not plan.delete_ids and not plan.deleted_summary and not plan.dropped_branches:
             continue
         reasons: dict[str, tuple[int, int]] = {}
         for event in plan.events:

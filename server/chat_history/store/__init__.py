@@ -12,8 +12,12 @@ PostgreSQL engine (``postgres/``, reusing the shared SQL through its dialect):
 - ``transaction.py`` ``Transaction``: every change an operation makes; ``removed_text``, purged
   at the commit
 - ``queries.py``     stateless SQL on one conversation, and the records it returns
-- ``records.py``     stateless SQL of conversation records: title, metadata, the paged listing
+- ``records.py``     stateless SQL of conversation records: title, metadata, summary, the paged
+  listing
 - ``edits.py``       stateless SQL of the edits: truncate, delete turns, edit a row, copy
+- ``tree.py``        stateless SQL of conversation trees: the rows off the active path parked,
+  moved on and off it, the inactive branches
+- ``tree_section.py`` conversation trees on one section (``TreeReading``, ``TreeWriting``)
 - ``search_index.py`` stateless SQL of the full-text search index: schema, catch-up, bulk delete
 - ``search_lookup.py`` stateless SQL of a search: the best rows of a scope, ranked in SQL
 - ``overview.py``    stateless SQL on the whole database: the totals of ``stats``

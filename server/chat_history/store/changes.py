@@ -31,18 +31,30 @@ SELECT c.conversation,
     (SELECT MIN(m.id) FROM messages m
      WHERE m.workspace = c.workspace AND m.conversation = c.conversation),
     c.message_count, c.tokens, c.last_activity, c.title, c.metadata, s.updated_at,
-    r.id * 4294967296 + r.revision
+    r.id * 4294967296 + r.revision, c.switches
 FROM conversations c
 LEFT JOIN summaries s ON s.workspace = c.workspace AND s.conversation = c.conversation
 LEFT JOIN replies r ON r.workspace = c.workspace AND r.conversation = c.conversation
 WHERE c.workspace = ? {only}
 GROUP BY c.workspace, c.conversation, c.message_count, c.tokens, c.last_activity, c.title,
-    c.metadata, s.updated_at, r.id, r.revision
+    c.metadata, s.updated_at, r.id, r.revision, c.switches
 """
 
 
 def _fingerprint(row: tuple[object, ...]) -> Fingerprint:
-    _, last_id, first_id, count, tokens, last_activity, title, metadata, summary_at, reply = row
+    (
+        _,
+        last_id,
+        first_id,
+        count,
+        tokens,
+        last_activity,
+        title,
+        metadata,
+        summary_at,
+        reply,
+        branch,
+    ) = row
     return Fingerprint(
         last_id=last_id,  # type: ignore[arg-type]
         first_id=first_id,  # type: ignore[arg-type]
@@ -53,6 +65,7 @@ def _fingerprint(row: tuple[object, ...]) -> Fingerprint:
         metadata=metadata,  # type: ignore[arg-type]
         summary_at=summary_at,  # type: ignore[arg-type]
         reply=reply,  # type: ignore[arg-type]
+        branch=branch,  # type: ignore[arg-type]
     )
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import bisect
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+
+import attrs
 
 from chat_history.model import Key, StoredMessage, resident_bytes
 
@@ -113,6 +115,16 @@ class ConversationCache:
             self._sizes[key] += size
             self._bytes += size
             self._evict()
+
+    def set_parents(self, key: Key, parents: Mapping[int, int | None]) -> None:
+        """Rows of a held conversation follow other rows now (row id -> its parent)."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return
+        for row_id, parent in parents.items():
+            index = bisect.bisect_left(entry, row_id, key=lambda r: r.id)
+            if index < len(entry) and entry[index].id == row_id:
+                entry[index] = attrs.evolve(entry[index], parent_id=parent)
 
     def drop(self, key: Key) -> None:
         """Forget the conversation (its rows changed other than by what the cache follows)."""

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import attrs
+
 from chat_history.model import Key, StoredMessage
 from chat_history.policy.search.folding import stored_fold
 from chat_history.store import provider_state, queries
@@ -39,11 +41,13 @@ ID_BEFORE_COPY = f"SELECT {_NEXT_ID}"
 COPY_ROWS = (
     "INSERT INTO messages (id, workspace, conversation, turn, role, content, tool_calls, "
     "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded, "
-    "status, origin) SELECT ? + ROW_NUMBER() OVER (ORDER BY id), ?, ?, turn, role, "
+    "status, origin, parent_id) SELECT ? + ROW_NUMBER() OVER (ORDER BY id), ?, ?, turn, role, "
     f"CASE WHEN status = 'streaming' THEN {STREAMING_TEXT} ELSE content END, tool_calls, "
     "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded, "
     # A reply streaming in the source is a cut reply in the copy (nothing streams into it).
-    "CASE WHEN status IS NULL THEN NULL ELSE 'interrupted' END, origin "
+    "CASE WHEN status IS NULL THEN NULL ELSE 'interrupted' END, origin, "
+    # The copies form one path: each follows the copy before it (the first is a first row).
+    "NULLIF(? + ROW_NUMBER() OVER (ORDER BY id) - 1, ?) "
     f"FROM messages WHERE {_WHERE} AND id <= ? ORDER BY id"
 )
 
@@ -107,9 +111,14 @@ def delete(
         oldest = connection.execute(
             f"SELECT MIN(timestamp) FROM messages WHERE {_WHERE}", _key(key)
         ).fetchone()[0]
-    last_turn, turn_start = _last_turn(connection, key)
-    after = queries.ConversationTotals(
-        count, tokens, last_turn, turn_start, oldest, totals.last_activity
+    last_turn, turn_start = last_turn_start(connection, key)
+    after = attrs.evolve(
+        totals,
+        message_count=count,
+        tokens=tokens,
+        last_turn=last_turn,
+        turn_start_id=turn_start,
+        oldest_timestamp=oldest,
     )
     queries.write_totals(connection, key, after, existed=True)
     # The last turn is running again: no figures. A deleted turn below it leaves a gap.
@@ -126,6 +135,19 @@ def delete(
     return after
 
 
+def drop_figures_from(connection: sqlite3.Connection, key: Key, turn: int) -> None:
+    """Forget the figures of ``turn`` and every later turn (their rows changed)."""
+    connection.execute(f"DELETE FROM turn_figures WHERE {_WHERE} AND turn >= ?", (*_key(key), turn))
+
+
+def first_of_turn(connection: sqlite3.Connection, key: Key, turn: int) -> int | None:
+    """The id of the first row of ``turn`` (None: it has none)."""
+    (found,) = connection.execute(
+        f"SELECT MIN(id) FROM messages WHERE {_WHERE} AND turn = ?", (*_key(key), turn)
+    ).fetchone()
+    return int(found) if found is not None else None
+
+
 def _has_turn(connection: sqlite3.Connection, key: Key, turn: int) -> bool:
     return (
         connection.execute(
@@ -135,7 +157,7 @@ def _has_turn(connection: sqlite3.Connection, key: Key, turn: int) -> bool:
     )
 
 
-def _last_turn(connection: sqlite3.Connection, key: Key) -> tuple[int, int]:
+def last_turn_start(connection: sqlite3.Connection, key: Key) -> tuple[int, int]:
     """(the highest turn left, the id of its first row); (0, 0) when no row is left."""
     (last,) = connection.execute(
         f"SELECT MAX(turn) FROM messages WHERE {_WHERE}", _key(key)
@@ -208,12 +230,12 @@ def copy(
     completes. Returns the target's totals (active ``now``) and the id before the first copy:
     the copy of the source's n-th row (counting from 1) has id base + n."""
     (base,) = connection.execute(ID_BEFORE_COPY).fetchone()
-    connection.execute(COPY_ROWS, (base, *_key(target), *_key(source), through_id))
+    connection.execute(COPY_ROWS, (base, *_key(target), base, base, *_key(source), through_id))
     count, tokens, oldest = connection.execute(
         f"SELECT COUNT(*), COALESCE(SUM(tokens), 0), MIN(timestamp) FROM messages WHERE {_WHERE}",
         _key(target),
     ).fetchone()
-    last_turn, turn_start = _last_turn(connection, target)
+    last_turn, turn_start = last_turn_start(connection, target)
     totals = queries.ConversationTotals(count, tokens, last_turn, turn_start, oldest, now)
     connection.execute(
         "INSERT INTO turn_figures SELECT ?, ?, turn, "
@@ -236,6 +258,22 @@ def last_id(connection: sqlite3.Connection, key: Key) -> int | None:
     """The conversation's newest row id (None: it has no rows)."""
     (found,) = connection.execute(
         f"SELECT MAX(id) FROM messages WHERE {_WHERE}", _key(key)
+    ).fetchone()
+    return int(found) if found is not None else None
+
+
+def last_before(connection: sqlite3.Connection, key: Key, row_id: int) -> int | None:
+    """The conversation's newest row older than ``row_id`` (None: there is none)."""
+    (found,) = connection.execute(
+        f"SELECT MAX(id) FROM messages WHERE {_WHERE} AND id < ?", (*_key(key), row_id)
+    ).fetchone()
+    return int(found) if found is not None else None
+
+
+def oldest_timestamp(connection: sqlite3.Connection, key: Key) -> int | None:
+    """The conversation's oldest row's timestamp (None: it has no rows)."""
+    (found,) = connection.execute(
+        f"SELECT MIN(timestamp) FROM messages WHERE {_WHERE}", _key(key)
     ).fetchone()
     return int(found) if found is not None else None
 

@@ -7,11 +7,17 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from chat_history.model import Key, Message, StoredMessage, Summary
+from chat_history.model import Key, Message, StoredMessage
 from chat_history.policy.search.folding import stored_fold
 from chat_history.store import provider_state, search_index
 from chat_history.store.engine import sqlite3
-from chat_history.store.rows import COLUMNS, message_columns, status_column, to_message
+from chat_history.store.rows import (
+    COLUMNS,
+    message_columns,
+    parked_key,
+    status_column,
+    to_message,
+)
 from chat_history.store.schema import FIGURES
 
 #: Higher than any row id.
@@ -27,8 +33,8 @@ _LAST_FIGURES = (
 _INSERT_MESSAGE = (
     "INSERT INTO messages (id, workspace, conversation, turn, role, content, tool_calls, "
     "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded, status, "
-    "origin) VALUES ((SELECT MAX(highest_deleted, COALESCE((SELECT MAX(id) FROM messages), 0)) "
-    "+ 1 FROM id_floor), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "origin, parent_id) VALUES ((SELECT MAX(highest_deleted, COALESCE((SELECT MAX(id) FROM "
+    "messages), 0)) + 1 FROM id_floor), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _UPDATE_TOTALS = (
     "UPDATE conversations SET message_count = ?, tokens = ?, last_turn = ?, turn_start_id = ?, "
@@ -55,6 +61,9 @@ class ConversationTotals:
     turn_start_id: int
     oldest_timestamp: int | None
     last_activity: int
+    #: the inactive branches (store.tree) and the oldest of their newest rows' timestamps
+    branches: int = 0
+    branch_expiry: int | None = None
 
 
 @attrs.frozen
@@ -81,7 +90,8 @@ def totals(connection: sqlite3.Connection, key: Key) -> ConversationTotals | Non
     last activity); None when it has no record."""
     row = connection.execute(
         "SELECT message_count, tokens, last_turn, turn_start_id, oldest_timestamp, "
-        "last_activity FROM conversations WHERE workspace = ? AND conversation = ?",
+        "last_activity, branches, branch_expiry FROM conversations "
+        "WHERE workspace = ? AND conversation = ?",
         (key.workspace, key.conversation),
     ).fetchone()
     return ConversationTotals(*row) if row else None
@@ -187,9 +197,16 @@ def row_meta(connection: sqlite3.Connection, key: Key) -> list[RowMetaRecord]:
 
 
 def insert_row(
-    connection: sqlite3.Connection, key: Key, message: Message, turn: int, tokens: int, at: int
+    connection: sqlite3.Connection,
+    key: Key,
+    message: Message,
+    turn: int,
+    tokens: int,
+    at: int,
+    parent_id: int | None,
 ) -> int:
-    """Insert one row stamped ``at``; returns its id."""
+    """Insert one row stamped ``at`` after row ``parent_id`` (None: a first row); returns its
+    id."""
     cursor = connection.execute(
         _INSERT_MESSAGE,
         (
@@ -201,6 +218,7 @@ def insert_row(
             stored_fold(message.content),
             status_column(message),
             provider_state.origin_text(message.origin, message.fences),
+            parent_id,
         ),
     )
     return int(cursor.lastrowid or 0)
@@ -259,16 +277,18 @@ def delete_rows(connection: sqlite3.Connection, key: Key, ids: Sequence[int]) ->
 
 
 def clear(connection: sqlite3.Connection, key: Key) -> int:
-    """Delete the conversation: rows, summary, totals, figures. Returns the rows deleted."""
+    """Delete the conversation: rows (its other branches' too), summary, totals, figures.
+    Returns the rows deleted."""
     connection.execute(_RAISE_ID_FLOOR)
-    where, params = "workspace = ? AND conversation = ?", (key.workspace, key.conversation)
+    where = "workspace = ? AND conversation IN (?, ?)"
+    params = (key.workspace, key.conversation, parked_key(key.conversation))
     bulk = search_index.begin_bulk_delete(
         connection, search_index.indexed_rows(connection, where, params)
     )
     deleted = connection.execute(f"DELETE FROM messages WHERE {where}", params).rowcount
     if bulk:
         search_index.end_bulk_delete(connection)
-    for table in ("summaries", "conversations", "turn_figures", "compactions"):
+    for table in ("summaries", "conversations", "turn_figures", "compactions", "branches"):
         connection.execute(
             f"DELETE FROM {table} WHERE workspace = ? AND conversation = ?",
             (key.workspace, key.conversation),
@@ -311,38 +331,3 @@ def figure_rows(
             (key.workspace, key.conversation, *wanted),
         )
     }
-
-
-# -- summaries --------------------------------------------------------------------------------
-
-
-def summary(connection: sqlite3.Connection, key: Key) -> Summary | None:
-    """The conversation's summary, or None."""
-    row = connection.execute(
-        "SELECT summary, updated_at, covers_through_id FROM summaries WHERE workspace = ? "
-        "AND conversation = ?",
-        (key.workspace, key.conversation),
-    ).fetchone()
-    if row is None:
-        return None
-    return Summary(summary=row[0], updated_at=row[1], covers_through_id=row[2])
-
-
-def save_summary(connection: sqlite3.Connection, key: Key, saved: Summary) -> bool:
-    """Save the conversation's summary; returns whether it replaced one (whose text then needs a
-    WAL reset to be gone from the files)."""
-    replaced = (
-        connection.execute(
-            "SELECT 1 FROM summaries WHERE workspace = ? AND conversation = ?",
-            (key.workspace, key.conversation),
-        ).fetchone()
-        is not None
-    )
-    connection.execute(
-        "INSERT INTO summaries (workspace, conversation, summary, updated_at, "
-        "covers_through_id) VALUES (?, ?, ?, ?, ?) ON CONFLICT (workspace, conversation) DO "
-        "UPDATE SET summary = excluded.summary, updated_at = excluded.updated_at, "
-        "covers_through_id = excluded.covers_through_id",
-        (key.workspace, key.conversation, saved.summary, saved.updated_at, saved.covers_through_id),
-    )
-    return replaced

@@ -175,7 +175,7 @@ class Reading:
 
     def summary(self, key: Key) -> Summary | None:
         """The conversation's summary, or None."""
-        return queries.summary(self.connection, key)
+        return records.summary(self.connection, key)
 
     def compaction(self, key: Key) -> NativeCompaction | None:
         """The conversation's native compaction (``saveCompaction``), or None."""
@@ -295,8 +295,11 @@ class Reading:
 
     def search_best(self, scope: SearchScope, query: SearchQuery, count: int) -> list[SearchRow]:
         """The ``count`` best rows in ``scope`` that hold every term of ``query``, ranked among
-        all of them (snapshot or write: the index and its catch-up mark are read together)."""
-        return search_lookup.best_rows(self.connection, scope, query, count)
+        all of them (snapshot or write: the index and its catch-up mark are read together); a
+        row off its conversation's active path is found too (``on_active_path``)."""
+        return search_lookup.found_rows(
+            search_lookup.best_rows(self.connection, scope, query, count)
+        )
 
     # -- version 3: workspace identities (store.workspaces) ---------------------------------
 

@@ -1,7 +1,7 @@
 """Conversation records (protocol.md "Version 2" → Conversations): the client's title and
-metadata, when the conversation was created and last written by a client, and the listing in
-activity order with keyset paging. Stateless SQL like ``queries``; the automatic title is the
-policy's (``policy.titles``), computed from the rows ``user_rows`` hands out.
+metadata, when the conversation was created and last written by a client, its summary, and the
+listing in activity order with keyset paging. Stateless SQL like ``queries``; the automatic title
+is the policy's (``policy.titles``), computed from the rows ``user_rows`` hands out.
 
 A record is the ``conversations`` row. A conversation exists while it has messages, a summary,
 a user title or non-empty metadata (stored as NULL when empty); a row that has none of them
@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from chat_history.model import Key, Message
+from chat_history.model import Key, Message, Summary
 from chat_history.store.engine import sqlite3
 
 #: A conversation exists (c: its record, s: its summary, joined by ``SELECT_FROM``): the one
@@ -187,3 +187,38 @@ def set_metadata(connection: sqlite3.Connection, key: Key, text: str | None) -> 
         "UPDATE conversations SET metadata = ? WHERE workspace = ? AND conversation = ?",
         (text, key.workspace, key.conversation),
     )
+
+
+# -- summaries ------------------------------------------------------------------------------------
+
+
+def summary(connection: sqlite3.Connection, key: Key) -> Summary | None:
+    """The conversation's summary, or None."""
+    row = connection.execute(
+        "SELECT summary, updated_at, covers_through_id FROM summaries WHERE workspace = ? "
+        "AND conversation = ?",
+        (key.workspace, key.conversation),
+    ).fetchone()
+    if row is None:
+        return None
+    return Summary(summary=row[0], updated_at=row[1], covers_through_id=row[2])
+
+
+def save_summary(connection: sqlite3.Connection, key: Key, saved: Summary) -> bool:
+    """Save the conversation's summary; returns whether it replaced one (whose text then needs a
+    WAL reset to be gone from the files)."""
+    replaced = (
+        connection.execute(
+            "SELECT 1 FROM summaries WHERE workspace = ? AND conversation = ?",
+            (key.workspace, key.conversation),
+        ).fetchone()
+        is not None
+    )
+    connection.execute(
+        "INSERT INTO summaries (workspace, conversation, summary, updated_at, "
+        "covers_through_id) VALUES (?, ?, ?, ?, ?) ON CONFLICT (workspace, conversation) DO "
+        "UPDATE SET summary = excluded.summary, updated_at = excluded.updated_at, "
+        "covers_through_id = excluded.covers_through_id",
+        (key.workspace, key.conversation, saved.summary, saved.updated_at, saved.covers_through_id),
+    )
+    return replaced

@@ -24,11 +24,21 @@ STREAMING_TEXT = (
     "FROM reply_parts p WHERE p.reply = messages.id), '') FROM replies r "
     "WHERE r.id = messages.id), content)"
 )
+#: What follows a conversation's id in the ``conversation`` column of the rows off its active
+#: path (store.tree): a NUL, which no conversation id a client names holds (wire.checks).
+PARKED = "\x00branches"
+
+
+def parked_key(conversation: str) -> str:
+    """The ``conversation`` column of ``conversation``'s rows off its active path."""
+    return conversation + PARKED
+
+
 #: The columns every row query selects, in the order ``to_message`` reads them.
 COLUMNS = (
     f"id, turn, role, CASE WHEN status = 'streaming' THEN {STREAMING_TEXT} ELSE content END, "
     "tool_calls, tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, "
-    "status, origin"
+    "status, origin, parent_id"
 )
 
 
@@ -55,6 +65,7 @@ def to_message(row: sqlite3.Row | tuple[Any, ...]) -> StoredMessage:
         tokens,
         status,
         origin,
+        parent_id,
     ) = row
     found, fences = origin_of(origin)
     return StoredMessage(
@@ -77,6 +88,7 @@ def to_message(row: sqlite3.Row | tuple[Any, ...]) -> StoredMessage:
         status=status or "complete",
         origin=found,
         fences=fences,
+        parent_id=parent_id,
     )
 
 

@@ -13,7 +13,7 @@ from chat_history.store import (
 )
 from chat_history.store.engine import sqlite3
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -190,10 +190,34 @@ MIGRATIONS[11] = workspaces.RENAMES_SCHEMA
 # check which of their conversations still exist.
 MIGRATIONS[12] = changes.FLOOR_SCHEMA
 
-# Version 14 (issue 42; the branch's number, renumbered after the conversation trees' step at
-# the merge): each row's origin and fences, and a conversation's native compaction
+# Version 14 (issue 42): each row's origin and fences, and a conversation's native compaction
 # (store/provider_state.py). Every older row has no origin: version 4's rule sends its state.
 MIGRATIONS[13] = provider_state.SCHEMA
+# Version 15 (issue 41): conversation trees (store/tree.py; PostgreSQL's version 11): each row's
+# parent, a leaf's last activity (``active_at``: when it stopped being the active leaf), the
+# inactive branches, what the retention check reads of them (``branches``, ``branch_expiry``) and
+# the change watch's count of switches. Every existing conversation becomes one path: each row
+# follows the row before it in id order, its newest row the active leaf.
+MIGRATIONS[14] = """
+ALTER TABLE messages ADD COLUMN parent_id INTEGER;
+ALTER TABLE messages ADD COLUMN active_at INTEGER;
+UPDATE messages SET parent_id = (SELECT MAX(p.id) FROM messages p
+    WHERE p.workspace = messages.workspace AND p.conversation = messages.conversation
+    AND p.id < messages.id);
+ALTER TABLE conversations ADD COLUMN branches INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE conversations ADD COLUMN branch_expiry INTEGER;
+ALTER TABLE conversations ADD COLUMN switches INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE branches (
+    workspace TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    head INTEGER NOT NULL,
+    parent INTEGER,
+    row_count INTEGER NOT NULL,
+    newest INTEGER NOT NULL,
+    activity INTEGER,
+    PRIMARY KEY (workspace, conversation, head)
+) WITHOUT ROWID;
+"""
 
 
 def statements(script: str) -> list[str]:

@@ -9,7 +9,7 @@ what follows is its whole contract.
 **What an engine hands out.** Every query and change an operation makes is a method of
 ``store.transaction.Reading`` (reads) or ``Transaction`` (a ``Reading`` that also writes); the
 service layer never sees a connection or SQL. Both classes are shared: they run the store's one
-SQL (``queries``, ``records``, ``edits``, ``tail``, ``calibration``, ``changes``,
+SQL (``queries``, ``records``, ``edits``, ``tree``, ``tail``, ``calibration``, ``changes``,
 ``workspaces``, ``keys``, ``overview``, written in SQLite's dialect) on the ``connection`` they
 are given, which need only have the face of a ``sqlite3.Connection`` (``execute`` returning a
 cursor with ``fetchone``/``fetchall``/``fetchmany``/``rowcount``/``lastrowid`` and iteration,

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+
+import attrs
 
 from chat_history.policy.search.fts import fts_plan
 from chat_history.policy.search.query import (
@@ -28,6 +30,7 @@ from chat_history.policy.search.scoring import (
     scored_terms,
 )
 from chat_history.store.engine import sqlite3
+from chat_history.store.rows import PARKED, parked_key
 from chat_history.store.search_index import indexed_through
 
 #: A conversation of at most this many rows is searched by reading its rows; a longer one
@@ -39,6 +42,25 @@ _COLUMNS = "m.workspace, m.conversation, m.id, m.turn, m.role, m.timestamp, m.co
 _FOLDED = "coalesce(m.folded, lower(m.content))"
 
 
+def scope_keys(conversation: str) -> tuple[str, str]:
+    """The ``conversation`` column's values of a conversation's rows: its active path's and its
+    other branches' (store.tree)."""
+    return conversation, parked_key(conversation)
+
+
+def found_rows(rows: Iterable[SearchRow]) -> list[SearchRow]:
+    """A search's rows under their conversation's id, each saying whether it is on the active
+    path (a row of another branch is found too: protocol.md "Version 5")."""
+    found: list[SearchRow] = []
+    for row in rows:
+        if row.conversation.endswith(PARKED):
+            row = attrs.evolve(
+                row, conversation=row.conversation[: -len(PARKED)], on_active_path=False
+            )
+        found.append(row)
+    return found
+
+
 def _scope(scope: SearchScope) -> tuple[str, list[object]]:
     clauses = [f"m.role IN ({', '.join('?' * len(scope.roles))})"]
     params: list[object] = list(scope.roles)
@@ -46,8 +68,8 @@ def _scope(scope: SearchScope) -> tuple[str, list[object]]:
         clauses.append("m.workspace = ?")
         params.append(scope.workspace)
     if scope.conversation is not None:
-        clauses.append("m.conversation = ?")
-        params.append(scope.conversation)
+        clauses.append("m.conversation IN (?, ?)")  # its active path and its other branches
+        params.extend(scope_keys(scope.conversation))
     return " AND ".join(clauses), params
 
 
@@ -103,12 +125,16 @@ def _few_rows(connection: sqlite3.Connection, scope: SearchScope) -> bool:
     finds them) costs less than a lookup in the search index."""
     if scope.conversation is None:
         return False
-    sql = "SELECT coalesce(sum(message_count), 0) FROM conversations WHERE conversation = ?"
+    where = "conversation = ?" + (" AND workspace = ?" if scope.workspace is not None else "")
     params: list[object] = [scope.conversation]
     if scope.workspace is not None:
-        sql += " AND workspace = ?"
         params.append(scope.workspace)
-    return int(connection.execute(sql, params).fetchone()[0]) <= SCAN_CONVERSATION_ROWS
+    # Its rows on every branch: the active path's and those of its inactive branches.
+    sql = (
+        f"SELECT coalesce((SELECT sum(message_count) FROM conversations WHERE {where}), 0) "
+        f"+ coalesce((SELECT sum(row_count) FROM branches WHERE {where}), 0)"
+    )
+    return int(connection.execute(sql, params * 2).fetchone()[0]) <= SCAN_CONVERSATION_ROWS
 
 
 def best_rows(

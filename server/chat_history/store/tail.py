@@ -5,7 +5,7 @@ cache (``conversation_cache.py``), which remembers whole conversations."""
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 
 import attrs
 
@@ -124,6 +124,16 @@ class Tails:
                     recent[index] = replaced
                     break
         tail.trim()
+
+    def set_parents(self, key: Key, parents: Mapping[int, int | None]) -> None:
+        """Remembered rows of the conversation follow other rows now (row id -> its parent)."""
+        tail = self._tails.get(key)
+        if tail is None or not tail.recent:
+            return
+        recent = tail.recent
+        for index, row in enumerate(recent):
+            if row.id in parents:
+                recent[index] = attrs.evolve(row, parent_id=parents[row.id])
 
     def clear(self) -> None:
         """Forget every tail (another connection committed, a write rolled back, or the connection

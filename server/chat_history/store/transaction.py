@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from chat_history.model import Key, Message, NativeCompaction, StoredMessage, Summary
+from chat_history.model import Follow, Key, Message, NativeCompaction, StoredMessage, Summary
 from chat_history.store import (
     calibration,
     edits,
@@ -17,6 +17,7 @@ from chat_history.store import (
     queries,
     records,
     search_index,
+    tree,
 )
 from chat_history.store import workspaces as workspace_sql
 from chat_history.store.conversation_cache import ConversationCache
@@ -58,15 +59,21 @@ class Transaction(Reading):
         rows: Sequence[tuple[Message, int, int]],
         totals: ConversationTotals | None,
         now_ms: int,
+        follow: Follow | None = None,
     ) -> tuple[list[StoredMessage], ConversationTotals]:
         """Insert (message, turn, tokens) rows in order (a row without a timestamp gets
         ``now_ms``) and update the conversation's ``totals``; returns the rows and the new
-        totals."""
+        totals. Each row follows the one before it, the first the active leaf, or the row
+        ``follow`` names (which the caller made the active leaf: ``activate``)."""
         self.touched.add(key)
         stored: list[StoredMessage] = []
+        parent = follow.parent_id if follow is not None else self._active_leaf(key, totals)
         # The conversation starts existing now (again, after retention emptied it).
+        # (Not when its active path was parked a moment ago: its branches are its history.)
         created = totals is None or (
-            totals.message_count == 0 and not records.exists(self.connection, key)
+            totals.message_count == 0
+            and not totals.branches
+            and not records.exists(self.connection, key)
         )
         count = totals.message_count if totals else 0
         tokens = totals.tokens if totals else 0
@@ -75,7 +82,9 @@ class Transaction(Reading):
         oldest = totals.oldest_timestamp if totals else None
         for message, turn, row_tokens in rows:
             timestamp = now_ms if message.timestamp is None else message.timestamp
-            row_id = queries.insert_row(self.connection, key, message, turn, row_tokens, timestamp)
+            row_id = queries.insert_row(
+                self.connection, key, message, turn, row_tokens, timestamp, parent
+            )
             if turn != last_turn or turn_start == 0:
                 turn_start = row_id
             last_turn = turn
@@ -84,16 +93,40 @@ class Transaction(Reading):
             oldest = timestamp if oldest is None else min(oldest, timestamp)
             stored.append(
                 StoredMessage.of(
-                    message, id=row_id, turn=turn, tokens=row_tokens, timestamp=timestamp
+                    message,
+                    id=row_id,
+                    turn=turn,
+                    tokens=row_tokens,
+                    timestamp=timestamp,
+                    parent_id=parent,
                 )
             )
-        after = ConversationTotals(count, tokens, last_turn, turn_start, oldest, now_ms)
+            parent = row_id
+        after = ConversationTotals(
+            count,
+            tokens,
+            last_turn,
+            turn_start,
+            oldest,
+            now_ms,
+            totals.branches if totals else 0,
+            totals.branch_expiry if totals else None,
+        )
         queries.write_totals(self.connection, key, after, existed=totals is not None)
         if created:
             records.set_created(self.connection, key, now_ms)
         self._cache.extend(key, stored)
         self._tails.track(key, after, stored)
         return stored, after
+
+    def _active_leaf(self, key: Key, totals: ConversationTotals | None) -> int | None:
+        """The active path's newest row: remembered when this connection's tail holds it."""
+        if totals is None or totals.message_count == 0:
+            return None
+        tail = self._tails.checked(key)
+        if tail is not None and tail.totals is totals and tail.recent:
+            return tail.recent[-1].id
+        return edits.last_id(self.connection, key)
 
     def rows_changed(self, key: Key) -> None:
         """Rows of the conversation changed by SQL outside these methods (store.reply_section):
@@ -103,13 +136,34 @@ class Transaction(Reading):
         self._tails.drop(key)
 
     def delete_rows(self, key: Key, ids: Iterable[int]) -> None:
-        """Delete rows by id and recompute the conversation's totals from what is left."""
+        """Delete rows of the active path by id and recompute the conversation's totals from
+        what is left; the branches that start below them go with them (retention)."""
         self.touched.add(key)
         self.removed_text = True
         id_list = sorted(ids)
+        branched = self._branched(key)
         queries.delete_rows(self.connection, key, id_list)
         self._cache.remove_ids(key, set(id_list))
         self._tails.drop(key)  # its totals changed
+        self._after_delete(key, id_list, adopt=False, branched=branched)
+
+    def _branched(self, key: Key) -> bool:
+        """Whether the conversation has inactive branches (its totals say)."""
+        totals = self.totals(key)
+        return totals is not None and totals.branches > 0
+
+    def _after_delete(self, key: Key, gone: Sequence[int], *, adopt: bool, branched: bool) -> None:
+        """After rows of the active path were deleted: the rows that followed them follow the
+        nearest row left before (the cache and the tail follow), and the branches below them
+        are ``adopt``ed so or deleted with them (``tree.after_delete``)."""
+        moved, changed = tree.after_delete(
+            self.connection, key, gone, adopt=adopt, branched=branched
+        )
+        if moved:
+            self._cache.set_parents(key, moved)
+            self._tails.set_parents(key, moved)
+        if changed:
+            self._tails.drop(key)  # its branches' totals
 
     def clear(self, key: Key) -> int:
         """Delete the whole conversation and its summary; returns the rows deleted."""
@@ -132,7 +186,7 @@ class Transaction(Reading):
             records.ensure(self.connection, key, summary.updated_at)
             records.set_created(self.connection, key, summary.updated_at)
             self._tails.drop(key)
-        replaced = queries.save_summary(self.connection, key, summary)
+        replaced = records.save_summary(self.connection, key, summary)
         self.removed_text |= replaced  # the old summary's text goes
         return replaced
 
@@ -191,9 +245,12 @@ class Transaction(Reading):
         self.removed_text = True  # the old metadata, if any, goes
         records.set_metadata(self.connection, key, text)
 
-    def delete_messages(self, key: Key, rows: Sequence[StoredMessage]) -> ConversationTotals | None:
-        """Delete ``rows`` (read in this transaction) by id; totals, turn figures, the cache and
-        the tail follow. Returns the new totals."""
+    def delete_messages(
+        self, key: Key, rows: Sequence[StoredMessage], *, adopt: bool = True
+    ) -> ConversationTotals | None:
+        """Delete ``rows`` of the active path (read in this transaction) by id; totals, turn
+        figures, the cache and the tail follow. The branches that started below them follow the
+        nearest row left before (``adopt``), else go with them. Returns the new totals."""
         self.touched.add(key)
         totals = self.totals(key)
         if totals is None or not rows:
@@ -203,7 +260,8 @@ class Transaction(Reading):
         removed = frozenset(row.id for row in rows)
         self._cache.remove_ids(key, set(removed))
         self._tails.amend(key, after, removed=removed)
-        return after
+        self._after_delete(key, sorted(removed), adopt=adopt, branched=totals.branches > 0)
+        return self.totals(key)
 
     def update_message(self, key: Key, old: StoredMessage, new: StoredMessage) -> None:
         """Store ``new`` (an edit of ``old``: content, attachments, metadata, tokens) in place;

@@ -14,6 +14,7 @@ import attrs
 from chat_history.model import Key
 from chat_history.policy.identity import Fingerprint
 from chat_history.store.engine import sqlite3
+from chat_history.store.rows import parked_key
 
 #: Schema step 7 (SQLite): one fingerprint per (identity, machine).
 SCHEMA = """
@@ -46,7 +47,8 @@ CREATE TABLE IF NOT EXISTS conversation_renames (
 """
 
 #: The tables whose rows are keyed by (workspace, conversation): every re-keying moves them all,
-#: a streaming reply's lease and text (``replies``) with its row.
+#: a streaming reply's lease and text (``replies``) with its row (the rows off a conversation's
+#: active path are keyed by its parked key: ``rename`` carries them too, store.tree).
 KEYED = (
     "messages",
     "conversations",
@@ -55,6 +57,7 @@ KEYED = (
     "conversation_renames",
     "replies",
     "compactions",
+    "branches",
 )
 #: A conversation exists (store.records: rows, a summary, a user title or metadata).
 _EXISTS = (
@@ -121,7 +124,7 @@ def drop_empty(connection: sqlite3.Connection, workspace: str, ids: set[str]) ->
     """Delete the records of ``ids`` under ``workspace`` that describe no conversation (what
     retention left), so a move may take their keys."""
     for conversation in sorted(ids):
-        for table in ("turn_figures", "conversations", "conversation_renames"):
+        for table in ("turn_figures", "conversations", "conversation_renames", "branches"):
             connection.execute(
                 f"DELETE FROM {table} WHERE workspace = ? AND conversation = ?",
                 (workspace, conversation),
@@ -138,6 +141,10 @@ def rename(connection: sqlite3.Connection, workspace: str, renames: dict[str, st
                 f"UPDATE {table} SET conversation = ? WHERE workspace = ? AND conversation = ?",
                 (new, workspace, old),
             )
+        connection.execute(
+            "UPDATE messages SET conversation = ? WHERE workspace = ? AND conversation = ?",
+            (parked_key(new), workspace, parked_key(old)),
+        )
 
 
 def move(connection: sqlite3.Connection, source: str, target: str) -> None:

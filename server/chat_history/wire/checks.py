@@ -18,6 +18,7 @@ from chat_history.model import (
     MAX_JSON_DEPTH,
     Expected,
     ExpectedLast,
+    Follow,
     nesting_exceeds,
 )
 from chat_history.policy.identity import checked_identity, request_workspace
@@ -102,7 +103,7 @@ class SessionWorkspace:
 def check_key(params: KeyParams, session: SessionWorkspace) -> tuple[str, str]:
     """The request's (workspace, conversationId), checked; the session's workspace when it names
     none."""
-    conversation = check_id(params.conversation_id, "conversationId")
+    conversation = check_conversation_id(params.conversation_id)
     return session.named(params.workspace), conversation
 
 
@@ -118,6 +119,28 @@ def check_id(value: str, field: str, max_chars: int = MAX_ID_CHARS) -> str:
     if not value:
         raise InvalidParams(field, "must be a non-empty string")
     return check_text(value, field, max_chars)
+
+
+def check_conversation_id(value: str, field: str = "conversationId") -> str:
+    """A conversation id: ``check_id``'s, without NUL (the store keys a conversation's other
+    branches by its id and a NUL, store.tree: no client may name them)."""
+    checked = check_id(value, field)
+    if "\x00" in checked:
+        raise InvalidParams(field, "contains a NUL character")
+    return checked
+
+
+def check_follow(value: Any, field: str = "parentId") -> Follow | None:
+    """Version 5's ``parentId``: absent (None: the active leaf), null (a new first row) or a
+    row id."""
+    if value is ABSENT:
+        return None
+    if value is None:
+        return Follow(None)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidParams(field, f"expected an integer or null, got {json_type(value)}")
+    check_int(value, field, 0)
+    return Follow(value)
 
 
 def check_int(value: int | None, field: str, low: int, high: int = MAX_INT) -> int | None:

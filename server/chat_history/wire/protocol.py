@@ -230,7 +230,18 @@ def wire_message(row: StoredMessage) -> dict[str, Any]:
         "metadata": dict(row.metadata),
         "status": row.status,
         "origin": row.origin.as_json() if row.origin is not None else None,
+        "parentId": row.parent_id,
+        "siblings": wire_siblings(row),
     }
+
+
+def wire_siblings(row: StoredMessage) -> dict[str, Any]:
+    """A row of the active path's ``siblings`` (protocol.md "Version 5"): itself alone when it
+    has none."""
+    found = row.siblings
+    if found is None:
+        return {"index": 0, "count": 1, "ids": [row.id]}
+    return {"index": found.index, "count": found.count, "ids": list(found.ids)}
 
 
 _WIRE_NAMES: dict[type, tuple[tuple[str, str], ...]] = {}

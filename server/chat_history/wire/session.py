@@ -34,7 +34,7 @@ from chat_history.wire.transport import frames, framing, lsp_adapter
 from chat_history.wire.transport.barrier import BOUND_SECONDS, SettingsBarrier
 
 log = logging.getLogger("chat_history")
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 TRIMMED = "chatHistory/trimmed"
 CHANGED = "chatHistory/changed"
 

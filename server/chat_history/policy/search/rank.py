@@ -35,6 +35,8 @@ class SearchRow:
     timestamp: int
     content: str
     relevance: float
+    #: on its conversation's active path (version 5: rows of its other branches are found too)
+    on_active_path: bool = True
 
 
 @attrs.frozen
@@ -49,6 +51,7 @@ class SearchHit:
     timestamp: int
     snippet: str
     highlights: tuple[tuple[int, int], ...]
+    on_active_path: bool = True
 
 
 def rank(rows: Iterable[SearchRow], query: SearchQuery, limit: int) -> tuple[list[SearchHit], bool]:
@@ -74,6 +77,7 @@ def rank(rows: Iterable[SearchRow], query: SearchQuery, limit: int) -> tuple[lis
                 timestamp=row.timestamp,
                 snippet=shown[0],
                 highlights=shown[1],
+                on_active_path=row.on_active_path,
             )
         )
     return hits, False

@@ -41,7 +41,8 @@ BY_NAME: dict[str, str] = {
     "queries._INSERT_MESSAGE": (
         "INSERT INTO messages (workspace, conversation, turn, role, content, tool_calls, "
         "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded, "
-        "status, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+        "status, origin, parent_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "RETURNING id"
     ),
     # The sequence never hands out an id twice: nothing to raise.
     "queries._RAISE_ID_FLOOR": "SELECT 1",

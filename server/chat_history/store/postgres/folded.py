@@ -44,7 +44,7 @@ FOLD = f"""(SELECT json_build_array(
     (SELECT m.updated_at FROM summaries m WHERE {_KEY}),
     (SELECT m.id * 4294967296 + m.revision FROM replies m WHERE {_KEY}),
     (SELECT json_agg(json_build_array(t.id, t.tokens)) FROM (SELECT m.id, m.tokens
-     FROM messages m WHERE {_KEY} ORDER BY m.id DESC LIMIT {WINDOW}) AS t))
+     FROM messages m WHERE {_KEY} ORDER BY m.id DESC LIMIT {WINDOW}) AS t), c.switches)
   FROM conversations c WHERE k.workspace = %s AND c.owner = k.owner
   AND c.workspace = k.workspace AND c.conversation = k.conversation)"""
 
@@ -71,7 +71,7 @@ def seen(found: Any) -> Seen:
     """The ``Seen`` of one element of the look's ``fps`` (None: the conversation is gone)."""
     if found is None:
         return Seen(None)
-    first_id, count, tokens, activity, title, metadata, summary_at, reply, rows = found
+    first_id, count, tokens, activity, title, metadata, summary_at, reply, rows, branch = found
     newest = tuple(sorted(((int(i), int(t)) for i, t in rows or ()), reverse=True))
     fingerprint = Fingerprint(
         newest[0][0] if newest else None,
@@ -83,6 +83,7 @@ def seen(found: Any) -> Seen:
         metadata,
         summary_at,
         reply,
+        branch,
     )
     return Seen(fingerprint, newest)
 

@@ -51,6 +51,8 @@ V8_TABLES: dict[str, tuple[str, ...]] = {
 V9_TABLES: dict[str, tuple[str, ...]] = {"change_marks": ("workspace", "conversation")}
 #: The tables version 10 guards: native compactions (store/provider_state.py, issue 42).
 V10_TABLES: dict[str, tuple[str, ...]] = {"compactions": ("workspace", "conversation")}
+#: The table version 11 guards: the inactive branches of conversation trees (store/tree.py).
+V11_TABLES: dict[str, tuple[str, ...]] = {"branches": ("workspace", "conversation", "head")}
 GUARDED: dict[str, tuple[str, ...]] = {**V8_TABLES, **V9_TABLES, **V10_TABLES}
 
 
@@ -130,9 +132,8 @@ CREATE TRIGGER messages_forget_reply AFTER UPDATE OF gone ON messages
 # Version 9: the change marks guarded, and the counter's floor (counter.py).
 V9 = "".join(guarded(table, key) for table, key in V9_TABLES.items()) + SCHEMA_V9
 
-# Version 10 (issue 42; the branch's number, renumbered after the conversation trees' step at
-# the merge): each row's origin and fences (a column of the guarded ``messages``: its member
-# grant again), and the native compactions, owned and guarded (store/provider_state.py).
+# Version 10 (issue 42): each row's origin and fences (a column of the guarded ``messages``: its
+# member grant again), and the native compactions, owned and guarded (store/provider_state.py).
 V10 = (
     """
 ALTER TABLE messages ADD COLUMN IF NOT EXISTS origin TEXT;

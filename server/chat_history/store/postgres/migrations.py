@@ -1,10 +1,10 @@
-"""The PostgreSQL schema's migrations after version 1 (``tables``) up to version 7, each fixed once
-released (schema.MIGRATIONS indexes them; versions 8 and 9 are guard.py's). A later migration's
-text goes here too."""
+"""The PostgreSQL schema's migrations after version 1 (``tables``) up to version 7 and from version
+10 on, each fixed once released (schema.MIGRATIONS indexes them; versions 8 and 9 are guard.py's).
+A later migration's text goes here too."""
 
 from __future__ import annotations
 
-from chat_history.store.postgres.guard import owned
+from chat_history.store.postgres.guard import V11_TABLES, guarded, member_columns, owned
 
 # Version 2: the folder fingerprints of workspace identities (store/workspaces.py).
 V2 = """
@@ -142,3 +142,40 @@ CREATE TABLE conversation_renames (
     PRIMARY KEY (owner, workspace, conversation)
 );
 """ + owned("conversation_renames")
+
+# Version 11 (issue 41): conversation trees (store/tree.py, SQLite's version 15): each row's
+# parent, a leaf's last activity, the inactive branches (guarded like every table of history)
+# and what the retention check reads of them. Every existing conversation becomes one path, each
+# row following the one before it: for every role's rows, so the migrating owner (whom
+# row-level security holds too, ``FORCE``) reads past it for that one statement, inside the
+# migration's transaction (``ALTER TABLE`` holds the table's lock until its commit). The member
+# grants of the new columns (``member_columns``) follow, as guard.py's rule says.
+V11 = (
+    """
+ALTER TABLE messages ADD COLUMN parent_id BIGINT;
+ALTER TABLE messages ADD COLUMN active_at BIGINT;
+ALTER TABLE messages NO FORCE ROW LEVEL SECURITY;
+UPDATE messages m SET parent_id = p.before FROM (SELECT owner, id, LAG(id) OVER (
+    PARTITION BY owner, workspace, conversation ORDER BY id) AS before FROM messages) AS p
+    WHERE m.owner = p.owner AND m.id = p.id AND p.before IS NOT NULL;
+ALTER TABLE messages FORCE ROW LEVEL SECURITY;
+ALTER TABLE conversations ADD COLUMN branches BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE conversations ADD COLUMN branch_expiry BIGINT;
+ALTER TABLE conversations ADD COLUMN switches BIGINT NOT NULL DEFAULT 0;
+CREATE TABLE branches (
+    workspace TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    head BIGINT NOT NULL,
+    parent BIGINT,
+    row_count BIGINT NOT NULL,
+    newest BIGINT NOT NULL,
+    activity BIGINT,
+    owner TEXT NOT NULL DEFAULT current_user,
+    PRIMARY KEY (owner, workspace, conversation, head)
+);
+"""
+    + owned("branches")
+    + "".join(guarded(table, key) for table, key in V11_TABLES.items())
+    + member_columns("messages")
+    + member_columns("conversations")
+)

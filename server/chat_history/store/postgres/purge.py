@@ -29,6 +29,7 @@ PURGED_TABLES = (
     "reply_parts",
     "conversation_renames",
     "compactions",
+    "branches",
 )
 
 

@@ -15,6 +15,7 @@ from chat_history.store.postgres import search
 from chat_history.store.postgres.dialect import Connection
 from chat_history.store.postgres.folded import Folded
 from chat_history.store.postgres.marks import Marks
+from chat_history.store.search_lookup import found_rows
 from chat_history.store.transaction import Reading, Transaction
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ SELECT c.conversation,
     (SELECT MIN(m.id) FROM messages m
      WHERE m.owner = c.owner AND m.workspace = c.workspace AND m.conversation = c.conversation),
     c.message_count, c.tokens, c.last_activity, c.title, c.metadata, s.updated_at,
-    r.id * 4294967296 + r.revision, g.rows, g.tokens
+    r.id * 4294967296 + r.revision, c.switches, g.rows, g.tokens
 FROM unnest(%s::text[], %s::bigint[]) AS k(conversation, after_id)
 CROSS JOIN (SELECT owner FROM store_version) AS o
 CROSS JOIN LATERAL (SELECT * FROM conversations c WHERE c.owner = o.owner
@@ -65,7 +66,7 @@ class PostgresReading(Reading):
         return False
 
     def search_best(self, scope: SearchScope, query: SearchQuery, count: int) -> list[SearchRow]:
-        return search.best_rows(_raw(self), scope, query, count)
+        return found_rows(search.best_rows(_raw(self), scope, query, count))
 
     def change_position(self) -> int:
         """The change counter the section's look read (with the marks past the one before)."""
@@ -123,9 +124,9 @@ class PostgresReading(Reading):
         growth: dict[str, Growth] = {}
         for row in _raw(self).execute(REFRESH, (ordered, after, workspace)):
             conversation = str(row[0])
-            now[conversation] = Fingerprint(*row[1:10])
-            if row[10] is not None:
-                growth[conversation] = Growth(int(row[10]), int(row[11]))
+            now[conversation] = Fingerprint(*row[1:11])
+            if row[11] is not None:
+                growth[conversation] = Growth(int(row[11]), int(row[12]))
         return now, {c: g for c, g in growth.items() if before.get(c) != now.get(c)}
 
 

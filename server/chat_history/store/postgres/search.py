@@ -20,6 +20,7 @@ from chat_history.policy.search.query import (
 from chat_history.policy.search.rank import SearchRow, SearchScope
 from chat_history.policy.search.scoring import folded_relevance
 from chat_history.store.postgres.tables import FOLDED
+from chat_history.store.search_lookup import scope_keys
 
 _COLUMNS = "m.workspace, m.conversation, m.id, m.turn, m.role, m.timestamp, m.content"
 
@@ -45,8 +46,8 @@ def best_rows(raw: Any, scope: SearchScope, query: SearchQuery, count: int) -> l
         clauses.append("m.workspace = %s")
         params.append(scope.workspace)
     if scope.conversation is not None:
-        clauses.append("m.conversation = %s")
-        params.append(scope.conversation)
+        clauses.append("m.conversation = ANY(%s)")  # its active path and its other branches
+        params.append(list(scope_keys(scope.conversation)))
     terms = filter_terms(query)
     if len(terms) > 2:  # checked in this order (equal costs keep it): the rarest first
         sample = raw.execute(

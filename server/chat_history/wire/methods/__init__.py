@@ -5,6 +5,7 @@ a new family is a new module and one line here."""
 from __future__ import annotations
 
 from chat_history.wire.methods import (
+    branches,
     conversations,
     edits,
     history,
@@ -22,6 +23,7 @@ METHODS: tuple[Method, ...] = (
     *history.METHODS,
     *conversations.METHODS,
     *edits.METHODS,
+    *branches.METHODS,
     *search.METHODS,
     *usage.METHODS,
     *workspaces.METHODS,

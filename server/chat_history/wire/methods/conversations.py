@@ -15,7 +15,7 @@ from chat_history.service.manager import ChatHistoryManager
 from chat_history.wire.checks import (
     MAX_CONTENT_CHARS,
     SessionWorkspace,
-    check_id,
+    check_conversation_id,
     check_int,
     check_json,
     check_text,
@@ -100,7 +100,7 @@ def fork_args(
     params: ForkParams, source_workspace: str, session: SessionWorkspace
 ) -> tuple[str, str, int | None]:
     """``fork``'s (target workspace — the source's by default —, target id, throughId)."""
-    target = check_id(params.new_conversation_id, "newConversationId")
+    target = check_conversation_id(params.new_conversation_id, "newConversationId")
     workspace = (
         session.named(params.new_workspace, "newWorkspace")
         if params.new_workspace is not None

@@ -18,6 +18,7 @@ from chat_history.wire.checks import (
     MAX_MESSAGES,
     MAX_PAGE,
     MAX_SUMMARY_CHARS,
+    check_follow,
     check_int,
     check_text,
     model_arg,
@@ -30,6 +31,7 @@ from chat_history.wire.messages import (
 )
 from chat_history.wire.methods.base import Method, Session
 from chat_history.wire.protocol import (
+    ABSENT,
     KeyParams,
     wire,
     wire_message,
@@ -45,9 +47,11 @@ if TYPE_CHECKING:
 
 @attrs.define
 class AppendParams(KeyParams):
-    """``append``: the messages to store, 1 to ``MAX_MESSAGES`` of them."""
+    """``append``: the messages to store, 1 to ``MAX_MESSAGES`` of them, and (version 5) the row
+    the first follows (``parentId``: absent, the active leaf; null, a new first row)."""
 
     messages: list[MessageIn] = attrs.field(kw_only=True)
+    parent_id: Any = ABSENT
 
 
 @attrs.define
@@ -172,7 +176,11 @@ def wire_deleted(deleted: bool) -> dict[str, Any]:
 
 def append(m: ChatHistoryManager, ls: Session, p: AppendParams) -> Any:
     """``chatHistory/append``: store the messages (retention runs in the same write)."""
-    return wire_append(history.append(m, ls.key(p), to_messages(p, m.settings.providers)))
+    return wire_append(
+        history.append(
+            m, ls.key(p), to_messages(p, m.settings.providers), check_follow(p.parent_id)
+        )
+    )
 
 
 def get(m: ChatHistoryManager, ls: Session, p: GetParams) -> Any:

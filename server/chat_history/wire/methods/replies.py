@@ -27,6 +27,8 @@ class BeginReplyParams(KeyParams):
     expected_last_id: Any = ABSENT
     continue_id: int | None = None
     message: dict[str, Any] | None = None
+    #: version 5: the row the reply follows (absent: the active leaf)
+    parent_id: Any = ABSENT
 
 
 @attrs.define
@@ -67,14 +69,17 @@ def begin_options(
     """``beginReply``'s arguments checked (``continue_id``, ``message.*``; ``aliases`` fill
     ``message.originAlias``)."""
     expected = checks.expected_last(cast(Any, p))
+    follow = checks.check_follow(p.parent_id)
     if p.continue_id is not None:
         if p.message is not None:
             raise InvalidParams("message", "is not allowed with continue_id")
+        if follow is not None:
+            raise InvalidParams("parentId", "is not allowed with continue_id")
         return replies.ReplyBegin(
             continue_id=checks.row_id(p.continue_id, "continue_id"), expected=expected
         )
     if p.message is None:
-        return replies.ReplyBegin(expected=expected)
+        return replies.ReplyBegin(expected=expected, follow=follow)
     extra = sorted(set(p.message) - _MESSAGE_FIELDS)
     if extra:
         raise InvalidParams(f"message.{extra[0]}", "is not a field of a reply's message")
@@ -82,7 +87,7 @@ def begin_options(
     if raw.content is None:
         raw.content = ""
     return replies.ReplyBegin(
-        message=messages.to_message(raw, "message", aliases), expected=expected
+        message=messages.to_message(raw, "message", aliases), expected=expected, follow=follow
     )
 
 

@@ -14,7 +14,7 @@ from chat_history.service import search as search_service
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.wire.checks import (
     SessionWorkspace,
-    check_id,
+    check_conversation_id,
     check_int,
 )
 from chat_history.wire.methods.base import Method, Session
@@ -53,7 +53,7 @@ def search_args(params: SearchParams, session: SessionWorkspace) -> tuple[Search
             raise InvalidParams(f"roles[{i}]", f"unknown role; expected one of {', '.join(ROLES)}")
     workspace = session.named(params.workspace)
     conversation = (
-        check_id(params.conversation_id, "conversationId")
+        check_conversation_id(params.conversation_id)
         if params.conversation_id is not None
         else None
     )
@@ -80,6 +80,7 @@ def wire_search(result: SearchResult) -> dict[str, Any]:
                 "timestamp": hit.timestamp,
                 "snippet": hit.snippet,
                 "highlights": [list(span) for span in hit.highlights],
+                "onActivePath": hit.on_active_path,
             }
             for hit in result.hits
         ],

@@ -1,0 +1,151 @@
+"""The branches family (``wire/methods/branches``; protocol.md "Version 5" → Conversation trees):
+``switchBranch`` (another path becomes the active path, one write transaction) and ``getTree``
+(the whole tree, a page of it in id order, one snapshot). The rules are ``policy.tree``'s, the
+steps on a transaction ``tree_steps``'."""
+
+from __future__ import annotations
+
+import attrs
+
+from chat_history.errors import InvalidParams, ReplyInProgress
+from chat_history.model import Expected, Key, StoredMessage
+from chat_history.policy.tree import Node, children
+from chat_history.service.edits import check_expected
+from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.tree_steps import activate_in, parked_switch, with_siblings
+from chat_history.store import Reading, Transaction
+from chat_history.store.reply_section import ReplyReading
+from chat_history.store.tree_section import TreeReading
+
+#: ``getTree``'s page: 1–10,000 rows, 1,000 when the request names none.
+MAX_TREE_PAGE = 10_000
+DEFAULT_TREE_PAGE = 1_000
+#: A node's preview: the first code points of its text.
+PREVIEW_CHARS = 80
+
+
+@attrs.frozen
+class SwitchResult:
+    """``switchBranch``: the active leaf now, and the active path's newest rows (all of them
+    without a ``limit``), and whether older ones exist."""
+
+    active_leaf_id: int | None
+    messages: tuple[StoredMessage, ...]
+    has_more: bool
+
+
+@attrs.frozen
+class TreeNode:
+    """One row of ``getTree``: where it stands in the tree and the start of its text."""
+
+    id: int
+    parent_id: int | None
+    role: str
+    preview: str
+    timestamp: int
+    #: how many rows follow it
+    children: int
+    #: on the active path
+    active: bool
+
+
+@attrs.frozen
+class TreePage:
+    """``getTree``: a page of the tree's rows in id order, the active leaf, and whether rows
+    with higher ids exist."""
+
+    nodes: tuple[TreeNode, ...]
+    active_leaf_id: int | None
+    has_more: bool
+
+
+def switch(
+    manager: ChatHistoryManager,
+    key: Key,
+    row_id: int,
+    *,
+    expected: Expected = None,
+    limit: int | None = None,
+) -> SwitchResult:
+    """Make the path through row ``row_id`` the active path: from it, at each row with several
+    children, the child whose subtree holds the leaf active most recently, else the newest
+    child, down to a leaf. A row of the active path leaves it as it is (its subtree holds the
+    active leaf). Returns the active path's newest ``limit`` rows (all when None).
+    Raises InvalidParams ``id`` (no row of this conversation), ReplyInProgress (a reply
+    streams in it), ConversationChanged (``expected``), StorageError."""
+    with manager.lock:
+        now = manager.clock()
+
+        def switch_in(tx: Transaction) -> SwitchResult:
+            check_expected(tx, key, expected)
+            section = TreeReading(tx)
+            node = section.node(key, row_id)
+            if node is None:
+                raise InvalidParams("id", "is not a message of this conversation")
+            streaming = ReplyReading(tx).streaming(key)
+            if streaming is not None:
+                raise ReplyInProgress(streaming.id)
+            if not node.active:
+                switch = parked_switch(section.parked_nodes(key), row_id, down=True)
+                activate_in(tx, key, switch, now)
+                tx.touch(key, now)
+            return _path_page(tx, key, limit)
+
+        return manager.write((key,), switch_in)
+
+
+def _path_page(tx: Reading, key: Key, limit: int | None) -> SwitchResult:
+    if limit is None:
+        rows, has_more = tx.all_rows(key), False
+    else:
+        rows, has_more = tx.page(key, limit, None)
+    return SwitchResult(tx.last_id(key), with_siblings(tx, key, rows), has_more)
+
+
+def tree(
+    manager: ChatHistoryManager, key: Key, after_id: int | None = None, limit: int | None = None
+) -> TreePage:
+    """The conversation's rows on every branch after ``after_id`` (from the first when None),
+    in id order, at most ``limit`` (``DEFAULT_TREE_PAGE`` when None) of them: each with its
+    parent, role, preview, timestamp, number of children and whether it is on the active path.
+    Retention runs first, as for every read. Raises StorageError."""
+    size = DEFAULT_TREE_PAGE if limit is None else limit
+    with manager.lock:
+        return manager.retained_read(key, lambda tx, _: _tree_in(tx, key, after_id or 0, size))
+
+
+def _tree_in(tx: Reading, key: Key, after_id: int, limit: int) -> TreePage:
+    page = TreeReading(tx).page(key, after_id, limit + 1)
+    has_more = len(page) > limit
+    page = page[:limit]
+    leaf = tx.last_id(key)
+    below = _child_counts(tx, key, [node for node, _ in page], leaf)
+    return TreePage(
+        tuple(
+            TreeNode(
+                id=node.id,
+                parent_id=node.parent_id,
+                role=node.role,
+                preview=text[:PREVIEW_CHARS],
+                timestamp=node.timestamp,
+                children=below.get(node.id, 0),
+                active=node.active,
+            )
+            for node, text in page
+        ),
+        leaf,
+        has_more,
+    )
+
+
+def _child_counts(tx: Reading, key: Key, nodes: list[Node], leaf: int | None) -> dict[int, int]:
+    """How many rows follow each of ``nodes``: a row of the active path its next row there
+    (none for the leaf) and the inactive branches that start below it; a parked row its
+    parked children."""
+    # The parked rows' parents: parked rows, and for each inactive branch its parent on the
+    # active path.
+    section = TreeReading(tx)
+    parked = children(section.parked_nodes(key)) if section.branches(key) else {}
+    return {
+        node.id: (node.active and node.id != leaf) + len(parked.get(node.id, ())) for node in nodes
+    }
