@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
+from typing import Any
 
 log = logging.getLogger("chat_history")
 
@@ -67,41 +68,51 @@ def on_rest(callback: Callable[[], None], executor: Executor) -> None:
     _rest = (callback, executor)
 
 
-def large_message(size: int) -> None:
-    """A message of ``size`` bytes was read or written (on the server's event loop; every
-    message passes here): trim the heaps soon when it was large (one trim pending at a time),
-    and once the server is at rest."""
+def large_message(size: int, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    """A message of ``size`` bytes was read or written (every message passes here, on any
+    thread): trim the heaps soon when it was large (one trim pending at a time), and once the
+    server is at rest. The timers run on ``loop``, the server's event loop (default: the running
+    one; none, in an embedding test: nothing to wait on)."""
     global _pending
-    _arm_idle()
-    if size < LARGE_BYTES or _trim is None:
+    loop = loop or _running_loop()
+    _arm_idle(loop)
+    if size < LARGE_BYTES or _trim is None or loop is None:
         return
     with _lock:
         if _pending:
             return
         _pending = True
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # not the server's loop (an embedding test): nothing to wait on
-        with _lock:
-            _pending = False
-        return
     # On the loop, not on a timer thread: a trim from a fresh thread gave nothing back.
-    loop.call_later(DELAY_SECONDS, _run)
+    _later(loop, DELAY_SECONDS, _run)
 
 
-def _arm_idle() -> None:
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _later(
+    loop: asyncio.AbstractEventLoop, delay: float, callback: Callable[..., None], *args: Any
+) -> None:
+    """``callback(*args)`` after ``delay`` on ``loop``, from any thread."""
+    if _running_loop() is loop:
+        loop.call_later(delay, callback, *args)
+    else:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: exiting
+            loop.call_soon_threadsafe(loop.call_later, delay, callback, *args)
+
+
+def _arm_idle(loop: asyncio.AbstractEventLoop | None) -> None:
     """Note the message; schedule the check for rest unless one is scheduled."""
     global _idle_armed, _last_message
     with _lock:
         _last_message = time.monotonic()
-        if _idle_armed:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # not on a loop (an embedding test): no rest to wait for
+        if _idle_armed or loop is None:  # no loop (an embedding test): no rest to wait for
             return
         _idle_armed = True
-    loop.call_later(IDLE_SECONDS, _idle_check, loop)
+    _later(loop, IDLE_SECONDS, _idle_check, loop)
 
 
 def _idle_check(loop: asyncio.AbstractEventLoop) -> None:
