@@ -73,7 +73,8 @@ class Front:
         memory.large_message(size, self.ls.loop)
 
     def receive(self, body: bytes) -> None:
-        """Check one message and route it: served here, or handed to pygls in order."""
+        """Check one message and route it: served here, or handed to pygls in order. Nothing
+        that goes wrong here ends the server: a request is answered -32603."""
         checked = intake.check(self.send, body, self.shutting_down())
         del body
         if checked is None:
@@ -81,7 +82,14 @@ class Front:
         if isinstance(checked, dict):
             self._client_answer(checked)
             return
-        incoming, method = checked, checked.method
+        try:
+            self._route(checked)
+        except Exception:
+            log.exception("could not handle %s", checked.method)
+            checked.refuse(self.send, INTERNAL_ERROR, f"Internal error handling {checked.method}")
+
+    def _route(self, incoming: intake.Incoming) -> None:
+        method = incoming.method
         if method.startswith("chatHistory/"):
             found = self.requests.method(method)
             if found is not None:
