@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import contextlib
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -99,10 +99,8 @@ class Child:
 
     def close(self) -> None:
         assert self.process.stdin is not None
-        try:
+        with contextlib.suppress(BrokenPipeError):
             self.process.stdin.close()
-        except BrokenPipeError:
-            pass
         try:
             self.process.wait(10)
         except subprocess.TimeoutExpired:
@@ -252,8 +250,11 @@ def drop_caches() -> bool:
     return True
 
 
-def measure(found: dict[str, Start], rounds: int, cold: bool) -> dict[str, list[tuple[float, float]]]:
-    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in found}
+Samples = dict[str, list[tuple[float, float]]]
+
+
+def measure(found: dict[str, Start], rounds: int, cold: bool) -> Samples:
+    samples: Samples = {name: [] for name in found}
     if not cold:
         for start in found.values():  # the page cache warmed for every command
             start()
@@ -265,7 +266,7 @@ def measure(found: dict[str, Start], rounds: int, cold: bool) -> dict[str, list[
     return samples
 
 
-def table(results: dict[str, dict[str, list[tuple[float, float]]]]) -> list[str]:
+def table(results: dict[str, Samples]) -> list[str]:
     lines = [
         "| command | cache | first answer (`initialize`) ms | first request ms (min-max) |",
         "|---|---|---:|---:|",
@@ -298,7 +299,7 @@ def main(argv: list[str] | None = None) -> None:
         wanted = args.only.split(",")
         found = {name: start for name, start in found.items() if name in wanted}
         args.no_write = True
-    results: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    results: dict[str, Samples] = {}
     loads = [os.getloadavg()[0]]
     results["warm"] = measure(found, args.rounds, cold=False)
     loads.append(os.getloadavg()[0])

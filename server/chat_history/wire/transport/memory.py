@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import ctypes.util
 import logging
 import threading
 import time
@@ -40,10 +39,11 @@ IDLE_SECONDS = 2.0
 
 
 def _find_trim() -> Callable[[int], int] | None:
+    # The symbols the process has loaded already, libc's among them: not ``ctypes.util``, whose
+    # ``find_library`` imports shutil and lzma (~10 ms of every start, issue 45).
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, TypeError, AttributeError):  # TypeError: Windows takes no None
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
