@@ -143,6 +143,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/acp.py
 	$(PY) bench/imports.py
 	$(PY) bench/roundtrip.py
+	$(PY) bench/startup.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

@@ -20,7 +20,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
-from report import write_plot, write_report  # noqa: E402
+from report import _targets, write_plot, write_report  # noqa: E402
 
 ORDER = ["raw", "ours", "stdio", "agents", "langchain", "llamaindex"]
 FULL = {
@@ -111,8 +111,13 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     parser.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md")
     parser.add_argument("--plot", type=Path, default=BENCH / "latency.png")
+    parser.add_argument(
+        "--sizes", help="comma-separated sizes: prints the medians and the targets, writes nothing"
+    )
     args = parser.parse_args()
     config = QUICK if args.quick else FULL
+    if args.sizes:
+        config = {**config, "sizes": [int(n) for n in args.sizes.split(",")]}
     systems = [s for s in ORDER if s in args.systems.split(",")]
     began = time.perf_counter()
 
@@ -144,6 +149,11 @@ def main() -> None:
             else:
                 print(f"{system:>11} {size:>7}: {result['status']}", flush=True)
 
+    if args.sizes:
+        run = {"config": config, "results": results}
+        for target, measured, verdict in _targets(run):
+            print(f"{target}: {measured} ({verdict})")
+        return
     starts = measure_startup(config["starts"])
     ours_ms, bare_ms = (statistics.median(starts[k]) for k in ("ours", "bare"))
     print(f"startup ms: ours {ours_ms:.0f}, bare {bare_ms:.0f}", flush=True)

@@ -245,3 +245,35 @@ def test_a_response_without_an_id_is_dropped_silently() -> None:
     wire = Wire()
     wire.handle({"jsonrpc": "2.0", "result": 1})
     assert wire.answers() == []
+
+
+def test_a_cancelled_request_queued_behind_the_barrier_is_answered_at_once_and_never_runs(
+    tmp_path: Any,
+) -> None:
+    wire = Wire()
+    options = {"storagePath": str(tmp_path)}  # no settings: requests wait for the pull
+    capabilities = {"workspace": {"configuration": True}}
+    init = {"processId": None, "capabilities": capabilities, "initializationOptions": options}
+    wire.handle({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+    row = {"role": "user", "content": "never stored"}
+    params = {"conversationId": "c", "messages": [row]}
+    wire.handle({"jsonrpc": "2.0", "id": 2, "method": "chatHistory/append", "params": params})
+    wire.handle({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 2}})
+    cancelled = [a for a in wire.answers() if a.get("id") == 2]
+    assert cancelled == [
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "error": {"code": -32800, "message": 'Request with id "2" is canceled'},
+        }
+    ]
+    ls = wire.front.ls
+    ls.barrier.answer(1, None)  # the pull answered: the request thread goes on
+    ls.requests.submit(lambda: None).result(timeout=30)  # everything queued before it is done
+    wire.handle(
+        {"jsonrpc": "2.0", "id": 3, "method": "chatHistory/get", "params": {"conversationId": "c"}}
+    )
+    ls.requests.submit(lambda: None).result(timeout=30)
+    (got,) = [a for a in wire.answers() if a.get("id") == 3]
+    assert got["result"]["messages"] == []
+    assert [a for a in wire.answers() if a.get("id") == 2] == cancelled  # answered once

@@ -78,8 +78,6 @@ class ChatHistoryLanguageServer(LanguageServer):
         self.session = session
         if session.writer is not None:
             self.protocol.set_writer(session.writer)
-        # Set here, not by ``start_io`` (the front reads stdin): pygls's ``shutdown`` sets it.
-        self.stop = lsp_adapter.new_stop_event(self)
 
         @self.feature(types.SHUTDOWN)
         async def on_shutdown(ls: ChatHistoryLanguageServer, *args: Any) -> None:

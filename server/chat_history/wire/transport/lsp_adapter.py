@@ -3,8 +3,8 @@ and the only one of the transport that imports pygls: the server's front (``wire
 hands pygls the messages of the LSP lifecycle it keeps (``deliver``, ``deliver_answer``) once it
 has loaded. pygls 2.x has no public way to: write a message ourselves (UTF-8, size-checked),
 structure a message with the protocol's converter without its traceback, see whether
-``shutdown`` was received, find a request's future, fail the server's own unanswered requests at
-exit, or set the stop event its ``shutdown`` sets. Every such reach is a function or an override
+``shutdown`` was received, find a request's future, or fail the server's own unanswered requests
+at exit. Every such reach is a function or an override
 here, and ``tests/unit/test_lsp_adapter.py`` pins the pygls versions they were checked with
 (pyproject.toml) and that each attribute still exists with the expected kind."""
 
@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import threading
 from typing import Any
 
 import cattrs
 from pygls.exceptions import JsonRpcMethodNotFound
-from pygls.lsp.server import LanguageServer
 from pygls.protocol import (
     JsonRPCNotification,
     JsonRPCProtocol,
@@ -54,7 +52,6 @@ PROTOCOL_PRIVATES: dict[str, str | type] = {
     "_request_futures": dict,
     "_result_types": dict,
 }
-SERVER_PRIVATES: dict[str, str | type] = {"_stop_event": object}
 
 
 def converter() -> cattrs.Converter:
@@ -248,12 +245,3 @@ def fail_server_requests(protocol: JsonRPCProtocol, exc: BaseException) -> None:
         future = protocol._request_futures.pop(msg_id, None)
         if isinstance(future, concurrent.futures.Future) and not future.done():
             future.set_exception(exc)
-
-
-# -- what the session (wire/session.py) needs from the language server -------------------------
-
-
-def new_stop_event(server: LanguageServer) -> threading.Event:
-    """The event pygls's ``shutdown`` sets to stop the stdio loop (``start_io`` makes it)."""
-    server._stop_event = threading.Event()
-    return server._stop_event
