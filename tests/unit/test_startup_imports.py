@@ -1,6 +1,7 @@
 """What the server's start loads before its first answers (issue 45): the front, the session and the
-methods' table, without pygls and lsprotocol (loaded in the background), the MCP and ACP SDKs or
-the PostgreSQL driver. A module that pulls one of them in at import time fails here."""
+methods' table, without pygls and lsprotocol (loaded in the background), asyncio (it comes with
+the event loop, started after the first answers), the MCP and ACP SDKs or the PostgreSQL driver.
+A module that pulls one of them in at import time fails here."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import subprocess
 import sys
 
 NOT_AT_START = (
+    "asyncio",
     "pygls",
     "lsprotocol",
     "mcp",

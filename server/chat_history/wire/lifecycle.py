@@ -6,7 +6,6 @@ first three run on the thread that reads the messages, in their order, on the pa
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -152,6 +151,8 @@ def initialized(ls: ChatHistoryServer, raw: Any) -> None:
 
 
 def _watch(ls: ChatHistoryServer) -> None:
+    import asyncio
+
     if ls._watching is None:
         ls._watching = asyncio.get_running_loop().create_task(ls.watch_idle())
 
@@ -174,6 +175,8 @@ def did_change_configuration(ls: ChatHistoryServer, raw: Any) -> None:
 async def shutdown(ls: ChatHistoryServer, *args: Any) -> None:
     # A request that started is finished and answered before `shutdown` is; the others never run.
     """Answer ``shutdown`` after every started request is answered; queued ones never run."""
+    import asyncio
+
     ls.closing.set()
     ls.barrier.wake()
     await asyncio.gather(*(asyncio.wrap_future(f) for f in list(ls.in_flight)))

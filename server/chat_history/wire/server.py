@@ -9,9 +9,7 @@ message after it, so the order holds."""
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
-import contextlib
 import itertools
 import logging
 import sys
@@ -28,12 +26,15 @@ from chat_history.wire.session import ChatHistoryServer
 from chat_history.wire.transport import frames, framing, intake, memory
 
 if TYPE_CHECKING:
+    import asyncio
+
     from chat_history.wire.lsp import ChatHistoryLanguageServer
 
 log = logging.getLogger("chat_history")
 
-#: pygls starts loading this long after the front began serving, unless a custom request was
-#: answered before (or a message needs it): the first answers do not share the CPU with it.
+#: The event loop (asyncio, ~15 % of the front's imports) and pygls start loading this long after
+#: the front began reading, unless a custom request was answered before or a message needs them:
+#: the first answers share the CPU with neither.
 LSP_DELAY_SECONDS = 0.3
 #: The ids of the server's own requests before pygls has loaded (pygls's are UUIDs).
 _ASKED_PREFIX = "chat-history-"
@@ -60,6 +61,10 @@ class Front:
         #: the server's own requests before pygls loaded, by id, until answered
         self._asked: dict[str, concurrent.futures.Future[Any]] = {}
         self._ids = itertools.count(1)
+        #: set on the event loop: the read loop's end (None, exit's body or its exception), and
+        #: pygls loaded (or not)
+        self._ended: asyncio.Future[Any] | None = None
+        self._loaded: asyncio.Future[None] | None = None
 
     # -- framing.Receiver (the reading thread) ---------------------------------------------------
 
@@ -185,12 +190,15 @@ class Front:
         self.send(
             {"id": msg_id, "params": params, "method": "workspace/configuration", "jsonrpc": "2.0"}
         )
+        import asyncio
+
         return await asyncio.wrap_future(future)
 
     # -- pygls -------------------------------------------------------------------------------
 
     def want_lsp(self) -> None:
-        """Start loading pygls in the background (once)."""
+        """Start loading pygls in the background (once), and the event loop it runs on."""
+        self.ls.loop_wanted.set()
         with self._loading_lock:
             if self._loading:
                 return
@@ -204,12 +212,18 @@ class Front:
             log.critical("pygls could not be loaded: %r", exc)
             self._lsp_failed = exc
             self._lsp_ready.set()
+            self.ls.soon(self._loaded_now, urgent=True)
             return
-        self.ls.soon(self._install, lsp.ChatHistoryLanguageServer)
+        self.ls.soon(self._install, lsp.ChatHistoryLanguageServer, urgent=True)
 
     def _install(self, make: type[ChatHistoryLanguageServer]) -> None:
         self.lsp = make(self.ls)
         self._lsp_ready.set()
+        self._loaded_now()
+
+    def _loaded_now(self) -> None:
+        if self._loaded is not None and not self._loaded.done():
+            self._loaded.set_result(None)
 
     def _to_lsp(self, incoming: intake.Incoming) -> None:
         """Hand the message to pygls on the event loop, once it has loaded (this thread reads
@@ -232,30 +246,42 @@ class Front:
 
     # -- the loop ----------------------------------------------------------------------------
 
-    async def serve(self) -> None:
-        """Read until the end of input or ``exit``; every request already received is finished
-        (and answered while stdout is open) before this returns, and before ``exit`` is
-        handled."""
-        loop = asyncio.get_running_loop()
-        self.ls.loop = loop
-        ended: asyncio.Future[bytes | None] = loop.create_future()
+    def start_reading(self) -> None:
+        """The read loop on its own thread; its end (None, exit's body or the exception it
+        raised) is handed to the event loop (``serve``)."""
 
         def read() -> None:
             try:
                 found: Any = framing.read_loop(self.stdin, self)
             except BaseException as exc:
                 found = exc
-            with contextlib.suppress(RuntimeError):  # the loop ended first (a signal)
-                loop.call_soon_threadsafe(_set, ended, found)
+            self.ls.soon(self._read_ended, found, urgent=True)
 
         threading.Thread(target=read, name="chat-history-stdin", daemon=True).start()
-        loop.call_later(LSP_DELAY_SECONDS, self.want_lsp)
-        exit_body = await ended
+
+    def _read_ended(self, found: Any) -> None:
+        assert self._ended is not None, "serve() made it before the loop ran anything"
+        _set(self._ended, found)
+
+    async def serve(self) -> None:
+        """On the event loop, once it is wanted: wait for the end of input or ``exit``; every
+        request already received is finished (and answered while stdout is open) before this
+        returns, and before ``exit`` is handled."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        self._ended = loop.create_future()
+        self._loaded = loop.create_future()
+        if self._lsp_ready.is_set():
+            self._loaded_now()
+        self.ls.attach(loop)  # what the reading thread meant for the loop runs now
+        exit_body = await self._ended
         await self.finish(closed=exit_body is None)
         if exit_body is None:
             return
         incoming = intake.check(self.send, exit_body, shutting_down=False)
-        await loop.run_in_executor(None, self._lsp_ready.wait)
+        self.want_lsp()
+        await self._loaded
         if self.lsp is None:
             raise SystemExit(0 if self.ls.closing.is_set() else 1)
         if isinstance(incoming, intake.Incoming):
@@ -266,6 +292,8 @@ class Front:
         be read (the input ``closed``, or ``exit`` came), so the server's own requests
         (``workspace/configuration``) still unanswered never will be: they fail, so that whatever
         waits on them goes on instead of holding the exit forever."""
+        import asyncio
+
         pending = self._pending()
         if pending:
             why = "stdin closed" if closed else "exit received"
@@ -330,6 +358,13 @@ def serve_stdio(stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -
     ls = front.ls
     signalled = False
     try:
+        front.start_reading()
+        # The first answers need no event loop: it starts once they are out (with pygls), when
+        # something needs it (the settings pull, a message for pygls, the end), or after a while.
+        ls.loop_wanted.wait(LSP_DELAY_SECONDS)
+        front.want_lsp()
+        import asyncio
+
         asyncio.run(front.serve())
     except BrokenPipeError:
         log.error("the client closed the connection; shutting down")

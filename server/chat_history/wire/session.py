@@ -5,7 +5,6 @@ it before pygls has loaded, and ``wire/lsp.py`` hands pygls the same session onc
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import enum
 import functools
@@ -16,7 +15,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chat_history.errors import StorageError, quoted
 from chat_history.model import Key, Trimmed
@@ -27,6 +26,9 @@ from chat_history.settings import Settings, default_settings, load_settings
 from chat_history.wire import checks, protocol
 from chat_history.wire.transport import frames
 from chat_history.wire.transport.barrier import BOUND_SECONDS, SettingsBarrier
+
+if TYPE_CHECKING:  # asyncio loads with the event loop, after the first answers (issue 45)
+    import asyncio
 
 log = logging.getLogger("chat_history")
 PROTOCOL_VERSION = 4
@@ -75,8 +77,12 @@ class ChatHistoryServer:
         self._machine: str | None = None
         self.exit_code = 0
         self._reported: set[str] = set()
-        #: the event loop the front serves on (None until it does)
+        #: the event loop the front serves on (None until it starts: the first answers need
+        #: none), what was meant for it before, and whether something needs it started now
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._early: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self._loop_lock = threading.Lock()
+        self.loop_wanted = threading.Event()
         self._pulls: set[asyncio.Task[None]] = set()
         #: stdout (None when not serving: a test's session)
         self.writer = writer
@@ -89,12 +95,28 @@ class ChatHistoryServer:
         self.watch: watch.ChangeWatch | None = None
         self._watching: asyncio.Task[None] | None = None
 
-    def soon(self, callback: Callable[..., Any], *args: Any) -> None:
-        """Run ``callback(*args)`` on the event loop, from any thread (nothing once it closed)."""
-        loop = self.loop
-        if loop is not None and not loop.is_closed():
+    def soon(self, callback: Callable[..., Any], *args: Any, urgent: bool = False) -> None:
+        """Run ``callback(*args)`` on the event loop, from any thread (nothing once it closed);
+        before the loop has started, once it does (``urgent``: start it now)."""
+        with self._loop_lock:
+            loop = self.loop
+            if loop is None:
+                self._early.append((callback, args))
+        if loop is None:
+            if urgent:
+                self.loop_wanted.set()
+            return
+        if not loop.is_closed():
             with contextlib.suppress(RuntimeError):  # closed meanwhile: exiting
                 loop.call_soon_threadsafe(callback, *args)
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The event loop has started (on it): what was meant for it runs now, in order."""
+        with self._loop_lock:
+            self.loop = loop
+            early, self._early = self._early, []
+        for callback, args in early:
+            loop.call_soon(callback, *args)
 
     def exit_at_once(self) -> None:
         """After a signal: the store closed, then the process ends without joining the stdin
@@ -170,9 +192,11 @@ class ChatHistoryServer:
         pull is raised here, on the thread that reads the messages, before the next one is read;
         it is sent from the event loop."""
         pull = self.barrier.raise_()
-        self.soon(self._send_pull, pull)
+        self.soon(self._send_pull, pull, urgent=True)  # requests wait for it
 
     def _send_pull(self, pull: int) -> None:
+        import asyncio
+
         loop = asyncio.get_running_loop()
         task = loop.create_task(self._pull(pull))
         self._pulls.add(task)  # a task nobody references may be collected mid-pull
@@ -181,6 +205,8 @@ class ChatHistoryServer:
 
     def check_late_later(self) -> None:
         """Warn once if a pull is still unanswered when its bound has passed (event loop)."""
+        import asyncio
+
         asyncio.get_running_loop().call_later(self.barrier.bound, self._check_late)
 
     def _check_late(self) -> None:
@@ -241,6 +267,8 @@ class ChatHistoryServer:
     async def watch_idle(self) -> None:
         """Look for others' changes every ``watch.IDLE_SECONDS`` on the request thread (queued
         behind requests, so never beside one), until ``shutdown``."""
+        import asyncio
+
         loop = asyncio.get_running_loop()
         tended = loop.time()
         while not self.closing.is_set():
@@ -315,10 +343,3 @@ _LOG_LEVELS = {
     MessageType.Info: logging.INFO,
     MessageType.Log: logging.DEBUG,
 }
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None

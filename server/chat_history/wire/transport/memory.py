@@ -17,15 +17,18 @@ blocks on their own."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ctypes
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # asyncio loads with the server's event loop, after its first answers
+    import asyncio
 
 log = logging.getLogger("chat_history")
 
@@ -87,8 +90,9 @@ def large_message(size: int, loop: asyncio.AbstractEventLoop | None = None) -> N
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
+    running = sys.modules.get("asyncio")  # not imported: no loop runs
     try:
-        return asyncio.get_running_loop()
+        return running.get_running_loop() if running is not None else None
     except RuntimeError:
         return None
 
