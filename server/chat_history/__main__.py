@@ -5,11 +5,13 @@ one is too old."""
 
 from __future__ import annotations
 
-import argparse
 import logging
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the editor's plain start builds no parser (issue 45)
+    import argparse
 
 
 class _QuietExpectedErrors(logging.Filter):
@@ -29,6 +31,8 @@ class _QuietExpectedErrors(logging.Filter):
 
 def parser() -> argparse.ArgumentParser:
     """The server's command line: no argument serves on stdio."""
+    import argparse
+
     from chat_history import __version__
 
     made = argparse.ArgumentParser(

@@ -16,7 +16,7 @@ IDLE = 0.2
 
 @pytest.fixture(autouse=True)
 def short_rest(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert memory._trim is not None, "glibc's malloc_trim is there on this machine"
+    assert memory.trim_function() is not None, "glibc's malloc_trim is there on this machine"
     monkeypatch.setattr(memory, "IDLE_SECONDS", IDLE)
     monkeypatch.setattr(memory, "_rest", None)
 

@@ -18,7 +18,7 @@ blocks on their own."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
+import functools
 import logging
 import sys
 import threading
@@ -41,9 +41,13 @@ DELAY_SECONDS = 0.25
 IDLE_SECONDS = 2.0
 
 
-def _find_trim() -> Callable[[int], int] | None:
-    # The symbols the process has loaded already, libc's among them: not ``ctypes.util``, whose
-    # ``find_library`` imports shutil and lzma (~10 ms of every start, issue 45).
+@functools.cache
+def trim_function() -> Callable[[int], int] | None:
+    """The C library's ``malloc_trim`` (None where there is none), looked up on first use: the
+    start does not load ctypes. From the symbols the process has loaded already, libc's among
+    them: not ``ctypes.util``, whose ``find_library`` imports shutil and lzma (issue 45)."""
+    import ctypes
+
     try:
         trim = ctypes.CDLL(None).malloc_trim
     except (OSError, TypeError, AttributeError):  # TypeError: Windows takes no None
@@ -53,7 +57,6 @@ def _find_trim() -> Callable[[int], int] | None:
     return trim
 
 
-_trim = _find_trim()
 _lock = threading.Lock()
 _pending = False
 _idle_armed = False  # a check for rest is scheduled
@@ -79,7 +82,7 @@ def large_message(size: int, loop: asyncio.AbstractEventLoop | None = None) -> N
     global _pending
     loop = loop or _running_loop()
     _arm_idle(loop)
-    if size < LARGE_BYTES or _trim is None or loop is None:
+    if size < LARGE_BYTES or loop is None or trim_function() is None:
         return
     with _lock:
         if _pending:
@@ -153,6 +156,7 @@ def _run() -> None:
 
 def _trim_now() -> None:
     global trims
-    if _trim is not None:
-        _trim(0)
+    trim = trim_function()
+    if trim is not None:
+        trim(0)
         trims += 1
