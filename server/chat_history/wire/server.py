@@ -75,7 +75,10 @@ class Front:
             self.writer.write_frame(*body)
 
     def received(self, size: int) -> None:
-        memory.large_message(size, self.ls.loop)
+        try:
+            memory.large_message(size, self.ls.loop)
+        except Exception:  # housekeeping never ends the read loop
+            log.exception("after a message of %d bytes", size)
 
     def receive(self, body: bytes) -> None:
         """Check one message and route it: served here, or handed to pygls in order. Nothing

@@ -10,6 +10,7 @@ here, and ``tests/unit/test_lsp_adapter.py`` pins the pygls versions they were c
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import logging
 from typing import Any
@@ -101,7 +102,7 @@ class AdaptedProtocol(LanguageServerProtocol):
         else:  # an embedding test's writer
             writer.write(b"".join([frames.frame_header(size), *body]))
         del body
-        memory.large_message(size)
+        memory.large_message(size, _loop_here())
 
     def _known(self, method: str) -> bool:
         return method in self.fm.builtin_features or method in self.fm.features
@@ -245,3 +246,11 @@ def fail_server_requests(protocol: JsonRPCProtocol, exc: BaseException) -> None:
         future = protocol._request_futures.pop(msg_id, None)
         if isinstance(future, concurrent.futures.Future) and not future.done():
             future.set_exception(exc)
+
+
+def _loop_here() -> asyncio.AbstractEventLoop | None:
+    """The event loop of this thread (pygls writes on its loop), if any."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

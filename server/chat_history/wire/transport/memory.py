@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -74,13 +73,12 @@ def on_rest(callback: Callable[[], None], executor: Executor) -> None:
     _rest = (callback, executor)
 
 
-def large_message(size: int, loop: asyncio.AbstractEventLoop | None = None) -> None:
+def large_message(size: int, loop: asyncio.AbstractEventLoop | None) -> None:
     """A message of ``size`` bytes was read or written (every message passes here, on any
     thread): trim the heaps soon when it was large (one trim pending at a time), and once the
-    server is at rest. The timers run on ``loop``, the server's event loop (default: the running
-    one; none, in an embedding test: nothing to wait on)."""
+    server is at rest. The timers run on ``loop``, the server's event loop (None before it has
+    started, or in an embedding test: nothing is scheduled)."""
     global _pending
-    loop = loop or _running_loop()
     _arm_idle(loop)
     if size < LARGE_BYTES or loop is None or trim_function() is None:
         return
@@ -92,23 +90,12 @@ def large_message(size: int, loop: asyncio.AbstractEventLoop | None = None) -> N
     _later(loop, DELAY_SECONDS, _run)
 
 
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    running = sys.modules.get("asyncio")  # not imported: no loop runs
-    try:
-        return running.get_running_loop() if running is not None else None
-    except RuntimeError:
-        return None
-
-
 def _later(
     loop: asyncio.AbstractEventLoop, delay: float, callback: Callable[..., None], *args: Any
 ) -> None:
-    """``callback(*args)`` after ``delay`` on ``loop``, from any thread."""
-    if _running_loop() is loop:
-        loop.call_later(delay, callback, *args)
-    else:
-        with contextlib.suppress(RuntimeError):  # the loop is closed: exiting
-            loop.call_soon_threadsafe(loop.call_later, delay, callback, *args)
+    """``callback(*args)`` after ``delay`` on ``loop``, from any thread (its own too)."""
+    with contextlib.suppress(RuntimeError):  # the loop is closed: exiting
+        loop.call_soon_threadsafe(loop.call_later, delay, callback, *args)
 
 
 def _arm_idle(loop: asyncio.AbstractEventLoop | None) -> None:
