@@ -4,8 +4,9 @@ and checks each message (``transport/intake``); ``initialize``, ``initialized``,
 ``$/cancelRequest`` are served here, on the session (``wire/session``), from the first message
 on, while pygls loads in the background (``wire/lsp``). pygls keeps the rest of the LSP lifecycle:
 ``shutdown``, ``exit``, the settings pull once it has loaded, and whatever else an LSP client
-sends; a message for it that arrives before it has loaded waits for it, and so does every
-message after it, so the order holds."""
+sends; a message for it read before it has loaded is handed to it once it has, in order, without
+holding up the messages read after it (``shutdown`` closes the session to requests that have not
+started as soon as it is read; ``exit`` waits for pygls and for every request before it)."""
 
 from __future__ import annotations
 
@@ -52,8 +53,11 @@ class Front:
         self.requests = Requests(self.ls, on_answer=self.want_lsp)
         #: pygls's language server, once loaded
         self.lsp: ChatHistoryLanguageServer | None = None
-        self._lsp_ready = threading.Event()
-        self._lsp_failed: BaseException | None = None
+        #: pygls could not be loaded (a broken install)
+        self._lsp_failed = False
+        #: messages for pygls read before it has loaded, handed to it in order once it has
+        self._for_lsp: list[intake.Incoming] = []
+        self._lsp_lock = threading.Lock()
         self._loading = False
         self._loading_lock = threading.Lock()
         #: requests pygls is handling (``shutdown``): finished before the exit
@@ -213,15 +217,24 @@ class Front:
             from chat_history.wire import lsp
         except BaseException as exc:  # a broken install: said once, and exit ends the server
             log.critical("pygls could not be loaded: %r", exc)
-            self._lsp_failed = exc
-            self._lsp_ready.set()
+            with self._lsp_lock:
+                self._lsp_failed = True
+                waiting, self._for_lsp = self._for_lsp, []
+            for incoming in waiting:
+                self._refuse(incoming)
             self.ls.soon(self._loaded_now, urgent=True)
             return
         self.ls.soon(self._install, lsp.ChatHistoryLanguageServer, urgent=True)
 
     def _install(self, make: type[ChatHistoryLanguageServer]) -> None:
-        self.lsp = make(self.ls)
-        self._lsp_ready.set()
+        """pygls has loaded (on the event loop): the messages read for it meanwhile are handed to
+        it now, in order, before any read later (those are scheduled after this)."""
+        server = make(self.ls)
+        with self._lsp_lock:
+            self.lsp = server
+            waiting, self._for_lsp = self._for_lsp, []
+        for incoming in waiting:
+            self._deliver(incoming)
         self._loaded_now()
 
     def _loaded_now(self) -> None:
@@ -229,14 +242,22 @@ class Front:
             self._loaded.set_result(None)
 
     def _to_lsp(self, incoming: intake.Incoming) -> None:
-        """Hand the message to pygls on the event loop, once it has loaded (this thread reads
-        nothing more until then)."""
-        self.want_lsp()
-        self._lsp_ready.wait()
-        if self.lsp is None:
-            incoming.refuse(self.send, INTERNAL_ERROR, f"Internal error handling {incoming.method}")
-            return
-        self.ls.soon(self._deliver, incoming)
+        """Hand the message to pygls on the event loop; before it has loaded, once it has (in
+        order, and without holding up the messages read after it: ``shutdown`` has already
+        closed the session to requests that had not started)."""
+        with self._lsp_lock:
+            ready, failed = self.lsp is not None, self._lsp_failed
+            if not (ready or failed):
+                self._for_lsp.append(incoming)
+        if ready:
+            self.ls.soon(self._deliver, incoming)
+        elif failed:
+            self._refuse(incoming)
+        else:
+            self.want_lsp()
+
+    def _refuse(self, incoming: intake.Incoming) -> None:
+        incoming.refuse(self.send, INTERNAL_ERROR, f"Internal error handling {incoming.method}")
 
     def _deliver(self, incoming: intake.Incoming) -> None:
         assert self.lsp is not None
@@ -275,16 +296,15 @@ class Front:
         loop = asyncio.get_running_loop()
         self._ended = loop.create_future()
         self._loaded = loop.create_future()
-        if self._lsp_ready.is_set():
-            self._loaded_now()
         self.ls.attach(loop)  # what the reading thread meant for the loop runs now
         exit_body = await self._ended
+        if exit_body is not None:  # exit is pygls's, after what it was handed before (shutdown)
+            self.want_lsp()
+            await self._loaded
         await self.finish(closed=exit_body is None)
         if exit_body is None:
             return
         incoming = intake.check(self.send, exit_body, shutting_down=False)
-        self.want_lsp()
-        await self._loaded
         if self.lsp is None:
             raise SystemExit(0 if self.ls.closing.is_set() else 1)
         if isinstance(incoming, intake.Incoming):
