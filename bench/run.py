@@ -104,6 +104,43 @@ def measure_startup(count: int) -> dict[str, list[float]]:
     return samples
 
 
+STDIO_HEADING = "## prepare over stdio against the peers"
+
+
+def write_stdio_section(run: dict[str, Any], out: Path) -> None:
+    """The section of BENCHMARKS.md on ``prepare`` over stdio (the real server, the whole round
+    trip) against the peers' read + trim in their own process, replaced in place (issue 45)."""
+    from roundtrip import replace_section
+
+    results = run["results"]
+    lines = [
+        STDIO_HEADING,
+        "",
+        "`bench/run.py --sizes N --systems stdio,agents,langchain --stdio-section`: medians in ms "
+        "of one run, each system in its own process one after the other (bench/worker.py), "
+        f"load average {os.getloadavg()[0]:.1f} on 2 CPUs, shared (the peers' reads suffer "
+        "more from load than ours: a quiet machine's ratios are lower). Goal (issue 45): at "
+        "10,000 rows, ≥ 50× OpenAI Agents and ≥ 500× LangChain.",
+        "",
+        "| size | ours over stdio | OpenAI Agents read+trim | ratio "
+        "| LangChain read+trim | ratio |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size in run["config"]["sizes"]:
+
+        def med(system: str) -> float | None:
+            ops = results.get(system, {}).get(str(size), {}).get("ops", {})
+            return statistics.median(ops["prepare"]) if ops.get("prepare") else None
+
+        ours, agents, langchain = med("stdio"), med("agents"), med("langchain")
+        cells = [f"{ours:.3f}" if ours else "–"]
+        for peer in (agents, langchain):
+            cells += [f"{peer:.1f}" if peer else "–"]
+            cells += [f"{peer / ours:,.0f}×" if peer and ours else "–"]
+        lines.append(f"| {size:,} | " + " | ".join(cells) + " |")
+    replace_section(out, STDIO_HEADING, "\n".join(lines) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="sizes 100 and 1,000, fewer reps")
@@ -113,6 +150,11 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, default=BENCH / "latency.png")
     parser.add_argument(
         "--sizes", help="comma-separated sizes: prints the medians and the targets, writes nothing"
+    )
+    parser.add_argument(
+        "--stdio-section",
+        action="store_true",
+        help="with --sizes: (re)write only the section on prepare over stdio against the peers",
     )
     args = parser.parse_args()
     config = QUICK if args.quick else FULL
@@ -153,6 +195,8 @@ def main() -> None:
         run = {"config": config, "results": results}
         for target, measured, verdict in _targets(run):
             print(f"{target}: {measured} ({verdict})")
+        if args.stdio_section:
+            write_stdio_section(run, args.out)
         return
     starts = measure_startup(config["starts"])
     ours_ms, bare_ms = (statistics.median(starts[k]) for k in ("ours", "bare"))
