@@ -126,13 +126,13 @@ def write_stdio_section(run: dict[str, Any], out: Path) -> None:
         "| LangChain read+trim | ratio |",
         "|---:|---:|---:|---:|---:|---:|",
     ]
+
+    def med(system: str, size: int) -> float | None:
+        ops = results.get(system, {}).get(str(size), {}).get("ops", {})
+        return statistics.median(ops["prepare"]) if ops.get("prepare") else None
+
     for size in run["config"]["sizes"]:
-
-        def med(system: str) -> float | None:
-            ops = results.get(system, {}).get(str(size), {}).get("ops", {})
-            return statistics.median(ops["prepare"]) if ops.get("prepare") else None
-
-        ours, agents, langchain = med("stdio"), med("agents"), med("langchain")
+        ours, agents, langchain = (med(name, size) for name in ("stdio", "agents", "langchain"))
         cells = [f"{ours:.3f}" if ours else "–"]
         for peer in (agents, langchain):
             cells += [f"{peer:.1f}" if peer else "–"]
