@@ -7,6 +7,7 @@ lsprotocol (~0.45 s here, ``lsprotocol.types`` ~90 % of it)."""
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future
 from typing import Any
 
 from lsprotocol import types
@@ -91,9 +92,10 @@ class ChatHistoryLanguageServer(LanguageServer):
             return
         log.error("server error: %s", error)
 
-    async def ask_configuration(self) -> Any:
-        """``workspace/configuration`` for the ``chatHistory`` section, through pygls."""
-        return await self.workspace_configuration_async(
+    def ask_configuration(self) -> Future[Any]:
+        """``workspace/configuration`` for the ``chatHistory`` section, through pygls (on the
+        event loop): the future of its answer, resolved when pygls reads it."""
+        return self.workspace_configuration(
             types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
         )
 

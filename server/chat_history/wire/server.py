@@ -37,6 +37,9 @@ log = logging.getLogger("chat_history")
 #: the front began reading, unless a custom request was answered before or a message needs them:
 #: the first answers share the CPU with neither.
 LSP_DELAY_SECONDS = 0.3
+#: How long the reading thread waits for pygls to take a client's answer (the event loop is
+#: ending when it does not).
+ANSWER_WAIT_SECONDS = 5.0
 #: The ids of the server's own requests before pygls has loaded (pygls's are UUIDs).
 _ASKED_PREFIX = "chat-history-"
 
@@ -181,25 +184,31 @@ class Front:
         if future is not None:
             _settle(future, data)
         elif self.lsp is not None:
-            self.ls.soon(self.lsp.deliver_answer, data)
+            # Handed to pygls and waited for: what it resolves (the settings pull) is applied
+            # before the next message is read.
+            handled = threading.Event()
+            self.ls.soon(_deliver_answer, self.lsp, data, handled)
+            handled.wait(ANSWER_WAIT_SECONDS)
         else:
             log.warning("dropped a response to no request of the server's: %s", cut(str(msg_id)))
 
-    async def ask_configuration(self) -> Any:
-        """``workspace/configuration`` for the ``chatHistory`` section: through pygls once it has
-        loaded, else written here (the first requests do not wait for pygls to load)."""
-        if self.lsp is not None:
-            return await self.lsp.ask_configuration()
-        msg_id = f"{_ASKED_PREFIX}{next(self._ids)}"
+    def ask_configuration(self) -> concurrent.futures.Future[Any]:
+        """``workspace/configuration`` for the ``chatHistory`` section, from any thread: through
+        pygls once it has loaded, else written here (the first requests do not wait for pygls).
+        Either way the answer resolves the future on the reading thread (``_client_answer``)."""
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lsp_lock:
+            lsp = self.lsp
+        if lsp is not None:
+            self.ls.soon(_ask_through, lsp, future)
+            return future
+        msg_id = f"{_ASKED_PREFIX}{next(self._ids)}"
         self._asked[msg_id] = future
         params = {"items": [{"section": SECTION}]}
         self.send(
             {"id": msg_id, "params": params, "method": "workspace/configuration", "jsonrpc": "2.0"}
         )
-        import asyncio
-
-        return await asyncio.wrap_future(future)
+        return future
 
     # -- pygls -------------------------------------------------------------------------------
 
@@ -340,6 +349,36 @@ class Front:
         """pygls's own shutdown (its stop event, its thread pool), when it has loaded."""
         if self.lsp is not None:
             self.lsp.shutdown()  # type: ignore[no-untyped-call]
+
+
+def _ask_through(lsp: ChatHistoryLanguageServer, future: concurrent.futures.Future[Any]) -> None:
+    """The pull through pygls (on the event loop); its answer copied into ``future``."""
+    try:
+        asked = lsp.ask_configuration()
+    except Exception as exc:
+        future.set_exception(exc)
+        return
+    asked.add_done_callback(lambda done: _copy(done, future))
+
+
+def _copy(done: concurrent.futures.Future[Any], into: concurrent.futures.Future[Any]) -> None:
+    if into.done():
+        return
+    if done.cancelled():
+        into.set_exception(ConnectionError("the request was cancelled"))
+    elif (error := done.exception()) is not None:
+        into.set_exception(error)
+    else:
+        into.set_result(done.result())
+
+
+def _deliver_answer(
+    lsp: ChatHistoryLanguageServer, data: dict[str, Any], handled: threading.Event
+) -> None:
+    try:
+        lsp.deliver_answer(data)
+    finally:
+        handled.set()
 
 
 def _set(future: asyncio.Future[Any], value: Any) -> None:

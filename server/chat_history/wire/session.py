@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -83,14 +83,14 @@ class ChatHistoryServer:
         self._early: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self._loop_lock = threading.Lock()
         self.loop_wanted = threading.Event()
-        self._pulls: set[asyncio.Task[None]] = set()
         #: stdout (None when not serving: a test's session)
         self.writer = writer
         #: whether the client answers ``workspace/configuration`` (``initialize`` reads it)
         self.pulls_configuration = False
-        #: asks the client ``workspace/configuration`` for the section and returns its answer;
-        #: set by the front (through pygls once it has loaded)
-        self.ask_configuration: Callable[[], Awaitable[Any]] | None = None
+        #: asks the client ``workspace/configuration`` for the section, from any thread: the
+        #: future of its answer, resolved on the thread that reads it (so a request read after
+        #: the answer runs under it); set by the front (through pygls once it has loaded)
+        self.ask_configuration: Callable[[], Future[Any]] | None = None
         #: what other processes change (None until ``initialize``)
         self.watch: watch.ChangeWatch | None = None
         self._watching: asyncio.Task[None] | None = None
@@ -189,19 +189,13 @@ class ChatHistoryServer:
 
     def start_pull(self) -> None:
         """Requests that arrive from now on wait for the answer (protocol.md, the barrier): the
-        pull is raised here, on the thread that reads the messages, before the next one is read;
-        it is sent from the event loop."""
+        pull is raised and sent here, on the thread that reads the messages, before the next one
+        is read."""
         pull = self.barrier.raise_()
-        self.soon(self._send_pull, pull, urgent=True)  # requests wait for it
-
-    def _send_pull(self, pull: int) -> None:
-        import asyncio
-
-        loop = asyncio.get_running_loop()
-        task = loop.create_task(self._pull(pull))
-        self._pulls.add(task)  # a task nobody references may be collected mid-pull
-        task.add_done_callback(self._pulls.discard)
-        self.check_late_later()
+        late = self.barrier.held
+        assert self.ask_configuration is not None, "the front sets it before serving"
+        self.ask_configuration().add_done_callback(functools.partial(self._pulled, pull, late))
+        self.soon(self.check_late_later)
 
     def check_late_later(self) -> None:
         """Warn once if a pull is still unanswered when its bound has passed (event loop)."""
@@ -213,11 +207,11 @@ class ChatHistoryServer:
         if self.barrier.expire_due():
             self._settings_late()
 
-    async def _pull(self, pull: int) -> None:
-        late = self.barrier.held
+    def _pulled(self, pull: int, late: bool, answered: Future[Any]) -> None:
+        """The client's answer to pull ``pull`` (or its failure), applied to the barrier at once,
+        on the thread that read it."""
         try:
-            assert self.ask_configuration is not None, "the front sets it before serving"
-            answer = await self.ask_configuration()
+            answer = answered.result()
         except Exception as exc:  # an error answer (or one unreadable): nothing to tell
             self.tell(
                 MessageType.Warning,
