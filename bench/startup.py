@@ -275,8 +275,9 @@ def table(results: dict[str, Samples]) -> list[str]:
         for name, values in samples.items():
             first = statistics.median(v[0] for v in values)
             second = [v[1] for v in values]
+            shown = name.replace(" (against)", " (main)")
             lines.append(
-                f"| {name} | {cache} | {first:.0f} | {statistics.median(second):.0f} "
+                f"| {shown} | {cache} | {first:.0f} | {statistics.median(second):.0f} "
                 f"({min(second):.0f}-{max(second):.0f}) |"
             )
     return lines
@@ -321,7 +322,9 @@ def main(argv: list[str] | None = None) -> None:
         "(`chatHistory/listConversations`; MCP: `tools/list`; ACP: the agent's `initialize` "
         "relayed), medians of "
         f"{args.rounds} warm rounds and {args.cold} cold ones (page cache dropped before each "
-        "start), every command in each round. The bare floors answer the same two requests. "
+        "start), every command in each round. The bare floors answer the same two requests; "
+        "the `(main)` rows are another checkout's commands (`--against`, main before issue 45) "
+        "in the same rounds. "
         f"Load average {load} on 2 CPUs, shared. Goal: the server's first "
         "`listConversations` answered ≤ 200 ms after spawn.",
         "",
