@@ -194,3 +194,34 @@ async def test_served_list_pages(tmp_path: Path) -> None:
             assert error.code == -32602 and "cursor" in str(error)
         else:
             raise AssertionError("a cursor the store did not hand out was accepted")
+
+
+async def test_a_list_without_cwd_is_the_proxys_own_workspace(tmp_path: Path) -> None:
+    """ACP lists the sessions "of a cwd": without one, the folder the editor started the proxy
+    in; another workspace's sessions only when its ``cwd`` is asked for."""
+    from acp import RequestError
+
+    from chat_history.model import Message
+
+    db, home, other = tmp_path / "history.db", tmp_path / "project", tmp_path / "other"
+    home.mkdir()
+    other.mkdir()
+    manager = ChatHistoryManager.open(db)
+    try:
+        history.append(manager, key_of(home, "mine"), [Message(role="user", content="here")])
+        history.append(
+            manager, key_of(other, "theirs"), [Message(role="user", content="elsewhere")]
+        )
+    finally:
+        manager.close()
+    async with editor_session(db, {}, cwd=home) as (conn, _, _):
+        listed = await conn.list_sessions()
+        assert [(s.session_id, s.cwd) for s in listed.sessions] == [("mine", str(home))]
+        asked = await conn.list_sessions(cwd=str(other))
+        assert [(s.session_id, s.cwd) for s in asked.sessions] == [("theirs", str(other))]
+        try:
+            await conn._conn.send_request("session/list", {"cwd": 5})
+        except RequestError as error:
+            assert error.code == -32602 and "cwd" in str(error)
+        else:
+            raise AssertionError("a cwd that is not a path was accepted")

@@ -238,3 +238,27 @@ def test_a_session_opens_without_a_write_unless_there_is_something_to_re_key(tmp
         ]
     finally:
         manager.close()
+
+
+def test_a_named_workspace_names_a_symlinked_folder_by_its_target(tmp_path: Path):
+    proj = tmp_path / "real" / "proj"
+    (proj / "sub").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(proj, target_is_directory=True)
+    (tmp_path / "via").symlink_to(tmp_path / "real", target_is_directory=True)
+    real = proj.resolve().as_uri()
+    for named in (
+        (tmp_path / "link").as_uri(),
+        (tmp_path / "link").as_uri() + "/",
+        str(tmp_path / "link"),
+        (tmp_path / "via" / "proj").as_uri(),
+        str(tmp_path / "via" / "proj"),
+        proj.as_uri(),
+    ):
+        assert workspaces.named_workspace(named) == real, named
+    assert workspaces.named_workspace((tmp_path / "link" / "sub").as_uri()) == real + "/sub"
+    # what names no local folder here is only normalized
+    for other in ("default", "repo:github.com/o/r/", "file:///no/such/folder", "/no/such"):
+        assert workspaces.named_workspace(other) == normalize_uri(other)
+    gone = tmp_path / "dangling"
+    gone.symlink_to(tmp_path / "nowhere")
+    assert workspaces.named_workspace(gone.as_uri()) == gone.as_uri()

@@ -251,6 +251,11 @@ def test_servers_starting_at_once_on_an_empty_database_migrate_it_once(pg_cluste
         "",
         42,
         "not a = = conninfo '",
+        # issue 43 item 13: past the size bound, more hosts than the bound
+        "host=/nonexistent dbname=" + "hunter2" * 1_000,
+        "host=a,b,c,d,e dbname=hunter2",
+        "hostaddr=10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5 dbname=hunter2",
+        "postgresql://me@a,b,c,d,e/hunter2",
     ],
 )
 def test_a_database_option_with_a_password_or_unusable_is_refused_naming_the_field(value: Any):
@@ -267,6 +272,10 @@ def test_a_database_option_with_a_password_or_unusable_is_refused_naming_the_fie
         "host=db.example dbname=history user=me sslmode=require",
         "dbname='my history' options='-c search_path=chat'",
         "service=team",
+        "host=a,b,c,d dbname=history target_session_attrs=read-write",
+        # values as long as the bound, read in linear time (a scheme-like run, colons)
+        "host=/tmp dbname=" + "x" * (4_096 - len("host=/tmp dbname=")),
+        "host=/tmp dbname='p://" + ":" * 4_000 + "'",
     ],
 )
 def test_a_database_option_without_a_password_is_kept_as_given(value: str):

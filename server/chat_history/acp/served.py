@@ -11,7 +11,15 @@ from typing import Any
 from acp.schema import ListSessionsResponse, SessionInfo, SessionNotification
 
 from chat_history.acp import rows
-from chat_history.acp.sessions import NOT_FOUND, PAGE, AgentError, Link, attach, stored
+from chat_history.acp.sessions import (
+    NOT_FOUND,
+    PAGE,
+    AgentError,
+    Link,
+    attach,
+    listed_cwd,
+    stored,
+)
 from chat_history.errors import ChatHistoryError, InvalidParams
 from chat_history.model import Key
 from chat_history.service import conversations, history
@@ -55,7 +63,7 @@ async def session_list(link: Link, message: dict[str, Any]) -> None:
         cursor = params.get("cursor")
         if cursor is not None and not isinstance(cursor, str):
             raise InvalidParams("cursor", "must be a string handed out by session/list")
-        found, next_cursor = stored(link, params.get("cwd"), cursor, PAGE)
+        found, next_cursor = stored(link, listed_cwd(params), cursor, PAGE)
         infos = [SessionInfo.model_validate(s) for s in found]
         if next_cursor is None:  # absent on the last page
             return _wire(ListSessionsResponse(sessions=infos))

@@ -3,7 +3,8 @@ adds to the answers it forwards (protocol.md "Version 4" → ACP sessions):
 
 - ``initialize``: the agent's answer declares ``loadSession`` and the session capabilities
   ``list``, ``resume``, ``close``, ``delete`` and ``fork`` (the proxy serves each);
-- ``session/list``: the stored sessions of a ``cwd`` with titles, merged with the agent's own;
+- ``session/list``: the stored sessions of a ``cwd`` (without one, the proxy's own working
+  folder) with titles, merged with the agent's own;
 - ``session/load``: the stored history replayed as ``session/update``, then a new agent session
   bound to the editor's session id, whose first prompt carries a context block (``prepare``'s
   budget rules); ``session/resume`` the same without the replay; ``session/fork`` forks the
@@ -14,6 +15,7 @@ adds to the answers it forwards (protocol.md "Version 4" → ACP sessions):
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -21,7 +23,7 @@ import attrs
 
 from chat_history.acp import rows
 from chat_history.acp.recorder import Recorder
-from chat_history.errors import ChatHistoryError
+from chat_history.errors import ChatHistoryError, InvalidParams
 from chat_history.model import Key
 from chat_history.service import conversations, history
 from chat_history.service.preparation import PrepareOptions
@@ -222,6 +224,18 @@ def with_capabilities(result: dict[str, Any]) -> dict[str, Any]:
 PAGE = 50
 
 
+def listed_cwd(params: dict[str, Any]) -> str:
+    """The folder whose sessions a ``session/list`` lists: its ``cwd``, else the folder the
+    editor started the proxy in (ACP lists the sessions "of a cwd": another workspace's only
+    when asked for). Raises InvalidParams ``cwd`` for one that is not a non-empty string."""
+    cwd = params.get("cwd")
+    if cwd is None:
+        return os.getcwd()
+    if not isinstance(cwd, str) or not cwd:
+        raise InvalidParams("cwd", "must be the absolute path of a folder")
+    return cwd
+
+
 def stored(
     link: Link, cwd: str | None, cursor: str | None = None, limit: int | None = None
 ) -> tuple[list[dict[str, Any]], str | None]:
@@ -253,7 +267,11 @@ def merged(link: Link, params: dict[str, Any], result: dict[str, Any]) -> dict[s
     appended."""
     own = list(result.get("sessions") or [])
     known = {s.get("sessionId") for s in own if isinstance(s, dict)}
-    extra = [s for s in stored(link, params.get("cwd"))[0] if s["sessionId"] not in known]
+    try:
+        cwd = listed_cwd(params)
+    except InvalidParams:
+        return result  # the agent took a cwd the store cannot: its answer stands alone
+    extra = [s for s in stored(link, cwd)[0] if s["sessionId"] not in known]
     return {**result, "sessions": own + extra}
 
 

@@ -7,11 +7,24 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
-from chat_history.cli.common import Subcommand, machine_of, open_manager, reading
-from chat_history.policy.identity import normalize_uri
+from chat_history.cli.common import (
+    Subcommand,
+    cli_database,
+    database_location,
+    machine_of,
+    open_manager,
+    reading,
+)
+from chat_history.paths import STORAGE_ENV
 from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.workspaces import named_workspace
 from chat_history.settings import default_settings
+from chat_history.store import DATABASE_FILE
+
+#: The first bytes of every SQLite database file (its header's magic string).
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def max_tokens(text: str) -> int:
@@ -25,6 +38,40 @@ def max_tokens(text: str) -> int:
     if not MIN_MAX_TOKENS <= value <= MAX_MAX_TOKENS:
         raise argparse.ArgumentTypeError(f"must be from {MIN_MAX_TOKENS} to {MAX_MAX_TOKENS}")
     return value
+
+
+def check_store(location: tuple[Path, str], *, given: bool) -> None:
+    """``mcp``'s SQLite store before anything opens it (``location``: its folder and file name,
+    ``given``: named by ``--db``). The server only reads: a store that ``--db`` names must hold a
+    database (a mistyped path creates no folder or file; only the default store is made, so that
+    an agent configured before the first chat still starts), and a file that is not SQLite's is
+    refused before the store would make it owner-only (a refusal changes nothing). SystemExit
+    with the reason otherwise."""
+    path = location[0] / location[1]
+    where = "--db" if given else f"${STORAGE_ENV} or the default folder"
+    if not path.exists():
+        # The default store, or a storage folder that exists (the panel registers its own before
+        # the first chat): a database is made there, as the editor's server would. A path that
+        # names no folder is a mistake, and nothing is created for it.
+        if not given or (location[0].is_dir() and location[1] == DATABASE_FILE):
+            return
+        raise SystemExit(
+            f"chat-history mcp: no database at {path} (from --db): the MCP server only reads "
+            "history, so it creates no folder or database; pass --db the storage folder or the "
+            ".sqlite3 file that the editor's server or the CLI writes"
+        )
+    try:
+        with path.open("rb") as file:
+            head = file.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise SystemExit(
+            f"chat-history mcp: {path} (from {where}) cannot be read: {exc.strerror}"
+        ) from None
+    if head != SQLITE_MAGIC:
+        raise SystemExit(
+            f"chat-history mcp: {path} (from {where}) is not a chat history database "
+            f"({'empty' if not head else 'not a SQLite file'}); it was left as it is"
+        )
 
 
 def serve_mcp(args: argparse.Namespace, manager: ChatHistoryManager, machine: str) -> int:
@@ -66,6 +113,8 @@ def serve_acp(args: argparse.Namespace, manager: ChatHistoryManager, machine: st
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     """``mcp``: the recall server on stdio, read-only (storage retention off)."""
+    if cli_database(args) is None:
+        check_store(database_location(args.db), given=args.db is not None)
     manager = open_manager(args, reading(default_settings()), create=True)
     return serve_mcp(args, manager, machine_of(args))
 
@@ -82,7 +131,7 @@ def _mcp_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workspace",
         metavar="URI",
-        type=normalize_uri,
+        type=named_workspace,
         help="the workspace to serve (default: the client's first root, else the working folder)",
     )
     p.add_argument(

@@ -31,8 +31,8 @@ from chat_history.cli.transfer import (
     read_import,
 )
 from chat_history.errors import InvalidParams
-from chat_history.policy.identity import normalize_uri
 from chat_history.service import history, import_writes
+from chat_history.service.workspaces import named_workspace
 from chat_history.settings import default_settings
 from chat_history.wire import protocol
 
@@ -124,7 +124,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def _export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("conversations", nargs="*", metavar="CONVERSATION", help="default: all")
-    p.add_argument("--workspace", metavar="W", type=normalize_uri, help="only this workspace")
+    p.add_argument("--workspace", metavar="W", type=named_workspace, help="only this workspace")
 
 
 def _import_arguments(p: argparse.ArgumentParser) -> None:

@@ -18,12 +18,11 @@ from chat_history.cli.settings_file import SettingsFileError, read_settings_file
 from chat_history.errors import InvalidParams, StorageError
 from chat_history.model import JsonText
 from chat_history.paths import STORAGE_ENV, default_storage_folder
-from chat_history.policy.identity import normalize_uri
 from chat_history.service import conversations as service_conversations
 from chat_history.service import replies
 from chat_history.service.conversations import ConversationInfo
 from chat_history.service.manager import ChatHistoryManager
-from chat_history.service.workspaces import machine_id
+from chat_history.service.workspaces import machine_id, named_workspace
 from chat_history.settings import SECTION, Settings, load_settings, setting_key
 from chat_history.store import DATABASE_FILE, EngineOptions, Key, database_option
 
@@ -222,6 +221,6 @@ def add_holder_workspace(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workspace",
         metavar="W",
-        type=normalize_uri,
+        type=named_workspace,
         help="needed when several workspaces hold it",
     )

@@ -19,10 +19,10 @@ from chat_history.cli.common import (
 )
 from chat_history.cli.render import conversations_table, history_text
 from chat_history.errors import InvalidParams
-from chat_history.policy.identity import normalize_uri
 from chat_history.service import conversations as service_conversations
 from chat_history.service import history
 from chat_history.service.conversations import ConversationInfo
+from chat_history.service.workspaces import named_workspace
 from chat_history.wire import protocol, reports
 
 
@@ -76,7 +76,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _listing_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workspace", metavar="W", type=normalize_uri, help="only this workspace")
+    p.add_argument("--workspace", metavar="W", type=named_workspace, help="only this workspace")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 

@@ -18,9 +18,9 @@ from chat_history.cli.common import (
 )
 from chat_history.errors import InvalidParams
 from chat_history.model import Key
-from chat_history.policy.identity import normalize_uri
 from chat_history.service import conversations as service_conversations
 from chat_history.service import edits as service_edits
+from chat_history.service.workspaces import named_workspace
 
 #: The one table from the field id of an edit's refusal (InvalidParams) to the command-line
 #: name that gave the value.
@@ -100,7 +100,7 @@ def _fork_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--through", type=int, metavar="ID", help="copy up to message #ID")
     add_holder_workspace(p)
     p.add_argument(
-        "--to-workspace", metavar="W", type=normalize_uri, help="the new conversation's workspace"
+        "--to-workspace", metavar="W", type=named_workspace, help="the new conversation's workspace"
     )
 
 

@@ -16,6 +16,7 @@ from chat_history.errors import InvalidParams
 from chat_history.policy.identity import normalize_uri
 from chat_history.service import imports
 from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.workspaces import named_workspace
 from chat_history.wire.methods.imports import wire_import
 
 
@@ -128,7 +129,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"another tool's history: {', '.join(imports.SUPPORTED)} (PATH: a session file "
         "or folder; default: the tool's own folder, sessions of the current folder)",
     )
-    p.add_argument("--workspace", metavar="URI", help="the workspace to import into")
+    p.add_argument(
+        "--workspace",
+        metavar="URI",
+        type=named_workspace,
+        help="the workspace to import into",
+    )
     p.add_argument("--dry-run", action="store_true", help="show what would be imported")
     p.add_argument(
         "--json",

@@ -20,10 +20,10 @@ from chat_history.cli.common import (
 )
 from chat_history.cli.progress import Progress
 from chat_history.cli.render import prune_text, when
-from chat_history.policy.identity import normalize_uri
 from chat_history.service import usage
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.storage_retention import PruneRun, tally
+from chat_history.service.workspaces import named_workspace
 from chat_history.settings import SECTION, setting_key
 from chat_history.wire import reports
 
@@ -111,7 +111,7 @@ def cmd_purge(args: argparse.Namespace) -> int:
 
 def _prune_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="report what would go; delete nothing")
-    p.add_argument("--workspace", metavar="W", type=normalize_uri, help="only this workspace")
+    p.add_argument("--workspace", metavar="W", type=named_workspace, help="only this workspace")
     p.add_argument("--json", action="store_true", help="machine-readable report")
 
 

@@ -10,6 +10,7 @@ from chat_history.cli.common import Subcommand, machine_of, open_manager, print_
 from chat_history.cli.edits import edited
 from chat_history.cli.render import when
 from chat_history.service import workspaces as service_workspaces
+from chat_history.service.workspaces import named_workspace
 from chat_history.wire import protocol
 
 
@@ -55,7 +56,12 @@ def _list_arguments(p: argparse.ArgumentParser) -> None:
 
 def _move_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", metavar="FROM", help="the workspace identity that holds them")
-    p.add_argument("target", metavar="TO", help="the workspace identity to hold them")
+    p.add_argument(
+        "target",
+        metavar="TO",
+        type=named_workspace,  # a folder by its real path, as the wire's moveWorkspace ``to``
+        help="the workspace identity to hold them",
+    )
 
 
 LIST = Subcommand(

@@ -26,6 +26,7 @@ from pydantic import TypeAdapter
 from chat_history import __version__
 from chat_history.errors import ChatHistoryError, InvalidParams
 from chat_history.mcp import tools
+from chat_history.mcp.lines import Reread
 from chat_history.service import workspaces
 from chat_history.service.manager import ChatHistoryManager
 
@@ -233,6 +234,8 @@ def serve(recall: RecallServer) -> None:
 
     async def run() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            await server.run(
+                Reread(read_stream), write_stream, server.create_initialization_options()
+            )
 
     anyio.run(run)

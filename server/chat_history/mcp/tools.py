@@ -140,13 +140,17 @@ def limit_arg(value: Any, bounds: tuple[int, int, int]) -> int:
 
 
 def text_arg(value: Any, field: str, max_chars: int, *, required: bool) -> str | None:
-    """A string argument of at most ``max_chars`` characters (None when absent and optional)."""
+    """A string argument of at most ``max_chars`` characters, whole characters only (None when
+    absent and optional)."""
     if value is None and not required:
         return None
     if not isinstance(value, str) or (required and not value):
         raise InvalidParams(field, "must be a non-empty string")
     if len(value) > max_chars:
         raise InvalidParams(field, f"must be at most {max_chars} characters")
+    if not value.isascii() and any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+        # half of a character (a string cut inside an emoji): no stored text holds one
+        raise InvalidParams(field, "contains a lone surrogate (half of a character, not text)")
     return value
 
 

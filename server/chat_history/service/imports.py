@@ -29,6 +29,7 @@ from chat_history.policy.imports import fingerprint, match_stored, retention_aft
 from chat_history.service import conversations, history, import_writes
 from chat_history.service.conversations import ConversationInfo, ConversationUpdate, empty_info
 from chat_history.service.manager import ChatHistoryManager, now_ms
+from chat_history.service.workspaces import real_identity
 
 #: A session file larger than this is not read (one session is one conversation; memory is
 #: bounded by the largest one).
@@ -206,17 +207,19 @@ def workspace_of(
     default: str | None = None,
 ) -> str:
     """The workspace a session goes into: ``given``, else the folder the tool recorded, as a
-    normalized identity, through ``place`` when given (the server's session maps its own folder
-    to its identity); a session without a folder: ``default`` (the current folder's
-    workspace), else InvalidParams ``workspace``."""
+    normalized identity (a symlinked folder by its target), through ``place`` when given (the
+    server's session maps its own folder to its identity); a session without a folder: ``default``
+    (the current folder's workspace), else InvalidParams ``workspace``."""
     if given is not None:
         return given
     if session.folder is None:
         if default is not None:
             return default
         raise InvalidParams("workspace", "the session records no folder; name the workspace")
-    recorded = normalize_uri(
-        Path(session.folder).as_uri() if os.path.isabs(session.folder) else session.folder
+    recorded = real_identity(
+        normalize_uri(
+            Path(session.folder).as_uri() if os.path.isabs(session.folder) else session.folder
+        )
     )
     return place(recorded) if place is not None else recorded
 

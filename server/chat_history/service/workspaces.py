@@ -4,7 +4,9 @@ composing the pure rules (``policy.identity``) with what the folder is in git (`
 No SQL and no pygls here.
 
 - ``resolve``: a session's identity from its raw workspace URI and ``workspaceIdentity`` (a
-  local folder by its real path);
+  local folder by its real path); ``real_identity`` and ``named_workspace`` the same step for a
+  workspace that a request, the CLI's ``--workspace`` or an import names (a symlink, or a path
+  through one, names its target's history);
 - ``open_identity``: run once per identity before the session's first request: re-keys
   conversations stored under an unnormalized spelling of any folder's URI (a conversation id
   already taken under the normalized one moves under a new id, said in the log and, from its
@@ -92,6 +94,34 @@ class Identity:
     link: str | None = None
 
 
+def real_identity(identity: str) -> str:
+    """``identity`` (normalized) with the local folder it names by its real path: a folder URI
+    that is a symlink, or passes through one, names its target (as a session's does); any other
+    identity (not a local folder, not there, or over the bound once resolved) as it is."""
+    folder = folder_of(identity)
+    if folder is None or not os.path.isdir(folder):
+        return identity
+    try:
+        real = folder_uri(os.path.realpath(folder))
+    except (OSError, ValueError):
+        return identity
+    return real if identity_problem(real) is None else identity
+
+
+def _spelled(raw: str) -> str:
+    """``raw`` normalized, an absolute path of a local folder (a ``rootPath``, a path typed on
+    the command line) as the folder's URI."""
+    if raw.startswith("/") and os.path.isdir(raw) and identity_problem(folder_uri(raw)) is None:
+        return folder_uri(raw)
+    return normalize_uri(raw)
+
+
+def named_workspace(raw: str) -> str:
+    """A workspace as a person or a client names it (the CLI's ``--workspace``, a request's
+    ``workspace``): normalized, a folder's path as its URI, a local folder by its real path."""
+    return real_identity(_spelled(raw))
+
+
 def resolve(raw: str, mode: str) -> Identity:
     """The identity of a session whose workspace is ``raw``, in ``mode`` ("folder" or
     "repository"). A local folder is named by its real path's URI (a symlink by its target, a
@@ -99,16 +129,13 @@ def resolve(raw: str, mode: str) -> Identity:
     identity over the length bound gives way to the folder identity."""
     normalized = normalize_uri(raw)
     spelling = None  # the client's own spelling, when another names the folder
-    if raw.startswith("/") and os.path.isdir(raw) and identity_problem(folder_uri(raw)) is None:
-        normalized, spelling = folder_uri(raw), raw
+    if (uri := _spelled(raw)) != normalized:
+        normalized, spelling = uri, raw
     folder = folder_of(normalized)
     if folder is None or not os.path.isdir(folder):
         return Identity(normalized, normalized, None, None, mode)
-    try:
-        real = folder_uri(os.path.realpath(folder))
-    except (OSError, ValueError):
-        real = normalized
-    if real != normalized and identity_problem(real) is None:
+    real = real_identity(normalized)
+    if real != normalized:
         normalized, spelling = real, spelling or normalized
         folder = folder_of(real) or folder
     git = git_folder(Path(folder))

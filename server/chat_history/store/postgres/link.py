@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,12 +29,26 @@ CONNECT_TIMEOUT_S = 5
 
 log = logging.getLogger("chat_history")
 
+#: When a connect to each URL last ran out of time (monotonic seconds): another connect to it
+#: within CONNECT_TIMEOUT_S fails at once, so that a request (and the change watch before it)
+#: that reaches for a database that does not answer waits the timeout once, not once for each
+#: attempt it makes. A refused connection (nothing listening, no socket) is quick and not kept.
+_timed_out: dict[str, float] = {}
+_timed_out_lock = threading.Lock()
+
 
 def connect(url: str) -> psycopg.Connection[Any]:
     """A new connection to ``url`` with the store's bounds, its schema current; StorageError
     when it cannot be had (the reason, never a parameter)."""
     import psycopg
 
+    with _timed_out_lock:
+        last = _timed_out.get(url)
+    if last is not None and time.monotonic() - last < CONNECT_TIMEOUT_S:
+        raise StorageError(
+            "cannot connect to the database: connection timeout expired "
+            f"(the last attempt, {time.monotonic() - last:.1f} s ago)"
+        )
     try:
         raw = psycopg.connect(
             url,
@@ -42,7 +58,12 @@ def connect(url: str) -> psycopg.Connection[Any]:
             application_name="chat-history-server",
         )
     except Exception as exc:
+        if isinstance(exc, psycopg.errors.ConnectionTimeout):
+            with _timed_out_lock:
+                _timed_out[url] = time.monotonic()
         raise StorageError(f"cannot connect to the database: {reason(exc)}") from exc
+    with _timed_out_lock:
+        _timed_out.pop(url, None)
     try:
         register_types(raw)
         raw.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")

@@ -17,7 +17,7 @@ import attrs
 
 from chat_history.errors import InvalidParams
 from chat_history.policy.identity import folder_of, request_workspace
-from chat_history.service import imports
+from chat_history.service import imports, workspaces
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.wire import checks, protocol
 from chat_history.wire.methods.base import Method
@@ -70,12 +70,13 @@ def import_from(m: ChatHistoryManager, ls: Any, p: ImportFromParams) -> Any:
     source, home, root, folder = source_root(p, session.folder)
     unread: list[imports.Unread] = []
     here = folder_of(session.folder) if session.folder else None
+    real_folder = workspaces.real_identity(session.folder)  # recorded folders are real paths
     planned = imports.import_sessions(
         m,
         imports.sessions_of(source, root, folder, confine=home, here=here, unread=unread),
         workspace,
         dry_run=p.dry_run,
-        place=lambda recorded: request_workspace(recorded, session.identity, session.folder),
+        place=lambda recorded: request_workspace(recorded, session.identity, real_folder),
         default=session.identity,
     )
     return wire_import(planned, unread)

@@ -30,7 +30,11 @@ class MoveWorkspaceParams:
 
 
 def move_args(params: MoveWorkspaceParams) -> tuple[str, str]:
-    return check_workspace(params.from_, "from"), check_workspace(params.to, "to")
+    """(from, to), checked: ``from`` names stored history as listed, ``to`` a folder by its
+    real path (a symlink's target, as every session names it)."""
+    return check_workspace(params.from_, "from"), workspaces.named_workspace(
+        check_workspace(params.to, "to")
+    )
 
 
 def move_workspace(m: ChatHistoryManager, ls: Session, p: MoveWorkspaceParams) -> Any:
