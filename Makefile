@@ -146,6 +146,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/imports.py
 	$(PY) bench/roundtrip.py
 	$(PY) bench/replay.py
+	$(PY) bench/startup.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

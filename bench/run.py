@@ -20,7 +20,7 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
-from report import write_plot, write_report  # noqa: E402
+from report import _targets, write_plot, write_report  # noqa: E402
 
 ORDER = ["raw", "ours", "stdio", "agents", "langchain", "llamaindex"]
 FULL = {
@@ -104,6 +104,43 @@ def measure_startup(count: int) -> dict[str, list[float]]:
     return samples
 
 
+STDIO_HEADING = "## prepare over stdio against the peers"
+
+
+def write_stdio_section(run: dict[str, Any], out: Path) -> None:
+    """The section of BENCHMARKS.md on ``prepare`` over stdio (the real server, the whole round
+    trip) against the peers' read + trim in their own process, replaced in place (issue 45)."""
+    from roundtrip import replace_section
+
+    results = run["results"]
+    lines = [
+        STDIO_HEADING,
+        "",
+        "`bench/run.py --sizes N --systems stdio,agents,langchain --stdio-section`: medians in ms "
+        "of one run, each system in its own process one after the other (bench/worker.py), "
+        f"load average {os.getloadavg()[0]:.1f} on 2 CPUs, shared (the peers' reads suffer "
+        "more from load than ours: a quiet machine's ratios are lower). Goal (issue 45): at "
+        "10,000 rows, ≥ 50× OpenAI Agents and ≥ 500× LangChain.",
+        "",
+        "| size | ours over stdio | OpenAI Agents read+trim | ratio "
+        "| LangChain read+trim | ratio |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+
+    def med(system: str, size: int) -> float | None:
+        ops = results.get(system, {}).get(str(size), {}).get("ops", {})
+        return statistics.median(ops["prepare"]) if ops.get("prepare") else None
+
+    for size in run["config"]["sizes"]:
+        ours, agents, langchain = (med(name, size) for name in ("stdio", "agents", "langchain"))
+        cells = [f"{ours:.3f}" if ours else "–"]
+        for peer in (agents, langchain):
+            cells += [f"{peer:.1f}" if peer else "–"]
+            cells += [f"{peer / ours:,.0f}×" if peer and ours else "–"]
+        lines.append(f"| {size:,} | " + " | ".join(cells) + " |")
+    replace_section(out, STDIO_HEADING, "\n".join(lines) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="sizes 100 and 1,000, fewer reps")
@@ -111,8 +148,18 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the raw results here")
     parser.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md")
     parser.add_argument("--plot", type=Path, default=BENCH / "latency.png")
+    parser.add_argument(
+        "--sizes", help="comma-separated sizes: prints the medians and the targets, writes nothing"
+    )
+    parser.add_argument(
+        "--stdio-section",
+        action="store_true",
+        help="with --sizes: (re)write only the section on prepare over stdio against the peers",
+    )
     args = parser.parse_args()
     config = QUICK if args.quick else FULL
+    if args.sizes:
+        config = {**config, "sizes": [int(n) for n in args.sizes.split(",")]}
     systems = [s for s in ORDER if s in args.systems.split(",")]
     began = time.perf_counter()
 
@@ -144,6 +191,13 @@ def main() -> None:
             else:
                 print(f"{system:>11} {size:>7}: {result['status']}", flush=True)
 
+    if args.sizes:
+        run = {"config": config, "results": results}
+        for target, measured, verdict in _targets(run):
+            print(f"{target}: {measured} ({verdict})")
+        if args.stdio_section:
+            write_stdio_section(run, args.out)
+        return
     starts = measure_startup(config["starts"])
     ours_ms, bare_ms = (statistics.median(starts[k]) for k in ("ours", "bare"))
     print(f"startup ms: ours {ours_ms:.0f}, bare {bare_ms:.0f}", flush=True)

@@ -5,30 +5,34 @@ one is too old."""
 
 from __future__ import annotations
 
-import argparse
 import logging
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the editor's plain start builds no parser (issue 45)
+    import argparse
 
 
 class _QuietExpectedErrors(logging.Filter):
     """pygls logs every error response with a traceback; expected domain errors are not news."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and record.exc_info[1] is not None:
-            from pygls.exceptions import JsonRpcException
-
+        # pygls's exceptions, when pygls has loaded (it loads in the background: never here).
+        exceptions = sys.modules.get("pygls.exceptions")
+        if exceptions is not None and record.exc_info and record.exc_info[1] is not None:
             from chat_history.wire.protocol import EXPECTED_CODES
 
             error = record.exc_info[1]
-            if isinstance(error, JsonRpcException) and error.code in EXPECTED_CODES:
+            if isinstance(error, exceptions.JsonRpcException) and error.code in EXPECTED_CODES:
                 return False
         return True
 
 
 def parser() -> argparse.ArgumentParser:
     """The server's command line: no argument serves on stdio."""
+    import argparse
+
     from chat_history import __version__
 
     made = argparse.ArgumentParser(
@@ -62,8 +66,10 @@ def main(argv: list[str] | None = None) -> None:
     ``--check``: the launch check (launch_check.py)."""
     from chat_history import launch_check
 
-    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
-    if args.check:
+    arguments = sys.argv[1:] if argv is None else argv
+    # The editor's start (no argument, or --stdio) skips building the parser: argparse and the
+    # gettext it loads cost ~5 ms of every start (issue 45).
+    if arguments not in ([], ["--stdio"]) and parser().parse_args(arguments).check:
         sys.exit(launch_check.run())
     problem = launch_check.too_old()
     if problem is not None:
@@ -75,19 +81,17 @@ def main(argv: list[str] | None = None) -> None:
         handlers=[handler],
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    from chat_history.wire.server import server
+    from chat_history.wire.server import serve_stdio
 
     # A signal it can catch ends the server as its client's closing pipe does: its streaming
     # replies are interrupted at once (protocol.md "Replies in flight").
     for name in ("SIGTERM", "SIGHUP"):  # SIGHUP: not on Windows
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), _interrupted)
-    try:
-        server.start_io()
-    finally:
-        if server.manager is not None:
-            server.manager.store.close()  # a pending WAL reset gets its last try
-    sys.exit(server.exit_code)
+    session = serve_stdio()
+    if session.manager is not None:
+        session.manager.store.close()  # a pending WAL reset gets its last try
+    sys.exit(session.exit_code)
 
 
 if __name__ == "__main__":

@@ -94,7 +94,10 @@ def report() -> dict[str, object]:
     answer["sqlite"] = sqlite
     if problem is None:
         try:
-            import chat_history.wire.server  # noqa: F401  (every dependency the server loads)
+            # Every dependency the server loads: its front, then pygls in the background.
+            import chat_history.wire.lsp
+            import chat_history.wire.methods
+            import chat_history.wire.server  # noqa: F401
         except Exception as exc:  # not only ImportError: a dependency may fail as it loads
             problem, reason = _cannot_load(exc), "dependencyMissing"
     answer.update(ok=problem is None, problem=problem, reason=reason)

@@ -727,9 +727,11 @@ def test_a_dangling_symlink_as_the_database_gets_an_owner_only_target(tmp_path: 
 
 
 #: The server as the unprivileged user: everything it imports is loaded before it drops root
-#: (the interpreter's own files are root's only on this machine).
+#: (the interpreter's own files are root's only on this machine), what it loads later too (the
+#: methods with the first request, pygls in the background).
 AS_NOBODY = (
-    "import decimal, chat_history.__main__, chat_history.wire.server, chat_history.store; "
+    "import decimal, chat_history.__main__, chat_history.wire.server, chat_history.store, "
+    "chat_history.wire.methods, chat_history.wire.lsp; "
     "os.setgroups([]); os.setgid(65534); os.setuid(65534)"
 )
 

@@ -28,7 +28,7 @@ from chat_history.settings import load_settings
 from chat_history.store import Key
 from chat_history.store.conversation_cache import ConversationCache, row_bytes
 from chat_history.wire.checks import MAX_JSON_FIELD_CHARS, check_json
-from chat_history.wire.session import _converter
+from chat_history.wire.lsp import _converter
 from chat_history.wire.transport import frames, framing, scan
 
 #: How the server's protocol turns pygls's message objects into JSON.

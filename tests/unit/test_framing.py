@@ -1,7 +1,6 @@
 """The stdio transport on its own (wire/transport/): header lines (``framing.read_header``,
-``framing.content_length``) and what ``intake.handle_body`` answers for each kind of bad message,
-written through a real protocol of the server to a real frame writer (no process, no event
-loop)."""
+``framing.content_length``), the read loop, and what the server's front answers for each kind of
+bad message (``intake``), written to a real frame writer (no process, no event loop)."""
 
 from __future__ import annotations
 
@@ -11,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from chat_history.wire.session import ChatHistoryServer
-from chat_history.wire.transport import frames, framing, intake, scan
+from chat_history.wire.server import Front
+from chat_history.wire.transport import framing, intake, scan
 
 
 def headers(data: bytes) -> list[Any]:
@@ -70,26 +69,74 @@ def test_content_length_bounds(value: bytes, expected: tuple[int | None, bytes |
     assert framing.content_length(value) == expected
 
 
+def parse_frames(data: bytes) -> list[dict[str, Any]]:
+    found = []
+    while data:
+        head, _, rest = data.partition(b"\r\n\r\n")
+        length = int(head.split(b"\r\n")[0].split(b":")[1])
+        found.append(json.loads(rest[:length]))
+        data = rest[length:]
+    return found
+
+
+def frame(message: Any) -> bytes:
+    body = json.dumps(message).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+class Receiver:
+    """What the read loop hands on, kept."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        self.sent: list[dict[str, Any]] = []
+        self.sizes: list[int] = []
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.sent.append(message)
+
+    def receive(self, body: bytes) -> None:
+        self.bodies.append(body)
+
+    def received(self, size: int) -> None:
+        self.sizes.append(size)
+
+
+def test_the_read_loop_hands_on_each_body_and_returns_exit_unhandled() -> None:
+    receiver = Receiver()
+    one, two = {"jsonrpc": "2.0", "id": 1, "method": "a"}, {"jsonrpc": "2.0", "method": "b"}
+    stream = io.BytesIO(
+        frame(one)
+        + b"Content-Length: x\r\n\r\n"
+        + frame(two)
+        + frame({"method": "exit"})
+        + frame(one)
+    )
+    assert framing.read_loop(stream, receiver) == json.dumps({"method": "exit"}).encode()
+    assert [json.loads(b) for b in receiver.bodies] == [one, two]
+    assert receiver.sizes == [len(json.dumps(one)), len(json.dumps(two))]
+    assert [m["error"]["code"] for m in receiver.sent] == [-32700]
+
+
+def test_the_read_loop_ends_at_the_end_of_input_even_inside_a_frame() -> None:
+    receiver = Receiver()
+    assert framing.read_loop(io.BytesIO(b"Content-Length: 50\r\n\r\n{}"), receiver) is None
+    assert receiver.bodies == []
+
+
 class Wire:
-    """A server protocol writing to a real frame writer; ``answers()`` parses what it wrote."""
+    """The server's front writing to a real frame writer; ``answers()`` parses what it wrote."""
 
     def __init__(self) -> None:
         self.out = io.BytesIO()
-        self.protocol = ChatHistoryServer().protocol
-        self.protocol.set_writer(frames.FrameWriter(self.out))
+        self.front = Front(io.BytesIO(), self.out)
 
-    def handle(self, message: Any) -> Any:
+    def handle(self, message: Any) -> None:
         body = message if isinstance(message, bytes) else json.dumps(message).encode()
-        return intake.handle_body(self.protocol, body)
+        self.front.receive(body)
 
     def answers(self) -> list[dict[str, Any]]:
-        data, found = self.out.getvalue(), []
-        while data:
-            head, _, rest = data.partition(b"\r\n\r\n")
-            length = int(head.split(b"\r\n")[0].split(b":")[1])
-            found.append(json.loads(rest[:length]))
-            data = rest[length:]
-        return found
+        return parse_frames(self.out.getvalue())
 
 
 def only_error(wire: Wire) -> tuple[Any, int, str, Any]:
@@ -100,7 +147,7 @@ def only_error(wire: Wire) -> tuple[Any, int, str, Any]:
 
 def test_a_body_that_is_not_json_is_a_parse_error_with_a_null_id() -> None:
     wire = Wire()
-    assert wire.handle(b'{"id": 1, "method": ') is None
+    wire.handle(b'{"id": 1, "method": ')
     msg_id, code, message, _ = only_error(wire)
     assert (msg_id, code) == (None, -32700)
     assert message.startswith("Parse error:")
@@ -126,7 +173,7 @@ def test_envelope_problems_are_answered_under_the_id_when_it_is_valid(
     message: dict[str, Any], expected: tuple[Any, int, str]
 ) -> None:
     wire = Wire()
-    assert wire.handle(message) is None
+    wire.handle(message)
     msg_id, code, text, _ = only_error(wire)
     assert (msg_id, code) == expected[:2]
     assert expected[2] in text
@@ -134,8 +181,8 @@ def test_envelope_problems_are_answered_under_the_id_when_it_is_valid(
 
 def test_a_bad_notification_is_dropped_without_an_answer() -> None:
     wire = Wire()
-    assert wire.handle({"jsonrpc": "1.0", "method": "chatHistory/x"}) is None
-    assert wire.handle({"jsonrpc": "2.0", "method": "m", "params": [[[[1]]]] * 1}) is None
+    wire.handle({"jsonrpc": "1.0", "method": "chatHistory/x"})
+    wire.handle({"jsonrpc": "2.0", "method": "chatHistory/x", "params": [[[[1]]]] * 1})
     assert wire.answers() == []
 
 
@@ -145,7 +192,7 @@ def test_params_nested_too_deeply_name_where() -> None:
     for _ in range(intake.MAX_DEPTH + 2):
         deep = [deep]
     message = {"jsonrpc": "2.0", "id": "d", "method": "chatHistory/append", "params": {"m": deep}}
-    assert wire.handle(message) is None
+    wire.handle(message)
     msg_id, code, text, data = only_error(wire)
     assert (msg_id, code, data) == ("d", -32602, {"field": "m[0][0]"})
     assert f"nested deeper than {intake.MAX_DEPTH} levels" in text
@@ -160,7 +207,7 @@ def test_too_many_containers_is_refused_before_parsing_under_the_request_id() ->
     wire = Wire()
     many = b",".join([b"[]"] * (scan.MAX_CONTAINERS + 1))
     body = b'{"jsonrpc":"2.0","id":3,"method":"chatHistory/append","params":[' + many + b"]}"
-    assert wire.handle(body) is None
+    wire.handle(body)
     msg_id, code, text, data = only_error(wire)
     assert (msg_id, code, data) == (3, -32602, {"field": "params"})
     assert f"more than {scan.MAX_CONTAINERS:,} JSON objects and arrays" in text
@@ -170,20 +217,63 @@ def test_an_lsp_request_whose_params_do_not_fit_is_invalid_params_naming_the_fie
     wire = Wire()
     params = {"processId": "x", "capabilities": {}}
     message = {"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": params}
-    assert wire.handle(message) is None
+    wire.handle(message)
     msg_id, code, _, data = only_error(wire)
     assert (msg_id, code) == (5, -32602)
     assert data == {"field": "processId"}
 
 
 def test_after_shutdown_only_exit_is_handled() -> None:
+    sent: list[dict[str, Any]] = []
+    message = {"jsonrpc": "2.0", "id": 6, "method": "chatHistory/get", "params": {}}
+    assert intake.check(sent.append, json.dumps(message).encode(), shutting_down=True) is None
+    (answer,) = sent
+    assert (answer["id"], answer["error"]["code"]) == (6, -32600)
+    assert answer["error"]["message"] == "Invalid Request: the server is shutting down"
+    exit_body = json.dumps({"jsonrpc": "2.0", "method": "exit"}).encode()
+    assert isinstance(intake.check(sent.append, exit_body, shutting_down=True), intake.Incoming)
+
+
+def test_an_unknown_custom_request_is_method_not_found_without_pygls() -> None:
     wire = Wire()
-    wire.protocol._shutdown = True
-    wire.handle({"jsonrpc": "2.0", "id": 6, "method": "chatHistory/get", "params": {}})
-    assert only_error(wire)[:3] == (6, -32600, "Invalid Request: the server is shutting down")
+    wire.handle({"jsonrpc": "2.0", "id": 8, "method": "chatHistory/nope", "params": {}})
+    assert only_error(wire)[:3] == (8, -32601, "Method Not Found: chatHistory/nope")
+    assert wire.front.lsp is None
 
 
 def test_a_response_without_an_id_is_dropped_silently() -> None:
     wire = Wire()
-    assert wire.handle({"jsonrpc": "2.0", "result": 1}) is None
+    wire.handle({"jsonrpc": "2.0", "result": 1})
     assert wire.answers() == []
+
+
+def test_a_cancelled_request_queued_behind_the_barrier_is_answered_at_once_and_never_runs(
+    tmp_path: Any,
+) -> None:
+    wire = Wire()
+    options = {"storagePath": str(tmp_path)}  # no settings: requests wait for the pull
+    capabilities = {"workspace": {"configuration": True}}
+    init = {"processId": None, "capabilities": capabilities, "initializationOptions": options}
+    wire.handle({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+    row = {"role": "user", "content": "never stored"}
+    params = {"conversationId": "c", "messages": [row]}
+    wire.handle({"jsonrpc": "2.0", "id": 2, "method": "chatHistory/append", "params": params})
+    wire.handle({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 2}})
+    cancelled = [a for a in wire.answers() if a.get("id") == 2]
+    assert cancelled == [
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "error": {"code": -32800, "message": 'Request with id "2" is canceled'},
+        }
+    ]
+    ls = wire.front.ls
+    ls.barrier.answer(1, None)  # the pull answered: the request thread goes on
+    ls.requests.submit(lambda: None).result(timeout=30)  # everything queued before it is done
+    wire.handle(
+        {"jsonrpc": "2.0", "id": 3, "method": "chatHistory/get", "params": {"conversationId": "c"}}
+    )
+    ls.requests.submit(lambda: None).result(timeout=30)
+    (got,) = [a for a in wire.answers() if a.get("id") == 3]
+    assert got["result"]["messages"] == []
+    assert [a for a in wire.answers() if a.get("id") == 2] == cancelled  # answered once

@@ -69,8 +69,10 @@ SUBROOMS: dict[str, set[str]] = {
 #: method, above everything else of the wire.
 WIRE_TOP = {
     "chat_history.wire.server",
+    "chat_history.wire.requests",
     "chat_history.wire.session",
     "chat_history.wire.lifecycle",
+    "chat_history.wire.lsp",
 }
 #: Modules that may spell wire names: the wire's translators (the shared results, the CLI's
 #: ``--json`` reports, and each family of methods under ``wire/methods/``), the export format's

@@ -16,7 +16,7 @@ IDLE = 0.2
 
 @pytest.fixture(autouse=True)
 def short_rest(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert memory._trim is not None, "glibc's malloc_trim is there on this machine"
+    assert memory.trim_function() is not None, "glibc's malloc_trim is there on this machine"
     monkeypatch.setattr(memory, "IDLE_SECONDS", IDLE)
     monkeypatch.setattr(memory, "_rest", None)
 
@@ -24,7 +24,9 @@ def short_rest(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_quiet_server_trims_once() -> None:
     async def scenario() -> int:
         before = memory.trims
-        memory.large_message(100)  # a small message: no trim for its size
+        memory.large_message(
+            100, asyncio.get_running_loop()
+        )  # a small message: no trim for its size
         await asyncio.sleep(IDLE * 4)
         return memory.trims - before
 
@@ -34,9 +36,9 @@ def test_a_quiet_server_trims_once() -> None:
 def test_a_message_before_the_rest_postpones_the_trim() -> None:
     async def scenario() -> tuple[int, int]:
         before = memory.trims
-        memory.large_message(100)
+        memory.large_message(100, asyncio.get_running_loop())
         await asyncio.sleep(IDLE * 0.6)
-        memory.large_message(100)  # still busy: the rest starts again
+        memory.large_message(100, asyncio.get_running_loop())  # still busy: the rest starts again
         await asyncio.sleep(IDLE * 0.6)
         early = memory.trims - before  # 1.2 × IDLE after the first, 0.6 × after the last
         await asyncio.sleep(IDLE * 3)
@@ -65,7 +67,7 @@ def test_at_rest_the_callback_runs_then_the_trim_on_the_executor(
         memory.on_rest(lambda: seen.append(("rest", memory.trims)), requests)
 
         async def scenario() -> None:
-            memory.large_message(100)
+            memory.large_message(100, asyncio.get_running_loop())
             await asyncio.sleep(IDLE * 4)
 
         before = memory.trims

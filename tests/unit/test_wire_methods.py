@@ -11,7 +11,8 @@ import attrs
 
 from chat_history.wire import methods
 from chat_history.wire.methods.base import Method
-from chat_history.wire.server import server
+from chat_history.wire.requests import Requests
+from chat_history.wire.session import ChatHistoryServer
 
 
 def family_modules() -> list[str]:
@@ -43,8 +44,8 @@ def test_each_method_has_an_attrs_params_class_and_a_handler() -> None:
         assert callable(method.run)
 
 
-def test_the_server_registers_every_method_of_the_table() -> None:
-    registered = set(server.protocol.fm.features)
-    assert {m.name for m in methods.METHODS} <= registered
-    custom = {name for name in registered if name.startswith("chatHistory/")}
-    assert custom == {m.name for m in methods.METHODS}
+def test_the_server_serves_every_method_of_the_table_and_no_other() -> None:
+    requests = Requests(ChatHistoryServer(), on_answer=lambda: None)
+    for method in methods.METHODS:
+        assert requests.method(method.name) is method
+    assert requests.method("chatHistory/none") is None

@@ -1,9 +1,11 @@
-"""Domain errors as JSON-RPC errors (protocol.md, Errors): their codes, and the one mapping from
-one to the other (``to_jsonrpc``)."""
+"""Domain errors as JSON-RPC errors (protocol.md, Errors): their codes, the error a request is
+answered with (``RpcError``), and the one mapping from one to the other (``to_jsonrpc``). No
+pygls here: the first requests are answered before pygls has loaded."""
 
 from __future__ import annotations
 
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+import traceback
+from typing import Any
 
 from chat_history.errors import (
     ContextOverflow,
@@ -14,46 +16,61 @@ from chat_history.errors import (
 )
 from chat_history.wire import protocol
 
-
-class ContextOverflowError(JsonRpcException):
-    """JSON-RPC error 1001: the conversation cannot fit the context budget (protocol.md, Errors)."""
-
-    CODE = 1001
-    MESSAGE = "Context overflow"
-
-
-class StorageFailure(JsonRpcException):
-    """JSON-RPC error 1002: the database failed; the message says why (protocol.md, Errors)."""
-
-    CODE = 1002
-    MESSAGE = "Storage error"
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+SERVER_NOT_INITIALIZED = -32002
+REQUEST_CANCELLED = -32800
+CONTEXT_OVERFLOW = 1001
+STORAGE_ERROR = 1002
+CONVERSATION_CHANGED = 1003
+REPLY_IN_PROGRESS = 1004
 
 
-class ConversationChangedError(JsonRpcException):
-    CODE = 1003
-    MESSAGE = "Conversation changed"
+class RpcError(Exception):
+    """A JSON-RPC error answer: its code, message and ``data`` (omitted when None)."""
 
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
 
-class ReplyInProgressError(JsonRpcException):
-    CODE = 1004
-    MESSAGE = "Reply in progress"
+    def as_error(self) -> dict[str, Any]:
+        """The answer's ``error`` member."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+    @classmethod
+    def internal(cls, exc: BaseException) -> RpcError:
+        """An unexpected exception as pygls answers one: -32603, the exception's one line and
+        its traceback."""
+        message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        return cls(INTERNAL_ERROR, message, {"traceback": traceback.format_tb(exc.__traceback__)})
+
+    @classmethod
+    def cancelled(cls, msg_id: Any) -> RpcError:
+        """A request cancelled (or refused by ``shutdown``) before it started, as pygls words it."""
+        return cls(REQUEST_CANCELLED, f'Request with id "{msg_id}" is canceled')
 
 
 #: The domain errors a request answers with an error code (to_jsonrpc).
 DOMAIN_ERRORS = (InvalidParams, ContextOverflow, StorageError, ConversationChanged, ReplyInProgress)
 
 
-def to_jsonrpc(exc: Exception) -> JsonRpcException:
+def to_jsonrpc(exc: Exception) -> RpcError:
     """The one mapping of domain errors to JSON-RPC error codes (protocol.md, Errors)."""
     if not isinstance(exc, DOMAIN_ERRORS):
         raise exc
     message, data = protocol.wire_error(exc)
     if isinstance(exc, InvalidParams):
-        return JsonRpcInvalidParams(message=message, data=data)
+        return RpcError(INVALID_PARAMS, message, data)
     if isinstance(exc, ContextOverflow):
-        return ContextOverflowError(message=message, data=data)
+        return RpcError(CONTEXT_OVERFLOW, message, data)
     if isinstance(exc, ConversationChanged):
-        return ConversationChangedError(message=message, data=data)
+        return RpcError(CONVERSATION_CHANGED, message, data)
     if isinstance(exc, ReplyInProgress):
-        return ReplyInProgressError(message=message, data=data)
-    return StorageFailure(message=message, data=data)
+        return RpcError(REPLY_IN_PROGRESS, message, data)
+    return RpcError(STORAGE_ERROR, message, data)

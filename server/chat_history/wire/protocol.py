@@ -301,6 +301,18 @@ def capabilities(protocol_version: int, provider_kinds: Sequence[str]) -> dict[s
     return {"chatHistory": {"protocolVersion": protocol_version, "providers": list(provider_kinds)}}
 
 
+def initialize_result(
+    protocol_version: int, provider_kinds: Sequence[str], version: str
+) -> dict[str, Any]:
+    """``initialize``'s answer: the chatHistory capabilities only (pygls would advertise text
+    document sync, commands and workspace folder notifications from its defaults, and editors
+    would send that traffic), and the server's name and version."""
+    return {
+        "capabilities": {"experimental": capabilities(protocol_version, provider_kinds)},
+        "serverInfo": {"name": "chat-history-server", "version": version},
+    }
+
+
 # -- errors --------------------------------------------------------------------------------------
 
 #: Error codes that answer bad input or a known condition, not a server defect. (The classes

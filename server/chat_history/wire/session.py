@@ -1,121 +1,67 @@
-"""The session: pygls's language server with this server's state (its manager, the one request
-thread, the settings barrier and their pull, the workspace identity, the change watch) and what it
-tells the editor; and pygls's protocol with this server's LSP lifecycle (one initialize, the
-capabilities it really has, document traffic dropped)."""
+"""The session: this server's state (its manager, the one request thread, the settings barrier
+and its pull, the workspace identity, the change watch) and what it tells the editor, written
+straight to stdout. No pygls here: the front (``wire/server.py``) serves the first requests with
+it before pygls has loaded, and ``wire/lsp.py`` hands pygls the same session once it has."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import enum
 import functools
 import logging
 import os
 import sys
 import threading
-from collections.abc import Generator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
-from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidRequest
-from pygls.lsp.server import LanguageServer
-from pygls.protocol import lsp_method
-
-from chat_history import __version__
 from chat_history.errors import StorageError, quoted
 from chat_history.model import Key, Trimmed
 from chat_history.paths import default_storage_folder
 from chat_history.service import replies, watch, workspaces
 from chat_history.service.manager import ChatHistoryManager
-from chat_history.settings import PROVIDER_KINDS, SECTION, Settings, default_settings, load_settings
+from chat_history.settings import Settings, default_settings, load_settings
 from chat_history.wire import checks, protocol
-from chat_history.wire.transport import frames, framing, lsp_adapter
+from chat_history.wire.transport import frames
 from chat_history.wire.transport.barrier import BOUND_SECONDS, SettingsBarrier
+
+if TYPE_CHECKING:  # asyncio loads with the event loop, after the first answers (issue 45)
+    import asyncio
 
 log = logging.getLogger("chat_history")
 PROTOCOL_VERSION = 5
 TRIMMED = "chatHistory/trimmed"
 CHANGED = "chatHistory/changed"
-
-#: the converter pygls uses (tests share it)
-_converter = lsp_adapter.converter
-
-
-class ChatHistoryProtocol(lsp_adapter.AdaptedProtocol):
-    """pygls's protocol with this server's lifecycle: one initialize per session, the capabilities
-    it really has, document traffic dropped."""
-
-    @lsp_method(types.INITIALIZE)
-    def lsp_initialize(
-        self, params: types.InitializeParams
-    ) -> Generator[Any, Any, types.InitializeResult]:
-        """pygls's initialize, refused when repeated, answering with the chatHistory capabilities
-        only."""
-        if getattr(self.server, "manager", None) is not None:
-            # LSP allows one initialize; a second must not swap the storage folder mid-session.
-            raise JsonRpcInvalidRequest(message="initialize may only be sent once per session")
-        result = yield from super().lsp_initialize(params)
-        # Only what this server has: pygls would advertise text document sync, commands and
-        # workspace folder notifications from its defaults, and editors would send that traffic.
-        self.server_capabilities = result.capabilities = types.ServerCapabilities(
-            experimental=protocol.capabilities(PROTOCOL_VERSION, PROVIDER_KINDS)
-        )
-        return result
-
-    # Document traffic is not advertised; a client that sends it anyway is not kept in memory.
-    @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
-    def lsp_text_document__did_open(self, params: Any) -> None:
-        """Dropped: no document is kept."""
-        return None
-
-    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
-    def lsp_text_document__did_change(self, params: Any) -> None:
-        """Dropped: no document is kept."""
-        return None
-
-    @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
-    def lsp_text_document__did_close(self, params: Any) -> None:
-        """Dropped: no document is kept."""
-        return None
-
-    @lsp_method(types.NOTEBOOK_DOCUMENT_DID_OPEN)
-    def lsp_notebook_document__did_open(self, params: Any) -> None:
-        """Dropped: no notebook is kept."""
-        return None
-
-    @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
-    def lsp_notebook_document__did_change(self, params: Any) -> None:
-        """Dropped: no notebook is kept."""
-        return None
-
-    @lsp_method(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
-    def lsp_notebook_document__did_close(self, params: Any) -> None:
-        """Dropped: no notebook is kept."""
-        return None
+LOG_MESSAGE = "window/logMessage"
+SHOW_MESSAGE = "window/showMessage"
 
 
-class ChatHistoryServer(LanguageServer):
+class MessageType(enum.IntEnum):
+    """LSP's ``MessageType`` of ``window/logMessage`` and ``window/showMessage``."""
+
+    Error = 1
+    Warning = 2
+    Info = 3
+    Log = 4
+
+
+class ChatHistoryServer:
     """The session: its manager (made by ``initialize``), the one request thread, the settings
     barrier, the workspace identity and what it tells the editor."""
 
-    def __init__(self) -> None:
-        super().__init__(
-            "chat-history-server",
-            __version__,
-            protocol_cls=ChatHistoryProtocol,
-            converter_factory=_converter,
-            max_workers=5,
-        )
+    def __init__(self, writer: frames.FrameWriter | None = None) -> None:
         self.manager: ChatHistoryManager | None = None
         # One thread runs the requests, in the order they arrived: two appends a client sends
-        # without waiting must be stored in that order (pygls's pool would race them for the
-        # manager's lock; the manager serialises them anyway, so no parallelism is lost).
+        # without waiting must be stored in that order (the manager serialises them anyway, so
+        # no parallelism is lost).
         self.requests = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chat-history")
         #: set by ``shutdown``: requests that have not started never will
         self.closing = threading.Event()
-        #: the tasks of requests not yet answered (``shutdown`` waits for them)
-        self.in_flight: set[asyncio.Task[Any]] = set()
+        #: requests not yet answered, each done once its answer is written (``shutdown`` and
+        #: the end of input wait for them)
+        self.in_flight: set[Future[None]] = set()
         self.barrier = self._new_barrier(default_settings())
         self.workspace_identity = "default"
         #: the normalized folder URI the identity came from (the identity in "folder" mode)
@@ -131,46 +77,48 @@ class ChatHistoryServer(LanguageServer):
         self._machine: str | None = None
         self.exit_code = 0
         self._reported: set[str] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._pulls: set[asyncio.Task[None]] = set()
-        #: the stdout writer ``start_io`` gave pygls (None until then)
-        self._stdout: frames.FrameWriter | None = None
+        #: the event loop the front serves on (None until it starts: the first answers need
+        #: none), what was meant for it before, and whether something needs it started now
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._early: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self._loop_lock = threading.Lock()
+        self.loop_wanted = threading.Event()
+        #: stdout (None when not serving: a test's session)
+        self.writer = writer
+        #: whether the client answers ``workspace/configuration`` (``initialize`` reads it)
+        self.pulls_configuration = False
+        #: asks the client ``workspace/configuration`` for the section, from any thread: the
+        #: future of its answer, resolved on the thread that reads it (so a request read after
+        #: the answer runs under it); set by the front (through pygls once it has loaded)
+        self.ask_configuration: Callable[[], Future[Any]] | None = None
         #: what other processes change (None until ``initialize``)
         self.watch: watch.ChangeWatch | None = None
         self._watching: asyncio.Task[None] | None = None
 
-    def report_server_error(self, error: Exception, source: Any) -> None:
-        # Error responses already reach the client; expected ones need no log line at all.
-        """Log an unexpected server error; expected ones (the protocol's own codes) are already in
-        their answers."""
-        if isinstance(error, JsonRpcException) and error.code in protocol.EXPECTED_CODES:
+    def soon(self, callback: Callable[..., Any], *args: Any, urgent: bool = False) -> None:
+        """Run ``callback(*args)`` on the event loop, from any thread (nothing once it closed);
+        before the loop has started, once it does (``urgent``: start it now)."""
+        with self._loop_lock:
+            loop = self.loop
+            if loop is None:
+                self._early.append((callback, args))
+        if loop is None:
+            if urgent:
+                self.loop_wanted.set()
             return
-        log.error("server error: %s", error)
+        if not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # closed meanwhile: exiting
+                loop.call_soon_threadsafe(callback, *args)
 
-    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
-        """pygls's stdio server with ``framing.serve`` as its loop: every request that can be
-        answered is answered, whatever arrives on stdin (see transport/framing.py, intake.py)."""
-        stop = lsp_adapter.new_stop_event(self)
-        self._stdout = frames.FrameWriter(stdout or sys.stdout.buffer)
-        self.protocol.set_writer(self._stdout)
-        reader = framing.StdinReader(stdin or sys.stdin.buffer, self.thread_pool)
-        signalled = False
-        try:
-            asyncio.run(framing.serve(reader, self.protocol, stop))
-        except BrokenPipeError:
-            log.error("the client closed the connection; shutting down")
-        except KeyboardInterrupt:  # SIGTERM, SIGHUP (__main__) or Ctrl-C
-            signalled = True
-        except SystemExit as exc:  # `exit`: 0 after `shutdown`, else 1 (LSP)
-            self.exit_code = exc.code if isinstance(exc.code, int) else 1
-        finally:
-            self.barrier.abandon()  # requests waiting for settings must not hold up the exit
-            self.release_replies()
-            if signalled:
-                self._exit_at_once()
-            self.shutdown()  # type: ignore[no-untyped-call]
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The event loop has started (on it): what was meant for it runs now, in order."""
+        with self._loop_lock:
+            self.loop = loop
+            early, self._early = self._early, []
+        for callback, args in early:
+            loop.call_soon(callback, *args)
 
-    def _exit_at_once(self) -> None:
+    def exit_at_once(self) -> None:
         """After a signal: the store closed, then the process ends without joining the stdin
         reader, which may be blocked in a read that only the client's closing pipe ends (joining
         it kept a signalled server alive for as long as its client kept the pipe open)."""
@@ -194,29 +142,16 @@ class ChatHistoryServer(LanguageServer):
 
     # -- telling the editor ----------------------------------------------------------------
 
-    def tell(self, kind: types.MessageType, message: str, *, show: bool = False) -> None:
+    def tell(self, kind: MessageType, message: str, *, show: bool = False) -> None:
         """A notable event: to stderr, to ``window/logMessage``, and with ``show`` to
-        ``window/showMessage`` too. Safe from any thread (sent from the event loop)."""
+        ``window/showMessage`` too. Safe from any thread: written at once, so that what a
+        request told goes before its answer."""
         log.log(_LOG_LEVELS.get(kind, logging.INFO), "%s", message)
-        text = f"chat-history-server: {message}"
-
-        def send() -> None:
-            self.window_log_message(types.LogMessageParams(type=kind, message=text))
-            if show:
-                self.window_show_message(types.ShowMessageParams(type=kind, message=text))
-
-        loop = self._loop
-        if loop is None or _running_loop() is loop:
-            send()
-        elif self._stdout is not None:
-            # Another thread (the request thread, which writes its answer itself): written now,
-            # so that what a request told goes before its answer, as the loop's sends did.
-            shown_too = [types.WINDOW_SHOW_MESSAGE] if show else []
-            for method in [types.WINDOW_LOG_MESSAGE, *shown_too]:
-                wired = {"type": int(kind), "message": text}
-                lsp_adapter.notify_all(self.protocol, self._stdout, method, [wired])
-        elif not loop.is_closed():  # after the loop ended there is no client to tell
-            loop.call_soon_threadsafe(send)
+        if self.writer is None:
+            return
+        wired = {"type": int(kind), "message": f"chat-history-server: {message}"}
+        for method in [LOG_MESSAGE, *([SHOW_MESSAGE] if show else [])]:
+            frames.notify_all(self.writer, method, [wired])
 
     # -- settings ----------------------------------------------------------------------------
 
@@ -230,7 +165,7 @@ class ChatHistoryServer(LanguageServer):
 
     def _settings_late(self) -> None:
         self.tell(
-            types.MessageType.Warning,
+            MessageType.Warning,
             f"the editor has not answered workspace/configuration within "
             f"{self.barrier.bound:g} s; requests run with the settings known so far, and stored "
             "history is not pruned until the settings arrive.",
@@ -244,43 +179,42 @@ class ChatHistoryServer(LanguageServer):
             message = problem.message()
             if message not in self._reported:
                 self._reported.add(message)
-                self.tell(types.MessageType.Warning, message, show=True)
+                self.tell(MessageType.Warning, message, show=True)
         if loaded.unknown_keys:
             self.tell(
-                types.MessageType.Warning,
+                MessageType.Warning,
                 "ignoring unknown settings: " + ", ".join(loaded.unknown_keys),
             )
         return loaded.settings
 
-    @property
-    def pulls_configuration(self) -> bool:
-        """Whether the client answers ``workspace/configuration`` (the settings are pulled, not only
-        pushed)."""
-        caps = self.client_capabilities.workspace
-        return caps is not None and bool(caps.configuration)
-
     def start_pull(self) -> None:
-        """Requests that arrive from now on wait for the answer (protocol.md, the barrier)."""
+        """Requests that arrive from now on wait for the answer (protocol.md, the barrier): the
+        pull is raised and sent here, on the thread that reads the messages, before the next one
+        is read."""
         pull = self.barrier.raise_()
-        loop = asyncio.get_running_loop()
-        task = loop.create_task(self._pull(pull))
-        self._pulls.add(task)  # a task nobody references may be collected mid-pull
-        task.add_done_callback(self._pulls.discard)
-        loop.call_later(self.barrier.bound, self._check_late)
+        late = self.barrier.held
+        assert self.ask_configuration is not None, "the front sets it before serving"
+        self.ask_configuration().add_done_callback(functools.partial(self._pulled, pull, late))
+        self.soon(self.check_late_later)
+
+    def check_late_later(self) -> None:
+        """Warn once if a pull is still unanswered when its bound has passed (event loop)."""
+        import asyncio
+
+        asyncio.get_running_loop().call_later(self.barrier.bound, self._check_late)
 
     def _check_late(self) -> None:
         if self.barrier.expire_due():
             self._settings_late()
 
-    async def _pull(self, pull: int) -> None:
-        late = self.barrier.held
+    def _pulled(self, pull: int, late: bool, answered: Future[Any]) -> None:
+        """The client's answer to pull ``pull`` (or its failure), applied to the barrier at once,
+        on the thread that read it."""
         try:
-            answer = await self.workspace_configuration_async(
-                types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
-            )
+            answer = answered.result()
         except Exception as exc:  # an error answer (or one unreadable): nothing to tell
             self.tell(
-                types.MessageType.Warning,
+                MessageType.Warning,
                 f"workspace/configuration failed ({exc}); keeping the current settings",
             )
             answer = None
@@ -289,20 +223,21 @@ class ChatHistoryServer(LanguageServer):
             # Not a settings section (a string answer arrives as a list of its characters):
             # an answer all the same, which keeps the current settings.
             self.tell(
-                types.MessageType.Warning,
+                MessageType.Warning,
                 "workspace/configuration answered something that could not be read as "
                 f"settings ({quoted(value)}); keeping the current settings",
             )
             value = None
         self.barrier.answer(pull, self.checked_settings(value) if value is not None else None)
         if late and not self.barrier.held:
-            self.tell(types.MessageType.Info, "settings arrived; stored-history retention resumes")
+            self.tell(MessageType.Info, "settings arrived; stored-history retention resumes")
 
     def send_trimmed(self, key: Key, events: Sequence[Trimmed]) -> None:
         """One request's ``chatHistory/trimmed`` notifications, written to stdout in one write
         (a prepare of a long conversation sends two, and every write wakes the client)."""
         params = [protocol.wire_trimmed(key.workspace, key.conversation, e) for e in events]
-        lsp_adapter.notify_all(self.protocol, self._stdout, TRIMMED, params)
+        if self.writer is not None:
+            frames.notify_all(self.writer, TRIMMED, params)
 
     # -- chatHistory/changed ------------------------------------------------------------------
 
@@ -320,11 +255,14 @@ class ChatHistoryServer(LanguageServer):
             return
         if found:
             params = [protocol.wire_changed(self.workspace_identity, change) for change in found]
-            lsp_adapter.notify_all(self.protocol, self._stdout, CHANGED, params)
+            if self.writer is not None:
+                frames.notify_all(self.writer, CHANGED, params)
 
     async def watch_idle(self) -> None:
         """Look for others' changes every ``watch.IDLE_SECONDS`` on the request thread (queued
         behind requests, so never beside one), until ``shutdown``."""
+        import asyncio
+
         loop = asyncio.get_running_loop()
         tended = loop.time()
         while not self.closing.is_set():
@@ -381,7 +319,7 @@ class ChatHistoryServer(LanguageServer):
                     raise
                 return  # nothing of its own to bring along: the request meets the storage itself
             for line in moved:
-                self.tell(types.MessageType.Info, line)
+                self.tell(MessageType.Info, line)
             self._identity_mode = mode
 
     def key(self, params: protocol.KeyParams) -> Key:
@@ -396,15 +334,8 @@ class ChatHistoryServer(LanguageServer):
 
 
 _LOG_LEVELS = {
-    types.MessageType.Error: logging.ERROR,
-    types.MessageType.Warning: logging.WARNING,
-    types.MessageType.Info: logging.INFO,
-    types.MessageType.Log: logging.DEBUG,
+    MessageType.Error: logging.ERROR,
+    MessageType.Warning: logging.WARNING,
+    MessageType.Info: logging.INFO,
+    MessageType.Log: logging.DEBUG,
 }
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None

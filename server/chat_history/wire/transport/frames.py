@@ -1,13 +1,15 @@
 """Writing LSP base frames: UTF-8 JSON bodies with a Content-Length in bytes, one lock per
 stdout, and an error answer in place of one that cannot be encoded or is larger than
-``MAX_ANSWER_BYTES``. No pygls here (framing.py reads; lsp_adapter.py plugs this into pygls)."""
+``MAX_ANSWER_BYTES``; notifications and requests of the server's own. No pygls here (framing.py
+reads; lsp_adapter.py plugs this writer into pygls)."""
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, BinaryIO, Generic, TypeVar
 
 from chat_history.errors import cut, shown
@@ -310,3 +312,20 @@ def error_body(msg_id: Any, code: int, message: str, data: Any = None) -> bytes:
     if data is not None:
         error["data"] = data
     return encode({"jsonrpc": "2.0", "id": msg_id, "error": error}, repr)
+
+
+def plain(value: Any) -> Any:
+    """``default`` for a message of this server's own (its values are JSON already): an enum as
+    its value; anything else is not JSON (``answer_body`` then answers with an error)."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def notify_all(writer: FrameWriter, method: str, params: Sequence[Any]) -> None:
+    """Notifications written in one write (every write wakes the client)."""
+    parts: list[bytes] = []
+    for one in params:
+        body = encode({"jsonrpc": "2.0", "method": method, "params": one}, repr)
+        parts += [frame_header(len(body)), body]
+    writer.write_parts(*parts)

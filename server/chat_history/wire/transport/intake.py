@@ -1,5 +1,6 @@
-"""One message from a frame, checked in steps and handed to pygls, or answered why it cannot be
-handled (JSON-RPC 2.0, sections 4 and 5.1); the client's answers to the server's own requests.
+"""One message from a frame, checked in steps before anything handles it, or answered why it
+cannot be handled (JSON-RPC 2.0, sections 4 and 5.1). No pygls here: the server's front
+(``wire/server.py``) routes what passes, and ``lsp_adapter.deliver`` takes pygls its share.
 
 pygls 2.1.1 answers none of these, so the client waits forever: a body that is not JSON, not an
 object, or nested deeper than Python's parser goes; a request without ``params`` (which JSON-RPC
@@ -17,15 +18,13 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import attrs
-from pygls.protocol import JsonRPCNotification, JsonRPCProtocol, JsonRPCRequestMessage
 
-from chat_history.errors import cut, shown
+from chat_history.errors import shown
 from chat_history.model import MAX_JSON_DEPTH, nesting_exceeds
-from chat_history.wire.protocol import error_path
-from chat_history.wire.transport import lsp_adapter
 from chat_history.wire.transport.scan import (
     MAX_CONTAINERS,
     containers_over,
@@ -34,6 +33,9 @@ from chat_history.wire.transport.scan import (
 )
 
 log = logging.getLogger("chat_history")
+
+#: How a message is written to the client (one JSON-RPC message as a dict).
+Send = Callable[[dict[str, Any]], None]
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -59,53 +61,48 @@ def _parse_int(text: str) -> int | float:
 _DECODER = json.JSONDecoder(parse_int=_parse_int)
 
 
-def handle_body(protocol: JsonRPCProtocol, body: bytes) -> Any:
-    """Validate one message and hand it to pygls, or answer why it cannot be handled; the id of
-    a request handed to pygls, else None."""
-    data = parse_body(protocol, body)
+def check(send: Send, body: bytes, shutting_down: bool) -> Incoming | dict[str, Any] | None:
+    """Steps 1 to 3 for one frame's body: an Incoming request or notification that may be
+    handled, the dict of a client's answer to a server request, or None when it was answered
+    (or dropped) here. ``shutting_down``: ``shutdown`` came, so nothing but ``exit`` is taken."""
+    data = parse_body(send, body)
     if data is None:
         return None
     if "method" not in data:
-        _handle_response(protocol, data)
-        return None
+        return data
     incoming = Incoming.of(data)
-    problem = envelope_problem(protocol, incoming)
+    problem = envelope_problem(incoming, shutting_down)
     if problem is not None:
-        incoming.refuse(protocol, *problem)
+        incoming.refuse(send, *problem)
         return None
-    if params_too_deep(protocol, incoming):
+    if params_too_deep(send, incoming):
         return None
-    structured = structure_message(protocol, incoming)
-    if structured is None:
-        return None
-    return dispatch(protocol, incoming, structured)
+    return incoming
 
 
-def parse_body(protocol: JsonRPCProtocol, body: bytes) -> dict[str, Any] | None:
+def parse_body(send: Send, body: bytes) -> dict[str, Any] | None:
     """Step 1: the body as a JSON object, bounded in containers and depth; None when it was
     answered (or dropped) instead."""
     if containers_over(body):
         msg_id = top_level_id(body)
         what = f"holds more than {MAX_CONTAINERS:,} JSON objects and arrays"
         if msg_id is None:
-            send_error(protocol, None, INVALID_REQUEST, f"Invalid Request: the message {what}")
+            send_error(send, None, INVALID_REQUEST, f"Invalid Request: the message {what}")
         else:
             error_data = {"field": "params"}
-            send_error(
-                protocol, msg_id, INVALID_PARAMS, f"Invalid params: params: {what}", error_data
-            )
+            send_error(send, msg_id, INVALID_PARAMS, f"Invalid params: params: {what}", error_data)
         return None
     try:
         data = _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
     except RecursionError:
-        too_deep(protocol, top_level_id(body), "params")
+        too_deep(send, top_level_id(body), "params")
         return None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-        send_error(protocol, None, PARSE_ERROR, f"Parse error: {exc}")
+        send_error(send, None, PARSE_ERROR, f"Parse error: {exc}")
         return None
     if not isinstance(data, dict):
         send_error(
-            protocol,
+            send,
             None,
             INVALID_REQUEST,
             "Invalid Request: a message must be a JSON object (batches are not supported)",
@@ -140,17 +137,20 @@ class Incoming:
         """The id an error answer carries: null when the message's own id is invalid."""
         return self.msg_id if self.id_ok else None
 
-    def refuse(
-        self, protocol: JsonRPCProtocol, code: int, message: str, error_data: Any = None
-    ) -> None:
+    @property
+    def params(self) -> Any:
+        """The params as sent (None when absent: JSON-RPC lets a request omit them)."""
+        return self.data.get("params")
+
+    def refuse(self, send: Send, code: int, message: str, error_data: Any = None) -> None:
         """Answer a request with an error; a notification is dropped with a log line."""
         if self.has_id:
-            send_error(protocol, self.answer_id, code, message, error_data)
+            send_error(send, self.answer_id, code, message, error_data)
         else:
             log.warning("dropped a notification: %s", message)
 
 
-def envelope_problem(protocol: JsonRPCProtocol, incoming: Incoming) -> tuple[int, str] | None:
+def envelope_problem(incoming: Incoming, shutting_down: bool) -> tuple[int, str] | None:
     """Step 2: what is wrong with the message's members other than params, as (code, message)."""
     method = incoming.method
     if incoming.data.get("jsonrpc") != "2.0":
@@ -161,62 +161,20 @@ def envelope_problem(protocol: JsonRPCProtocol, incoming: Incoming) -> tuple[int
         return METHOD_NOT_FOUND, f"Method not found: {shown(method)}"
     if incoming.has_id and not incoming.id_ok:
         return INVALID_REQUEST, 'Invalid Request: "id" must be a string or an integer'
-    if lsp_adapter.shutting_down(protocol) and method != "exit":
+    if shutting_down and method != "exit":
         return INVALID_REQUEST, "Invalid Request: the server is shutting down"
     return None
 
 
-def params_too_deep(protocol: JsonRPCProtocol, incoming: Incoming) -> bool:
+def params_too_deep(send: Send, incoming: Incoming) -> bool:
     """Step 3: params nested deeper than ``MAX_DEPTH`` (a request is answered naming where)."""
     params = incoming.data.get("params")
     deep = deepest_path(params, MAX_DEPTH) if nesting_exceeds(params, MAX_DEPTH) else None
     if deep is None:
         return False
     if incoming.has_id:
-        too_deep(protocol, incoming.answer_id, deep)
+        too_deep(send, incoming.answer_id, deep)
     return True
-
-
-def structure_message(protocol: JsonRPCProtocol, incoming: Incoming) -> Any:
-    """Step 4: the message as pygls's type for its method; None when refused as -32602."""
-    data, method, has_id = incoming.data, incoming.method, incoming.has_id
-    message_type = protocol.get_message_type(method)
-    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-    if has_id:
-        message["id"] = incoming.msg_id
-    if "params" in data or message_type is None:
-        message["params"] = data.get("params")  # JSON-RPC lets a request omit params
-    if message_type is None:
-        message_type = JsonRPCRequestMessage if has_id else JsonRPCNotification
-    try:
-        return lsp_adapter.structure_message(protocol, message, message_type)
-    except Exception as exc:
-        field, why = error_path(exc, "")
-        field = field.removeprefix("params").removeprefix(".") or "params"
-        field, why = cut(field, 300), cut(why, 1_000)
-        incoming.refuse(
-            protocol, INVALID_PARAMS, f"Invalid params: {field}: {why}", {"field": field}
-        )
-        return None
-
-
-def dispatch(protocol: JsonRPCProtocol, incoming: Incoming, structured: Any) -> Any:
-    """Step 5: hand the message to pygls; the request's id, else None."""
-    method = incoming.method
-    try:
-        lsp_adapter.handle_message(protocol, structured)
-        return incoming.msg_id if incoming.has_id else None
-    except Exception as exc:
-        # pygls answers a request's own errors; what escapes is a notification it choked on
-        # (a $/cancelRequest whose id is a list raises TypeError): never fatal to the server.
-        if not incoming.has_id:
-            log.warning("dropped a notification %s: %r", method, exc)
-            return None
-        log.exception("could not handle %s", method)
-        send_error(
-            protocol, incoming.answer_id, INTERNAL_ERROR, f"Internal error handling {method}"
-        )
-        return None
 
 
 class MalformedAnswer(Exception):
@@ -224,36 +182,14 @@ class MalformedAnswer(Exception):
     ``workspace/configuration``, an error without ``message``): it counts as an error answer."""
 
 
-def _handle_response(protocol: JsonRPCProtocol, data: dict[str, Any]) -> None:
-    """A client's answer to a server request (workspace/configuration): never answered back.
-    Every answer to a request the server is waiting on is an answer: one it cannot read fails
-    that request (as an error answer would), so whatever waits on it goes on."""
-    if data.get("jsonrpc") != "2.0" or "id" not in data:
-        log.warning("dropped a message that is neither a request nor a response")
-        return
-    try:
-        protocol.handle_message(protocol.structure_message(data))
-    except Exception as exc:
-        why = cut(f"{type(exc).__name__}: {exc}", 300)
-        failure = MalformedAnswer(f"the answer could not be read ({why})")
-        if lsp_adapter.fail_server_request(protocol, data.get("id"), failure):
-            log.warning(
-                "a malformed answer to request %s counts as an error: %s",
-                shown(data.get("id")),
-                why,
-            )
-        else:
-            log.warning("dropped a response the server cannot read: %s", why)
-
-
-def too_deep(protocol: JsonRPCProtocol, msg_id: Any, field: str) -> None:
+def too_deep(send: Send, msg_id: Any, field: str) -> None:
     """Answer a message nested too deeply to read: a parse error without its id, else InvalidParams
     naming ``field``."""
     if msg_id is None:
-        send_error(protocol, None, PARSE_ERROR, "Parse error: the message is nested too deeply")
+        send_error(send, None, PARSE_ERROR, "Parse error: the message is nested too deeply")
         return
     send_error(
-        protocol,
+        send,
         msg_id,
         INVALID_PARAMS,
         f"Invalid params: {field}: nested deeper than {MAX_DEPTH} levels",
@@ -261,12 +197,10 @@ def too_deep(protocol: JsonRPCProtocol, msg_id: Any, field: str) -> None:
     )
 
 
-def send_error(
-    protocol: JsonRPCProtocol, msg_id: Any, code: int, message: str, data: Any = None
-) -> None:
+def send_error(send: Send, msg_id: Any, code: int, message: str, data: Any = None) -> None:
     """Send a JSON-RPC error answer, and log it."""
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
     log.info("answered %s: %s", code, message)
-    lsp_adapter.send(protocol, {"jsonrpc": "2.0", "id": msg_id, "error": error})
+    send({"jsonrpc": "2.0", "id": msg_id, "error": error})

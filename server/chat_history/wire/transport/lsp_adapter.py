@@ -1,23 +1,22 @@
-"""The one module that reaches into pygls's private attributes (names with a leading underscore).
-pygls 2.x has no public way to: write a message ourselves (UTF-8, size-checked), structure a
-message with the protocol's converter without its traceback, see whether ``shutdown`` was
-received, find a request's future, fail the server's own unanswered requests at exit, or start
-the stdio loop with our own stop event. Every such reach is a function or an override here, and
-``tests/unit/test_lsp_adapter.py`` pins the pygls versions they were checked with (pyproject.toml)
-and that each attribute still exists with the expected kind."""
+"""The one module that reaches into pygls's private attributes (names with a leading underscore),
+and the only one of the transport that imports pygls: the server's front (``wire/server.py``)
+hands pygls the messages of the LSP lifecycle it keeps (``deliver``, ``deliver_answer``) once it
+has loaded. pygls 2.x has no public way to: write a message ourselves (UTF-8, size-checked),
+structure a message with the protocol's converter without its traceback, see whether
+``shutdown`` was received, find a request's future, or fail the server's own unanswered requests
+at exit. Every such reach is a function or an override
+here, and ``tests/unit/test_lsp_adapter.py`` pins the pygls versions they were checked with
+(pyproject.toml) and that each attribute still exists with the expected kind."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
-import contextvars
 import logging
-import threading
-from collections.abc import Sequence
 from typing import Any
 
 import cattrs
 from pygls.exceptions import JsonRpcMethodNotFound
-from pygls.lsp.server import LanguageServer
 from pygls.protocol import (
     JsonRPCNotification,
     JsonRPCProtocol,
@@ -27,7 +26,16 @@ from pygls.protocol import (
     default_converter,
 )
 
+from chat_history.errors import cut, shown
+from chat_history.wire.protocol import error_path
 from chat_history.wire.transport import frames, memory
+from chat_history.wire.transport.intake import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    Incoming,
+    MalformedAnswer,
+    send_error,
+)
 
 log = logging.getLogger("chat_history")
 
@@ -36,7 +44,6 @@ log = logging.getLogger("chat_history")
 PROTOCOL_PRIVATES: dict[str, str | type] = {
     "_send_data": "method",
     "_serialize_message": "method",
-    "_send_response": "method",
     "_handle_request": "method",
     "_handle_notification": "method",
     "_handle_cancel_notification": "method",
@@ -46,7 +53,6 @@ PROTOCOL_PRIVATES: dict[str, str | type] = {
     "_request_futures": dict,
     "_result_types": dict,
 }
-SERVER_PRIVATES: dict[str, str | type] = {"_stop_event": object}
 
 
 def converter() -> cattrs.Converter:
@@ -68,22 +74,9 @@ def converter() -> cattrs.Converter:
     return conv
 
 
-#: What a request handler returns when it has written its answer itself (``answer``).
-ANSWERED = object()
-
-
 class AdaptedProtocol(LanguageServerProtocol):
-    """pygls's protocol with our writer, answers written by the thread that made them, and
-    quieter routing of ``$/`` methods and late cancels."""
-
-    def _send_response(
-        self, msg_id: Any, result: Any | None = None, error: Any | None = None
-    ) -> None:
-        """pygls's answer, unless the handler already wrote it (``answer``)."""
-        if result is ANSWERED and error is None:
-            self._result_types.pop(msg_id, None)
-            return
-        super()._send_response(msg_id, result, error)
+    """pygls's protocol with our writer and quieter routing of ``$/`` methods and late
+    cancels."""
 
     @property
     def server(self) -> Any:
@@ -109,7 +102,7 @@ class AdaptedProtocol(LanguageServerProtocol):
         else:  # an embedding test's writer
             writer.write(b"".join([frames.frame_header(size), *body]))
         del body
-        memory.large_message(size)
+        memory.large_message(size, _loop_here())
 
     def _known(self, method: str) -> bool:
         return method in self.fm.builtin_features or method in self.fm.features
@@ -143,7 +136,7 @@ class AdaptedProtocol(LanguageServerProtocol):
         super()._handle_cancel_notification(msg_id)
 
 
-# -- what frames.py needs from a protocol ------------------------------------------------------
+# -- what the front hands pygls ----------------------------------------------------------------
 
 
 def send(protocol: JsonRPCProtocol, data: Any) -> None:
@@ -151,43 +144,82 @@ def send(protocol: JsonRPCProtocol, data: Any) -> None:
     protocol._send_data(data)
 
 
-def answer(protocol: JsonRPCProtocol, msg_id: Any, result: Any) -> Any:
-    """Write the answer to request ``msg_id`` now, from the calling thread (the writer's lock
-    keeps frames whole); returns what the handler returns so that pygls does not answer again.
-    Without an id (not called for a request) the result is returned for pygls to send."""
-    if msg_id is None or not isinstance(protocol, AdaptedProtocol):
-        return result
-    LanguageServerProtocol._send_response(protocol, msg_id, result)
-    return ANSWERED
+def deliver(protocol: JsonRPCProtocol, incoming: Incoming) -> Any:
+    """Structure a checked message as pygls's type for its method (params that do not fit it are
+    -32602 naming the field) and hand it to pygls; the id of a request pygls now handles, else
+    None."""
+    structured = _structure(protocol, incoming)
+    if structured is None:
+        return None
+    method = incoming.method
+    try:
+        protocol.handle_message(structured)
+        return incoming.msg_id if incoming.has_id else None
+    except Exception as exc:
+        # pygls answers a request's own errors; what escapes is a notification it choked on
+        # (a $/cancelRequest whose id is a list raises TypeError): never fatal to the server.
+        if not incoming.has_id:
+            log.warning("dropped a notification %s: %r", method, exc)
+            return None
+        log.exception("could not handle %s", method)
+        send_error(
+            _sender(protocol),
+            incoming.answer_id,
+            INTERNAL_ERROR,
+            f"Internal error handling {method}",
+        )
+        return None
 
 
-def handle_message(protocol: JsonRPCProtocol, message: Any) -> None:
-    """pygls's ``handle_message`` for a plain request or notification (a custom method's), in
-    its own context as pygls runs it, without pygls's ``isinstance`` against its
-    ``runtime_checkable`` protocols (~37 µs each at load 10 here, two for a notification:
-    issue 36). Any other message, and every message once ``shutdown`` came, goes through
-    pygls's own."""
-    kind = type(message)
-    if message.jsonrpc != JsonRPCProtocol.VERSION or protocol._shutdown:
-        protocol.handle_message(message)
-    elif kind is JsonRPCRequestMessage:
-        context = contextvars.copy_context()
-        context.run(protocol._handle_request, message.id, message.method, message.params)
-    elif kind is JsonRPCNotification:
-        context = contextvars.copy_context()
-        context.run(protocol._handle_notification, message.method, message.params)
-    else:
-        protocol.handle_message(message)
+def _sender(protocol: JsonRPCProtocol) -> Any:
+    return protocol._send_data
+
+
+def _structure(protocol: JsonRPCProtocol, incoming: Incoming) -> Any:
+    data, method, has_id = incoming.data, incoming.method, incoming.has_id
+    message_type = protocol.get_message_type(method)
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if has_id:
+        message["id"] = incoming.msg_id
+    if "params" in data or message_type is None:
+        message["params"] = data.get("params")  # JSON-RPC lets a request omit params
+    if message_type is None:
+        message_type = JsonRPCRequestMessage if has_id else JsonRPCNotification
+    try:
+        # What pygls's ``structure_message`` does, without its traceback in the log.
+        return protocol._converter.structure(message, message_type)
+    except Exception as exc:
+        field, why = error_path(exc, "")
+        field = field.removeprefix("params").removeprefix(".") or "params"
+        field, why = cut(field, 300), cut(why, 1_000)
+        incoming.refuse(
+            _sender(protocol), INVALID_PARAMS, f"Invalid params: {field}: {why}", {"field": field}
+        )
+        return None
+
+
+def deliver_answer(protocol: JsonRPCProtocol, data: dict[str, Any]) -> None:
+    """A client's answer to one of pygls's requests: never answered back. Every answer to a
+    request the server is waiting on is an answer: one it cannot read fails that request (as an
+    error answer would), so whatever waits on it goes on."""
+    try:
+        protocol.handle_message(protocol.structure_message(data))
+    except Exception as exc:
+        why = cut(f"{type(exc).__name__}: {exc}", 300)
+        failure = MalformedAnswer(f"the answer could not be read ({why})")
+        if fail_server_request(protocol, data.get("id"), failure):
+            log.warning(
+                "a malformed answer to request %s counts as an error: %s",
+                shown(data.get("id")),
+                why,
+            )
+        else:
+            log.warning("dropped a response the server cannot read: %s", why)
 
 
 def shutting_down(protocol: JsonRPCProtocol) -> bool:
     """Whether ``shutdown`` was received."""
     return bool(protocol._shutdown)
-
-
-def structure_message(protocol: JsonRPCProtocol, message: dict[str, Any], cls: type) -> Any:
-    """What pygls's ``structure_message`` does, without its traceback in the log for bad input."""
-    return protocol._converter.structure(message, cls)
 
 
 def request_future(protocol: JsonRPCProtocol, msg_id: Any) -> Any:
@@ -216,29 +248,9 @@ def fail_server_requests(protocol: JsonRPCProtocol, exc: BaseException) -> None:
             future.set_exception(exc)
 
 
-# -- what the session (wire/session.py) needs from the language server -------------------------
-
-
-def new_stop_event(server: LanguageServer) -> threading.Event:
-    """The event pygls's ``shutdown`` sets to stop the stdio loop (``start_io`` makes it)."""
-    server._stop_event = threading.Event()
-    return server._stop_event
-
-
-def notify_all(
-    protocol: JsonRPCProtocol,
-    writer: frames.FrameWriter | None,
-    method: str,
-    params: Sequence[Any],
-) -> None:
-    """Notifications written in one write (every write wakes the client); pygls's own path when
-    not serving stdio (an embedding test)."""
-    if writer is None:
-        for one in params:
-            protocol.notify(method, one)
-        return
-    parts: list[bytes] = []
-    for one in params:
-        body = frames.encode({"jsonrpc": "2.0", "method": method, "params": one}, repr)
-        parts += [frames.frame_header(len(body)), body]
-    writer.write_parts(*parts)
+def _loop_here() -> asyncio.AbstractEventLoop | None:
+    """The event loop of this thread (pygls writes on its loop), if any."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -17,15 +17,17 @@ blocks on their own."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import ctypes
-import ctypes.util
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # asyncio loads with the server's event loop, after its first answers
+    import asyncio
 
 log = logging.getLogger("chat_history")
 
@@ -38,18 +40,22 @@ DELAY_SECONDS = 0.25
 IDLE_SECONDS = 2.0
 
 
-def _find_trim() -> Callable[[int], int] | None:
+@functools.cache
+def trim_function() -> Callable[[int], int] | None:
+    """The C library's ``malloc_trim`` (None where there is none), looked up on first use: the
+    start does not load ctypes. From the symbols the process has loaded already, libc's among
+    them: not ``ctypes.util``, whose ``find_library`` imports shutil and lzma (issue 45)."""
+    import ctypes
+
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, TypeError, AttributeError):  # TypeError: Windows takes no None
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
     return trim
 
 
-_trim = _find_trim()
 _lock = threading.Lock()
 _pending = False
 _idle_armed = False  # a check for rest is scheduled
@@ -67,41 +73,40 @@ def on_rest(callback: Callable[[], None], executor: Executor) -> None:
     _rest = (callback, executor)
 
 
-def large_message(size: int) -> None:
-    """A message of ``size`` bytes was read or written (on the server's event loop; every
-    message passes here): trim the heaps soon when it was large (one trim pending at a time),
-    and once the server is at rest."""
+def large_message(size: int, loop: asyncio.AbstractEventLoop | None) -> None:
+    """A message of ``size`` bytes was read or written (every message passes here, on any
+    thread): trim the heaps soon when it was large (one trim pending at a time), and once the
+    server is at rest. The timers run on ``loop``, the server's event loop (None before it has
+    started, or in an embedding test: nothing is scheduled)."""
     global _pending
-    _arm_idle()
-    if size < LARGE_BYTES or _trim is None:
+    _arm_idle(loop)
+    if size < LARGE_BYTES or loop is None or trim_function() is None:
         return
     with _lock:
         if _pending:
             return
         _pending = True
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # not the server's loop (an embedding test): nothing to wait on
-        with _lock:
-            _pending = False
-        return
     # On the loop, not on a timer thread: a trim from a fresh thread gave nothing back.
-    loop.call_later(DELAY_SECONDS, _run)
+    _later(loop, DELAY_SECONDS, _run)
 
 
-def _arm_idle() -> None:
+def _later(
+    loop: asyncio.AbstractEventLoop, delay: float, callback: Callable[..., None], *args: Any
+) -> None:
+    """``callback(*args)`` after ``delay`` on ``loop``, from any thread (its own too)."""
+    with contextlib.suppress(RuntimeError):  # the loop is closed: exiting
+        loop.call_soon_threadsafe(loop.call_later, delay, callback, *args)
+
+
+def _arm_idle(loop: asyncio.AbstractEventLoop | None) -> None:
     """Note the message; schedule the check for rest unless one is scheduled."""
     global _idle_armed, _last_message
     with _lock:
         _last_message = time.monotonic()
-        if _idle_armed:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # not on a loop (an embedding test): no rest to wait for
+        if _idle_armed or loop is None:  # no loop (an embedding test): no rest to wait for
             return
         _idle_armed = True
-    loop.call_later(IDLE_SECONDS, _idle_check, loop)
+    _later(loop, IDLE_SECONDS, _idle_check, loop)
 
 
 def _idle_check(loop: asyncio.AbstractEventLoop) -> None:
@@ -138,6 +143,7 @@ def _run() -> None:
 
 def _trim_now() -> None:
     global trims
-    if _trim is not None:
-        _trim(0)
+    trim = trim_function()
+    if trim is not None:
+        trim(0)
         trims += 1
