@@ -38,6 +38,16 @@ export function cutReply(state: PanelState): { reply: PanelMessage; prompt: Pane
   return { reply, prompt };
 }
 
+/**
+ * Whether the offer of {@link cutReply} is the one the person clicked: it stands for the newest
+ * row, so the newest row they saw (`seenId`) must be that reply. False when the state moved on
+ * (another window's turn came in, not shown yet): the click then acts on nothing.
+ */
+export function cutSeen(state: PanelState, seenId: number | null | undefined): boolean {
+  const cut = cutReply(state);
+  return cut !== null && seenId !== undefined && cut.reply.id === seenId;
+}
+
 /** The notice of {@link cutReply}: why it stopped, what is saved, and the three choices. */
 export function cutNotice(state: PanelState): Notice | null {
   const cut = cutReply(state);

@@ -76,3 +76,15 @@ test("Continue streams into the same bubble: same key, no second bubble, the sto
   assert.deepEqual(view.messages.map((m) => [m.key, m.interrupted]), [["id:1", false], ["id:2", false]]);
   assert.ok(!view.notices.some((n) => n.id === R.CUT_NOTICE_ID));
 });
+
+test("a choice of the cut reply's offer acts only on the reply the screen showed as the newest row (issue 43 item 15)", () => {
+  const state = S.pageLoaded(S.emptyState("c"), cutPage, false);
+  assert.equal(R.cutSeen(state, 2), true);
+  assert.equal(R.cutSeen(state, undefined), false, "what the person saw is unknown");
+  // Another window's turn came in after the cut reply (the state has it, the screen does not):
+  // the offer is now for that turn's reply, not the one the person chose for.
+  const moved = S.reloaded(state, { messages: [...cutPage.messages, row(3, "user", "More"), row(4, "assistant", "half", "interrupted")], hasMore: false });
+  assert.equal(R.cutReply(moved)?.reply.id, 4);
+  assert.equal(R.cutSeen(moved, 2), false);
+  assert.equal(R.cutSeen(moved, 4), true);
+});
