@@ -1357,6 +1357,18 @@ try {
     }
   });
 
+  /**
+   * The conversation whose list row holds `text`, read again from the store: another chat first,
+   * then the list's row (once the list has settled: a row clicked while the list refreshes after
+   * a turn is a stale item, and VS Code says its command was not found).
+   */
+  async function reopenFromList(text) {
+    await runCommand("Chat Panel: New Chat");
+    await frame.waitForFunction(() => document.querySelectorAll("article.msg").length === 0);
+    await sleep(1000);
+    await openFromList(text);
+  }
+
   /** code-server started afresh: one window, one history server. */
   async function freshCodeServer() {
     await closeBrowser();
@@ -1396,16 +1408,19 @@ try {
     assert.equal(await replyText(frame), settled, "the bubble no longer grows");
     await shot("70-server-killed-settled", { editorOnly: true });
     await waitFor("one new history server", () => historyServers().length === 1 && historyServers()[0] !== victim);
-    await openFromList("Tell me about river deltas");
+    await reopenFromList("Tell me about river deltas");
     await frame.locator("article.role-assistant.interrupted").waitFor({ state: "visible" });
     assert.equal(await replyText(frame), settled, "the panel showed what is stored");
     // Retry: the cut reply goes and the prompt is answered once, at once (no 1004, no second reply).
     const before = fake.requests.length;
     await clickNoticeAction(frame, "Retry");
-    await waitTurn(frame, prompt);
+    await frame.waitForFunction(() => {
+      const last = [...document.querySelectorAll("article.role-assistant")].at(-1);
+      return !document.body.classList.contains("busy") && last && !/\b(interrupted|streaming)\b/.test(last.className);
+    });
     assert.equal(fake.requests.length - before, 1, "one model request");
     assert.deepEqual(await noticeTexts(frame), [], "no notice left");
-    await openFromList("Tell me about river deltas");
+    await reopenFromList("Tell me about river deltas");
     await frame.waitForFunction(() => document.querySelectorAll("article.msg").length >= 2);
     const roles = await frame.locator("article.msg").evaluateAll((rows) => rows.map((r) => `${r.className.match(/role-(\w+)/)[1]}${r.classList.contains("interrupted") ? " interrupted" : ""}`));
     assert.deepEqual(roles, ["user", "assistant"], "one prompt and one complete reply, as stored");

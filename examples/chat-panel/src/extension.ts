@@ -9,6 +9,7 @@
 import * as vscode from "vscode";
 import type { ChatHistoryClient } from "chat-history-client";
 import type { ChatHistoryServer } from "chat-history-client/vscode";
+import { State } from "vscode-languageclient/node";
 import { registerMcpServer } from "./agents";
 import { registerCommands } from "./commands";
 import { ServerLauncher } from "./launcher";
@@ -20,6 +21,8 @@ let starting: Promise<ChatHistoryServer> | undefined;
 let launcher: ServerLauncher;
 /** The start failed and said so (one notification): the views stay quiet about it. */
 let startFailure: unknown;
+/** How many times the history server started (the language client starts a new one when it stops). */
+let serverStarts = 0;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   launcher = new ServerLauncher(context);
@@ -28,6 +31,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     starting ??= launcher.start().then(
       (s) => {
         server = s;
+        serverStarts++;
+        s.languageClient.onDidChangeState((event) => {
+          if (event.newState === State.Running) serverStarts++;
+        });
         s.client.onTrimmed((event) => panel.onTrimmed(event));
         s.client.onChanged((event) => panel.onChanged(event));
         return s;
@@ -55,7 +62,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   };
   const list = new ConversationsView(client, quiet);
   registerMcpServer(context, launcher);
-  const panel = new ChatPanel(context, client, protocolVersion, list);
+  const panel = new ChatPanel(context, client, protocolVersion, () => serverStarts, list);
   const tree = vscode.window.createTreeView("chatPanel.conversations", { treeDataProvider: list });
   context.subscriptions.push(tree, vscode.window.registerFileDecorationProvider(importedBadges));
   const offerMoves = registerCommands({ context, client, protocolVersion, launcher, list, tree, panel, quiet });

@@ -31,6 +31,7 @@ export class ChatPanel implements PanelHost {
     readonly context: vscode.ExtensionContext,
     readonly client: () => Promise<ChatHistoryClient>,
     readonly protocolVersion: () => number,
+    readonly serverStarts: () => number,
     readonly list: ConversationsView,
   ) {}
 
