@@ -19,6 +19,7 @@ import { ChatPanel } from "./panel";
 let server: ChatHistoryServer | undefined;
 let starting: Promise<ChatHistoryServer> | undefined;
 let launcher: ServerLauncher;
+let chatPanel: ChatPanel | undefined;
 /** The start failed and said so (one notification): the views stay quiet about it. */
 let startFailure: unknown;
 /** How many times the history server started (the language client starts a new one when it stops). */
@@ -63,6 +64,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const list = new ConversationsView(client, quiet);
   registerMcpServer(context, launcher);
   const panel = new ChatPanel(context, client, protocolVersion, () => serverStarts, list);
+  chatPanel = panel;
   const tree = vscode.window.createTreeView("chatPanel.conversations", { treeDataProvider: list });
   context.subscriptions.push(tree, vscode.window.registerFileDecorationProvider(importedBadges));
   const offerMoves = registerCommands({ context, client, protocolVersion, launcher, list, tree, panel, quiet });
@@ -88,6 +90,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 }
 
 export async function deactivate(): Promise<void> {
+  // A reload or a closed window: the reply in flight stores what the person saw before the
+  // server stops (VS Code waits up to 5 s for deactivate).
+  await chatPanel?.closing();
+  chatPanel = undefined;
   await server?.dispose();
   server = undefined;
   starting = undefined;

@@ -84,7 +84,10 @@ export class ServerLauncher {
       error: (error, message, count) => usual?.error(error, message, count) ?? { action: ErrorAction.Shutdown, handled: true },
       closed: () => usual?.closed() ?? { action: CloseAction.DoNotRestart, handled: true },
     };
-    const server = await startChatHistoryServer(this.context, {
+    // The server is stopped by the extension's deactivate, once the reply in flight has sent what
+    // it showed, not by VS Code's disposal of the extension's subscriptions (which it runs right
+    // after calling deactivate, without waiting): its stop is not one of them.
+    const server = await startChatHistoryServer({ globalStorageUri: this.context.globalStorageUri, subscriptions: [] }, {
       server: found,
       database: this.databaseSetting(),
       clientOptions: {

@@ -323,6 +323,11 @@ export class ChatPanel implements PanelHost {
     void this.panel?.webview.postMessage({ type: "focusPrompt", confirm: shown });
   }
 
+  /** The window is going away: the reply in flight stores what it showed (see Turn.closing). */
+  closing(): Promise<void> {
+    return this.turn.closing();
+  }
+
   /** The conversation was deleted: the panel starts a new chat if it showed it. */
   async deleted(conversationId: string): Promise<void> {
     if (this.panel && this.state.conversationId === conversationId && this.state.elsewhere === null) await this.open();

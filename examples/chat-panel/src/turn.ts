@@ -17,6 +17,8 @@ import { READ_FILE_TOOL, readWorkspaceFile } from "./tools";
 export class Turn {
   /** Stops the running turn (Stop). */
   private running: AbortController | undefined;
+  /** Settles once the running turn's reply is stored as far as it got (or failed). */
+  private stored: Promise<void> | undefined;
   private readonly compactions = new Set<string>();
 
   constructor(private readonly host: PanelHost) {}
@@ -24,6 +26,18 @@ export class Turn {
   /** Stop: the running turn is aborted (its reply is kept as far as it got). */
   stop(): void {
     this.running?.abort();
+  }
+
+  /**
+   * The window is going away (the extension's deactivate): the running reply stops as Stop does,
+   * which stores what arrived and was shown but not yet sent (the updates go at most 4 times a
+   * second) and ends its row interrupted. Resolves once that is stored, or after `boundMs`.
+   */
+  async closing(boundMs = 2_000): Promise<void> {
+    const stored = this.stored;
+    if (stored === undefined) return;
+    this.stop();
+    await Promise.race([stored, new Promise((resolve) => setTimeout(resolve, boundMs))]);
   }
 
   /** Version 4 (advertised, or the replies methods answer): replies are stored while they stream. */
@@ -80,6 +94,8 @@ export class Turn {
     }
     const running = new AbortController();
     this.running = running;
+    let stored!: () => void;
+    this.stored = new Promise((resolve) => (stored = resolve));
     const starts = host.serverStarts();
     const c = config();
     let proposal: CompactionProposal | null = null;
@@ -159,7 +175,11 @@ export class Turn {
         host.update(T.turnFailed(shown, text, turnFailureWords(error)));
       }
     } finally {
-      if (this.running === running) this.running = undefined;
+      if (this.running === running) {
+        this.running = undefined;
+        this.stored = undefined;
+      }
+      stored();
     }
     await host.afterTurn();
   }
