@@ -1461,6 +1461,9 @@ try {
   });
 
   await step("hardening: a window whose history server cannot start says so in the list with Retry (never 'No conversations'); with the interpreter set again, Retry lists the conversations", async () => {
+    await runCommand("Chat Panel: New Chat");
+    frame = await chatFrame();
+    await send(frame, "A chat kept while its server cannot start");
     const withPython = readFileSync(settingsFile, "utf8");
     const { "chatPanel.pythonPath": _python, ...without } = JSON.parse(withPython);
     await closeBrowser();
@@ -1482,13 +1485,24 @@ try {
       assert.doesNotMatch(await sidebar.innerText(), /No conversations in this workspace yet/);
       assert.equal(historyServers().length, 0);
       await shot("72-server-could-not-start");
-      // The interpreter is set again (another window wrote it); Retry starts the server.
-      writeFileSync(settingsFile, withPython);
-      await sleep(1000);
+      // Retry, with nothing changed: it still cannot start, and the list still says so.
       await welcome.locator("a, .monaco-button", { hasText: "Retry" }).first().click();
-      await listRow("Tell me about river deltas").waitFor({ state: "visible", timeout: 30_000 });
+      await sleep(1500);
+      assert.match(await sidebar.innerText(), /could not start/);
+      // The person sets the interpreter in the Settings UI the list's button opens (a machine
+      // setting: code-server's window is a remote one, so it is under "Remote"): the server starts
+      // and the conversations are listed, nothing lost.
+      await welcome.locator("a, .monaco-button", { hasText: "Open Settings" }).first().click();
+      await page.locator(".settings-editor").getByText(/^Remote \[/).first().click();
+      const input = await settingInput("chatPanel.pythonPath");
+      await input.fill(PYTHON);
+      await input.press("Tab");
+      const machineSettings = join(dirs.userData, "Machine", "settings.json");
+      await waitFor("the remote settings to name the interpreter", () => existsSync(machineSettings) && readFileSync(machineSettings, "utf8").includes(JSON.stringify(PYTHON)));
+      await showChatList();
+      await listRow("A chat kept while its server cannot start").waitFor({ state: "visible", timeout: 30_000 });
       assert.equal(historyServers().length, 1);
-      await shot("73-server-started-on-retry");
+      await shot("73-server-started-with-the-setting");
     } finally {
       writeFileSync(settingsFile, withPython);
     }

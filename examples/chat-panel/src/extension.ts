@@ -29,8 +29,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   launcher = new ServerLauncher(context);
   const client = async (): Promise<ChatHistoryClient> => {
     if (server) return server.client;
-    starting ??= launcher.start().then(
-      (s) => {
+    starting ??= launcher.startSettled().then(
+      async (s) => {
+        await serverFailed(false);
         server = s;
         serverStarts++;
         s.languageClient.onDidChangeState((event) => {
@@ -40,15 +41,19 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         s.client.onChanged((event) => panel.onChanged(event));
         return s;
       },
-      (error) => {
+      async (error) => {
         starting = undefined;
         startFailure = error;
+        // Before the list gets its answer: it says the server could not start, never "No conversations".
+        await serverFailed(true);
         void launcher.reportFailure(error);
         throw error;
       },
     );
     return (await starting).client;
   };
+  /** The list's welcome when it is empty: the failed start with Retry, or this workspace's (no conversations yet). */
+  const serverFailed = (failed: boolean) => vscode.commands.executeCommand("setContext", "chatPanel.serverFailed", failed);
   const protocolVersion = (): number => {
     const caps = server?.languageClient.initializeResult?.capabilities as
       | { experimental?: { chatHistory?: { protocolVersion?: number } } }
@@ -69,6 +74,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(tree, vscode.window.registerFileDecorationProvider(importedBadges));
   const offerMoves = registerCommands({ context, client, protocolVersion, launcher, list, tree, panel, quiet });
   context.subscriptions.push(
+    // Trust granted after a failed start: the interpreter setting counts now.
+    vscode.workspace.onDidGrantWorkspaceTrust(() => !server && list.refresh()),
     vscode.workspace.onDidChangeConfiguration((event) => {
       // A Python chosen after a failed start (Select Python…): try again at once.
       if (event.affectsConfiguration("chatPanel.pythonPath") && !server) list.refresh();

@@ -24,6 +24,8 @@ const LOG = "Show Log";
 export class ServerLauncher {
   readonly output: vscode.LogOutputChannel;
   private found: ServerCommand | undefined;
+  /** The window's first start has run (its settings and trust were known by its end). */
+  private settled = false;
 
   constructor(private readonly context: vscode.ExtensionContext) {
     this.output = vscode.window.createOutputChannel("Chat History Server", { log: true });
@@ -73,6 +75,25 @@ export class ServerLauncher {
     this.output.info(`server: ${found.describe} (found in ${Date.now() - started} ms)`);
     this.found = found;
     return found;
+  }
+
+  /**
+   * {@link start}, and at the window's first start a server not found is looked for once more,
+   * when a `chatPanel` setting changes or the workspace is trusted, or after `settleMs`: in the
+   * first moments of a window (a reload) VS Code may not have the user's settings or the
+   * workspace's trust yet, and `chatPanel.pythonPath` reads as unset although it is set.
+   */
+  async startSettled(settleMs = 3_000): Promise<ChatHistoryServer> {
+    try {
+      return await this.start();
+    } catch (error) {
+      if (this.settled || !(error instanceof ServerNotFoundError)) throw error;
+      this.output.info(`no server found yet (${error.message}); looking again once the settings and the workspace's trust are known`);
+      await settingsKnown(settleMs);
+      return await this.start();
+    } finally {
+      this.settled = true;
+    }
   }
 
   async start(): Promise<ChatHistoryServer> {
@@ -143,6 +164,21 @@ export class ServerLauncher {
     if (!picked?.[0]) return;
     await vscode.workspace.getConfiguration("chatPanel").update("pythonPath", picked[0].fsPath, vscode.ConfigurationTarget.Global);
   }
+}
+
+/** Resolves when a `chatPanel` setting changes or the workspace is trusted, or after `ms`. */
+function settingsKnown(ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      changed.dispose();
+      trusted.dispose();
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    const changed = vscode.workspace.onDidChangeConfiguration((event) => event.affectsConfiguration("chatPanel") && done());
+    const trusted = vscode.workspace.onDidGrantWorkspaceTrust(done);
+  });
 }
 
 /** The `data.field` of a -32602 the server answered (found along the error's causes). */
