@@ -1460,7 +1460,7 @@ try {
     }
   });
 
-  await step("hardening: a window whose history server cannot start says so in the list with Retry (never 'No conversations'); with the interpreter set again, Retry lists the conversations", async () => {
+  await step("hardening: a window whose history server cannot start says so in the list with Retry (never 'No conversations'); the interpreter set in the Settings UI starts it and lists the conversations", async () => {
     await runCommand("Chat Panel: New Chat");
     frame = await chatFrame();
     await send(frame, "A chat kept while its server cannot start");
