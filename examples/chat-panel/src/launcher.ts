@@ -40,6 +40,12 @@ export class ServerLauncher {
     return value ? value : undefined;
   }
 
+  /** What {@link pythonSetting} read, for the log: the user's value and the workspace's trust. */
+  private pythonSettingRead(): string {
+    const value = vscode.workspace.getConfiguration("chatPanel").inspect<string>("pythonPath")?.globalValue?.trim();
+    return `chatPanel.pythonPath ${value ? `is ${JSON.stringify(value)}` : "is not set"} in the user's settings, the workspace is ${vscode.workspace.isTrusted ? "" : "not "}trusted`;
+  }
+
   /** The database setting: user or machine settings only (never a workspace's); undefined: none. */
   databaseSetting(): string | undefined {
     const inspected = vscode.workspace.getConfiguration("chatPanel").inspect<string>("database");
@@ -88,8 +94,9 @@ export class ServerLauncher {
       return await this.start();
     } catch (error) {
       if (this.settled || !(error instanceof ServerNotFoundError)) throw error;
-      this.output.info(`no server found yet (${error.message}); looking again once the settings and the workspace's trust are known`);
+      this.output.info(`no server found yet (${error.message}; ${this.pythonSettingRead()}); looking again once the settings and the workspace's trust are known`);
       await settingsKnown(settleMs);
+      this.output.info(`looking again: ${this.pythonSettingRead()}`);
       return await this.start();
     } finally {
       this.settled = true;

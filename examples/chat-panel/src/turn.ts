@@ -210,8 +210,12 @@ export class Turn {
     if (!mine()) return;
     await host.reload(true).catch(() => undefined);
     const words = `${why}${stopped ? " and was restarted" : ""}.`;
-    if (row !== null && row.status === "interrupted") host.update(R.cutStored(T.turnFinished(host.state), words));
-    else host.update(S.addNotice(T.turnFinished(S.dropNotice(host.state, S.TURN_NOTICE)), "error", `${words} Nothing of the reply is stored.`, S.TURN_NOTICE));
+    if (row !== null && row.status === "interrupted") return host.update(R.cutStored(T.turnFinished(host.state), words));
+    // Not ended here: gone (a reply without text is deleted), or no longer the newest row (another
+    // window wrote after it), where it stands until the dead server's lease ends.
+    const stands = host.state.messages.some((m) => m.id === unsettled.rowId);
+    const after = stands ? "What it stored stays, and shows as interrupted within 30 s." : "Nothing of the reply is stored.";
+    host.update(S.addNotice(T.turnFinished(S.dropNotice(host.state, S.TURN_NOTICE)), "error", `${words} ${after}`, S.TURN_NOTICE));
   }
 
   /** Keep: the interrupted reply's text is stored as the turn's reply, as it is. */
