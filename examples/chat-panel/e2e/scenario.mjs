@@ -1528,6 +1528,9 @@ try {
       await listRow("A chat kept while its server cannot start").waitFor({ state: "visible", timeout: 30_000 });
       assert.equal(historyServers().length, 1);
       await shot("73-server-started-with-the-setting");
+      // The failed start's notification and the Settings editor go, as a person would close them.
+      for (const close of await page.locator(".notification-toast .codicon-notifications-clear").all()) await close.click();
+      await page.locator(".tabs-container .tab", { hasText: "Settings" }).locator(".codicon-close").first().click();
     } finally {
       writeFileSync(settingsFile, withPython);
     }
