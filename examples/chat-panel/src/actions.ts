@@ -25,13 +25,13 @@ export class MessageActions {
 
   /**
    * A rewind (truncate, deleteTurns, editMessage) made only while the newest stored row is the
-   * one the person saw when they clicked (`expectedLastId`: `seenId`, from what the webview
-   * drew). Undefined when the view was stale: the server changed nothing (1003), and the panel
+   * one the person saw when they clicked (`expectedLastId`: `seen`, from what the webview had
+   * painted). Undefined when the view was stale: the server changed nothing (1003), and the panel
    * reloads and says so. A server from before version 3 gets the request without the field.
    */
-  private async guarded<T>(seenId: unknown, run: (expected: { expectedLastId?: number | null }) => Promise<T>): Promise<T | undefined> {
+  private async guarded<T>(seen: number | null, run: (expected: { expectedLastId?: number | null }) => Promise<T>): Promise<T | undefined> {
     try {
-      return await run(this.expectedLastIdKnown ? { expectedLastId: S.expectedLastId(this.host.state, seenId) } : {});
+      return await run(this.expectedLastIdKnown ? { expectedLastId: seen } : {});
     } catch (error) {
       if (error instanceof ConversationChangedError) {
         await this.changedElsewhere();
@@ -45,7 +45,11 @@ export class MessageActions {
     }
   }
 
-  /** A rewind from a stale view was refused (1003): nothing was deleted; show what is stored. */
+  /**
+   * A click on a stale view: the server refused its rewind (1003), or the panel did not send it
+   * (the row clicked is gone, the newest row seen is not the one the click would act on).
+   * Nothing changed; the panel shows what is stored and says so.
+   */
   private async changedElsewhere(): Promise<void> {
     await this.host.reload();
     this.host.update(
@@ -58,14 +62,28 @@ export class MessageActions {
     );
   }
 
+  /**
+   * A choice of the offer of a cut reply (Continue, Retry, Keep, or dismissing it, which keeps
+   * it), only for the reply the screen showed as the newest row (`seenId`).
+   */
+  async cutChoice(choice: "continue" | "retryCut" | "keepCut", seenId: unknown): Promise<void> {
+    // No offer stands (a turn runs, or it was taken already): nothing to do.
+    if (R.cutReply(this.host.state) === null) return;
+    if (!R.cutSeen(this.host.state, S.seenLastId(seenId))) return this.changedElsewhere();
+    if (choice === "continue") return this.turn.continueCut();
+    if (choice === "keepCut") return this.turn.keepCut();
+    return this.retryCut();
+  }
+
   /** Retry of a cut reply: it goes (`truncate` from it), and its prompt is answered again. */
-  async retryCut(): Promise<void> {
+  private async retryCut(): Promise<void> {
     const cut = R.cutReply(this.host.state);
     if (cut === null || cut.prompt === null) return;
     const { conversationId } = this.host.state;
     const fromId = cut.reply.id!;
     const client = await this.host.client();
-    const done = await this.guarded(undefined, (expected) => client.truncate({ conversationId, fromId, ...expected }));
+    // The offer is for the newest row: the cut reply is what the person saw last.
+    const done = await this.guarded(fromId, (expected) => client.truncate({ conversationId, fromId, ...expected }));
     if (done === undefined) return;
     this.host.update(E.truncated(this.host.state, fromId));
     await this.turn.send(cut.prompt.content, true);
@@ -80,9 +98,9 @@ export class MessageActions {
     }
   }
 
-  private async rewind(key: string, kind: "edit" | "regenerate", seenId: unknown): Promise<void> {
+  private async rewind(id: number, kind: "edit" | "regenerate", seen: number | null): Promise<void> {
     if (this.host.state.busy) return;
-    const target = this.host.state.messages.find((m) => m.key === key);
+    const target = this.host.state.messages.find((m) => m.id === id);
     if (target === undefined) return;
     let text = "";
     if (kind === "edit") {
@@ -94,35 +112,41 @@ export class MessageActions {
       if (edited === undefined || edited.trim() === "") return;
       text = edited;
     }
-    const rewind = E.rewindFor(this.host.state, key, kind, text);
+    const rewind = E.rewindFor(this.host.state, id, kind, text);
     if (rewind === null) return;
     const conversationId = this.host.state.conversationId;
     const client = await this.host.client();
-    const done = await this.guarded(seenId, (expected) => client.truncate({ conversationId, fromId: rewind.fromId, ...expected }));
+    const done = await this.guarded(seen, (expected) => client.truncate({ conversationId, fromId: rewind.fromId, ...expected }));
     if (done === undefined) return;
     this.host.update(E.truncated(this.host.state, rewind.fromId));
     await this.turn.send(rewind.prompt, rewind.promptStored);
   }
 
-  /** The action `action` on the row `key` (`seenId`: the newest stored row the webview had drawn). */
-  async run(action: string, key: string, seenId: unknown): Promise<void> {
+  /**
+   * The action `action` on the stored row `id`, as the person clicked it on the screen (`seenId`:
+   * the newest stored row the webview had painted). A row the panel no longer holds, or an unknown
+   * `seenId`, acts on nothing: the chat changed since the screen was drawn.
+   */
+  async run(action: string, id: number, seenId: unknown): Promise<void> {
     const host = this.host;
-    const target = host.state.messages.find((m) => m.key === key);
-    if (target === undefined) return;
     // Another workspace's chat is read-only here: only what changes nothing.
     if (host.state.elsewhere !== null && !V.READ_ONLY_ACTIONS.includes(action)) return;
+    const target = host.state.messages.find((m) => m.id === id);
+    if (target === undefined) return this.changedElsewhere();
+    if (action === "copy") return vscode.env.clipboard.writeText(target.content);
+    // Every other action changes the chat: only from what the person saw.
+    const seen = S.seenLastId(seenId);
+    if (seen === undefined) return this.changedElsewhere();
     const conversationId = host.state.conversationId;
     const client = await host.client();
     switch (action) {
-      case "copy":
-        return vscode.env.clipboard.writeText(target.content);
       case "edit":
       case "regenerate":
-        return this.rewind(key, action, seenId);
+        return this.rewind(id, action, seen);
       case "deleteExchange": {
         if (target.turn === null || host.state.busy) return;
         const turn = target.turn;
-        const done = await this.guarded(seenId, (expected) => client.deleteTurns({ conversationId, turns: [turn], ...expected }));
+        const done = await this.guarded(seen, (expected) => client.deleteTurns({ conversationId, turns: [turn], ...expected }));
         if (done === undefined) return;
         host.update(E.turnsDeleted(host.state, [target.turn]));
         // The first turn's prompt is the automatic title: the panel's tab and the list follow.
@@ -130,7 +154,6 @@ export class MessageActions {
         return;
       }
       case "redact": {
-        if (target.id === null) return;
         const secret = await vscode.window.showInputBox({
           title: "Redact",
           prompt: 'The text to replace with "[redacted]" everywhere in this message; empty: the whole message.',
@@ -142,8 +165,7 @@ export class MessageActions {
           void vscode.window.showInformationMessage("That text is not in this message; nothing changed.");
           return;
         }
-        const id = target.id;
-        const row = await this.guarded(seenId, (expected) => client.editMessage({ conversationId, id, content, ...expected }));
+        const row = await this.guarded(seen, (expected) => client.editMessage({ conversationId, id, content, ...expected }));
         if (row === undefined) return;
         host.update(E.rowEdited(host.state, row));
         // A redacted first prompt is the automatic title: header, tab and list show it redacted.
@@ -151,9 +173,8 @@ export class MessageActions {
         return;
       }
       case "fork": {
-        if (target.id === null) return;
         const forkId = newConversationId();
-        await client.fork({ conversationId, newConversationId: forkId, throughId: target.id });
+        await client.fork({ conversationId, newConversationId: forkId, throughId: id });
         await host.list.load();
         host.list.refresh();
         await host.open(forkId);

@@ -6,8 +6,8 @@
  */
 
 import { randomBytes } from "node:crypto";
-import { streamReply } from "chat-history-client";
-import type { ChatHistoryClient, CompactionProposal, Message, PreparedRequest, ReplyDelta, StoredMessage, ToolCall } from "chat-history-client";
+import { ConversationChangedError, InvalidParamsError, streamReply } from "chat-history-client";
+import type { ChatHistoryClient, CompactionProposal, JsonObject, Message, PreparedRequest, ReplyDelta, StoredMessage, ToolCall } from "chat-history-client";
 import {
   buildRequest,
   errorMessage,
@@ -74,6 +74,12 @@ export class InterruptedReply extends Error {
     readonly inToolCall: boolean,
     /** With `storeReplies`: the reply's row, stored as interrupted (null: nothing of it stored). */
     readonly stored: StoredMessage | null = null,
+    /**
+     * With `storeReplies`: the reply's row was begun but could not be ended (`error`: why the
+     * store failed, e.g. the history server stopped). It may still stand, streaming, as far as
+     * the server acknowledged it: {@link settleCutReply} ends it.
+     */
+    readonly unsettled: { rowId: number; error: unknown } | null = null,
   ) {
     const after = stored !== null ? " What arrived is saved." : why === "stopped" ? " Nothing of it was stored." : " Nothing of this reply was stored.";
     super(`${whyWords(why, inToolCall)}${after}`);
@@ -163,7 +169,7 @@ interface Progress {
 }
 
 /** Sends the request; the answer's body once the model server answered 2xx. */
-async function open(options: TurnOptions, request: PreparedRequest): Promise<ReadableStream<Uint8Array>> {
+async function open(options: TurnOptions, request: PreparedRequest, signal = options.signal): Promise<ReadableStream<Uint8Array>> {
   const http = buildRequest(options.model, request.body as Record<string, unknown>, options.tools, cacheKeyOf(request));
   let response: Response;
   try {
@@ -171,7 +177,7 @@ async function open(options: TurnOptions, request: PreparedRequest): Promise<Rea
       method: "POST",
       headers: http.headers,
       body: http.body,
-      signal: options.signal,
+      signal,
     });
   } catch (error) {
     if (options.signal?.aborted) throw new InterruptedReply("stopped", "", false);
@@ -259,23 +265,38 @@ async function ask(options: TurnOptions, request: PreparedRequest): Promise<Answ
  * refused in its stream, is discarded (a continued one always keeps its row).
  */
 async function askStored(options: TurnOptions, request: PreparedRequest, continueId: number | undefined): Promise<Answer> {
-  const body = await open(options, request);
+  // The model is read only while its reply can be stored: once the store fails (the history
+  // server stopped), the request is cut and nothing more of it is shown.
+  const reading = new AbortController();
+  const body = await open(options, request, options.signal ? AbortSignal.any([options.signal, reading.signal]) : reading.signal);
   options.on({ type: "streamStart" });
   const progress = newProgress();
+  let live = true;
+  const streaming: TurnOptions = { ...options, on: (event) => live && options.on(event) };
+  let begun: number | null = null;
   const result = await streamReply(options.client, {
     conversationId: options.conversationId,
     ...(continueId === undefined ? {} : { continueId }),
-    deltas: replyDeltas(options, body, progress, continueId === undefined ? "" : (request.continueTrimmed ?? "")),
+    deltas: replyDeltas(streaming, body, progress, continueId === undefined ? "" : (request.continueTrimmed ?? "")),
     signal: options.signal,
     metadata: { model: options.model.model },
-    onBegin: (row) => options.on({ type: "replyBegun", row }),
+    onBegin: (row) => {
+      begun = row.id;
+      options.on({ type: "replyBegun", row });
+    },
     decide: ({ text, error, aborted }) => {
       if (continueId !== undefined) return undefined;
       if (error instanceof ModelStreamError) return "discard";
       return (error !== undefined || aborted) && text === "" ? "discard" : undefined;
     },
   });
+  live = false;
+  if (result.status !== "complete") reading.abort();
   if (result.status === "complete" && result.message !== null) return { ...progress, row: result.message };
+  if (result.message === null && begun !== null && result.status !== "discard") {
+    // The row stands as far as the server acknowledged it; the caller ends it (settleCutReply).
+    throw new InterruptedReply("cut", progress.text, progress.inToolCall, null, { rowId: begun, error: result.error });
+  }
   if (result.status === "discard") {
     options.on({ type: "streamDiscarded" });
     throw result.error ?? new InterruptedReply("stopped", "", false);
@@ -286,6 +307,36 @@ async function askStored(options: TurnOptions, request: PreparedRequest, continu
   const partial = result.message?.content ?? progress.text;
   const why = error instanceof InterruptedReply ? error.why : options.signal?.aborted ? "stopped" : "cut";
   throw new InterruptedReply(why, partial, progress.inToolCall, result.message);
+}
+
+/**
+ * Ends a reply whose end could not be stored (its history server stopped mid-reply and a new one
+ * runs) as interrupted now, rather than when the dead writer's lease expires (up to 30 s):
+ * `endReply` first; a server that refuses to end a reply another process began (-32602 `id`)
+ * gets the row replaced by its stored text, interrupted (`truncate` from it with
+ * `expectedLastId`, then `append` with that status), while it is still the conversation's newest
+ * row and streams. A row without text is deleted, as a reply that showed nothing is. Returns the
+ * row as stored now (null: none is left, or the conversation changed meanwhile).
+ */
+export async function settleCutReply(client: ChatHistoryClient, conversationId: string, rowId: number, metadata: JsonObject = {}): Promise<StoredMessage | null> {
+  try {
+    return (await client.endReply({ conversationId, id: rowId, status: "interrupted", metadata })).message;
+  } catch (error) {
+    if (!(error instanceof InvalidParamsError && error.field === "id")) throw error;
+  }
+  const row = (await client.get({ conversationId, limit: 1 })).messages.at(-1);
+  if (row?.id !== rowId) return null;
+  if (row.status !== "streaming") return row;
+  try {
+    await client.truncate({ conversationId, fromId: rowId, expectedLastId: rowId });
+  } catch (error) {
+    if (error instanceof ConversationChangedError) return null;
+    throw error;
+  }
+  if (row.content === "") return null;
+  // Its text only: a tool call is stored with its results or not at all.
+  const kept = await client.append({ conversationId, messages: [{ role: "assistant", content: row.content, metadata: { ...row.metadata, ...metadata }, status: "interrupted" }] });
+  return kept.messages[0];
 }
 
 /**

@@ -210,6 +210,8 @@ export function registerCommands({ context, client, protocolVersion, launcher, l
     vscode.commands.registerCommand("chatPanel.openConversation", (id: string, elsewhere?: S.Elsewhere | null, title?: string) =>
       panel.open(id, undefined, elsewhere ?? null, title),
     ),
+    // Retry of a failed start (the empty list's button): the list asks for the server again.
+    vscode.commands.registerCommand("chatPanel.startServer", () => list.refresh()),
     vscode.commands.registerCommand("chatPanel.refresh", () => {
       list.refresh();
       void offerMoves().catch(quiet);

@@ -17,13 +17,13 @@ export interface Rewind {
 }
 
 /**
- * Edit and resend on a user row: truncate from that row, then send `text` as a new prompt.
+ * Edit and resend on the user row `id`: truncate from that row, then send `text` as a new prompt.
  * Regenerate on any row of a turn: truncate from the first row after the turn's prompt and run
- * the turn again. Null when the row is not stored, or (regenerate) when the turn's prompt is not
+ * the turn again. Null when the row is not loaded, or (regenerate) when the turn's prompt is not
  * loaded or nothing follows it.
  */
-export function rewindFor(state: PanelState, key: string, kind: "edit" | "regenerate", text = ""): Rewind | null {
-  const index = state.messages.findIndex((m) => m.key === key);
+export function rewindFor(state: PanelState, id: number, kind: "edit" | "regenerate", text = ""): Rewind | null {
+  const index = state.messages.findIndex((m) => m.id === id);
   const target = state.messages[index];
   if (target === undefined || target.id === null) return null;
   if (kind === "edit") {

@@ -9,6 +9,7 @@
 import * as vscode from "vscode";
 import type { ChatHistoryClient } from "chat-history-client";
 import type { ChatHistoryServer } from "chat-history-client/vscode";
+import { State } from "vscode-languageclient/node";
 import { registerMcpServer } from "./agents";
 import { registerCommands } from "./commands";
 import { ServerLauncher } from "./launcher";
@@ -18,29 +19,41 @@ import { ChatPanel } from "./panel";
 let server: ChatHistoryServer | undefined;
 let starting: Promise<ChatHistoryServer> | undefined;
 let launcher: ServerLauncher;
+let chatPanel: ChatPanel | undefined;
 /** The start failed and said so (one notification): the views stay quiet about it. */
 let startFailure: unknown;
+/** How many times the history server started (the language client starts a new one when it stops). */
+let serverStarts = 0;
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   launcher = new ServerLauncher(context);
   const client = async (): Promise<ChatHistoryClient> => {
     if (server) return server.client;
-    starting ??= launcher.start().then(
-      (s) => {
+    starting ??= launcher.startSettled().then(
+      async (s) => {
+        await serverFailed(false);
         server = s;
+        serverStarts++;
+        s.languageClient.onDidChangeState((event) => {
+          if (event.newState === State.Running) serverStarts++;
+        });
         s.client.onTrimmed((event) => panel.onTrimmed(event));
         s.client.onChanged((event) => panel.onChanged(event));
         return s;
       },
-      (error) => {
+      async (error) => {
         starting = undefined;
         startFailure = error;
+        // Before the list gets its answer: it says the server could not start, never "No conversations".
+        await serverFailed(true);
         void launcher.reportFailure(error);
         throw error;
       },
     );
     return (await starting).client;
   };
+  /** The list's welcome when it is empty: the failed start with Retry, or this workspace's (no conversations yet). */
+  const serverFailed = (failed: boolean) => vscode.commands.executeCommand("setContext", "chatPanel.serverFailed", failed);
   const protocolVersion = (): number => {
     const caps = server?.languageClient.initializeResult?.capabilities as
       | { experimental?: { chatHistory?: { protocolVersion?: number } } }
@@ -55,11 +68,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   };
   const list = new ConversationsView(client, quiet);
   registerMcpServer(context, launcher);
-  const panel = new ChatPanel(context, client, protocolVersion, list);
+  const panel = new ChatPanel(context, client, protocolVersion, () => serverStarts, list);
+  chatPanel = panel;
   const tree = vscode.window.createTreeView("chatPanel.conversations", { treeDataProvider: list });
   context.subscriptions.push(tree, vscode.window.registerFileDecorationProvider(importedBadges));
   const offerMoves = registerCommands({ context, client, protocolVersion, launcher, list, tree, panel, quiet });
   context.subscriptions.push(
+    // Trust granted after a failed start: the interpreter setting counts now.
+    vscode.workspace.onDidGrantWorkspaceTrust(() => !server && list.refresh()),
     vscode.workspace.onDidChangeConfiguration((event) => {
       // A Python chosen after a failed start (Select Python…): try again at once.
       if (event.affectsConfiguration("chatPanel.pythonPath") && !server) list.refresh();
@@ -81,6 +97,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
 }
 
 export async function deactivate(): Promise<void> {
+  // A reload or a closed window: the reply in flight stores what the person saw before the
+  // server stops (VS Code waits up to 5 s for deactivate).
+  await chatPanel?.closing();
+  chatPanel = undefined;
   await server?.dispose();
   server = undefined;
   starting = undefined;

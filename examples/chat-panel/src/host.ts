@@ -46,6 +46,11 @@ export interface PanelHost {
   readonly list: ConversationsView;
   readonly client: () => Promise<ChatHistoryClient>;
   readonly protocolVersion: () => number;
+  /**
+   * How many times this window's history server has started (the language client starts a new
+   * one when it stops): a change during a turn means the server it began with is gone.
+   */
+  readonly serverStarts: () => number;
   /** The state becomes `next` and is posted to the webview (at most every 30 ms). */
   update(next: S.PanelState): void;
   /** The open conversation as stored now (only its rows with `rowsOnly`). */

@@ -24,6 +24,8 @@ const LOG = "Show Log";
 export class ServerLauncher {
   readonly output: vscode.LogOutputChannel;
   private found: ServerCommand | undefined;
+  /** The window's first start has run (its settings and trust were known by its end). */
+  private settled = false;
 
   constructor(private readonly context: vscode.ExtensionContext) {
     this.output = vscode.window.createOutputChannel("Chat History Server", { log: true });
@@ -36,6 +38,12 @@ export class ServerLauncher {
     const inspected = vscode.workspace.getConfiguration("chatPanel").inspect<string>("pythonPath");
     const value = inspected?.globalValue?.trim();
     return value ? value : undefined;
+  }
+
+  /** What {@link pythonSetting} read, for the log: the user's value and the workspace's trust. */
+  private pythonSettingRead(): string {
+    const value = vscode.workspace.getConfiguration("chatPanel").inspect<string>("pythonPath")?.globalValue?.trim();
+    return `chatPanel.pythonPath ${value ? `is ${JSON.stringify(value)}` : "is not set"} in the user's settings, the workspace is ${vscode.workspace.isTrusted ? "" : "not "}trusted`;
   }
 
   /** The database setting: user or machine settings only (never a workspace's); undefined: none. */
@@ -75,6 +83,26 @@ export class ServerLauncher {
     return found;
   }
 
+  /**
+   * {@link start}, and at the window's first start a server not found is looked for once more,
+   * when a `chatPanel` setting changes or the workspace is trusted, or after `settleMs`: in the
+   * first moments of a window (a reload) VS Code may not have the user's settings or the
+   * workspace's trust yet, and `chatPanel.pythonPath` reads as unset although it is set.
+   */
+  async startSettled(settleMs = 3_000): Promise<ChatHistoryServer> {
+    try {
+      return await this.start();
+    } catch (error) {
+      if (this.settled || !(error instanceof ServerNotFoundError)) throw error;
+      this.output.info(`no server found yet (${error.message}; ${this.pythonSettingRead()}); looking again once the settings and the workspace's trust are known`);
+      await settingsKnown(settleMs);
+      this.output.info(`looking again: ${this.pythonSettingRead()}`);
+      return await this.start();
+    } finally {
+      this.settled = true;
+    }
+  }
+
   async start(): Promise<ChatHistoryServer> {
     const found = await this.find();
     // Until the server has started, a closed connection is the failed start itself (reported
@@ -84,7 +112,10 @@ export class ServerLauncher {
       error: (error, message, count) => usual?.error(error, message, count) ?? { action: ErrorAction.Shutdown, handled: true },
       closed: () => usual?.closed() ?? { action: CloseAction.DoNotRestart, handled: true },
     };
-    const server = await startChatHistoryServer(this.context, {
+    // The server is stopped by the extension's deactivate, once the reply in flight has sent what
+    // it showed, not by VS Code's disposal of the extension's subscriptions (which it runs right
+    // after calling deactivate, without waiting): its stop is not one of them.
+    const server = await startChatHistoryServer({ globalStorageUri: this.context.globalStorageUri, subscriptions: [] }, {
       server: found,
       database: this.databaseSetting(),
       clientOptions: {
@@ -140,6 +171,21 @@ export class ServerLauncher {
     if (!picked?.[0]) return;
     await vscode.workspace.getConfiguration("chatPanel").update("pythonPath", picked[0].fsPath, vscode.ConfigurationTarget.Global);
   }
+}
+
+/** Resolves when a `chatPanel` setting changes or the workspace is trusted, or after `ms`. */
+function settingsKnown(ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      changed.dispose();
+      trusted.dispose();
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    const changed = vscode.workspace.onDidChangeConfiguration((event) => event.affectsConfiguration("chatPanel") && done());
+    const trusted = vscode.workspace.onDidGrantWorkspaceTrust(done);
+  });
 }
 
 /** The `data.field` of a -32602 the server answered (found along the error's causes). */

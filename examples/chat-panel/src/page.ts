@@ -10,11 +10,15 @@ export type FromWebview =
   | { type: "ready" }
   | { type: "send"; text: string }
   | { type: "stop" }
-  | { type: "noticeAction"; action: string }
+  /**
+   * `seenId`, here and below: the newest stored row on the screen when the person clicked
+   * (../rows' SeenRows), what the click acts on; undefined when the page had painted no view.
+   */
+  | { type: "noticeAction"; action: string; seenId?: number | null }
   | { type: "loadOlder" }
-  | { type: "dismiss"; id: number }
-  /** `seenId`: the newest stored row the webview had drawn when the person clicked. */
-  | { type: "action"; action: string; key: string; seenId?: number | null }
+  | { type: "dismiss"; id: number; seenId?: number | null }
+  /** `id`: the stored row whose action the person clicked. */
+  | { type: "action"; action: string; id: number; seenId?: number | null }
   | { type: "openLink"; href: string }
   | { type: "newChat" }
   /** The page could not take the focus itself (after a "focusPrompt" that asked it to confirm). */

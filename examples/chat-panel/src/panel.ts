@@ -31,6 +31,7 @@ export class ChatPanel implements PanelHost {
     readonly context: vscode.ExtensionContext,
     readonly client: () => Promise<ChatHistoryClient>,
     readonly protocolVersion: () => number,
+    readonly serverStarts: () => number,
     readonly list: ConversationsView,
   ) {}
 
@@ -243,9 +244,9 @@ export class ChatPanel implements PanelHost {
         return;
       case "noticeAction": {
         const offer = this.state.retry;
-        if (message.action === "continue") return this.turn.continueCut();
-        if (message.action === "retryCut") return this.actions.retryCut();
-        if (message.action === "keepCut") return this.turn.keepCut();
+        if (message.action === "continue" || message.action === "retryCut" || message.action === "keepCut") {
+          return this.actions.cutChoice(message.action, message.seenId);
+        }
         if (message.action === "keep") return this.turn.keepPartial();
         if (message.action === "retry" && offer !== null) return this.turn.send(offer.prompt, offer.promptId !== null);
         return;
@@ -254,7 +255,7 @@ export class ChatPanel implements PanelHost {
         return this.loadOlder();
       case "dismiss":
         // Dismissing the offer of a cut reply keeps it as it is.
-        if (message.id === R.CUT_NOTICE_ID) return this.turn.keepCut();
+        if (message.id === R.CUT_NOTICE_ID) return this.actions.cutChoice("keepCut", message.seenId);
         return this.update(S.dismissNotice(this.state, message.id));
       case "newChat":
         return this.newChat();
@@ -268,7 +269,7 @@ export class ChatPanel implements PanelHost {
         return;
       }
       case "action":
-        return this.actions.run(String(message.action), String(message.key), message.seenId);
+        return this.actions.run(String(message.action), Number(message.id), message.seenId);
       case "search":
         return this.search(String(message.query));
       case "closeSearch":
@@ -320,6 +321,11 @@ export class ChatPanel implements PanelHost {
     const shown = this.panel !== undefined;
     await this.open(undefined, undefined, null, undefined, shown);
     void this.panel?.webview.postMessage({ type: "focusPrompt", confirm: shown });
+  }
+
+  /** The window is going away: the reply in flight stores what it showed (see Turn.closing). */
+  closing(): Promise<void> {
+    return this.turn.closing();
   }
 
   /** The conversation was deleted: the panel starts a new chat if it showed it. */

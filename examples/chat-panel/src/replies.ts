@@ -5,7 +5,7 @@
  */
 
 import type { StoredMessage } from "chat-history-client";
-import { dropNotice, TURN_NOTICE, type Notice, type PanelMessage, type PanelState } from "./state";
+import { addNotice, dropNotice, TURN_NOTICE, type Notice, type PanelMessage, type PanelState } from "./state";
 
 /** The id of the derived notice that offers Continue, Retry and Keep (not in `state.notices`). */
 export const CUT_NOTICE_ID = -1;
@@ -38,6 +38,16 @@ export function cutReply(state: PanelState): { reply: PanelMessage; prompt: Pane
   return { reply, prompt };
 }
 
+/**
+ * Whether the offer of {@link cutReply} is the one the person clicked: it stands for the newest
+ * row, so the newest row they saw (`seenId`) must be that reply. False when the state moved on
+ * (another window's turn came in, not shown yet): the click then acts on nothing.
+ */
+export function cutSeen(state: PanelState, seenId: number | null | undefined): boolean {
+  const cut = cutReply(state);
+  return cut !== null && seenId !== undefined && cut.reply.id === seenId;
+}
+
 /** The notice of {@link cutReply}: why it stopped, what is saved, and the three choices. */
 export function cutNotice(state: PanelState): Notice | null {
   const cut = cutReply(state);
@@ -50,6 +60,19 @@ export function cutNotice(state: PanelState): Notice | null {
     text: `${why} The text shown is saved: Continue it, Retry from the prompt, or Keep it as it is.`,
     actions,
   };
+}
+
+/** Why a reply stopped when its history server did (the language client starts a new one). */
+export const SERVER_STOPPED = "The chat history server stopped in the middle of the reply";
+
+/**
+ * The reply's end could not be stored (its history server stopped): the bubble stops growing,
+ * since nothing more of it is stored, and a notice says what the panel is doing (`words`) while it
+ * ends the row through the server running now. The turn is still on ({@link cutStored} ends it).
+ */
+export function replyUnsettled(state: PanelState, words: string): PanelState {
+  const messages = state.messages.map((m) => (m.streaming ? { ...m, streaming: false } : m));
+  return addNotice({ ...state, messages }, "info", words, TURN_NOTICE);
 }
 
 /** A cut reply stopped in this window: the turn is over and the offer says why. */

@@ -187,14 +187,15 @@ export function newestId(state: PanelState): number | null {
 }
 
 /**
- * A rewind's `expectedLastId`: the newest stored row the person could see when they clicked
- * (`seenId`, sent by the webview from what it drew), not the state's, which can be a redraw
- * ahead of the screen (another window's turn arrived, not drawn yet). Without a valid one (an
- * older webview), the state's.
+ * A click's `expectedLastId`: the newest stored row the person could see when they clicked
+ * (`seenId`, sent by the webview from what it had painted), never the state's, which can be a
+ * redraw ahead of the screen (another window's turn arrived, not shown yet). Undefined when
+ * `seenId` is not a row id (null: an empty chat): what the person saw is not known, so the click
+ * acts on nothing.
  */
-export function expectedLastId(state: PanelState, seenId: unknown): number | null {
+export function seenLastId(seenId: unknown): number | null | undefined {
   if (seenId === null || (typeof seenId === "number" && Number.isSafeInteger(seenId) && seenId > 0)) return seenId;
-  return newestId(state);
+  return undefined;
 }
 
 /**

@@ -5,9 +5,9 @@
  */
 
 import * as vscode from "vscode";
-import { ChatHistoryError } from "chat-history-client";
-import type { ChatHistoryClient, CompactionProposal, ToolCall } from "chat-history-client";
-import { InterruptedReply, runTurn, summarize, type TurnEvent } from "./chat";
+import { ChatHistoryError, ConnectionClosedError } from "chat-history-client";
+import type { ChatHistoryClient, CompactionProposal, StoredMessage, ToolCall } from "chat-history-client";
+import { InterruptedReply, runTurn, settleCutReply, summarize, type TurnEvent } from "./chat";
 import { config, modelSettings, newConversationId, type PanelHost } from "./host";
 import * as R from "./replies";
 import * as S from "./state";
@@ -17,6 +17,8 @@ import { READ_FILE_TOOL, readWorkspaceFile } from "./tools";
 export class Turn {
   /** Stops the running turn (Stop). */
   private running: AbortController | undefined;
+  /** Settles once the running turn's reply is stored as far as it got (or failed). */
+  private stored: Promise<void> | undefined;
   private readonly compactions = new Set<string>();
 
   constructor(private readonly host: PanelHost) {}
@@ -24,6 +26,18 @@ export class Turn {
   /** Stop: the running turn is aborted (its reply is kept as far as it got). */
   stop(): void {
     this.running?.abort();
+  }
+
+  /**
+   * The window is going away (the extension's deactivate): the running reply stops as Stop does,
+   * which stores what arrived and was shown but not yet sent (the updates go at most 4 times a
+   * second) and ends its row interrupted. Resolves once that is stored, or after `boundMs`.
+   */
+  async closing(boundMs = 2_000): Promise<void> {
+    const stored = this.stored;
+    if (stored === undefined) return;
+    this.stop();
+    await Promise.race([stored, new Promise((resolve) => setTimeout(resolve, boundMs))]);
   }
 
   /** Version 4 (advertised, or the replies methods answer): replies are stored while they stream. */
@@ -80,6 +94,9 @@ export class Turn {
     }
     const running = new AbortController();
     this.running = running;
+    let stored!: () => void;
+    this.stored = new Promise((resolve) => (stored = resolve));
+    const starts = host.serverStarts();
     const c = config();
     let proposal: CompactionProposal | null = null;
     const model = await modelSettings(host.context);
@@ -138,7 +155,12 @@ export class Turn {
       if (proposal !== null) void this.compact(conversationId, proposal);
       if (conversationId === host.state.conversationId) host.update(T.turnSucceeded(host.state));
     } catch (error) {
-      if (conversationId !== host.state.conversationId) {
+      if (error instanceof InterruptedReply && error.unsettled !== null) {
+        // The history server stopped mid-reply (or refused its end): the row is ended now, as
+        // stored, whichever chat is shown.
+        const stopped = error.unsettled.error instanceof ConnectionClosedError || host.serverStarts() !== starts;
+        await this.settle(conversationId, error.unsettled, stopped, model.model);
+      } else if (conversationId !== host.state.conversationId) {
         // Another chat is shown now.
       } else if (error instanceof InterruptedReply && error.stored !== null) {
         // Stored as far as it got: Continue, Retry and Keep are offered for it.
@@ -153,9 +175,47 @@ export class Turn {
         host.update(T.turnFailed(shown, text, turnFailureWords(error)));
       }
     } finally {
-      if (this.running === running) this.running = undefined;
+      if (this.running === running) {
+        this.running = undefined;
+        this.stored = undefined;
+      }
+      stored();
     }
     await host.afterTurn();
+  }
+
+  /**
+   * A reply whose end could not be stored (`stopped`: its history server stopped; the language
+   * client starts a new one, which the requests here wait for): ended now as interrupted, as far
+   * as it was stored (./chat's settleCutReply), rather than when the dead server's lease expires,
+   * and shown as stored with the offer of a cut reply (Continue, Retry, Keep).
+   */
+  private async settle(conversationId: string, unsettled: { rowId: number; error: unknown }, stopped: boolean, model: string): Promise<void> {
+    const host = this.host;
+    const mine = () => conversationId === host.state.conversationId;
+    const why = stopped ? R.SERVER_STOPPED : `Storing the reply failed (${errorText(unsettled.error)})`;
+    if (mine()) host.update(R.replyUnsettled(host.state, `${why}${stopped ? "; it is being restarted" : ""}. Saving what it stored…`));
+    let row: StoredMessage | null;
+    try {
+      row = await settleWhileRestarting(() => host.client().then((client) => settleCutReply(client, conversationId, unsettled.rowId, { model })));
+    } catch (error) {
+      if (mine()) {
+        const words = stopped
+          ? `${R.SERVER_STOPPED} and could not be restarted (${errorText(error)}). What it stored is kept: reload the window to see it.`
+          : `${why}, and so did ending it (${errorText(error)}). What was stored is kept.`;
+        host.update(S.addNotice(T.turnFinished(S.dropNotice(host.state, S.TURN_NOTICE)), "error", words, S.TURN_NOTICE));
+      }
+      return;
+    }
+    if (!mine()) return;
+    await host.reload(true).catch(() => undefined);
+    const words = `${why}${stopped ? " and was restarted" : ""}.`;
+    if (row !== null && row.status === "interrupted") return host.update(R.cutStored(T.turnFinished(host.state), words));
+    // Not ended here: gone (a reply without text is deleted), or no longer the newest row (another
+    // window wrote after it), where it stands until the dead server's lease ends.
+    const stands = host.state.messages.some((m) => m.id === unsettled.rowId);
+    const after = stands ? "What it stored stays, and shows as interrupted within 30 s." : "Nothing of the reply is stored.";
+    host.update(S.addNotice(T.turnFinished(S.dropNotice(host.state, S.TURN_NOTICE)), "error", `${words} ${after}`, S.TURN_NOTICE));
   }
 
   /** Keep: the interrupted reply's text is stored as the turn's reply, as it is. */
@@ -191,10 +251,32 @@ export class Turn {
   }
 }
 
+/**
+ * Runs `settle` until the restarted history server answers it: a request sent while the language
+ * client has not yet seen the old server go fails as the connection did; a few more tries, within
+ * `boundMs`, reach the new one.
+ */
+async function settleWhileRestarting<T>(settle: () => Promise<T>, boundMs = 15_000): Promise<T> {
+  const deadline = Date.now() + boundMs;
+  for (;;) {
+    try {
+      return await settle();
+    } catch (error) {
+      if (!(error instanceof ConnectionClosedError) || Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  }
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 /** A failed turn in words a person can act on (never a library's bare word like "terminated"). */
 function turnFailureWords(error: unknown): string {
   if (error instanceof InterruptedReply) return error.message;
   const message = error instanceof Error ? error.message : String(error);
+  if (error instanceof ConnectionClosedError) return `The chat history server stopped before it answered (${message}); it restarts on its own: try again.`;
   if (error instanceof Error && error.name === "ModelRequestError") return message;
   if (typeof (error as { code?: unknown })?.code === "number") return `The chat history server refused the turn: ${message}`;
   return `The turn failed: ${message}`;

@@ -6,7 +6,7 @@
 
 import type { StoredMessage, ToolCall } from "chat-history-client";
 import { cutNotice } from "./replies";
-import { plural, type ContextMeter, type Elsewhere, type Notice, type PanelMessage, type PanelState, type SearchView, type SummaryBanner } from "./state";
+import { newestId, plural, type ContextMeter, type Elsewhere, type Notice, type PanelMessage, type PanelState, type SearchView, type SummaryBanner } from "./state";
 
 /**
  * Actions on a message. Each plugs into the message-action bar; an action that needs a server
@@ -86,6 +86,11 @@ export interface PanelView {
   conversationId: string;
   title: string;
   messages: MessageView[];
+  /**
+   * The newest stored row this view draws (tool results folded into their call included): what
+   * a click on it expects to be the conversation's last row. Null: none stored.
+   */
+  lastId: number | null;
   hasMore: boolean;
   loadingOlder: boolean;
   busy: boolean;
@@ -171,6 +176,7 @@ export function viewOf(state: PanelState, protocolVersion = 1): PanelView {
     conversationId: state.conversationId,
     title: state.title,
     messages,
+    lastId: newestId(state),
     hasMore: state.hasMore,
     loadingOlder: state.loadingOlder,
     busy: state.busy,

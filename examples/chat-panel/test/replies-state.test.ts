@@ -77,3 +77,35 @@ test("Continue streams into the same bubble: same key, no second bubble, the sto
   assert.deepEqual(view.messages.map((m) => [m.key, m.interrupted]), [["id:1", false], ["id:2", false]]);
   assert.ok(!view.notices.some((n) => n.id === R.CUT_NOTICE_ID));
 });
+
+test("a choice of the cut reply's offer acts only on the reply the screen showed as the newest row (issue 43 item 15)", () => {
+  const state = S.pageLoaded(S.emptyState("c"), cutPage, false);
+  assert.equal(R.cutSeen(state, 2), true);
+  assert.equal(R.cutSeen(state, undefined), false, "what the person saw is unknown");
+  // Another window's turn came in after the cut reply (the state has it, the screen does not):
+  // the offer is now for that turn's reply, not the one the person chose for.
+  const moved = S.reloaded(state, { messages: [...cutPage.messages, row(3, "user", "More"), row(4, "assistant", "half", "interrupted")], hasMore: false });
+  assert.equal(R.cutReply(moved)?.reply.id, 4);
+  assert.equal(R.cutSeen(moved, 2), false);
+  assert.equal(R.cutSeen(moved, 4), true);
+});
+
+test("the history server stopped mid-reply: the bubble stops growing and says so, then shows the reply as stored with one offer (issue 43 item 14)", () => {
+  let state = T.rowsStored(T.streamStarted(T.promptSent(S.emptyState("c"), "Tell me")), [row(1, "user", "Tell me")]);
+  state = T.streamDelta(R.replyBegun(state, row(2, "assistant", "", "streaming")), "This reply stops in the middle of it");
+  state = R.replyUnsettled(state, `${R.SERVER_STOPPED}; it is being restarted. Saving what it stored…`);
+  assert.equal(state.busy, true, "the turn is on until the row is ended");
+  assert.deepEqual(state.messages.map((m) => m.streaming), [false, false], "nothing more is shown than is stored");
+  assert.deepEqual(V.viewOf(state, 4).notices.map((n) => n.text), [`${R.SERVER_STOPPED}; it is being restarted. Saving what it stored…`]);
+  // Ended through the new server (the row replaced by its stored text, interrupted) and read again.
+  state = S.reloaded(state, { messages: [row(1, "user", "Tell me"), row(3, "assistant", "This reply stops in", "interrupted")], hasMore: false });
+  state = R.cutStored(T.turnFinished(state), `${R.SERVER_STOPPED} and was restarted.`);
+  const view = V.viewOf(state, 4);
+  assert.deepEqual(view.messages.map((m) => [m.id, m.content, m.interrupted, m.saved, m.failed]), [
+    [1, "Tell me", false, false, false],
+    [3, "This reply stops in", true, true, false],
+  ]);
+  assert.equal(view.notices.length, 1, "one notice: the offer, in words that say what happened");
+  assert.match(view.notices[0].text, /^The chat history server stopped in the middle of the reply and was restarted\. The text shown is saved/);
+  assert.deepEqual(view.notices[0].actions, ["continue", "retryCut", "keepCut"]);
+});

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { test, type TestContext } from "node:test";
 import { startStdioServer, type ChangedNotification } from "chat-history-client";
-import { InterruptedReply, runTurn, type TurnEvent, type TurnOptions } from "../src/chat";
+import { InterruptedReply, runTurn, settleCutReply, type TurnEvent, type TurnOptions } from "../src/chat";
 import { READ_FILE_TOOL } from "../src/tools";
 import { startFakeModelServer } from "../e2e/fake-model-server.mjs";
 
@@ -150,4 +150,57 @@ test("a second window (another server on the database) hears reason reply while 
   assert.ok(growing.length >= 2, `several partial texts seen: ${growing.length}`);
   for (let i = 1; i < growing.length; i++) assert.ok(growing[i].startsWith(growing[i - 1]), "each a prefix of the next");
   assert.ok(seen.at(-1)!.startsWith("complete:A slow reply to"), seen.at(-1));
+});
+
+test("the history server killed mid-reply: the model is no longer read, and a new server ends the row at once, interrupted, as far as it was stored (issue 43 item 14)", async (t) => {
+  const { server, events, options, start } = await setup(t);
+  let deltas = 0;
+  const running = runTurn(
+    options({
+      on: (e) => {
+        events.push(e);
+        // A few words in (at least one update stored), the history server is killed.
+        if (e.type === "delta" && ++deltas === 20) server.process.kill("SIGKILL");
+      },
+    }),
+    "Tell me a long story [slow]",
+  );
+  let unsettled: InterruptedReply["unsettled"] = null;
+  await assert.rejects(running, (error: unknown) => {
+    assert.ok(error instanceof InterruptedReply);
+    assert.equal(error.stored, null);
+    unsettled = error.unsettled;
+    return true;
+  });
+  assert.ok(unsettled !== null, "the turn names the row it could not end");
+  const { rowId } = unsettled as { rowId: number; error: unknown };
+  // The model's stream is cut with the store: no word arrives any more.
+  const seen = events.filter((e) => e.type === "delta").length;
+  await new Promise((r) => setTimeout(r, 400));
+  assert.equal(events.filter((e) => e.type === "delta").length, seen, "the reply stopped growing");
+  // A new server (the language client's restart): the dead writer's row streams until its lease
+  // ends (20 s); the panel ends it now.
+  const next = await start();
+  t.after(() => next.shutdown());
+  const before = (await next.client.get({ conversationId: "c" })).messages;
+  assert.deepEqual(before.map((m) => [m.role, m.status]), [["user", "complete"], ["assistant", "streaming"]]);
+  const stored = before[1].content;
+  assert.ok(stored.length > 20 && `A slow reply to: Tell me a long story [slow]\n\n${"word ".repeat(200)}`.startsWith(stored), `some of the reply was stored: ${JSON.stringify(stored)}`);
+  const began = Date.now();
+  const row = await settleCutReply(next.client, "c", rowId, { model: "fake-model" });
+  assert.ok(Date.now() - began < 5_000, "at once, not after the lease");
+  assert.equal(row?.status, "interrupted");
+  assert.equal(row?.content, stored, "exactly what was stored, nothing that was only shown");
+  assert.deepEqual(row?.metadata, { model: "fake-model" });
+  const after = (await next.client.get({ conversationId: "c" })).messages;
+  assert.deepEqual(after.map((m) => [m.id, m.role, m.status, m.content]), [
+    [before[0].id, "user", "complete", "Tell me a long story [slow]"],
+    [row!.id, "assistant", "interrupted", stored],
+  ]);
+  // Continue works on it now (an interrupted newest row); a second settle changes nothing.
+  const prepared = await next.client.prepare({ conversationId: "c", provider: "openai", model: "fake-model", continueId: row!.id });
+  const last = (prepared.body as { messages: { role: string; content: unknown }[] }).messages.at(-1)!;
+  assert.deepEqual([last.role, String(last.content).trim()], ["assistant", stored.trim()], "the body ends with the reply as stored");
+  assert.deepEqual(await settleCutReply(next.client, "c", row!.id), row, "ended already: nothing changes");
+  assert.equal((await next.client.get({ conversationId: "c" })).messages.length, 2);
 });

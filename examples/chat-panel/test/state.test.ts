@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { StoredMessage, TrimmedNotification } from "chat-history-client";
-import { newestStoredId } from "../src/rows";
+import { newestStoredId, SeenRows } from "../src/rows";
 import * as E from "../src/edits";
 import * as S from "../src/state";
 import * as T from "../src/stream";
@@ -211,14 +211,14 @@ test("edit and resend truncates from the user row and sends the new text; regene
     row("assistant", "a2", { id: 15, turn: 2 }),
   ];
   const state = loaded(rows);
-  assert.deepEqual(E.rewindFor(state, "id:12", "edit", "q2 better"), { fromId: 12, prompt: "q2 better", promptStored: false });
-  assert.equal(E.rewindFor(state, "id:11", "edit", "x"), null, "only a user row is edited and resent");
+  assert.deepEqual(E.rewindFor(state, 12, "edit", "q2 better"), { fromId: 12, prompt: "q2 better", promptStored: false });
+  assert.equal(E.rewindFor(state, 11, "edit", "x"), null, "only a user row is edited and resent");
   // Regenerating the final reply of a turn with tool rounds reruns the whole turn: from the first row after its prompt.
-  assert.deepEqual(E.rewindFor(state, "id:15", "regenerate"), { fromId: 13, prompt: "q2", promptStored: true });
-  assert.deepEqual(E.rewindFor(state, "id:11", "regenerate"), { fromId: 11, prompt: "q1", promptStored: true });
+  assert.deepEqual(E.rewindFor(state, 15, "regenerate"), { fromId: 13, prompt: "q2", promptStored: true });
+  assert.deepEqual(E.rewindFor(state, 11, "regenerate"), { fromId: 11, prompt: "q1", promptStored: true });
   // The turn's prompt is on an older page: no rewind (the panel cannot know what to resend).
-  assert.equal(E.rewindFor(loaded(rows.slice(3)), "id:15", "regenerate"), null);
-  assert.equal(E.rewindFor(state, "id:99", "regenerate"), null);
+  assert.equal(E.rewindFor(loaded(rows.slice(3)), 15, "regenerate"), null);
+  assert.equal(E.rewindFor(state, 99, "regenerate"), null);
   assert.deepEqual(E.truncated(state, 13).messages.map((m) => m.id), [10, 11, 12]);
   assert.deepEqual(E.turnsDeleted(state, [1]).messages.map((m) => m.id), [12, 13, 14, 15]);
 });
@@ -416,7 +416,7 @@ test("Edit of a failed prompt: the truncate takes the Retry offer with the promp
   state = T.rowsStored(T.promptSent(state, "why? [500]"), [row("user", "why? [500]", { id: 22, turn: 2 })]);
   state = T.turnFailed(T.streamDiscarded(state), "why? [500]", "The model server answered 500.");
   assert.ok(T.isRetryOf(state, "why? [500]"));
-  const rewind = E.rewindFor(state, "id:22", "edit", "why? [500]");
+  const rewind = E.rewindFor(state, 22, "edit", "why? [500]");
   assert.deepEqual(rewind, { fromId: 22, prompt: "why? [500]", promptStored: false });
   state = E.truncated(state, rewind!.fromId);
   assert.equal(T.isRetryOf(state, "why? [500]"), false, "the prompt is gone: sending it again appends it");
@@ -440,13 +440,41 @@ test("Edit of the prompt of an interrupted reply: the partial text, the offer an
   assert.ok(T.isRetryOf(E.truncated(failed, 41), "q"));
 });
 
-test("a rewind expects the newest row the screen showed, not the state's (issue 35 item 17)", () => {
+test("a rewind expects the newest row the screen showed, never the state's (issue 35 item 17, issue 43 item 15)", () => {
   const page = [row("user", "a", { id: 5 }), row("assistant", "b", { id: 6 }), row("user", "c", { id: 9 }), row("assistant", "d", { id: 10 })];
   const state = S.pageLoaded(S.emptyState("c1"), { messages: page, hasMore: false }, false);
-  // The webview drew rows 5 and 6; the state already holds 9 and 10 (another window's turn).
-  assert.equal(S.expectedLastId(state, 6), 6);
-  assert.equal(S.expectedLastId(state, null), null, "an empty screen expects an empty chat");
-  for (const bad of [undefined, "6", 6.5, -1, 0, Number.NaN]) assert.equal(S.expectedLastId(state, bad), 10, String(bad));
+  // The webview showed rows 5 and 6; the state already holds 9 and 10 (another window's turn).
+  assert.equal(S.seenLastId(6), 6);
+  assert.equal(S.seenLastId(null), null, "an empty screen expects an empty chat");
+  // Not a row id: what the person saw is unknown, so the click acts on nothing (not on the state's 10).
+  for (const bad of [undefined, "6", 6.5, -1, 0, Number.NaN]) assert.equal(S.seenLastId(bad), undefined, String(bad));
   assert.equal(newestStoredId([{ id: null }, { id: 3 }, { id: 2 }]), 3);
   assert.equal(newestStoredId([{ id: null }]), null);
+  // The view says which row is its newest, tool results folded into their call included.
+  const withTool = S.pageLoaded(S.emptyState("c1"), {
+    messages: [row("user", "q", { id: 1 }), row("assistant", "", { id: 2, toolCalls: [{ id: "t", name: "read_file", arguments: {} }] }), row("tool", "file", { id: 3, toolCallId: "t" })],
+    hasMore: false,
+  }, false);
+  assert.deepEqual(V.viewOf(withTool, 4).messages.map((m) => m.id), [1, 2], "the tool row is drawn inside its call");
+  assert.equal(V.viewOf(withTool, 4).lastId, 3);
+  assert.equal(V.viewOf(state, 4).lastId, 10);
+});
+
+test("a click carries the newest row painted before its press, not one drawn since (issue 43 item 15)", () => {
+  const seen = new SeenRows();
+  assert.equal(seen.clicked(true), undefined, "nothing painted yet: the click acts on nothing");
+  seen.painted(6);
+  // The person presses on the screen showing row 6; another window's turn (row 10) is drawn and
+  // painted before the click is handled (a busy page, a press held down).
+  seen.pressed();
+  seen.painted(10);
+  assert.equal(seen.clicked(true), 6);
+  // A key (Enter on a focused button) has no press: what is painted when it is handled.
+  assert.equal(seen.clicked(false), 10);
+  // The press is used once: a later pointer click without a press of its own (none happens in a
+  // browser) falls back to what is painted.
+  assert.equal(seen.clicked(true), 10);
+  seen.painted(null);
+  seen.pressed();
+  assert.equal(seen.clicked(true), null, "an empty chat seen");
 });

@@ -5,7 +5,7 @@
  */
 
 import { parseMarkdown, type Block, type Inline } from "../markdown";
-import { newestStoredId } from "../rows";
+import { SeenRows } from "../rows";
 import type { SearchView } from "../state";
 import type { MessageView, PanelView } from "../view";
 
@@ -206,11 +206,16 @@ function drawSearch(search: SearchView | null): void {
   box.replaceChildren(head, ...items);
 }
 let olderPending = false;
+/** What the screen has shown: a click on a message or a notice carries it (`seenId`). */
+const seen = new SeenRows();
 
 function draw(view: PanelView): void {
   const switched = current?.conversationId !== view.conversationId;
   const started = view.busy && !(current?.busy ?? false);
   current = view;
+  // Seen once a frame after it was painted: the next animation frame runs before this view's
+  // first paint, the one after it once that paint is done.
+  requestAnimationFrame(() => requestAnimationFrame(() => seen.painted(view.lastId)));
   // Where the list was scrolled, measured before anything above it changes size.
   const nearBottom = messagesEl.scrollHeight - messagesEl.scrollTop - messagesEl.clientHeight < 60;
   const fromBottom = messagesEl.scrollHeight - messagesEl.scrollTop;
@@ -362,8 +367,13 @@ messagesEl.addEventListener("scroll", () => {
   }
 });
 
+// The rows on the screen when a button is pressed are the ones its click acts on.
+document.addEventListener("pointerdown", () => seen.pressed(), true);
+
 document.addEventListener("click", (event) => {
   const target = event.target as HTMLElement;
+  // A pointer's click has a click count (`detail`); Enter or Space on a focused button has none.
+  const seenId = () => seen.clicked(event.detail > 0);
   const link = target.closest("a");
   if (link) {
     event.preventDefault();
@@ -372,9 +382,10 @@ document.addEventListener("click", (event) => {
   }
   const action = target.closest<HTMLElement>("button[data-action]");
   if (action) {
-    const key = action.closest<HTMLElement>("article")?.dataset.key;
-    // The newest row this screen shows: a rewind from it must not delete a row drawn after it.
-    if (key) vscode.postMessage({ type: "action", action: action.dataset.action, key, seenId: newestStoredId(current?.messages ?? []) });
+    // The row the person clicked, and the newest row they saw: a rewind from it must not delete a
+    // row drawn after it.
+    const id = Number(action.closest<HTMLElement>("article")?.dataset.id);
+    if (Number.isSafeInteger(id)) vscode.postMessage({ type: "action", action: action.dataset.action, id, seenId: seenId() });
     return;
   }
   const toggle = target.closest<HTMLElement>("button[data-toggle]");
@@ -388,7 +399,8 @@ document.addEventListener("click", (event) => {
   }
   const noticeAction = target.closest<HTMLElement>("button[data-notice-action]");
   if (noticeAction) {
-    vscode.postMessage({ type: "noticeAction", action: noticeAction.dataset.noticeAction });
+    // A cut reply's offer is for the newest row seen: Continue, Retry or Keep act on that row only.
+    vscode.postMessage({ type: "noticeAction", action: noticeAction.dataset.noticeAction, seenId: seenId() });
     return;
   }
   const hit = target.closest<HTMLElement>("button.hit");
@@ -403,7 +415,7 @@ document.addEventListener("click", (event) => {
     return;
   }
   const dismiss = target.closest<HTMLElement>("button[data-notice]");
-  if (dismiss) vscode.postMessage({ type: "dismiss", id: Number(dismiss.dataset.notice) });
+  if (dismiss) vscode.postMessage({ type: "dismiss", id: Number(dismiss.dataset.notice), seenId: seenId() });
 });
 
 vscode.postMessage({ type: "ready" });
