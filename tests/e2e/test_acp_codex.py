@@ -2,7 +2,8 @@
 (``@zed-industries/codex-acp``, installed by ``make acp-agents`` into tests/acp-agents), pointed
 by its config at a fake OpenAI Responses endpoint on 127.0.0.1 served by this test. Codex keeps
 its own history (``loadSession``, ``list``, ``resume``, ``close``) but has no ``delete`` or
-``fork``: the proxy forwards the first and serves the second from the store."""
+``fork``: the proxy forwards the first and serves the second from the store, and answers
+``session/list`` from the store (Codex's own list only when the request asks for it)."""
 
 from __future__ import annotations
 
@@ -118,6 +119,14 @@ async def test_codex_acp_offline_through_the_proxy(tmp_path: Path, codex_home: P
 
         listed = await asyncio.wait_for(conn.list_sessions(cwd=str(cwd)), 30)
         assert session in {s.session_id for s in listed.sessions}
+        # answered from the store, though Codex lists sessions itself: the history view's rows
+        mine = await conn._conn.send_request("session/list", {"cwd": str(cwd), "limit": 5})
+        assert [(r["sessionId"], r["state"]) for r in mine["sessions"]] == [(session, "idle")]
+        # Codex's own list when asked for: forwarded, its answer as it came
+        asked = {"cwd": str(cwd), "_meta": {"chatHistory": {"source": "agent"}}}
+        own = await asyncio.wait_for(conn._conn.send_request("session/list", asked), 30)
+        assert [r["sessionId"] for r in own["sessions"]] == [session]
+        assert "state" not in own["sessions"][0]
 
         fork = await asyncio.wait_for(conn.fork_session(session_id=session, cwd=str(cwd)), 60)
         await asyncio.wait_for(
