@@ -58,10 +58,13 @@ def seed(db: Path, cwd: Path, other: Path) -> None:
 
 
 async def walk(
-    conn: Any, params: dict[str, Any], pages: list[list[dict[str, Any]]] | None = None
+    conn: Any,
+    params: dict[str, Any],
+    pages: list[list[dict[str, Any]]] | None = None,
+    pause: float = 0.0,
 ) -> list[dict[str, Any]]:
-    """Every page of a list, each checked against the SDK's model; no page is empty unless it
-    is the only one, and a page that has a cursor is full."""
+    """Every page of a list (``pause`` s between two), each checked against the SDK's model;
+    no page is empty unless it is the only one, and a page that has a cursor is full."""
     found: list[dict[str, Any]] = []
     cursor = None
     while True:
@@ -77,6 +80,7 @@ async def walk(
         if cursor is None:
             return found
         assert len(page["sessions"]) == params.get("limit", 50)
+        await asyncio.sleep(pause)
 
 
 def order(row: dict[str, Any]) -> tuple[str, str]:
@@ -89,6 +93,14 @@ def in_order(rows: list[dict[str, Any]]) -> bool:
     """Strictly in the list's order: newest first, ties by id."""
     keys = [order(r) for r in rows]
     return all(a[0] > b[0] or (a[0] == b[0] and a[1] < b[1]) for a, b in itertools.pairwise(keys))
+
+
+async def until_async(check: Any, seconds: float = 30) -> None:
+    """Wait until ``check()`` is true."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "never happened"
+        await asyncio.sleep(0.01)
 
 
 class Writer(threading.Thread):
@@ -140,11 +152,14 @@ async def test_walking_5000_sessions_while_another_window_writes(tmp_path: Path)
         writer.start()
         pages: list[list[dict[str, Any]]] = []
         try:
-            busy = await walk(conn, {"cwd": str(cwd), "limit": 50}, pages)
+            await until_async(lambda: len(writer.new) >= 3)
+            began = len(writer.new)
+            busy = await walk(conn, {"cwd": str(cwd), "limit": 50}, pages, pause=0.01)
+            ended = len(writer.new)
         finally:
             writer.stop.set()
             writer.join()
-        assert len(writer.new) > len(pages) // 4  # it wrote all along the walk
+        assert ended > began  # it wrote while the editor walked
         ids = [r["sessionId"] for r in busy]
         assert len(ids) == len(set(ids))  # no session twice
         assert in_order(busy)  # one position after another: a moved session is not met again
@@ -328,3 +343,43 @@ async def test_archive_and_rename(tmp_path: Path) -> None:
         assert set(note) == {"lastTurnEndedAt"}  # the agent reported no usage
     finally:
         manager.close()
+
+
+async def test_sessions_of_the_other_worktrees(tmp_path: Path) -> None:
+    """``includeWorktrees``: the sessions of the same folder in the repository's other git
+    worktrees too, each row with its own ``cwd``, in one order across them, paged with one
+    cursor; a worktree whose folder is gone is left out; without it, the folder's alone."""
+    import subprocess
+
+    main, linked, gone = tmp_path / "main", tmp_path / "linked", tmp_path / "gone"
+    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q", str(main)], check=True)
+    subprocess.run([*git, "-C", str(main), "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    for tree, branch in ((linked, "one"), (gone, "two")):
+        subprocess.run([*git, "-C", str(main), "worktree", "add", "-q", str(tree), "-b", branch])
+    db = tmp_path / "h.db"
+    at = [EPOCH]
+    manager = ChatHistoryManager.open(db)
+    try:
+        timed = ChatHistoryManager(manager.store, clock=lambda: at[0])
+        for i in range(30):
+            at[0] = EPOCH + (i // 2) * 1000  # ties across the trees
+            tree = (main, linked, gone)[i % 3]
+            history.append(timed, key_of(tree, f"t{i:02}"), [Message(role="user", content="q")])
+    finally:
+        manager.close()
+    subprocess.run(["rm", "-rf", str(gone)], check=True)
+    async with editor_session(db, {}) as (conn, _, _p):
+        both = await walk(conn, {"cwd": str(main), "limit": 4, "includeWorktrees": True})
+        expected = {f"t{i:02}": (main, linked, gone)[i % 3] for i in range(30) if i % 3 != 2}
+        assert {r["sessionId"]: Path(r["cwd"]) for r in both} == expected
+        assert len(both) == len(expected)
+        assert in_order(both)  # one order across the trees, ties by id
+        alone = await walk(conn, {"cwd": str(main), "limit": 4})
+        assert {r["sessionId"] for r in alone} == {s for s, t in expected.items() if t == main}
+        from_linked = await walk(conn, {"cwd": str(linked), "includeWorktrees": True})
+        assert {r["sessionId"] for r in from_linked} == set(expected)
+        with pytest.raises(RequestError) as refused:  # a cursor of the wider list
+            page = await listed(conn, cwd=str(main), limit=1, includeWorktrees=True)
+            await listed(conn, cwd=str(tmp_path), cursor=page["nextCursor"])
+        assert refused.value.code == -32602

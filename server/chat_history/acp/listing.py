@@ -1,7 +1,8 @@
 """The history view (docs/acp.md "The history view"; ACP's RFD "Session list for history
 views"): ``session/list`` answered from the store, ``limit`` rows at a time, newest activity
 first, each row with its ``state``, ``lastTurnEndedAt``, ``cost`` (when the agent reported one)
-and ``archived``; a cursor whose page is never empty while more remain; and which listed folders
+and ``archived``, with ``includeWorktrees`` the same folder's in the repository's other git
+worktrees too; a cursor whose page is never empty while more remain; and which listed folders
 ``session/list_changed`` is due for.
 
 Each folder listed gets an index in memory (``Folder``): its sessions' fingerprints
@@ -12,18 +13,20 @@ once per change of its session. At most ``MAX_FOLDERS`` folders are indexed and 
 (the least recently listed goes), so an editor cannot grow the proxy without bound.
 
 The order is the store's (policy.cursor): last activity (the store's ``lastActivity``) newest
-first, then the conversation id; a cursor names a position in it, authenticated by the
-database's key, and belongs to one folder's list."""
+first, then the conversation id, then the workspace; a cursor names a position in it,
+authenticated by the database's key, and belongs to the lists that show its workspace."""
 
 from __future__ import annotations
 
 import bisect
+import heapq
 import logging
 import os
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -33,7 +36,7 @@ from chat_history.acp.recorder import Recorder
 from chat_history.errors import ChatHistoryError, InvalidParams
 from chat_history.policy.changes import Fingerprint
 from chat_history.policy.cursor import CursorPosition, decode_cursor, encode_cursor
-from chat_history.service import session_list
+from chat_history.service import gitfolder, session_list
 
 log = logging.getLogger("chat_history.acp")
 
@@ -51,20 +54,24 @@ WATCH_S = 600.0
 #: The notification that a watched folder's rows changed.
 CHANGED = "session/list_changed"
 
-#: A position in the listing order: (-last activity, conversation id).
+#: A position in one folder's listing order: (-last activity, conversation id).
 SortKey = tuple[int, str]
+#: A position in the order of several folders: the workspace breaks the last ties.
+Position = tuple[int, str, str]
 
 
 @attrs.frozen
 class Query:
     """A ``session/list`` request, checked: the folder, whether the request named it (then it
-    is watched), the page's size, the cursor and whether archived sessions are listed too."""
+    is watched), the page's size, the cursor, whether archived sessions are listed too, and
+    whether the same folder in the repository's other git worktrees is."""
 
     cwd: str
     named: bool
     limit: int
     cursor: str | None
     archived: bool
+    worktrees: bool = False
 
 
 def query(params: Mapping[str, Any], default_cwd: str) -> Query:
@@ -96,6 +103,7 @@ def query(params: Mapping[str, Any], default_cwd: str) -> Query:
         limit=min(limit or PAGE, MAX_LIMIT),
         cursor=cursor,
         archived=bool(archived),
+        worktrees=bool(worktrees),
     )
 
 
@@ -164,31 +172,50 @@ class Folder:
             for archived in (False, True)
         )
 
-    def page(self, after: SortKey | None, limit: int, archived: bool) -> tuple[list[Entry], bool]:
-        """Up to ``limit`` listed sessions after the position ``after`` (None: from the
-        newest), and whether more are listed after them."""
-        start = 0 if after is None else bisect.bisect_right(self.order, after)
-        found: list[Entry] = []
-        walk = self._walk(start)
-        for entry in walk:
-            if entry.listed(archived):
-                found.append(entry)
-                if len(found) == limit:
-                    break
-        more = any(entry.listed(archived) for entry in walk)
-        return found, more
-
-    def _walk(self, start: int) -> Iterator[Entry]:
+    def walk(self, after: Position | None) -> Iterator[tuple[Position, Entry]]:
+        """Its sessions after the position ``after`` (None: from the newest), with theirs."""
+        start = 0
+        if after is not None:
+            # the same activity and id in another workspace: after it when that sorts later
+            cut = bisect.bisect_right if self.workspace <= after[2] else bisect.bisect_left
+            start = cut(self.order, after[:2])
         for index in range(start, len(self.order)):
-            yield self.entries[self.order[index][1]]
+            at, conversation = self.order[index]
+            yield (at, conversation, self.workspace), self.entries[conversation]
+
+
+def _walk(
+    cwd: str, folder: Folder, after: Position | None
+) -> Iterator[tuple[Position, str, Folder, Entry]]:
+    for at, entry in folder.walk(after):
+        yield at, cwd, folder, entry
+
+
+def page(
+    folders: list[tuple[str, Folder]], after: Position | None, limit: int, archived: bool
+) -> tuple[list[tuple[str, Folder, Entry]], bool]:
+    """Up to ``limit`` listed sessions of the folders (each with its cwd) after the position
+    ``after``, in one order, and whether more are listed after them."""
+    walks = [_walk(cwd, folder, after) for cwd, folder in folders]
+    merged = heapq.merge(*walks, key=lambda found: found[0])
+    out: list[tuple[str, Folder, Entry]] = []
+    for _, cwd, folder, entry in merged:
+        if entry.listed(archived):
+            out.append((cwd, folder, entry))
+            if len(out) == limit:
+                break
+    more = any(entry.listed(archived) for *_, entry in merged)
+    return out, more
 
 
 @attrs.define
 class Watch:
-    """A folder a ``session/list`` named: its workspace, until when it is watched (monotonic
-    s), and which lists of it were read (without archived sessions, with them)."""
+    """A list a ``session/list`` named the folder of: its workspaces (with its worktrees'),
+    until when it is watched (monotonic s), and which lists were read (without archived
+    sessions, with them)."""
 
-    workspace: str
+    cwd: str
+    workspaces: frozenset[str]
     until: float
     plain: bool = False
     all: bool = False
@@ -202,7 +229,8 @@ class Listings:
         self.recorder = recorder
         self.manager = recorder.manager
         self.folders: OrderedDict[str, Folder] = OrderedDict()  # by workspace, least recent first
-        self.watches: OrderedDict[str, Watch] = OrderedDict()  # by cwd, least recent first
+        #: by (cwd, includeWorktrees), least recent first
+        self.watches: OrderedDict[tuple[str, bool], Watch] = OrderedDict()
         #: the change counter the folders are current with (None: no folder read yet)
         self.position: int | None = None
         #: per workspace, whether a list without / with archived sessions changed since the
@@ -219,26 +247,38 @@ class Listings:
         """The answer to ``session/list``. Raises InvalidParams (naming the field),
         StorageError."""
         asked = query(params, os.getcwd())
-        workspace = self.recorder.workspace(asked.cwd)
+        scope = self._scope(asked)
+        workspaces = frozenset(w for _, w in scope)
         after = None
         if asked.cursor is not None:
             position = decode_cursor(asked.cursor, self._cursor_key())
-            if position.workspace != workspace:
+            if position.workspace not in workspaces:
                 raise InvalidParams("cursor", "belongs to the list of another folder")
             if position.last_activity is None:  # sorts after every session
                 return {"sessions": []}
-            after = (-position.last_activity, position.conversation_id)
+            after = (-position.last_activity, position.conversation_id, position.workspace)
         self.sync()
-        folder = self._folder(workspace)
-        found, more = folder.page(after, asked.limit, asked.archived)
-        answer: dict[str, Any] = {"sessions": self._rows(folder, found, asked.cwd)}
+        folders = [(cwd, self._folder(workspace)) for cwd, workspace in scope]
+        found, more = page(folders, after, asked.limit, asked.archived)
+        answer: dict[str, Any] = {"sessions": self._rows(found)}
         if more:
-            last = found[-1]
-            at = CursorPosition(last.fingerprint.last_activity, last.conversation, workspace)
+            _, folder, last = found[-1]
+            at = CursorPosition(last.fingerprint.last_activity, last.conversation, folder.workspace)
             answer["nextCursor"] = encode_cursor(at, self._cursor_key())
         if asked.named:
-            self._watch(asked.cwd, workspace, asked.archived)
+            self._watch(asked, workspaces)
         return answer
+
+    def _scope(self, asked: Query) -> list[tuple[str, str]]:
+        """The folders a list shows, each with its workspace: the one asked for, and with
+        ``includeWorktrees`` the same folder in the repository's other worktrees."""
+        scope = [(asked.cwd, self.recorder.workspace(asked.cwd))]
+        if asked.worktrees:
+            for folder in gitfolder.worktrees(Path(asked.cwd)):
+                workspace = self.recorder.workspace(str(folder))
+                if all(workspace != w for _, w in scope):
+                    scope.append((str(folder), workspace))
+        return scope
 
     def _cursor_key(self) -> bytes:
         if self._key is None:
@@ -256,27 +296,28 @@ class Listings:
         folder = self.folders[workspace] = Folder(workspace, scan.found)
         while len(self.folders) > MAX_FOLDERS:
             gone, _ = self.folders.popitem(last=False)
-            for cwd in [c for c, w in self.watches.items() if w.workspace == gone]:
-                del self.watches[cwd]
+            for watched in [k for k, w in self.watches.items() if gone in w.workspaces]:
+                del self.watches[watched]
         return folder
 
-    def _rows(self, folder: Folder, entries: list[Entry], cwd: str) -> list[dict[str, Any]]:
+    def _rows(self, found: list[tuple[str, Folder, Entry]]) -> list[dict[str, Any]]:
         """The page's rows: those made since their session last changed as they were, the
         others made now (the automatic titles read for those that have no user title)."""
-        stale = [e for e in entries if e.row is None]
-        if stale:
-            untitled = [e.conversation for e in stale if e.fingerprint.title is None]
-            titles = session_list.auto_titles(self.manager, folder.workspace, untitled)
-            for entry in stale:
-                title = entry.fingerprint.title or titles.get(entry.conversation)
-                entry.row = _row(entry, title)
+        stale: dict[str, list[Entry]] = {}
+        for _, folder, entry in found:
+            if entry.row is None:
+                stale.setdefault(folder.workspace, []).append(entry)
+        for workspace, entries in stale.items():
+            untitled = [e.conversation for e in entries if e.fingerprint.title is None]
+            titles = session_list.auto_titles(self.manager, workspace, untitled)
+            for entry in entries:
+                entry.row = _row(entry, entry.fingerprint.title or titles.get(entry.conversation))
         waiting = set(self.asking.values())
         out = []
-        for entry in entries:
+        for cwd, _, entry in found:
             assert entry.row is not None
-            session = entry.row["sessionId"]
             state = "running" if entry.fingerprint.reply is not None else "idle"
-            if session in waiting:
+            if entry.row["sessionId"] in waiting:
                 state = "requires_action"
             out.append({**entry.row, "cwd": cwd, "state": state})
         return out
@@ -300,14 +341,15 @@ class Listings:
         plain, every = self.dirty.get(workspace, (False, False))
         self.dirty[workspace] = (plain or changed[0], every or changed[1])
 
-    def _watch(self, cwd: str, workspace: str, archived: bool) -> None:
-        watch = self.watches.pop(cwd, None) or Watch(workspace, 0.0)
-        watch.workspace, watch.until = workspace, time.monotonic() + WATCH_S
-        if archived:
+    def _watch(self, asked: Query, workspaces: frozenset[str]) -> None:
+        scope = (asked.cwd, asked.worktrees)
+        watch = self.watches.pop(scope, None) or Watch(asked.cwd, workspaces, 0.0)
+        watch.workspaces, watch.until = workspaces, time.monotonic() + WATCH_S
+        if asked.archived:
             watch.all = True
         else:
             watch.plain = True
-        self.watches[cwd] = watch
+        self.watches[scope] = watch
         while len(self.watches) > MAX_FOLDERS:
             self.watches.popitem(last=False)
 
@@ -316,8 +358,8 @@ class Listings:
         ``session/list_changed``. Never raises: a store error is logged, and the next tick
         catches up."""
         now = time.monotonic()
-        for cwd in [c for c, w in self.watches.items() if w.until < now]:
-            del self.watches[cwd]
+        for scope in [k for k, w in self.watches.items() if w.until < now]:
+            del self.watches[scope]
         if not self.watches:
             self.dirty.clear()
             return []
@@ -326,13 +368,14 @@ class Listings:
         except ChatHistoryError as error:
             log.warning("acp: the session lists were not brought up to date: %s", error)
             return []
-        due = []
-        for cwd, watch in self.watches.items():
-            plain, every = self.dirty.get(watch.workspace, (False, False))
-            if (watch.plain and plain) or (watch.all and every):
-                due.append(cwd)
+        due: dict[str, None] = {}
+        for watch in self.watches.values():
+            for workspace in watch.workspaces:
+                plain, every = self.dirty.get(workspace, (False, False))
+                if (watch.plain and plain) or (watch.all and every):
+                    due[watch.cwd] = None
         self.dirty.clear()
-        return due
+        return list(due)
 
     # -- the agent's questions (requires_action) ---------------------------------------------
 
