@@ -8,6 +8,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from acp import RequestError, text_block
@@ -398,3 +399,57 @@ async def test_hostile_history_requests(tmp_path: Path, cwd: Path) -> None:
         # it goes on: the first page as before
         again = await send("session/list", {"cwd": mine, "limit": 1})
         assert again["sessions"][0]["sessionId"] == huge["sessions"][0]["sessionId"]
+
+
+async def test_answers_with_ids_no_request_has(tmp_path: Path, cwd: Path) -> None:
+    """While the agent waits on a permission (its session ``requires_action``), the editor's
+    answers whose ids are an array or an object (no request has such an id) pass on to the
+    agent as they came, without tripping the proxy (the SDK's agent dies of them: the prompt
+    gets an answer all the same), which goes on answering; the question is gone with them."""
+    import json
+
+    from tests.e2e.acp_peers.client import ROOT, proxy_command
+
+    process = await asyncio.create_subprocess_exec(
+        *proxy_command(tmp_path / "h.db"),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert process.stdin is not None and process.stdout is not None
+
+    async def send(line: dict[str, object]) -> None:
+        process.stdin.write(json.dumps({"jsonrpc": "2.0", **line}).encode() + b"\n")  # type: ignore[union-attr]
+        await process.stdin.drain()  # type: ignore[union-attr]
+
+    async def until(check: object) -> dict[str, Any]:
+        while True:
+            line = await asyncio.wait_for(process.stdout.readline(), 60)  # type: ignore[union-attr]
+            message: dict[str, Any] = json.loads(line)
+            if check(message):  # type: ignore[operator]
+                return message
+
+    await send({"id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+    await until(lambda m: m.get("id") == 1)
+    await send({"id": 2, "method": "session/new", "params": {"cwd": str(cwd), "mcpServers": []}})
+    session = (await until(lambda m: m.get("id") == 2))["result"]["sessionId"]
+    prompt = [{"type": "text", "text": "permission please"}]
+    await send(
+        {"id": 3, "method": "session/prompt", "params": {"sessionId": session, "prompt": prompt}}
+    )
+    asked = await until(lambda m: m.get("method") == "session/request_permission")
+    await send({"id": 4, "method": "session/list", "params": {"cwd": str(cwd)}})
+    listed = await until(lambda m: m.get("id") == 4)
+    assert [r["state"] for r in listed["result"]["sessions"]] == ["requires_action"]
+    await send({"id": [1], "result": {}})
+    await send({"id": {"a": 1}, "error": {"code": 1, "message": "x"}})
+    outcome = {"outcome": {"outcome": "selected", "optionId": "yes"}}
+    await send({"id": asked["id"], "result": outcome})
+    done = await until(lambda m: m.get("id") == 3)
+    assert done.get("result", {}).get("stopReason") == "end_turn" or "error" in done
+    await send({"id": 5, "method": "session/list", "params": {"cwd": str(cwd)}})
+    listed = await until(lambda m: m.get("id") == 5)
+    assert [r["state"] for r in listed["result"]["sessions"]] == ["idle"]
+    process.stdin.close()
+    assert await asyncio.wait_for(process.wait(), 15) == 0

@@ -380,13 +380,15 @@ class Listings:
     # -- the agent's questions (requires_action) ---------------------------------------------
 
     def asked(self, request_id: Any, session: str) -> None:
-        """The agent asked the editor something about ``session`` (a permission)."""
-        self.asking[request_id] = session
-        self._nudge(session)
+        """The agent asked the editor something about ``session`` (a permission); a request
+        whose id is not a string or a number is not followed."""
+        if isinstance(request_id, str | int):
+            self.asking[request_id] = session
+            self._nudge(session)
 
     def answered(self, request_id: Any) -> None:
         """The editor answered the agent's request ``request_id`` (if it was a question)."""
-        session = self.asking.pop(request_id, None)
+        session = self.asking.pop(request_id, None) if isinstance(request_id, str | int) else None
         if session is not None:
             self._nudge(session)
 
