@@ -26,8 +26,10 @@ every later page the same."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -47,7 +49,8 @@ SESSIONS, PANEL_EVERY = 5_000, 10
 
 
 class Peer:
-    """A process spoken to in newline-delimited JSON-RPC."""
+    """A process spoken to in newline-delimited JSON-RPC, in a process group of its own (Codex's
+    npm wrapper leaves its binary behind: ``close`` stops the whole group)."""
 
     def __init__(self, argv: list[str], env: dict[str, str]) -> None:
         self.process = subprocess.Popen(
@@ -56,6 +59,7 @@ class Peer:
             stdout=subprocess.PIPE,
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'server'}", **env},
+            start_new_session=True,
         )
         self.next = 0
 
@@ -98,9 +102,15 @@ class Peer:
         return took, result
 
     def close(self) -> None:
+        """Close its input (the editor leaves), give it 10 s, then stop what is left of its
+        group."""
         assert self.process.stdin is not None
         self.process.stdin.close()
-        self.process.wait(10)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(10)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
 
 
 def start(through_proxy: bool, db: Path, env: dict[str, str]) -> Peer:

@@ -96,6 +96,10 @@ def test_a_listing_kept_current_by_another_process(make_store: MakeStore, tmp_pa
     first = listings.page({"cwd": str(folder), "limit": 2})
     assert [r["sessionId"] for r in first["sessions"]] == ["s4", "s3"] and first["nextCursor"]
     assert listings.tick() == []  # watched, nothing changed
+    (made,) = listings.folders.values()
+    assert [e.row is not None for e in made.entries.values()].count(True) == 2
+    assert listings.warm() and not listings.warm()  # the rest made ahead, once
+    assert all(e.row is not None and e.row["title"] for e in made.entries.values())
 
     clock.now = 2_000_000
     say(other, Key(workspace, "acp:s0"), "again")

@@ -8,9 +8,11 @@ worktrees too; a cursor whose page is never empty while more remain; and which l
 Each folder listed gets an index in memory (``Folder``): its sessions' fingerprints
 (service.session_list) in listing order, read whole at its first listing and then kept current
 from the store's change marks, read before every page and, while a folder is watched, at every
-``tick``. A page is a walk from the cursor's position; a row's title and reply facts are read
-once per change of its session. At most ``MAX_FOLDERS`` folders are indexed and watched at once
-(the least recently listed goes), so an editor cannot grow the proxy without bound.
+``tick``. A page is a walk from the cursor's position; a row is made (its automatic title
+read) once per change of its session, and those of the folder listed last ahead of the pages
+that show them while the editor is idle (``warm``). At most ``MAX_FOLDERS`` folders are indexed
+and watched at once (the least recently listed goes), so an editor cannot grow the proxy without
+bound.
 
 The order is the store's (policy.cursor): last activity (the store's ``lastActivity``) newest
 first, then the conversation id, then the workspace; a cursor names a position in it,
@@ -154,6 +156,8 @@ class Folder:
         self.workspace = workspace
         self.entries = {c: _entry(c, f) for c, f in found.items()}
         self.order: list[SortKey] = sorted(e.sort_key for e in self.entries.values())
+        #: where ``Listings.warm`` goes on making rows (an index into ``order``)
+        self.warmed = 0
 
     def apply(self, conversation: str, fingerprint: Fingerprint | None) -> tuple[bool, bool]:
         """The session as it is now (None: gone); whether that changed what a list without
@@ -308,10 +312,7 @@ class Listings:
             if entry.row is None:
                 stale.setdefault(folder.workspace, []).append(entry)
         for workspace, entries in stale.items():
-            untitled = [e.conversation for e in entries if e.fingerprint.title is None]
-            titles = session_list.auto_titles(self.manager, workspace, untitled)
-            for entry in entries:
-                entry.row = _row(entry, entry.fingerprint.title or titles.get(entry.conversation))
+            self._make_rows(workspace, entries)
         waiting = set(self.asking.values())
         out = []
         for cwd, _, entry in found:
@@ -321,6 +322,31 @@ class Listings:
                 state = "requires_action"
             out.append({**entry.row, "cwd": cwd, "state": state})
         return out
+
+    def _make_rows(self, workspace: str, entries: list[Entry]) -> None:
+        untitled = [e.conversation for e in entries if e.fingerprint.title is None]
+        titles = session_list.auto_titles(self.manager, workspace, untitled)
+        for entry in entries:
+            entry.row = _row(entry, entry.fingerprint.title or titles.get(entry.conversation))
+
+    def warm(self) -> bool:
+        """Make the rows of the next ``PAGE`` sessions that no page has shown yet, in list
+        order, of the folder listed last (while the editor is idle: a walk then finds them
+        made); whether there were any. Never raises: a store error is logged."""
+        folder = next(reversed(self.folders.values()), None)
+        if folder is None or folder.warmed >= len(folder.order):
+            return False
+        entries: list[Entry] = []
+        while folder.warmed < len(folder.order) and len(entries) < PAGE:
+            entry = folder.entries[folder.order[folder.warmed][1]]
+            folder.warmed += 1
+            if entry.row is None:
+                entries.append(entry)
+        try:
+            self._make_rows(folder.workspace, entries)
+        except ChatHistoryError as error:
+            log.warning("acp: the list's rows were not made ahead: %s", error)
+        return bool(entries)
 
     # -- keeping current ---------------------------------------------------------------------
 

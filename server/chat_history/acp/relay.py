@@ -23,6 +23,7 @@ import contextlib
 import inspect
 import itertools
 import logging
+import time
 from typing import Any
 
 from chat_history.acp import lines, listing, served, sessions
@@ -39,6 +40,8 @@ AGENT_GONE = -32603
 QUESTIONS = ("session/request_permission",)
 #: Ticks (0.05 s) between two looks for changes of the watched folders' lists.
 LIST_TICKS = 10
+#: How long the editor has sent nothing before the list's rows are made ahead (s).
+IDLE_S = 0.2
 NOT_STARTED = {"code": AGENT_GONE, "message": "the agent could not be started"}
 INTERNAL = {"code": AGENT_GONE, "message": "the proxy could not handle this request"}
 
@@ -73,6 +76,8 @@ class Relay(sessions.Link):
         self.pending: dict[Any, tuple[str, dict[str, Any]]] = {}  # editor id → method, params
         self.state = sessions.State()
         self.listings = listing.Listings(recorder)
+        #: when the editor last sent something (time.monotonic)
+        self.heard = 0.0
         self.starting: asyncio.Lock = asyncio.Lock()
         self.tasks: set[asyncio.Task[None]] = set()
 
@@ -102,6 +107,7 @@ class Relay(sessions.Link):
     async def from_editor(self, message: dict[str, Any], data: bytes) -> None:
         """One message of the editor: an answer or a notification passed on, a method the proxy
         serves handled beside the pipes, a prompt recorded, any other request forwarded."""
+        self.heard = time.monotonic()
         method = message.get("method")
         if not isinstance(method, str):  # an answer to the agent's request
             self.listings.answered(message.get("id"))
@@ -291,14 +297,16 @@ class Relay(sessions.Link):
             await self.answer(rid, error=error)
 
     async def _tick(self) -> None:
-        """Flush replies that lag, renew the leases of streaming rows, tell the editor of the
-        watched lists that changed."""
+        """Flush replies that lag, renew the leases of streaming rows, make the list's rows
+        ahead, tell the editor of the watched lists that changed."""
         beats = 0
         while True:
             await asyncio.sleep(0.05)
             for session_id in self.recorder.due():
                 self.recorder.flush(session_id)
             beats += 1
+            if time.monotonic() - self.heard > IDLE_S:
+                self.listings.warm()
             if beats % LIST_TICKS == 0 and self.state.listens():
                 for cwd in self.listings.tick():
                     await self.to_editor(
