@@ -303,7 +303,7 @@ def codex_sessions(home: Path, cwd: Path, codex: Path) -> None:
     database = sqlite3.connect(next(home.glob("state_*.sqlite")))
     columns = [row[1] for row in database.execute("PRAGMA table_info(threads)")]
     real = dict(zip(columns, database.execute("SELECT * FROM threads").fetchone(), strict=True))
-    text = Path(real["rollout_path"]).read_text(encoding="utf-8")
+    meta, rest = Path(real["rollout_path"]).read_text(encoding="utf-8").split("\n", 1)
     for i in range(1, SESSIONS):
         when = real["created_at"] - (SESSIONS - i)
         stamp = datetime.fromtimestamp(when, UTC)
@@ -311,7 +311,10 @@ def codex_sessions(home: Path, cwd: Path, codex: Path) -> None:
         folder = home / "sessions" / stamp.strftime("%Y/%m/%d")
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"rollout-{stamp.strftime('%Y-%m-%dT%H-%M-%S')}-{clone}.jsonl"
-        path.write_text(text.replace(session, clone), encoding="utf-8")
+        head = json.loads(meta)  # the session's own line: its id and when it began
+        head["timestamp"] = head["payload"]["timestamp"] = stamp.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        head["payload"]["id"] = clone
+        path.write_text(json.dumps(head) + "\n" + rest.replace(session, clone), encoding="utf-8")
         row = {**real, "id": clone, "rollout_path": str(path), "title": f"question {i}"}
         row.update(
             created_at=when, updated_at=when, created_at_ms=when * 1000, updated_at_ms=when * 1000
