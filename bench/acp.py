@@ -422,8 +422,9 @@ def write_history_section(results: dict[str, Any], quick: bool) -> None:
         "the proxy records into SQLite. Codex's ACP adapter (`@zed-industries/codex-acp` "
         "0.16.0, offline against a fake model) holds as many sessions of its own (one real "
         "session cloned into its rollouts and state database) and pages its own list (it takes "
-        f"no `limit`). Load average {load} on 2 CPUs. Goal: the first 50 in 5 ms at p95, "
-        "every later page the same.",
+        "no `limit`); in front of it, the proxy shares the CPUs with Codex's own process. "
+        f"Load average {load} on 2 CPUs. Goal: the first 50 in 5 ms at p95, every later page "
+        "the same.",
         "",
         "| ms | first page, median | first page, p95 | first page of a proxy just started "
         "| pages of a first walk: median / p95 / total | pages of the next walk: median / p95 "
