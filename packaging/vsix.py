@@ -408,8 +408,9 @@ def smoke_postgres(target: Target, stage: Path) -> list[str]:
 
 def smoke_mcp(target: Target, stage: Path) -> list[str]:
     """On the host's own target: each payload's ``cli mcp`` answers an MCP client's initialize
-    and ``tools/list`` with the three tools (docs/mcp.md names these commands to users). The
-    payloads smoked."""
+    and ``tools/list`` with the three tools (docs/mcp.md names these commands to users), on a
+    fresh storage folder (``$CHAT_HISTORY_STORAGE``: a default store is made; a ``--db`` that
+    names no database is refused, issue 43 item 10). The payloads smoked."""
     lines = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
@@ -421,9 +422,9 @@ def smoke_mcp(target: Target, stage: Path) -> list[str]:
     for name, command in commands.items():
         with tempfile.TemporaryDirectory() as folder:
             process = subprocess.Popen(
-                [*command, "--db", folder, "mcp", "--workspace", "file:///vsix/smoke"],
+                [*command, "mcp", "--workspace", "file:///vsix/smoke"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env={"PATH": os.defpath}, text=True,
+                env={"PATH": os.defpath, "CHAT_HISTORY_STORAGE": folder}, text=True,
             )  # fmt: skip
             assert process.stdin is not None and process.stdout is not None
             process.stdin.write("".join(json.dumps(line) + "\n" for line in lines))

@@ -110,8 +110,8 @@ class ConversationChanged(ChatHistoryError):
 
 
 class ReplyInProgress(ChatHistoryError):
-    """``beginReply`` on a conversation that already has a streaming reply (1004): nothing
-    changed. ``row_id`` is the streaming row."""
+    """``beginReply`` on a conversation that already has a streaming reply, or ``editMessage``
+    of a streaming row (1004): nothing changed. ``row_id`` is the streaming row."""
 
     def __init__(self, row_id: int) -> None:
         super().__init__(

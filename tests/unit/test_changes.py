@@ -154,6 +154,19 @@ def test_own_writes_are_not_told_and_do_not_hide_anothers(make_store: MakeStore)
     assert mine_after > theirs
 
 
+def test_an_unasked_write_is_told_as_anothers_would_be(make_store: MakeStore) -> None:
+    """Issue 43 item 3: what this process writes with no request asking (the leases' upkeep
+    ending an expired reply) is told to its own client; its requests' writes still are not."""
+    mine, _, watch = managers(make_store)
+    last = say(mine, "c", "one")
+    watch.poll()
+    with watch.unasked():
+        edits.truncate(mine, Key(W, "c"), last)
+        assert watch.take() == [Change("c", last - 1, "delete")]
+    say(mine, "c", "two")
+    assert watch.poll() == []
+
+
 def test_a_stale_rewind_changes_nothing(make_store: MakeStore) -> None:
     mine, other, _ = managers(make_store)
     seen = say(mine, "c", "one")

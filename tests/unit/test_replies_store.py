@@ -11,9 +11,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from chat_history.errors import InvalidParams
+from chat_history.errors import InvalidParams, ReplyInProgress
 from chat_history.model import Key, Message
-from chat_history.service import conversations, edits, history, replies
+from chat_history.service import conversations, edits, history, replies, workspaces
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.replies import ReplyBegin, ReplyChange
 from chat_history.store import Store
@@ -148,3 +148,41 @@ def test_a_streaming_row_deleted_by_a_rewind_takes_its_reply_along(make_manager,
     with manager.store.read() as reading:
         assert replies.held_by(reading, replies.writer(manager).name) != [(KEY, row_id)]
         assert len(replies.held_by(reading, replies.writer(manager).name)) == 1
+
+
+def test_a_reply_renamed_by_rekeying_stays_its_writers_by_its_row_id(make_manager, clock) -> None:
+    """Issue 43 item 1, the re-key that renames: an old spelling's conversation whose id is
+    taken under the normalized one moves under a new id (service.workspaces.rekey_spellings).
+    Its streaming reply goes with its row: one streaming row where it is now (1004), its writer
+    updates and ends it by its row id under the key it began with, no other process can, and
+    its lease's upkeep finds it there."""
+    writer, other = make_manager(), make_manager()
+    old, taken = Key("file:///C:/proj/", "c"), Key("file:///c:/proj", "c")
+    history.append(writer, taken, [Message(role="user", content="already there")])
+    history.append(writer, old, [Message(role="user", content="q")])
+    started = ReplyBegin(message=Message(role="assistant", content="half"))
+    row_id = replies.begin(writer, old, started).id
+
+    writer.write((), lambda tx: workspaces.rekey_spellings(tx, clock.now))
+
+    renamed = Key("file:///c:/proj", "c (moved)")
+    assert [r.content for r in history.get(other, renamed).messages] == ["q", "half"]
+    assert history.get(other, old).messages == ()
+    with pytest.raises(ReplyInProgress):
+        replies.begin(other, renamed, ReplyBegin())
+    replies.begin(other, old, ReplyBegin())  # nothing streams under the old spelling now
+    for key in (old, renamed):
+        with pytest.raises(InvalidParams):
+            replies.update(other, key, row_id, ReplyChange(content_delta="theirs"))
+    assert replies.update(writer, old, row_id, ReplyChange(content_delta=" of it")) == 10
+    clock.now += replies.LEASE_MS + 1  # the writer stalled past its lease
+    assert replies.tend(other) == 1  # its own (begun under the old spelling) it renews
+    interrupted = history.get(other, renamed).messages[-1]
+    assert (interrupted.id, interrupted.status, interrupted.content) == (
+        row_id,
+        "interrupted",
+        "half of it",
+    )
+    with pytest.raises(InvalidParams):
+        replies.end(writer, old, row_id, "complete", ReplyChange())
+    assert replies.tend(writer) == 0 and replies.writer(writer).held == {}

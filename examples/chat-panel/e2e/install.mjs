@@ -415,9 +415,10 @@ try {
         const caps = acp.result.agentCapabilities.sessionCapabilities;
         assert.ok(caps.delete && caps.fork, `the proxy adds what Codex lacks: ${JSON.stringify(caps)}`);
         const mcp = await answerOnce(
-          [exe, "cli", "--db", join(root, "agents.db"), "mcp"],
+          // the storage folder by its variable: a --db that names no database yet is refused
+          [exe, "cli", "mcp"],
           { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "install-check", version: "1" } } },
-          env,
+          { ...env, CHAT_HISTORY_STORAGE: root },
         );
         assert.equal(mcp.result?.serverInfo?.name, "chat-history", JSON.stringify(mcp));
       });

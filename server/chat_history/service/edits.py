@@ -3,6 +3,10 @@ deleteTurns and editMessage, each one write transaction on the manager, only whi
 is the one the client saw (``expected``). The text they delete or replace is purged at their
 commit (store.seam: ``Transaction.removed_text``).
 
+A streaming row (service.replies) is its writer's until it ends: ``editMessage`` of one is
+``ReplyInProgress`` (1004) and changes nothing; ``truncate`` and ``deleteTurns`` delete it with
+its reply, and its writer's next update or end is -32602 ``id``.
+
 None of these runs storage retention or sends ``chatHistory/trimmed``: the client asked for
 exactly this change, and it is made on the rows the client saw."""
 
@@ -13,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from chat_history.errors import ConversationChanged, InvalidParams
+from chat_history.errors import ConversationChanged, InvalidParams, ReplyInProgress
 from chat_history.model import Attachment, Expected, Key, Message, StoredMessage
 from chat_history.policy.prepare.collapse import turn_figures
 from chat_history.policy.rewind import (
@@ -88,7 +92,8 @@ def edit_message(
 ) -> StoredMessage:
     """Replace a row's content, attachments and/or metadata in place, only while the newest
     row is the ``expected`` one (when given); returns the row as now stored.
-    Raises InvalidParams ``id``/``content``, ConversationChanged, StorageError."""
+    Raises InvalidParams ``id``/``content``, ConversationChanged, ReplyInProgress (a
+    streaming row), StorageError."""
     cut = manager.settings.max_tool_result_chars
     with manager.lock:
 
@@ -165,6 +170,9 @@ def _edit_message_in(
     row = tx.row(key, row_id)
     if row is None:
         raise InvalidParams("id", "is not a message of this conversation")
+    if row.status == "streaming":
+        # Its writer's next update or its end would write over the edit (issue 43 item 2).
+        raise ReplyInProgress(row_id)
     changed = row
     if edit.content is not None:
         changed = attrs.evolve(

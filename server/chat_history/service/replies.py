@@ -4,7 +4,10 @@ writer that holds this process's leases, and its upkeep (``tend``, ``release``).
 
 - **One streaming row per conversation**: a second begin is ``ReplyInProgress`` (1004).
 - **Only the writer updates or ends its reply**: a row that is not the conversation's streaming
-  reply, or that another process streams, is -32602 ``id``; nothing changes.
+  reply, or that another process streams, is -32602 ``id``; nothing changes. The writer names
+  its reply by its row id, which no re-keying changes: a reply whose workspace moved or was
+  re-keyed while it streamed (it moves with its row, ``store.replies``) is still the writer's
+  to update and end under the key it began it in, or the one it has now (``_mine``).
 - **Leases**: a reply's lease holds ``LEASE_MS`` from its last renewal; the writer renews its
   own every ``RENEW_MS`` (and on every update), and any process ends an expired one as
   interrupted (``tend``); its exit interrupts its own at once (``release``).
@@ -18,17 +21,26 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import attrs
 
 from chat_history.errors import InvalidParams, ReplyInProgress
-from chat_history.model import Expected, Key, Message, PruneReport, StoredMessage, ToolCall
+from chat_history.model import (
+    Expected,
+    Key,
+    Message,
+    Origin,
+    PruneReport,
+    StoredMessage,
+    ToolCall,
+)
 from chat_history.policy.retention import RetentionPlan
 from chat_history.policy.tokens import stored_tokens
 from chat_history.service.edits import check_expected, refigure_turn
 from chat_history.service.manager import ChatHistoryManager, record_in
 from chat_history.store import Transaction
+from chat_history.store.replies import Reply
 from chat_history.store.reply_section import Replies, ReplyReading
 
 #: How long a lease holds after its last renewal (ms): a killed writer's reply is interrupted
@@ -44,6 +56,7 @@ BURST_UPDATES = 200
 UPDATES_PER_SECOND = 50.0
 
 EndStatus = Literal["complete", "interrupted", "discard"]
+T = TypeVar("T")
 
 
 @attrs.frozen(kw_only=True)
@@ -64,6 +77,8 @@ class ReplyChange:
     tool_calls: tuple[ToolCall, ...] | None = None
     provider_data: Mapping[str, Any] | None = None
     metadata: Mapping[str, Any] | None = None
+    #: an end's origin of its providerData (version 5)
+    origin: Origin | None = None
 
 
 @attrs.frozen
@@ -95,7 +110,7 @@ def begin(manager: ChatHistoryManager, key: Key, options: ReplyBegin) -> StoredM
             return stored[0]
 
         row = manager.write((key,), lambda tx: _begin_in(tx, key, options, mine.name, now, record))
-        mine.started(key, row.id)
+        mine.started(row.id, key)
         return row
 
 
@@ -106,7 +121,9 @@ def update(manager: ChatHistoryManager, key: Key, row_id: int, change: ReplyChan
     with manager.lock:
         mine.admit(row_id)
         now = manager.clock()
-        return manager.write((key,), lambda tx: _update_in(tx, key, row_id, change, mine.name, now))
+        return _on_reply(
+            manager, key, row_id, mine, lambda tx, reply: _update_in(tx, reply, change, now)
+        )
 
 
 def end(
@@ -118,13 +135,16 @@ def end(
     with manager.lock:
         now = manager.clock()
 
-        def finish(tx: Transaction) -> tuple[StoredMessage | None, RetentionPlan]:
-            row = _end_in(tx, key, row_id, status, change, mine.name, now)
-            return row, manager.retention.apply(tx, key, now, tx.totals(key))
+        def finish(
+            tx: Transaction, reply: Reply
+        ) -> tuple[Key, StoredMessage | None, RetentionPlan]:
+            row = _end_in(tx, reply, status, change, now)
+            plan = manager.retention.apply(tx, reply.key, now, tx.totals(reply.key))
+            return reply.key, row, plan
 
-        row, plan = manager.write((key,), finish)
-        mine.ended(key)  # a discard's text is purged at its commit
-        manager.retention.finish(key, plan)
+        where, row, plan = _on_reply(manager, key, row_id, mine, finish)
+        mine.ended(row_id)  # a discard's text is purged at its commit
+        manager.retention.finish(where, plan)  # its trimmed events name where the row is now
         return EndResult(row, plan.report)
 
 
@@ -134,12 +154,15 @@ def tend(manager: ChatHistoryManager) -> int:
     mine = writer(manager)
     with manager.lock:
         now = manager.clock()
-        held = list(mine.held.items())
-        if held:
-            manager.write(
-                [k for k, _ in held],
-                lambda tx: Replies(tx).renew(mine.name, [i for _, i in held], now + LEASE_MS),
-            )
+        if mine.held:
+            with manager.store.read() as reading:  # where each is now (re-keying moves them)
+                held = held_by(reading, mine.name)
+            mine.still_held([row_id for _, row_id in held])
+            if held:
+                manager.write(
+                    [k for k, _ in held],
+                    lambda tx: Replies(tx).renew(mine.name, [i for _, i in held], now + LEASE_MS),
+                )
         with manager.store.read() as reading:
             due = expired(reading, now)
         return _interrupt(manager, due, now, expired_only=True)
@@ -158,19 +181,55 @@ def _interrupt(
     manager: ChatHistoryManager, rows: Sequence[tuple[Key, int]], now: int, *, expired_only: bool
 ) -> int:
     """End each of ``rows`` as interrupted (with ``expired_only``: if its lease is still
-    expired), each in its own write; returns how many ended."""
+    expired: another process may have renewed it since it was read), each in its own write;
+    returns how many ended. A row another process ended or deleted since is passed over."""
     done = 0
     for key, row_id in rows:
 
-        def interrupt(tx: Transaction, key: Key = key, row_id: int = row_id) -> object:
-            if expired_only:
-                return expire_if_due(tx, key, row_id, now)
-            return _end_in(tx, key, row_id, "interrupted", ReplyChange(), None, now)
+        def interrupt(tx: Transaction, reply: Reply) -> StoredMessage | None:
+            if expired_only and reply.lease_until >= now:
+                return None
+            return _end_in(tx, reply, "interrupted", ReplyChange(), now)
 
-        row = manager.write((key,), interrupt)
-        writer(manager).ended(key)
+        try:
+            row = _on_reply(manager, key, row_id, None, interrupt)
+        except InvalidParams:  # no longer streaming
+            row = None
+        writer(manager).ended(row_id)
         done += row is not None
     return done
+
+
+class _Elsewhere(Exception):
+    """The reply is not in the conversation the write locked: re-keying moved it since."""
+
+
+def _on_reply(
+    manager: ChatHistoryManager,
+    key: Key,
+    row_id: int,
+    mine: Writer | None,
+    body: Callable[[Transaction, Reply], T],
+) -> T:
+    """``body(tx, reply)`` in one write on the conversation reply ``row_id`` is in now, once
+    ``_mine`` found it to be the caller's (``mine``; None: the leases' upkeep). The write
+    locks ``key``, where the reply is unless re-keying moved it while it streamed: then it runs
+    again under a lock of the whole database (the store's write locks name the conversations a
+    write changes)."""
+
+    def locked(where: Key | None) -> Callable[[Transaction], T]:
+        def run(tx: Transaction) -> T:
+            reply = _mine(tx, key, row_id, mine)
+            if where is not None and reply.key != where:
+                raise _Elsewhere
+            return body(tx, reply)
+
+        return run
+
+    try:
+        return manager.write((key,), locked(key))
+    except _Elsewhere:
+        return manager.write((), locked(None))
 
 
 # -- the steps, each on the operation's transaction ------------------------------------------------
@@ -211,23 +270,27 @@ def _continued(tx: Transaction, key: Key, row_id: int) -> StoredMessage:
     return row
 
 
-def _mine(tx: Transaction, key: Key, row_id: int, writer: str | None) -> Replies:
-    section = Replies(tx)
-    streaming = section.streaming(key)
-    if streaming is None or streaming.id != row_id:
+def _mine(tx: Transaction, key: Key, row_id: int, mine: Writer | None) -> Reply:
+    """Reply ``row_id`` as the caller may change it, else -32602 ``id``: the one the leases'
+    upkeep read (``mine`` None), by its id; a writer's own in ``key``, or wherever re-keying
+    took it when ``key`` is the one the writer began it in."""
+    reply = ReplyReading(tx).by_id(row_id)
+    if reply is None:
         raise InvalidParams("id", "is not a streaming reply of this conversation")
-    if writer is not None and streaming.writer != writer:
+    if mine is None:
+        return reply
+    if reply.key != key and mine.held.get(row_id) != key:
+        raise InvalidParams("id", "is not a streaming reply of this conversation")
+    if reply.writer != mine.name:
         raise InvalidParams("id", "is a reply another window is streaming")
-    return section
+    return reply
 
 
-def _update_in(
-    tx: Transaction, key: Key, row_id: int, change: ReplyChange, writer: str, now: int
-) -> int:
+def _update_in(tx: Transaction, reply: Reply, change: ReplyChange, now: int) -> int:
     """Apply an update to the writer's streaming row; returns the text's length."""
-    section = _mine(tx, key, row_id, writer)
+    section, key, row_id = Replies(tx), reply.key, reply.id
     until = now + LEASE_MS
-    length = section.streaming(key).length  # type: ignore[union-attr]
+    length = reply.length
     if change.content is not None:
         length = section.replace(key, row_id, change.content, until)
     elif change.content_delta:
@@ -244,17 +307,11 @@ def _update_in(
 
 
 def _end_in(
-    tx: Transaction,
-    key: Key,
-    row_id: int,
-    status: EndStatus,
-    change: ReplyChange,
-    writer: str | None,
-    now: int,
+    tx: Transaction, reply: Reply, status: EndStatus, change: ReplyChange, now: int
 ) -> StoredMessage | None:
-    """End the streaming row (``writer`` None: whoever streams it, its lease expired): the final
-    fields, its estimate and turn figures; ``discard`` deletes it. Returns the row as stored."""
-    section = _mine(tx, key, row_id, writer)
+    """End the streaming row: the final fields, its estimate and turn figures; ``discard``
+    deletes it. Returns the row as stored."""
+    section, key, row_id = Replies(tx), reply.key, reply.id
     row = tx.row(key, row_id)
     assert row is not None
     if status == "discard":
@@ -268,6 +325,7 @@ def _end_in(
         tool_calls=row.tool_calls if change.tool_calls is None else change.tool_calls,
         provider_data=row.provider_data if change.provider_data is None else change.provider_data,
         metadata=row.metadata if change.metadata is None else change.metadata,
+        origin=row.origin if change.origin is None else change.origin,
         status=status,
     )
     fresh = Message(**{f.name: getattr(ended, f.name) for f in attrs.fields(Message)})
@@ -288,8 +346,9 @@ class Writer:
     def __init__(self) -> None:
         #: the writer's name in ``replies.writer`` (one per process and store)
         self.name = uuid.uuid4().hex
-        #: the rows this process streams, by conversation
-        self.held: dict[Key, int] = {}
+        #: the rows this process streams, by row id, each with the conversation it began in
+        #: (the one its client names it by: re-keying may have moved it since)
+        self.held: dict[int, Key] = {}
         self._buckets: dict[int, tuple[float, float]] = {}
 
     def admit(self, row_id: int) -> None:
@@ -303,13 +362,18 @@ class Writer:
             )
         self._buckets[row_id] = (tokens - 1, now)
 
-    def started(self, key: Key, row_id: int) -> None:
-        self.held[key] = row_id
+    def started(self, row_id: int, key: Key) -> None:
+        self.held[row_id] = key
 
-    def ended(self, key: Key) -> None:
-        row_id = self.held.pop(key, None)
-        if row_id is not None:
-            self._buckets.pop(row_id, None)
+    def ended(self, row_id: int) -> None:
+        self.held.pop(row_id, None)
+        self._buckets.pop(row_id, None)
+
+    def still_held(self, row_ids: Sequence[int]) -> None:
+        """Of the rows it holds, only ``row_ids`` still stream (the others were deleted by a
+        rewind, or ended by another process after this one stalled past its lease)."""
+        for row_id in self.held.keys() - set(row_ids):
+            self.ended(row_id)
 
 
 def expired(reading: Any, now: int) -> list[tuple[Key, int]]:
@@ -320,15 +384,6 @@ def expired(reading: Any, now: int) -> list[tuple[Key, int]]:
 def held_by(reading: Any, writer: str) -> list[tuple[Key, int]]:
     """Every reply ``writer`` streams, as (conversation, row)."""
     return [(held.key, held.id) for held in ReplyReading(reading).held_by(writer)]
-
-
-def expire_if_due(tx: Transaction, key: Key, row_id: int, now: int) -> StoredMessage | None:
-    """End ``row_id`` as interrupted when its lease is still expired (another process may have
-    renewed or ended it since it was read)."""
-    streaming = ReplyReading(tx).streaming(key)
-    if streaming is None or streaming.id != row_id or streaming.lease_until >= now:
-        return None
-    return _end_in(tx, key, row_id, "interrupted", ReplyChange(), None, now)
 
 
 def check_continue(reading: Any, key: Key, row_id: int | None) -> None:

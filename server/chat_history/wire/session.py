@@ -342,7 +342,9 @@ class ChatHistoryServer(LanguageServer):
         ones first (service.replies), then what others changed."""
         if tend and self.manager is not None:
             try:
-                replies.tend(self.manager)
+                # Its client hears of an expired reply it interrupts, as the other windows do.
+                with self.watch.unasked() if self.watch else contextlib.nullcontext():
+                    replies.tend(self.manager)
             except StorageError as exc:
                 log.debug("reply leases: %s", exc)
         self.send_changes(poll=True)
