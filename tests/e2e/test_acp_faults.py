@@ -8,6 +8,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from acp import RequestError, text_block
@@ -314,3 +315,141 @@ def test_stdio_that_are_files(tmp_path: Path) -> None:
         done = subprocess.run(command, stdin=source, capture_output=True, env=env, timeout=60)
     assert done.returncode == 0
     assert b"Traceback" not in done.stderr and b"never awaited" not in done.stderr
+
+
+async def test_hostile_history_requests(tmp_path: Path, cwd: Path) -> None:
+    """``session/list``, ``archive`` and ``set_title`` given what no editor should send: each is
+    -32602 naming its field (and echoing nothing of it) within a second or so, a huge ``limit``
+    is clamped to 1,000 rows, a cursor works in the list of its own folder only, and no folder
+    lists another's sessions, even one whose path starts with its own. The proxy goes on."""
+    import time
+
+    from chat_history.model import Message
+
+    other = cwd.parent / (cwd.name + "-two")  # its path starts with the project's
+    other.mkdir()
+    db = tmp_path / "h.db"
+    manager = ChatHistoryManager.open(db)
+    try:
+        for i in range(1_200):
+            key = Key(resolve(cwd.as_uri(), "folder").workspace, f"acp:s{i:04}")
+            history.append(manager, key, [Message(role="user", content=f"ask {i}")])
+        for i in range(3):
+            key = Key(resolve(other.as_uri(), "folder").workspace, f"acp:o{i}")
+            history.append(manager, key, [Message(role="user", content="theirs")])
+    finally:
+        manager.close()
+    mine, theirs = str(cwd), str(other)
+    async with editor_session(db, {}) as (conn, _, _p):
+        send = conn._conn.send_request
+        their_cursor = (await send("session/list", {"cwd": theirs, "limit": 1}))["nextCursor"]
+        my_cursor = (await send("session/list", {"cwd": mine, "limit": 1}))["nextCursor"]
+        forged = my_cursor[:-4] + ("AAAA" if not my_cursor.endswith("AAAA") else "BBBB")
+        bad: list[tuple[str, dict[str, object], str]] = [
+            ("session/list", {"cwd": mine, "cursor": "garbage"}, "cursor"),
+            ("session/list", {"cwd": mine, "cursor": 5}, "cursor"),
+            ("session/list", {"cwd": mine, "cursor": "c2." + "A" * 1_000_000}, "cursor"),
+            ("session/list", {"cwd": mine, "cursor": forged}, "cursor"),
+            ("session/list", {"cwd": mine, "cursor": their_cursor}, "cursor"),
+            ("session/list", {"cwd": mine, "limit": 0}, "limit"),
+            ("session/list", {"cwd": mine, "limit": -3}, "limit"),
+            ("session/list", {"cwd": mine, "limit": 2.5}, "limit"),
+            ("session/list", {"cwd": mine, "limit": "50"}, "limit"),
+            ("session/list", {"cwd": mine, "limit": True}, "limit"),
+            ("session/list", {"cwd": 5}, "cwd"),
+            ("session/list", {"cwd": ""}, "cwd"),
+            ("session/list", {"cwd": "relative/folder"}, "cwd"),
+            ("session/list", {"cwd": "/" + "a" * 5_000}, "cwd"),
+            ("session/list", {"cwd": mine + "\0"}, "cwd"),
+            ("session/list", {"cwd": [mine]}, "cwd"),
+            ("session/list", {"cwd": mine, "archived": "yes"}, "archived"),
+            ("session/list", {"cwd": mine, "includeWorktrees": 1}, "includeWorktrees"),
+            ("session/list", {"_meta": {"chatHistory": {"source": "agent"}}}, "_meta"),
+            ("session/archive", {"sessionId": 5}, "sessionId"),
+            ("session/unarchive", {}, "sessionId"),
+            ("session/set_title", {"sessionId": "acp-x", "title": 5}, "title"),
+            ("session/set_title", {"sessionId": [], "title": "x"}, "sessionId"),
+        ]
+        for method, params, field in bad:
+            began = time.monotonic()
+            with pytest.raises(RequestError) as refused:
+                await asyncio.wait_for(send(method, params), 30)
+            assert time.monotonic() - began < 5, (method, field)
+            assert refused.value.code == -32602, (method, field)
+            message = str(refused.value)
+            assert field in message and len(message) < 300, (method, field, message[:300])
+
+        began = time.monotonic()
+        huge = await send("session/list", {"cwd": mine, "limit": 10**30})
+        assert len(huge["sessions"]) == 1_000 and huge["nextCursor"]
+        assert time.monotonic() - began < 10
+        rest = await send(
+            "session/list", {"cwd": mine, "limit": 10**9, "cursor": huge["nextCursor"]}
+        )
+        assert len(rest["sessions"]) == 200 and "nextCursor" not in rest
+        listed = {r["sessionId"] for r in huge["sessions"] + rest["sessions"]}
+        assert listed == {f"s{i:04}" for i in range(1_200)}  # nothing of the other folder's
+        assert {r["cwd"] for r in huge["sessions"] + rest["sessions"]} == {mine}
+        their_rows = (await send("session/list", {"cwd": theirs}))["sessions"]
+        assert {r["sessionId"] for r in their_rows} == {"o0", "o1", "o2"}
+        for untitled in ("", " ", "x" * 201):  # a session that exists: the title is refused
+            with pytest.raises(RequestError) as refused:
+                await send("session/set_title", {"sessionId": "s0001", "title": untitled})
+            assert refused.value.code == -32602 and "title" in str(refused.value)
+        # it goes on: the first page as before
+        again = await send("session/list", {"cwd": mine, "limit": 1})
+        assert again["sessions"][0]["sessionId"] == huge["sessions"][0]["sessionId"]
+
+
+async def test_answers_with_ids_no_request_has(tmp_path: Path, cwd: Path) -> None:
+    """While the agent waits on a permission (its session ``requires_action``), the editor's
+    answers whose ids are an array or an object (no request has such an id) pass on to the
+    agent as they came, without tripping the proxy (the SDK's agent dies of them: the prompt
+    gets an answer all the same), which goes on answering; the question is gone with them."""
+    import json
+
+    from tests.e2e.acp_peers.client import ROOT, proxy_command
+
+    process = await asyncio.create_subprocess_exec(
+        *proxy_command(tmp_path / "h.db"),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert process.stdin is not None and process.stdout is not None
+
+    async def send(line: dict[str, object]) -> None:
+        process.stdin.write(json.dumps({"jsonrpc": "2.0", **line}).encode() + b"\n")  # type: ignore[union-attr]
+        await process.stdin.drain()  # type: ignore[union-attr]
+
+    async def until(check: object) -> dict[str, Any]:
+        while True:
+            line = await asyncio.wait_for(process.stdout.readline(), 60)  # type: ignore[union-attr]
+            message: dict[str, Any] = json.loads(line)
+            if check(message):  # type: ignore[operator]
+                return message
+
+    await send({"id": 1, "method": "initialize", "params": {"protocolVersion": 1}})
+    await until(lambda m: m.get("id") == 1)
+    await send({"id": 2, "method": "session/new", "params": {"cwd": str(cwd), "mcpServers": []}})
+    session = (await until(lambda m: m.get("id") == 2))["result"]["sessionId"]
+    prompt = [{"type": "text", "text": "permission please"}]
+    await send(
+        {"id": 3, "method": "session/prompt", "params": {"sessionId": session, "prompt": prompt}}
+    )
+    asked = await until(lambda m: m.get("method") == "session/request_permission")
+    await send({"id": 4, "method": "session/list", "params": {"cwd": str(cwd)}})
+    listed = await until(lambda m: m.get("id") == 4)
+    assert [r["state"] for r in listed["result"]["sessions"]] == ["requires_action"]
+    await send({"id": [1], "result": {}})
+    await send({"id": {"a": 1}, "error": {"code": 1, "message": "x"}})
+    outcome = {"outcome": {"outcome": "selected", "optionId": "yes"}}
+    await send({"id": asked["id"], "result": outcome})
+    done = await until(lambda m: m.get("id") == 3)
+    assert done.get("result", {}).get("stopReason") == "end_turn" or "error" in done
+    await send({"id": 5, "method": "session/list", "params": {"cwd": str(cwd)}})
+    listed = await until(lambda m: m.get("id") == 5)
+    assert [r["state"] for r in listed["result"]["sessions"]] == ["idle"]
+    process.stdin.close()
+    assert await asyncio.wait_for(process.wait(), 15) == 0

@@ -165,7 +165,7 @@ async def test_served_list_pages(tmp_path: Path) -> None:
     store's cursor, skipping the workspace's panel chats; a cursor it did not hand out is -32602."""
     from acp import RequestError
 
-    from chat_history.acp.sessions import PAGE
+    from chat_history.acp.listing import PAGE
     from chat_history.model import Message
 
     db, cwd = tmp_path / "history.db", tmp_path / "project"

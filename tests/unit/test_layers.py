@@ -88,6 +88,7 @@ CAMEL_ALLOWED = {
     "mcp/tools.py",
     "mcp/server.py",
     "acp/rows.py",
+    "acp/listing.py",
     "acp/sessions.py",
     "acp/served.py",
     "acp/relay.py",

@@ -2,16 +2,19 @@
 "Version 4" → ACP sessions, Replies in flight): ``prompt`` appends the user row and begins the
 streaming assistant row; ``update`` coalesces the agent's updates in memory and flushes them at
 most ``FLUSH_S`` apart (an ACP agent sends hundreds a second; ``updateReply`` takes a few);
-``end`` completes the row (or leaves it interrupted) and appends one tool row per finished call.
+``end`` completes the row (or leaves it interrupted), appends one tool row per finished call
+and notes the turn in the conversation's metadata (``rows.turn_note``: a history view reads it
+from the record).
 
-Workspace: the session's ``cwd`` as a folder identity, resolved and opened once per cwd. The
-recorder never raises into the relay: a store error is logged and the messages still pass."""
+Workspace: the session's ``cwd`` as a folder identity, resolved and opened once per cwd (the
+last ``MAX_FOLDERS`` remembered). The recorder never raises into the relay: a store error is
+logged and the messages still pass."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +23,17 @@ import attrs
 from chat_history.acp import rows
 from chat_history.errors import ChatHistoryError
 from chat_history.model import Key
-from chat_history.service import history, replies, workspaces
+from chat_history.service import conversations, history, replies, workspaces
+from chat_history.service.conversations import ConversationUpdate
 from chat_history.service.manager import ChatHistoryManager
 
 log = logging.getLogger("chat_history.acp")
 
 #: The longest a streaming row lags behind what the editor saw (s).
 FLUSH_S = 0.25
+#: Folders whose workspace is remembered (one opened again later costs a read): an editor that
+#: lists many folders cannot grow the proxy without bound.
+MAX_FOLDERS = 256
 
 
 @attrs.define
@@ -52,7 +59,7 @@ class Recorder:
     def workspace(self, cwd: str) -> str:
         """The workspace of a session's ``cwd`` (opened once: re-keyed spellings, a moved
         folder's history, as the editor's server does)."""
-        found = self.workspaces.get(cwd)
+        found = self.workspaces.pop(cwd, None)
         if found is None:
             uri = Path(cwd).as_uri() if cwd.startswith("/") else cwd
             identity = workspaces.resolve(uri, "folder")
@@ -60,7 +67,10 @@ class Recorder:
                 workspaces.open_identity(self.manager, identity, self.machine)
             except ChatHistoryError as error:
                 log.warning("acp: could not open the workspace: %s", error)
-            found = self.workspaces[cwd] = identity.workspace
+            found = identity.workspace
+            if len(self.workspaces) >= MAX_FOLDERS:
+                del self.workspaces[next(iter(self.workspaces))]  # the least recently used
+        self.workspaces[cwd] = found
         return found
 
     def bind(self, session_id: str, cwd: str) -> Key:
@@ -120,8 +130,24 @@ class Recorder:
             tools = current.reply.tool_rows()
             if tools:
                 history.append(self.manager, current.key, tools)
+            if status != "discard":
+                note = rows.turn_note(current.reply, self.manager.clock())
+                self.annotate(current.key, lambda metadata: rows.noted(metadata, note))
         except ChatHistoryError as error:
             log.warning("acp: the reply's end was not recorded: %s", error)
+
+    def annotate(self, key: Key, change: Callable[[dict[str, Any]], bool]) -> bool:
+        """Change the conversation's metadata in place (``change`` says whether it did), the
+        rest of it kept; whether it changed. Read and written in one turn of this process's
+        lock; another process writing the same conversation's metadata between the two is not
+        seen (the panel and the proxies write it rarely: an archive, a reply's end).
+        Raises StorageError."""
+        with self.manager.lock:
+            metadata = conversations.info(self.manager, key).metadata.value()
+            if not isinstance(metadata, dict) or not change(metadata):
+                return False
+            conversations.update(self.manager, key, ConversationUpdate(metadata=metadata))
+            return True
 
     def end_all(self, status: replies.EndStatus) -> None:
         """``end`` every reply being recorded (the agent or the editor gone)."""

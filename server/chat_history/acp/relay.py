@@ -2,7 +2,11 @@
 
 - **Transparent**: a message passes as the bytes it came in, unless its session id must be
   rebound (a session the proxy loaded, resumed or forked runs on a new agent session) or it is
-  an answer the proxy completes (``initialize``'s capabilities, a merged ``session/list``).
+  an answer the proxy completes (``initialize``'s capabilities).
+- **The history view** (``listing``): ``session/list`` answered from the store, and twice a
+  second, while the editor watches folders it listed, ``session/list_changed`` for each whose
+  rows changed (to an editor that declared it takes it). A question of the agent the editor has
+  not answered yet (a permission) shows its session as ``requires_action``.
 - **Ids kept apart**: the editor's ids go to the agent as they are; the proxy's own requests
   to the agent use ids in ``OWN`` (an editor id that falls there is renamed on the way and back).
   The agent's requests to the editor (permissions, files, terminals) keep their ids.
@@ -19,9 +23,10 @@ import contextlib
 import inspect
 import itertools
 import logging
+import time
 from typing import Any
 
-from chat_history.acp import lines, served, sessions
+from chat_history.acp import lines, listing, served, sessions
 from chat_history.acp.recorder import Recorder
 from chat_history.acp.stdio import Writer, editor_streams
 from chat_history.errors import ChatHistoryError
@@ -31,6 +36,12 @@ log = logging.getLogger("chat_history.acp")
 OWN = "chat-history-acp/"
 #: JSON-RPC error of a request the agent can no longer answer.
 AGENT_GONE = -32603
+#: The agent's requests that wait on the user (their session is ``requires_action``).
+QUESTIONS = ("session/request_permission",)
+#: Ticks (0.05 s) between two looks for changes of the watched folders' lists.
+LIST_TICKS = 10
+#: How long the editor has sent nothing before the list's rows are made ahead (s).
+IDLE_S = 0.2
 NOT_STARTED = {"code": AGENT_GONE, "message": "the agent could not be started"}
 INTERNAL = {"code": AGENT_GONE, "message": "the proxy could not handle this request"}
 
@@ -64,6 +75,9 @@ class Relay(sessions.Link):
         self.renamed: dict[str, Any] = {}  # our id → the editor's that fell in OWN
         self.pending: dict[Any, tuple[str, dict[str, Any]]] = {}  # editor id → method, params
         self.state = sessions.State()
+        self.listings = listing.Listings(recorder)
+        #: when the editor last sent something (time.monotonic)
+        self.heard = 0.0
         self.starting: asyncio.Lock = asyncio.Lock()
         self.tasks: set[asyncio.Task[None]] = set()
 
@@ -93,8 +107,10 @@ class Relay(sessions.Link):
     async def from_editor(self, message: dict[str, Any], data: bytes) -> None:
         """One message of the editor: an answer or a notification passed on, a method the proxy
         serves handled beside the pipes, a prompt recorded, any other request forwarded."""
+        self.heard = time.monotonic()
         method = message.get("method")
         if not isinstance(method, str):  # an answer to the agent's request
+            self.listings.answered(message.get("id"))
             await self._to_agent_raw(data)
             return
         if "id" not in message:
@@ -246,6 +262,11 @@ class Relay(sessions.Link):
         if "method" not in message and rid in self.renamed:
             message = {**message, "id": self.renamed.pop(rid)}
             data = b""
+        if message.get("method") in QUESTIONS and "id" in message:
+            params = message.get("params") or {}
+            session = self.state.editor_of(params.get("sessionId"))
+            if isinstance(session, str):
+                self.listings.asked(message["id"], session)
         if message.get("method") == "session/update":
             params = message.get("params") or {}
             if self.recorder.update(
@@ -265,6 +286,7 @@ class Relay(sessions.Link):
         log.warning("acp: the agent exited (code %s)", code)
         self.recorder.end_all("interrupted")
         self.state.detach_all()
+        self.listings.forget_questions()
         error = {"code": AGENT_GONE, "message": "the agent exited"}
         for future in self.own.values():
             if not future.done():
@@ -275,13 +297,21 @@ class Relay(sessions.Link):
             await self.answer(rid, error=error)
 
     async def _tick(self) -> None:
-        """Flush replies that lag, renew the leases of streaming rows."""
+        """Flush replies that lag, renew the leases of streaming rows, make the list's rows
+        ahead, tell the editor of the watched lists that changed."""
         beats = 0
         while True:
             await asyncio.sleep(0.05)
             for session_id in self.recorder.due():
                 self.recorder.flush(session_id)
             beats += 1
+            if time.monotonic() - self.heard > IDLE_S:
+                self.listings.warm()
+            if beats % LIST_TICKS == 0 and self.state.listens():
+                for cwd in self.listings.tick():
+                    await self.to_editor(
+                        {"jsonrpc": "2.0", "method": listing.CHANGED, "params": {"cwd": cwd}}
+                    )
             if beats % 100 == 0:
                 try:
                     replies.tend(self.recorder.manager)

@@ -1,17 +1,22 @@
 """Pure rules between ACP messages and stored rows (no I/O): a reply's updates coalesced as they
 stream (adjacent text chunks of one kind merged, everything else kept in order), the rows a
 prompt and its reply make, the updates that replay them, and the context block that carries an
-earlier conversation into a new agent session's first prompt.
+earlier conversation into a new agent session's first prompt, and what a session's metadata
+notes of its turns for a history view.
 
 A prompt is one user row (its text; the content blocks in ``provider_data["acp"]``); a reply is
 one assistant row (the agent's message text; its tool calls; the coalesced updates in
 ``provider_data["acp"]``, the key no provider formatter reads) and one tool row per tool call
 that finished with content. Replaying a user row sends its blocks as ``user_message_chunk``; an
-assistant row sends its stored updates."""
+assistant row sends its stored updates. When a reply ends, the conversation's metadata notes
+under ``"acp"`` when (``lastTurnEndedAt``, epoch ms) and the newest ``usage_update`` the agent
+sent (its ``cost``, and ``used`` and ``size``): a history view reads them from the record alone,
+not from the rows."""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -66,11 +71,15 @@ class Reply:
     text: list[str] = attrs.field(factory=list)
     calls: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     dirty: bool = False
+    #: the newest ``usage_update`` of the reply
+    usage: dict[str, Any] | None = None
 
     def add(self, update: Mapping[str, Any]) -> None:
         """One ``session/update``'s ``update`` object."""
         kind = update.get("sessionUpdate")
         self.dirty = True
+        if kind == "usage_update":
+            self.usage = dict(update)
         last = self.updates[-1] if self.updates else None
         content = update.get("content")
         if kind in CHUNKS and _is_text(content):
@@ -161,6 +170,84 @@ def replay(rows: Iterable[StoredMessage]) -> list[dict[str, Any]]:
 
 def _text(text: str) -> dict[str, str]:
     return {"type": "text", "text": text}
+
+
+def turn_note(reply: Reply, ended_at: int) -> dict[str, Any]:
+    """What the conversation's metadata notes under ``"acp"`` when ``reply`` ended at
+    ``ended_at`` (epoch ms): the time, and what its newest ``usage_update`` holds (checked;
+    nothing of usage when it sent none, so an earlier reply's figures stay)."""
+    note: dict[str, Any] = {"lastTurnEndedAt": ended_at}
+    if reply.usage is not None:
+        cost = _cost(reply.usage.get("cost"))
+        if cost is not None:
+            note["cost"] = cost
+        for name in ("used", "size"):
+            if _count(reply.usage.get(name)):
+                note[name] = reply.usage[name]
+    return note
+
+
+def noted(metadata: dict[str, Any], note: Mapping[str, Any]) -> bool:
+    """Merge a turn's ``note`` into the metadata's ``"acp"`` object; whether it changed."""
+    kept = metadata.get(ACP)
+    old = dict(kept) if isinstance(kept, Mapping) else {}
+    new = {**old, **note}
+    if new == kept:
+        return False
+    metadata[ACP] = new
+    return True
+
+
+@attrs.frozen
+class Facts:
+    """What a conversation's metadata says of the session for a history view: archived or not,
+    when its last turn ended (epoch ms), and the agent's newest ``cost`` (ACP's ``Cost``),
+    ``used`` and ``size`` (each None when not noted, or not well formed)."""
+
+    archived: bool = False
+    ended_at: int | None = None
+    cost: dict[str, Any] | None = None
+    used: int | None = None
+    size: int | None = None
+
+
+def facts(metadata: str | None) -> Facts:
+    """The facts of a conversation's metadata (its compact JSON text; None: empty)."""
+    if metadata is None or not ('"archived"' in metadata or f'"{ACP}"' in metadata):
+        return Facts()
+    try:
+        value = json.loads(metadata)
+    except ValueError:
+        return Facts()
+    if not isinstance(value, dict):
+        return Facts()
+    note = value.get(ACP)
+    note = note if isinstance(note, dict) else {}
+    ended, used, size = (note.get(n) for n in ("lastTurnEndedAt", "used", "size"))
+    return Facts(
+        archived=value.get("archived") is True,
+        ended_at=ended if _count(ended) else None,
+        cost=_cost(note.get("cost")),
+        used=used if _count(used) else None,
+        size=size if _count(size) else None,
+    )
+
+
+def _count(value: object) -> bool:
+    return type(value) is int and 0 <= value < 2**63
+
+
+def _cost(value: object) -> dict[str, Any] | None:
+    """ACP's ``Cost`` as the agent sent it, when it is one: a finite ``amount`` and a
+    ``currency`` code (at most 16 characters)."""
+    if not isinstance(value, Mapping):
+        return None
+    amount, currency = value.get("amount"), value.get("currency")
+    if not isinstance(amount, int | float) or isinstance(amount, bool):
+        return None
+    if not math.isfinite(amount) or not isinstance(currency, str) or not 0 < len(currency) <= 16:
+        return None
+    return {"amount": amount, "currency": currency}
 
 
 def context_block(messages: Sequence[Mapping[str, Any]]) -> dict[str, str]:

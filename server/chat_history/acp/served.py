@@ -1,6 +1,9 @@
-"""The session methods the proxy answers itself when the agent lacks them (``sessions`` holds
-the state and the rules): each forwards when the agent declared the capability, else serves it
-from the store. Errors go to the editor as JSON-RPC errors; nothing here echoes its values."""
+"""The session methods the proxy answers itself (``sessions`` holds the state and the rules):
+``session/list`` always from the store (``listing``: the history view); ``load``, ``resume``,
+``fork`` and ``close`` forwarded when the agent declared the capability, else served from the
+store; ``delete``, ``archive``, ``unarchive`` and ``set_title`` done in the store, then forwarded
+when the agent declared them too. Errors go to the editor as JSON-RPC errors; nothing here echoes
+its values."""
 
 from __future__ import annotations
 
@@ -8,21 +11,15 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from acp.schema import ListSessionsResponse, SessionInfo, SessionNotification
+from acp.schema import SessionNotification
 
 from chat_history.acp import rows
-from chat_history.acp.sessions import (
-    NOT_FOUND,
-    PAGE,
-    AgentError,
-    Link,
-    attach,
-    listed_cwd,
-    stored,
-)
+from chat_history.acp.sessions import NOT_FOUND, AgentError, Link, attach
 from chat_history.errors import ChatHistoryError, InvalidParams
 from chat_history.model import Key
 from chat_history.service import conversations, history
+from chat_history.service.conversations import ConversationUpdate
+from chat_history.service.session_list import holders
 
 Served = Callable[[Link, dict[str, Any]], Awaitable[None]]
 
@@ -52,24 +49,27 @@ async def _guarded(link: Link, message: dict[str, Any], work: Callable[[], Await
 
 
 async def session_list(link: Link, message: dict[str, Any]) -> None:
-    """``session/list``: forwarded when the agent lists sessions (its first page merged with the
-    stored ones on the way back), else the stored sessions of ``cwd``, a page at a time."""
-    if link.state.has("list"):
+    """``session/list``: the history view, from the store (``listing``), whether or not the
+    agent lists sessions itself; its own list only when the request asks for it
+    (``_meta.chatHistory.source: "agent"``), forwarded as it is."""
+    params = _params(message)
+    own = _asks_the_agent(params)
+    if own and link.state.has("list"):
         await _forward(link, message)
         return
-    params = _params(message)
 
     async def work() -> Any:
-        cursor = params.get("cursor")
-        if cursor is not None and not isinstance(cursor, str):
-            raise InvalidParams("cursor", "must be a string handed out by session/list")
-        found, next_cursor = stored(link, listed_cwd(params), cursor, PAGE)
-        infos = [SessionInfo.model_validate(s) for s in found]
-        if next_cursor is None:  # absent on the last page
-            return _wire(ListSessionsResponse(sessions=infos))
-        return _wire(ListSessionsResponse(sessions=infos, next_cursor=next_cursor))
+        if own:
+            raise InvalidParams("_meta.chatHistory.source", "the agent lists no sessions itself")
+        return link.listings.page(params)
 
     await _guarded(link, message, work)
+
+
+def _asks_the_agent(params: dict[str, Any]) -> bool:
+    meta = params.get("_meta")
+    ours = meta.get("chatHistory") if isinstance(meta, dict) else None
+    return isinstance(ours, dict) and ours.get("source") == "agent"
 
 
 def _history(link: Link, session: str, cwd: str) -> tuple[Key, list[Any]]:
@@ -154,25 +154,118 @@ async def session_fork(link: Link, message: dict[str, Any]) -> None:
     await _guarded(link, message, work)
 
 
+def _keys(link: Link, session: str, cwd: Any = None) -> list[Key]:
+    """The conversations of ``session``: the one this proxy bound it to, else the one of
+    ``cwd`` when given, else every workspace's that holds it."""
+    key = link.recorder.key(session)
+    if key is not None:
+        return [key]
+    if isinstance(cwd, str) and cwd:
+        return [link.recorder.bind(session, cwd)]
+    conversation = rows.conversation_id(session)
+    return [Key(w, conversation) for w in holders(link.recorder.manager, conversation)]
+
+
+def _session_id(params: dict[str, Any]) -> str:
+    session = params.get("sessionId")
+    if not isinstance(session, str) or not session:
+        raise InvalidParams("sessionId", "must be a session id")
+    return session
+
+
 async def session_delete(link: Link, message: dict[str, Any]) -> None:
     """``session/delete``: the session's conversation deleted from the store for good (under
     ``cwd``, else under every workspace), then forwarded when the agent deletes too."""
     params = _params(message)
     session = str(params.get("sessionId"))
-    key = link.recorder.key(session)
-    if key is None and params.get("cwd"):
-        key = link.recorder.bind(session, str(params["cwd"]))
+    keys = _keys(link, session, params.get("cwd"))
     link.recorder.end(session, "discard")
-    if key is not None:
+    for key in keys:
         history.clear(link.recorder.manager, key)
-    else:  # no cwd: the session under any workspace
-        for entry in stored(link, None)[0]:
-            if entry["sessionId"] == session:
-                history.clear(link.recorder.manager, link.recorder.bind(session, entry["cwd"]))
     if link.state.has("delete"):
         await _forward(link, message)
     else:
         await link.answer(message["id"], {})
+
+
+async def session_archive(link: Link, message: dict[str, Any], archived: bool = True) -> None:
+    """``session/archive``: the session hidden from the default list (``"archived": true`` in
+    its conversation's metadata; the rows stay), then forwarded when the agent archives too;
+    -32002 for a session neither holds. Repeating it changes nothing."""
+    params = _params(message)
+
+    async def work() -> Any:
+        session = _session_id(params)
+        keys = _keys(link, session)
+        if not keys and not link.state.has("archive"):
+            await _missing(link, message)
+            return None
+        changed = [_set_archived(link, key, archived) for key in keys]
+        if any(changed):
+            await _info_update(link, session, {"archived": archived})
+        if link.state.has("archive"):
+            await _forward(link, message)
+            return None
+        return {}
+
+    await _guarded(link, message, work)
+
+
+async def session_unarchive(link: Link, message: dict[str, Any]) -> None:
+    """``session/unarchive``: ``session_archive`` undone."""
+    await session_archive(link, message, archived=False)
+
+
+def _set_archived(link: Link, key: Key, archived: bool) -> bool:
+    """Set or clear the conversation's archive flag (``"archived": true`` in its metadata);
+    whether that changed it."""
+
+    def change(metadata: dict[str, Any]) -> bool:
+        if (metadata.get("archived") is True) == archived:
+            return False
+        metadata.pop("archived", None)
+        if archived:
+            metadata["archived"] = True
+        return True
+
+    return link.recorder.annotate(key, change)
+
+
+async def session_set_title(link: Link, message: dict[str, Any]) -> None:
+    """``session/set_title`` (client-set titles): the session's title in the store (1–200
+    characters; null restores the automatic one), then forwarded when the agent sets titles
+    too; -32002 for a session neither holds."""
+    params = _params(message)
+
+    async def work() -> Any:
+        session = _session_id(params)
+        title = params.get("title")
+        if title is not None and not isinstance(title, str):
+            raise InvalidParams("title", "must be a string or null")
+        keys = _keys(link, session)
+        if not keys and not link.state.has("setTitle"):
+            await _missing(link, message)
+            return None
+        change = ConversationUpdate(set_title=True, title=title)
+        shown = None
+        for key in keys:
+            shown = conversations.update(link.recorder.manager, key, change).title
+        await _info_update(link, session, {"title": shown})
+        if link.state.has("setTitle"):
+            await _forward(link, message)
+            return None
+        return {}
+
+    await _guarded(link, message, work)
+
+
+async def _info_update(link: Link, session: str, fields: dict[str, Any]) -> None:
+    """Tell the editor of a change of ``session`` when it is open on this connection
+    (``session_info_update``); a history view learns of it from ``session/list_changed``."""
+    if session in link.state.cwd:
+        update = {"sessionUpdate": "session_info_update", **fields}
+        params = {"sessionId": session, "update": update}
+        await link.to_editor({"jsonrpc": "2.0", "method": "session/update", "params": params})
 
 
 async def session_close(link: Link, message: dict[str, Any]) -> None:
@@ -194,4 +287,7 @@ SERVED: dict[str, Served] = {
     "session/fork": session_fork,
     "session/delete": session_delete,
     "session/close": session_close,
+    "session/archive": session_archive,
+    "session/unarchive": session_unarchive,
+    "session/set_title": session_set_title,
 }

@@ -2,9 +2,9 @@
 adds to the answers it forwards (protocol.md "Version 4" → ACP sessions):
 
 - ``initialize``: the agent's answer declares ``loadSession`` and the session capabilities
-  ``list``, ``resume``, ``close``, ``delete`` and ``fork`` (the proxy serves each);
-- ``session/list``: the stored sessions of a ``cwd`` (without one, the proxy's own working
-  folder) with titles, merged with the agent's own;
+  ``list`` (with the history view's ``limit`` and ``changes``), ``resume``, ``close``,
+  ``delete``, ``fork``, ``archive`` and ``setTitle`` (the proxy serves each);
+- ``session/list``: the history view of a ``cwd`` (``listing``), from the store;
 - ``session/load``: the stored history replayed as ``session/update``, then a new agent session
   bound to the editor's session id, whose first prompt carries a context block (``prepare``'s
   budget rules); ``session/resume`` the same without the replay; ``session/fork`` forks the
@@ -14,16 +14,17 @@ adds to the answers it forwards (protocol.md "Version 4" → ACP sessions):
 
 from __future__ import annotations
 
+import copy
 import logging
-import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import attrs
 
 from chat_history.acp import rows
+from chat_history.acp.listing import Listings
 from chat_history.acp.recorder import Recorder
-from chat_history.errors import ChatHistoryError, InvalidParams
+from chat_history.errors import ChatHistoryError
 from chat_history.model import Key
 from chat_history.service import conversations, history
 from chat_history.service.preparation import PrepareOptions
@@ -31,7 +32,19 @@ from chat_history.service.preparation import PrepareOptions
 log = logging.getLogger("chat_history.acp")
 #: ACP's "resource not found" (a session the store does not hold).
 NOT_FOUND = -32002
-CAPABILITIES = ("list", "resume", "close", "delete", "fork")
+#: The session capabilities the proxy declares, as it declares them: ``list`` honours
+#: ``limit`` (and its order) and sends ``session/list_changed`` (the history view RFD's
+#: markers); ``archive`` (session archive RFD) and ``setTitle`` (client-set titles) are
+#: served whether or not the agent has them.
+CAPABILITIES: dict[str, dict[str, Any]] = {
+    "list": {"limit": {}, "changes": {}},
+    "resume": {},
+    "close": {},
+    "delete": {},
+    "fork": {},
+    "archive": {},
+    "setTitle": {},
+}
 
 
 class AgentError(Exception):
@@ -90,12 +103,21 @@ class State:
             return bool(self.agent.get("loadSession"))
         return (self.agent.get("sessionCapabilities") or {}).get(capability) is not None
 
+    def listens(self) -> bool:
+        """Whether the editor declared that it takes ``session/list_changed``
+        (``clientCapabilities.session.listChanged``); the proxy sends it to no other."""
+        found: Any = self.initialize or {}
+        for name in ("clientCapabilities", "session", "listChanged"):
+            found = found.get(name) if isinstance(found, dict) else None
+        return isinstance(found, dict)
+
 
 class Link(Protocol):
     """What the served methods need of the relay."""
 
     state: State
     recorder: Recorder
+    listings: Listings
     pending: dict[Any, tuple[str, dict[str, Any]]]
 
     async def forward(self, message: dict[str, Any], data: bytes | None = None) -> None:
@@ -201,8 +223,6 @@ def completed(link: Link, method: str, params: dict[str, Any], answer: dict[str,
     elif method == "session/prompt" and isinstance(session, str):
         stop = result.get("stopReason") if isinstance(result, dict) else None
         link.recorder.end(session, "complete" if stop not in (None, "cancelled") else "interrupted")
-    elif method == "session/list" and isinstance(result, dict) and not params.get("cursor"):
-        return {**answer, "result": merged(link, params, result)}
     elif method == "session/fork" and isinstance(result, dict) and isinstance(session, str):
         forked(link, session, str(result.get("sessionId")), params)
     return answer
@@ -210,69 +230,14 @@ def completed(link: Link, method: str, params: dict[str, Any], answer: dict[str,
 
 def with_capabilities(result: dict[str, Any]) -> dict[str, Any]:
     """The agent's ``initialize`` result, declaring ``loadSession`` and every session capability
-    the proxy serves."""
+    the proxy serves (``list`` as the proxy answers it, whatever the agent's own)."""
     caps = dict(result.get("agentCapabilities") or {})
     session = dict(caps.get("sessionCapabilities") or {})
-    for name in CAPABILITIES:
-        if session.get(name) is None:
-            session[name] = {}
+    for name, declared in CAPABILITIES.items():
+        if session.get(name) is None or name == "list":
+            session[name] = copy.deepcopy(declared)
     caps.update(loadSession=True, sessionCapabilities=session)
     return {**result, "agentCapabilities": caps}
-
-
-#: Sessions per page of a served ``session/list``.
-PAGE = 50
-
-
-def listed_cwd(params: dict[str, Any]) -> str:
-    """The folder whose sessions a ``session/list`` lists: its ``cwd``, else the folder the
-    editor started the proxy in (ACP lists the sessions "of a cwd": another workspace's only
-    when asked for). Raises InvalidParams ``cwd`` for one that is not a non-empty string."""
-    cwd = params.get("cwd")
-    if cwd is None:
-        return os.getcwd()
-    if not isinstance(cwd, str) or not cwd:
-        raise InvalidParams("cwd", "must be the absolute path of a folder")
-    return cwd
-
-
-def stored(
-    link: Link, cwd: str | None, cursor: str | None = None, limit: int | None = None
-) -> tuple[list[dict[str, Any]], str | None]:
-    """The stored sessions of ``cwd`` (every cwd when None) as ``SessionInfo``s, after the store's
-    ``cursor``, at most ``limit`` (None: all), and the cursor of the next page (None: the last).
-    Raises InvalidParams ``cursor`` for a cursor the store did not hand out."""
-    workspace = link.recorder.workspace(cwd) if cwd else None
-    found: list[dict[str, Any]] = []
-    while True:
-        want = None if limit is None else limit - len(found)
-        page = conversations.list_page(link.recorder.manager, workspace, want, cursor)
-        for info in page.conversations:
-            session = rows.session_of(info.conversation_id)
-            if session is None or info.message_count == 0:
-                continue  # not an ACP session: a page may hold fewer, the next one follows
-            entry: dict[str, Any] = {"sessionId": session, "cwd": cwd or _path(info.workspace)}
-            if info.title:
-                entry["title"] = info.title
-            if info.last_activity:
-                entry["updatedAt"] = _iso(info.last_activity)
-            found.append(entry)
-        cursor = page.next_cursor
-        if cursor is None or (limit is not None and len(found) >= limit):
-            return found, cursor
-
-
-def merged(link: Link, params: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
-    """The agent's first ``session/list`` page with the stored sessions it does not list
-    appended."""
-    own = list(result.get("sessions") or [])
-    known = {s.get("sessionId") for s in own if isinstance(s, dict)}
-    try:
-        cwd = listed_cwd(params)
-    except InvalidParams:
-        return result  # the agent took a cwd the store cannot: its answer stands alone
-    extra = [s for s in stored(link, cwd)[0] if s["sessionId"] not in known]
-    return {**result, "sessions": own + extra}
 
 
 def forked(link: Link, source: str, target: str, params: dict[str, Any]) -> None:
@@ -287,16 +252,3 @@ def forked(link: Link, source: str, target: str, params: dict[str, Any]) -> None
         conversations.fork(link.recorder.manager, key, link.recorder.bind(target, cwd))
     except ChatHistoryError as error:
         log.warning("acp: the fork was not recorded: %s", error)
-
-
-def _path(workspace: str) -> str:
-    from urllib.parse import unquote, urlparse
-
-    parsed = urlparse(workspace)
-    return unquote(parsed.path) if parsed.scheme == "file" else workspace
-
-
-def _iso(ms: int) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat().replace("+00:00", "Z")

@@ -1,7 +1,8 @@
 """What a workspace folder is in git, read from the repository's own files (no ``git`` process):
 the working tree that holds it, its ``origin`` remote's URL (else the first remote's) and the
 folder's path inside the tree. Linked worktrees (``.git`` as a file naming the git folder, with a
-``commondir``) share the main repository's config.
+``commondir``) share the main repository's config; ``worktrees`` lists a repository's trees (the
+ACP history view's ``includeWorktrees``).
 
 Whatever is in those files cannot break a request: each file is read up to a size bound and must
 be UTF-8 without NUL characters, the config is parsed line by line in linear time (no regular
@@ -21,6 +22,8 @@ MAX_POINTER_BYTES = 16 * 1024
 MAX_CONFIG_BYTES = 1024 * 1024
 #: The longest remote URL taken as one (a longer one is no remote: identities stay bounded).
 MAX_REMOTE_CHARS = 2_048
+#: The most linked worktrees ``worktrees`` reads (the first by name).
+MAX_WORKTREES = 8
 
 
 @attrs.frozen
@@ -117,3 +120,37 @@ def git_folder(folder: Path) -> GitFolder | None:
         # OSError: unreadable; ValueError: a NUL in a path; RuntimeError: a symlink loop.
         return None
     return None
+
+
+def worktrees(folder: Path) -> list[Path]:
+    """The same folder in the other working trees of the repository that holds ``folder`` (its
+    path inside the tree, in the main tree and in each linked one, at most ``MAX_WORKTREES`` of
+    them), those that exist; [] when it is in no repository or its git files are unreadable or
+    hostile."""
+    found = git_folder(folder)
+    if found is None:
+        return []
+    try:
+        git_dir = _git_dir(found.top)
+        if git_dir is None:
+            return []
+        common = _common_dir(git_dir)
+        tops = [common.parent] if common.name == ".git" else []
+        linked = common / "worktrees"
+        names = sorted(p.name for p in linked.iterdir()) if linked.is_dir() else []
+        for name in names[:MAX_WORKTREES]:
+            pointer = linked / name / "gitdir"
+            if pointer.is_file():  # names the linked tree's ``.git`` file
+                dot_git = Path(_read(pointer, MAX_POINTER_BYTES).strip())
+                if not dot_git.is_absolute():  # git's relative form: from its own folder
+                    dot_git = pointer.parent / dot_git
+                tops.append(dot_git.parent)
+        own = folder.resolve()
+        places: dict[Path, Path] = {}
+        for top in tops:
+            place = top / found.inner_path if found.inner_path else top
+            if place.is_dir() and place.resolve() != own:
+                places.setdefault(place.resolve(), place)
+        return list(places.values())
+    except (OSError, ValueError, RuntimeError, _Hostile):
+        return []

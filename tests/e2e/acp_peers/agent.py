@@ -8,7 +8,8 @@ that reads a file and its completion, and a plan. Environment:
 - a prompt whose text contains ``permission`` asks the editor's permission for its tool call
   first (``session/request_permission``) and logs the outcome;
 - a prompt whose text contains ``crash`` makes it exit after the first chunk (a crash
-  mid-reply); ``slow`` makes it sleep 0.5 s between chunks."""
+  mid-reply); ``slow`` makes it sleep 0.5 s between chunks; ``usage`` makes it report the
+  session's usage (``usage_update``: 1,200 of 200,000 tokens used, a cost of 0.25 USD)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from acp import (
     update_tool_call,
 )
 from acp.interfaces import Client
-from acp.schema import PermissionOption, ToolCallUpdate
+from acp.schema import Cost, PermissionOption, ToolCallUpdate, UsageUpdate
 
 
 class ScriptedAgent(Agent):
@@ -97,6 +98,10 @@ class ScriptedAgent(Agent):
         )
         for piece in ("Done: ", asked):
             await send(session_id, update_agent_message_text(piece))
+        if "usage" in asked:
+            cost = Cost(amount=0.25, currency="USD")
+            usage = UsageUpdate(session_update="usage_update", used=1200, size=200000, cost=cost)
+            await send(session_id, usage)
         return PromptResponse(stop_reason="end_turn")
 
 

@@ -1,6 +1,9 @@
 """The editor's side in the tests: the official SDK's ``ClientSideConnection`` driving
 ``chat-history acp -- <agent>`` over real pipes, in the manner of the SDK's example client. It
-keeps every ``session/update`` it gets as the wire dict, and grants permissions."""
+keeps every ``session/update`` it gets as the wire dict, and grants permissions (once ``hold``
+is set, when it is). With ``listens``, it declares ``clientCapabilities.session.listChanged``
+(which the SDK 0.12's models do not know, so ``initialize`` goes out as the wire dict) and keeps
+each ``session/list_changed`` it gets (which its router does not know either)."""
 
 from __future__ import annotations
 
@@ -38,6 +41,10 @@ class Editor(Client):
 
     def __init__(self) -> None:
         self.updates: list[tuple[str, dict[str, Any]]] = []
+        #: the params of each ``session/list_changed`` received
+        self.changed: list[dict[str, Any]] = []
+        #: when set, permissions wait for it
+        self.hold: asyncio.Event | None = None
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append(
@@ -49,6 +56,8 @@ class Editor(Client):
     ) -> Any:
         from acp.schema import AllowedOutcome, RequestPermissionResponse
 
+        if self.hold is not None:
+            await self.hold.wait()
         return RequestPermissionResponse(
             outcome=AllowedOutcome(outcome="selected", option_id=options[0].option_id)
         )
@@ -66,9 +75,11 @@ async def editor_session(
     agent: list[str] | None = None,
     command: list[str] | None = None,
     cwd: Path | None = None,
+    listens: bool = False,
 ) -> AsyncIterator[tuple[ClientSideConnection, Editor, asyncio.subprocess.Process]]:
     """A proxy process (``command``, else ``proxy_command``; started in ``cwd``, else the
-    repository) and the SDK's client connection to it (initialized)."""
+    repository) and the SDK's client connection to it (initialized; declaring that it takes
+    ``session/list_changed`` with ``listens``)."""
     process = await asyncio.create_subprocess_exec(
         *(command or proxy_command(db, agent)),
         stdin=asyncio.subprocess.PIPE,
@@ -80,15 +91,32 @@ async def editor_session(
     assert process.stdin is not None and process.stdout is not None
     editor = Editor()
     conn = connect_to_agent(editor, process.stdin, process.stdout, use_unstable_protocol=True)
+    routed = conn._conn._handler
+
+    async def handler(method: str, params: Any, is_notification: bool) -> Any:
+        if method == "session/list_changed" and is_notification:
+            editor.changed.append(params)
+            return None
+        return await routed(method, params, is_notification)
+
+    conn._conn._handler = handler
     try:
-        await asyncio.wait_for(
-            conn.initialize(
-                protocol_version=PROTOCOL_VERSION,
-                client_capabilities=ClientCapabilities(),
-                client_info=Implementation(name="test-editor", version="1"),
-            ),
-            60,
-        )
+        if listens:
+            initialize = {
+                "protocolVersion": PROTOCOL_VERSION,
+                "clientCapabilities": {"session": {"listChanged": {}}},
+                "clientInfo": {"name": "test-editor", "version": "1"},
+            }
+            await asyncio.wait_for(conn._conn.send_request("initialize", initialize), 60)
+        else:
+            await asyncio.wait_for(
+                conn.initialize(
+                    protocol_version=PROTOCOL_VERSION,
+                    client_capabilities=ClientCapabilities(),
+                    client_info=Implementation(name="test-editor", version="1"),
+                ),
+                60,
+            )
         yield conn, editor, process
     finally:
         await conn.close()
