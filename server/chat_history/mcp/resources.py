@@ -1,7 +1,8 @@
 """Conversations as MCP resources (docs/mcp.md "Conversations as resources"), over
 ``ChatHistoryManager`` and free of the MCP SDK, as the tools are: the listing a client pages
 through, and one conversation read as Markdown or JSON — its newest rows that fit the token
-bound, saying how many earlier ones were left out. Same scope as the tools: one workspace (an
+bound, saying how many earlier ones were left out — and the completion of a template's
+``conversationId``. Same scope as the tools: one workspace (an
 id of another reads as unknown) unless the command line says every workspace; deleted text is
 never read, since each read is the manager's read of that moment.
 
@@ -25,6 +26,9 @@ from chat_history.service.manager import ChatHistoryManager
 PAGE = 100
 #: The longest cursor read (those handed out are far shorter).
 CURSOR_CHARS = 4_096
+#: Completion: the most values answered (the protocol's limit) and conversations looked at.
+COMPLETIONS = 100
+COMPLETION_SCAN = 5_000
 #: No rendered row costs fewer estimated tokens than this (its heading or JSON keys alone), so
 #: a read fetches at most ``max_tokens // ROW_FLOOR_TOKENS + 1`` of the newest rows.
 ROW_FLOOR_TOKENS = 5
@@ -157,3 +161,35 @@ def _markdown(
         for call in item.get("toolCalls", []):
             lines += ["", f"→ {call['name']}({call['arguments']})"]
     return "\n".join(lines) + "\n"
+
+
+def complete(
+    manager: ChatHistoryManager, scope: tools.Scope, template: str, argument: str, value: str
+) -> tuple[list[str], bool]:
+    """``completion/complete`` of a template's ``conversationId``: the ids in scope, newest
+    activity first, that start with ``value`` or whose title holds it (case-folded); at most
+    ``COMPLETIONS``, and whether more may match. Looks at ``COMPLETION_SCAN`` conversations at
+    most. Raises InvalidParams ``ref`` (not one of the templates) or ``argument``."""
+    every = scope.every_workspace
+    if template not in {t[0] for t in uris.templates(every_workspace=every)}:
+        raise InvalidParams("ref", "must be one of this server's resource templates")
+    if argument == "workspace" and every:
+        return [], False  # a workspace comes with its conversation in resources/list
+    if argument != "conversationId":
+        raise InvalidParams("argument", "the templates take conversationId (and workspace)")
+    wanted = value[: uris.ID_CHARS].casefold()
+    found: list[str] = []
+    cursor: str | None = None
+    for _ in range(COMPLETION_SCAN // 200):
+        page = manager.list_conversations_page(scope.workspace, 200, cursor)
+        for info in page.conversations:
+            title = (info.title or "").casefold()
+            matches = info.conversation_id.casefold().startswith(wanted) or wanted in title
+            if matches and info.message_count and info.conversation_id not in found:
+                if len(found) == COMPLETIONS:
+                    return found, True
+                found.append(info.conversation_id)
+        cursor = page.next_cursor
+        if cursor is None:
+            return found, False
+    return found, True

@@ -29,6 +29,7 @@ import anyio
 import mcp_types as types
 from mcp.server.caching import CacheHint
 from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -301,6 +302,27 @@ class RecallServer:
             ]
         )
 
+    def complete(
+        self, params: types.CompleteRequestParams, root: str | None
+    ) -> types.CompleteResult:
+        """``completion/complete`` of a template's argument (no prompts here: a prompt's ref
+        is an invalid one, -32602). Raises MCPError."""
+        if not isinstance(params.ref, types.ResourceTemplateReference):
+            raise MCPError(types.INVALID_PARAMS, "ref: this server has no prompts")
+        try:
+            values, more = resources.complete(
+                self.manager,
+                self.scope_of(root),
+                params.ref.uri,
+                params.argument.name,
+                params.argument.value,
+            )
+        except InvalidParams as exc:
+            raise MCPError(types.INVALID_PARAMS, f"{exc.field}: {exc.why}") from None
+        except ChatHistoryError as exc:
+            raise _unreadable("completion/complete", exc) from None
+        return types.CompleteResult(completion=types.Completion(values=values, has_more=more))
+
     # -- changes ----------------------------------------------------------------------------
 
     def workspace_in_scope(self) -> str | None:
@@ -382,6 +404,23 @@ async def _first_root(ctx: Any) -> str | None:
     return str(result.roots[0].uri) if result.roots else None
 
 
+class _Server(Server[Any]):
+    """The SDK's server, whose ``initialize`` says ``resources.listChanged`` on every transport
+    (the announcer sends it; the HTTP sessions ask this method with no options)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(resources_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
 def build_server(recall: RecallServer, announcer: changes.Announcer) -> Server[Any]:
     """The low-level MCP server of ``recall``'s tools and resources; ``announcer`` tells its
     clients of changes."""
@@ -422,6 +461,13 @@ def build_server(recall: RecallServer, announcer: changes.Announcer) -> Server[A
         )
         return read
 
+    async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
+        root = await root_of(ctx)
+        completed: types.CompleteResult = await anyio.to_thread.run_sync(
+            recall.serial, recall.complete, params, root
+        )
+        return completed
+
     async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
         try:
             announcer.subscribe(ctx, params.uri)
@@ -436,7 +482,7 @@ def build_server(recall: RecallServer, announcer: changes.Announcer) -> Server[A
     async def initialized(ctx: Any, params: Any) -> None:
         announcer.join(ctx)
 
-    server: Server[Any] = Server(
+    server = _Server(
         "chat-history",
         version=__version__,
         instructions="Read-only access to this workspace's past chat conversations.",
@@ -449,6 +495,7 @@ def build_server(recall: RecallServer, announcer: changes.Announcer) -> Server[A
         on_subscribe_resource=subscribe,
         on_unsubscribe_resource=unsubscribe,
         on_subscriptions_listen=announcer.listen,
+        on_completion=complete,
     )
 
     async def discover(ctx: Any, params: Any) -> types.DiscoverResult:
@@ -470,11 +517,6 @@ def build_server(recall: RecallServer, announcer: changes.Announcer) -> Server[A
     return server
 
 
-def initialization_options(server: Server[Any]) -> Any:
-    """What ``initialize`` answers: ``resources.listChanged`` (the announcer sends it)."""
-    return server.create_initialization_options(NotificationOptions(resources_changed=True))
-
-
 def announcer_of(recall: RecallServer) -> changes.Announcer:
     return changes.Announcer(recall.changes, recall.workspace_in_scope)
 
@@ -487,7 +529,7 @@ def serve(recall: RecallServer) -> None:
     async def run() -> None:
         async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as tg:
             tg.start_soon(announcer.run)
-            await server.run(read_stream, write_stream, initialization_options(server))
+            await server.run(read_stream, write_stream, server.create_initialization_options())
             tg.cancel_scope.cancel()
 
     anyio.run(run)
