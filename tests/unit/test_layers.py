@@ -62,6 +62,7 @@ CAMEL_ALLOWED = {
     "wire/frames.py",
     "cli/transfer.py",
     "mcp/tools.py",
+    "mcp/resources.py",
     "mcp/server.py",
     "acp/rows.py",
     "acp/sessions.py",

@@ -421,81 +421,78 @@ class _Server(Server[Any]):
         )
 
 
-def build_server(recall: RecallServer, announcer: changes.Announcer) -> Server[Any]:
-    """The low-level MCP server of ``recall``'s tools and resources; ``announcer`` tells its
-    clients of changes."""
+class _Handlers:
+    """The requests and notifications the server answers, each on ``recall`` (store work on a
+    worker thread, one at a time) and ``announcer`` (who hears of changes)."""
 
-    async def root_of(ctx: Any) -> str | None:
-        return await _first_root(ctx) if recall.needs_root() else None
+    def __init__(self, recall: RecallServer, announcer: changes.Announcer) -> None:
+        self.recall = recall
+        self.announcer = announcer
 
-    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+    async def _root(self, ctx: Any) -> str | None:
+        return await _first_root(ctx) if self.recall.needs_root() else None
+
+    async def _serial(self, work: Callable[..., Any], *args: Any) -> Any:
+        return await anyio.to_thread.run_sync(self.recall.serial, work, *args)
+
+    async def list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tool_list())
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> Any:
         arguments = params.arguments or {}
-        root = await root_of(ctx)
-        return await anyio.to_thread.run_sync(
-            recall.serial, recall.call, params.name, dict(arguments), root
-        )
+        root = await self._root(ctx)
+        return await self._serial(self.recall.call, params.name, dict(arguments), root)
 
-    async def list_resources(
-        ctx: Any, params: types.PaginatedRequestParams | None
-    ) -> types.ListResourcesResult:
-        root = await root_of(ctx)
+    async def list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
         cursor = None if params is None else params.cursor
-        listed: types.ListResourcesResult = await anyio.to_thread.run_sync(
-            recall.serial, recall.list_resources, cursor, root
-        )
-        return listed
+        return await self._serial(self.recall.list_resources, cursor, await self._root(ctx))
 
-    async def list_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
-        return recall.list_templates()
+    async def list_templates(self, ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        return self.recall.list_templates()
 
-    async def read_resource(
-        ctx: Any, params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
-        root = await root_of(ctx)
+    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> Any:
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        read: types.ReadResourceResult = await anyio.to_thread.run_sync(
-            recall.serial, recall.read_resource, params.uri, root, modern
-        )
-        return read
+        root = await self._root(ctx)
+        return await self._serial(self.recall.read_resource, params.uri, root, modern)
 
-    async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
-        root = await root_of(ctx)
-        completed: types.CompleteResult = await anyio.to_thread.run_sync(
-            recall.serial, recall.complete, params, root
-        )
-        return completed
+    async def complete(self, ctx: Any, params: types.CompleteRequestParams) -> Any:
+        return await self._serial(self.recall.complete, params, await self._root(ctx))
 
-    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+    async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
         try:
-            announcer.subscribe(ctx, params.uri)
+            self.announcer.subscribe(ctx, params.uri)
         except InvalidParams as exc:
             raise MCPError(types.INVALID_PARAMS, f"{exc.field}: {exc.why}") from None
         return types.EmptyResult()
 
-    async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        announcer.unsubscribe(ctx, params.uri)
+    async def unsubscribe(
+        self, ctx: Any, params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        self.announcer.unsubscribe(ctx, params.uri)
         return types.EmptyResult()
 
-    async def initialized(ctx: Any, params: Any) -> None:
-        announcer.join(ctx)
+    async def initialized(self, ctx: Any, params: Any) -> None:
+        self.announcer.join(ctx)
 
+
+def build_server(recall: RecallServer, announcer: changes.Announcer) -> Server[Any]:
+    """The low-level MCP server of ``recall``'s tools and resources; ``announcer`` tells its
+    clients of changes."""
+    handlers = _Handlers(recall, announcer)
     server = _Server(
         "chat-history",
         version=__version__,
         instructions="Read-only access to this workspace's past chat conversations.",
         cache_hints=CACHE_HINTS,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-        on_list_resources=list_resources,
-        on_list_resource_templates=list_templates,
-        on_read_resource=read_resource,
-        on_subscribe_resource=subscribe,
-        on_unsubscribe_resource=unsubscribe,
+        on_list_tools=handlers.list_tools,
+        on_call_tool=handlers.call_tool,
+        on_list_resources=handlers.list_resources,
+        on_list_resource_templates=handlers.list_templates,
+        on_read_resource=handlers.read_resource,
+        on_subscribe_resource=handlers.subscribe,
+        on_unsubscribe_resource=handlers.unsubscribe,
         on_subscriptions_listen=announcer.listen,
-        on_completion=complete,
+        on_completion=handlers.complete,
     )
 
     async def discover(ctx: Any, params: Any) -> types.DiscoverResult:
@@ -512,7 +509,7 @@ def build_server(recall: RecallServer, announcer: changes.Announcer) -> Server[A
 
     server.add_request_handler("server/discover", types.RequestParams, discover)
     server.add_notification_handler(
-        "notifications/initialized", types.NotificationParams, initialized
+        "notifications/initialized", types.NotificationParams, handlers.initialized
     )
     return server
 
