@@ -359,13 +359,39 @@ async def test_2025_clients_hear_of_changes_and_of_their_subscriptions(tmp_path:
         assert "and the cap?" in read.text  # type: ignore[union-attr]
 
 
+@pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
+async def test_every_workspace_hears_that_something_changed_and_nothing_while_quiet(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "changes.sqlite3"
+    seed(db)
+    heard: list[Any] = []
+    async with session(db, "2025-11-25", "--all-workspaces", heard=heard) as client:
+        await client.list_resources()
+        mine = f"{URI}secret?workspace=file%3A%2F%2F%2Fwork%2Fother"
+        await client.subscribe_resource(mine)
+        await client.subscribe_resource("test://not-ours")
+        await anyio.sleep(2)  # four looks at a quiet store
+        assert heard == []
+        writer = ChatHistoryManager.open(db)
+        try:
+            writer.append(Key(OTHER, "secret"), [Message(role="user", content="more")])
+        finally:
+            writer.close()
+        with anyio.fail_after(15):
+            while not any(isinstance(m, types.ResourceUpdatedNotification) for m in heard):
+                await anyio.sleep(0.1)
+        updated = [m.params.uri for m in heard if isinstance(m, types.ResourceUpdatedNotification)]
+        assert updated == [mine]  # a URI of no conversation never fires
+        assert any(isinstance(m, types.ResourceListChangedNotification) for m in heard)
+
+
 async def test_2026_clients_hear_of_changes_on_the_stream_they_listen_to(tmp_path: Path) -> None:
     db = tmp_path / "changes.sqlite3"
     seed(db)
     heard: list[Any] = []
     async with session(db, "2026-07-28", "--workspace", WS, heard=heard) as client:
-        await client.list_resources()
-        async with listen(
+        async with listen(  # before any other request: the scope is fixed by it
             client, resources_list_changed=True, resource_subscriptions=[URI + "retry"]
         ) as stream:
             writer = ChatHistoryManager.open(db)

@@ -354,6 +354,8 @@ class RecallServer:
         another process committed."""
         with self._work:
             scope = self._scope
+            if scope is None and not self.needs_root():
+                scope = self.scope_of(None)  # nothing to wait for: changes are told from now
             if scope is None:
                 return None
             try:
@@ -459,6 +461,7 @@ class _Handlers:
         return await self._serial(self.recall.complete, params, await self._root(ctx))
 
     async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        await self._serial(self.recall.scope_of, await self._root(ctx))  # told from now on
         try:
             self.announcer.subscribe(ctx, params.uri)
         except InvalidParams as exc:
@@ -473,6 +476,12 @@ class _Handlers:
 
     async def initialized(self, ctx: Any, params: Any) -> None:
         self.announcer.join(ctx)
+
+    async def listen(self, ctx: Any, params: types.SubscriptionsListenRequestParams) -> Any:
+        """``subscriptions/listen`` (2026-07-28, where no roots are asked): the scope is fixed
+        first, so that what changes from the acknowledgment on is told."""
+        await self._serial(self.recall.scope_of, None)
+        return await self.announcer.listen(ctx, params)
 
 
 def build_server(recall: RecallServer, announcer: changes.Announcer) -> Server[Any]:
@@ -491,7 +500,7 @@ def build_server(recall: RecallServer, announcer: changes.Announcer) -> Server[A
         on_read_resource=handlers.read_resource,
         on_subscribe_resource=handlers.subscribe,
         on_unsubscribe_resource=handlers.unsubscribe,
-        on_subscriptions_listen=announcer.listen,
+        on_subscriptions_listen=handlers.listen,
         on_completion=handlers.complete,
     )
 
