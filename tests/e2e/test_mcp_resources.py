@@ -300,6 +300,7 @@ async def test_a_read_stays_within_max_tokens_and_says_what_was_left_out(tmp_pat
         assert rows["omittedBefore"] > 0
 
 
+@pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
 @pytest.mark.parametrize("era", ERAS)
 async def test_hostile_uris_and_cursors_are_refused_naming_the_field(db: Path, era: str) -> None:
     async with session(db, era, "--workspace", WS) as client:
@@ -327,6 +328,13 @@ async def test_hostile_uris_and_cursors_are_refused_naming_the_field(db: Path, e
             assert raised.value.code == types.INVALID_PARAMS
             assert raised.value.message.startswith("cursor:"), raised.value.message
             assert "forged" not in raised.value.message
+        ref = types.ResourceTemplateReference(uri=URI + "{conversationId}")
+        huge = await client.complete(ref, {"name": "conversationId", "value": "x" * 100_000})
+        assert huge.completion.values == []
+        if era == "2025-11-25":
+            with pytest.raises(MCPError) as raised:
+                await client.subscribe_resource(URI + "x" * 100_000)
+            assert raised.value.message.startswith("uri:")
         # still serving after all of it
         assert (await client.read_resource(URI + "retry")).contents
 

@@ -1,7 +1,7 @@
 """Telling clients that the history changed (docs/mcp.md "When another window writes"): every
-``IDLE_SECONDS`` the recall server looks at the store (``RecallServer.changes``: the change
-watch of the editor's server over its workspace, or, with ``--all-workspaces``, whether another
-process committed at all), and on a change this sends ``notifications/resources/list_changed``
+``IDLE_SECONDS`` the recall server looks at the store (``RecallServer.look_for_changes``: the
+editor's server's change watch over its workspace, or, with ``--all-workspaces``, whether
+another process committed at all), and on a change this sends ``notifications/resources/list_changed``
 and ``notifications/resources/updated`` for each subscribed conversation that changed.
 
 Each protocol era hears it its own way: a 2025 client (the ``initialize`` handshake) on its
@@ -147,9 +147,12 @@ class Announcer:
         """Look for changes every ``IDLE_SECONDS`` and tell them, until cancelled."""
         while True:
             await anyio.sleep(IDLE_SECONDS)
-            changed = await anyio.to_thread.run_sync(self._look)
-            if changed is not None:
-                await self.announce(changed)
+            try:
+                changed = await anyio.to_thread.run_sync(self._look)
+                if changed is not None:
+                    await self.announce(changed)
+            except Exception:  # a look that fails must not end the server: the next one tries
+                log.warning("chat-history mcp: the change loop failed", exc_info=True)
 
     async def announce(self, changed: Changed) -> None:
         workspace = self._workspace()

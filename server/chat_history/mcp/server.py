@@ -348,17 +348,17 @@ class RecallServer:
         with self.manager.store.read() as reading:
             return reading.change_token()
 
-    def changes(self) -> changes.Changed | None:
+    def look_for_changes(self) -> changes.Changed | None:
         """What other processes changed in scope since the last look (None: nothing, or no
         scope yet): the change watch's conversations, or with every workspace only that
         another process committed."""
         with self._work:
-            scope = self._scope
-            if scope is None and not self.needs_root():
-                scope = self.scope_of(None)  # nothing to wait for: changes are told from now
-            if scope is None:
-                return None
             try:
+                scope = self._scope
+                if scope is None and not self.needs_root():
+                    scope = self.scope_of(None)  # nothing to wait for: told from now on
+                if scope is None:
+                    return None
                 if scope.workspace is None:
                     token = self._change_token()
                     moved = self._token is not None and token != self._token
@@ -368,7 +368,7 @@ class RecallServer:
                     self._begin_watch(scope)
                     return None
                 found = self._watch.poll()
-            except StorageError as exc:  # looked at again later: nothing is lost
+            except ChatHistoryError as exc:  # looked at again later: nothing is lost
                 log.debug("chat-history mcp: change watch: %s", exc)
                 return None
             if not found:
@@ -524,7 +524,7 @@ def build_server(recall: RecallServer, announcer: changes.Announcer) -> Server[A
 
 
 def announcer_of(recall: RecallServer) -> changes.Announcer:
-    return changes.Announcer(recall.changes, recall.workspace_in_scope)
+    return changes.Announcer(recall.look_for_changes, recall.workspace_in_scope)
 
 
 def serve(recall: RecallServer) -> None:
