@@ -180,7 +180,9 @@ dist-check: dist
 
 # The linux-x64 .vsix installed in code-server with nothing else (no pip install of the server):
 # no Python on PATH, then only a Python 3.10, then with a PostgreSQL database named
-# (examples/chat-panel/e2e/install-run.sh).
+# (examples/chat-panel/e2e/install-run.sh); and the linux-arm64 .vsix run with Debian's arm64
+# Python under qemu-user (packaging/arm64_run.py; qemu-user-static with apt on first use, the
+# Python downloaded with apt into $(PANEL)/.e2e-cache, the host's own packages untouched).
 e2e-install: $(DEV) $(PANEL_NODE) shim-build postgresql $(ACP_AGENTS)
 	cd $(PANEL) && CHAT_HISTORY_PYTHON="$(CURDIR)/$(PY)" bash e2e/install-run.sh
 

@@ -29,6 +29,8 @@ from systems import OUR_SETTINGS, preload_ours  # noqa: E402
 from worker import measure  # noqa: E402
 from workload import CONVERSATION, OTHER_LENGTH, WORKSPACE, take  # noqa: E402
 
+from chat_history.service import history, usage  # noqa: E402
+
 #: Turns the summary leaves uncovered (fewer than would trigger another proposal).
 RECENT_TURNS = 8
 OTHERS = 10
@@ -60,21 +62,22 @@ def run_size(size: int, reps: int, budget_s: float) -> dict[str, Any]:
         options = PrepareOptions()
         try:
             settings = manager.settings
-            manager.settings = attrs.evolve(
-                settings, context=attrs.evolve(settings.context, compaction_enabled=False)
+            without = manager.under(
+                attrs.evolve(
+                    settings, context=attrs.evolve(settings.context, compaction_enabled=False)
+                )
             )
-            bare = measure(lambda: manager.prepare(key, options), reps, budget_s)
-            manager.settings = settings
-            plain_result = manager.prepare(key, options)
-            plain = measure(lambda: manager.prepare(key, options), reps, budget_s)
-            newest = list(manager.get(key, limit=RECENT_TURNS * 6).messages)
-            manager.save_summary(key, SUMMARY, _turn_start(newest) - 1)
+            bare = measure(lambda: history.prepare(without, key, options), reps, budget_s)
+            plain_result = history.prepare(manager, key, options)
+            plain = measure(lambda: history.prepare(manager, key, options), reps, budget_s)
+            newest = list(history.get(manager, key, limit=RECENT_TURNS * 6).messages)
+            history.save_summary(manager, key, SUMMARY, _turn_start(newest) - 1)
             for n in range(20):
-                manager.report_usage(None, None, 1_000, 1_100 + n)
-            compacted_result = manager.prepare(key, options)
+                usage.report(manager, None, None, 1_000, 1_100 + n)
+            compacted_result = history.prepare(manager, key, options)
             assert compacted_result.compacted_turns > 0
             assert compacted_result.calibration.samples == 20
-            compacted = measure(lambda: manager.prepare(key, options), reps, budget_s)
+            compacted = measure(lambda: history.prepare(manager, key, options), reps, budget_s)
         finally:
             store.close()
     return {

@@ -265,6 +265,7 @@ class System:
 
 class Ours(System):
     def __init__(self, name: str, settings: dict[str, Any], folder: Path) -> None:
+        from chat_history.service import history
         from chat_history.service.manager import ChatHistoryManager
         from chat_history.settings import load_settings
         from chat_history.store import Key, Store
@@ -273,15 +274,18 @@ class Ours(System):
         self.store = Store(folder)
         self.manager = ChatHistoryManager(self.store, load_settings(settings).settings)
         self.key = Key("bench-ws", "economy")
-        self.manager.append(self.key, [Message(role="system", content=SYSTEM_PROMPT)])
+        history.append(self.manager, self.key, [Message(role="system", content=SYSTEM_PROMPT)])
 
     def append(self, rows: Sequence[Message]) -> None:
-        self.manager.append(self.key, rows)
+        from chat_history.service import history
+
+        history.append(self.manager, self.key, rows)
 
     def body(self) -> dict[str, Any]:
+        from chat_history.service import history
         from chat_history.service.preparation import PrepareOptions
 
-        prepared = self.manager.prepare(self.key, PrepareOptions(provider="anthropic"))
+        prepared = history.prepare(self.manager, self.key, PrepareOptions(provider="anthropic"))
         return spec_markers(json.loads(json.dumps(prepared.body)))
 
     def close(self) -> None:

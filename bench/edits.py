@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "server"))
 
 from chat_history.model import Key, Message  # noqa: E402
-from chat_history.service.conversations import MessageEdit  # noqa: E402
+from chat_history.service import conversations, edits, history  # noqa: E402
+from chat_history.service.edits import MessageEdit  # noqa: E402
 from chat_history.service.manager import ChatHistoryManager  # noqa: E402
 from chat_history.settings import load_settings  # noqa: E402
 
@@ -47,33 +48,39 @@ def measure(size: int) -> dict[str, float]:
     folder = Path(tempfile.mkdtemp(prefix="chat-history-edits-"))
     manager = ChatHistoryManager.open(folder / "edits.sqlite3", load_settings(KEEP_ALL).settings)
     for start in range(0, size // 2, 500):
-        manager.append(KEY, [m for i in range(start, min(start + 500, size // 2)) for m in turn(i)])
-    rows = manager.get(KEY, limit=2).messages
+        history.append(
+            manager, KEY, [m for i in range(start, min(start + 500, size // 2)) for m in turn(i)]
+        )
+    rows = history.get(manager, KEY, limit=2).messages
     turns = rows[-1].turn
 
     t_truncate = []
     for i in range(REPS):
-        tail = manager.get(KEY, limit=2).messages
+        tail = history.get(manager, KEY, limit=2).messages
         t0 = time.perf_counter()
-        manager.truncate(KEY, tail[0].id)
+        edits.truncate(manager, KEY, tail[0].id)
         t_truncate.append((time.perf_counter() - t0) * 1000)
-        manager.append(KEY, turn(10_000_000 + i))
+        history.append(manager, KEY, turn(10_000_000 + i))
 
     middle = turns // 2
-    delete_ms = median_ms(lambda i: manager.delete_turns(KEY, [middle + i]))
+    delete_ms = median_ms(lambda i: edits.delete_turns(manager, KEY, [middle + i]))
 
-    newest = manager.get(KEY, limit=2).messages[0]
+    newest = history.get(manager, KEY, limit=2).messages[0]
     edit_new_ms = median_ms(
-        lambda i: manager.edit_message(KEY, newest.id, MessageEdit(content=f"edited {i} {TEXT}"))
+        lambda i: edits.edit_message(
+            manager, KEY, newest.id, MessageEdit(content=f"edited {i} {TEXT}")
+        )
     )
-    early = manager.get(KEY, limit=size // 2).messages[0]  # a row half-way back
+    early = history.get(manager, KEY, limit=size // 2).messages[0]  # a row half-way back
     edit_mid_ms = median_ms(
-        lambda i: manager.edit_message(KEY, early.id, MessageEdit(content=f"edited {i} {TEXT}"))
+        lambda i: edits.edit_message(
+            manager, KEY, early.id, MessageEdit(content=f"edited {i} {TEXT}")
+        )
     )
 
-    count = len(manager.get(KEY).messages)
+    count = len(history.get(manager, KEY).messages)
     t0 = time.perf_counter()
-    manager.fork(KEY, Key("bench", "fork"))
+    conversations.fork(manager, KEY, Key("bench", "fork"))
     fork_s = time.perf_counter() - t0
     manager.close()
     return {

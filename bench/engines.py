@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 from tests.pgcluster import Cluster  # noqa: E402
 
 from chat_history.model import Key, Message  # noqa: E402
-from chat_history.policy.search_rank import SearchScope  # noqa: E402
+from chat_history.policy.search.rank import SearchScope  # noqa: E402
+from chat_history.service import history, search  # noqa: E402
 from chat_history.service.manager import ChatHistoryManager  # noqa: E402
 from chat_history.service.preparation import PrepareOptions  # noqa: E402
 from chat_history.settings import load_settings  # noqa: E402
@@ -84,7 +85,7 @@ def seed(manager: ChatHistoryManager, total: int) -> None:
             rows.append(Message(role="user" if i % 2 == 0 else "assistant", content=body))
             n += 1
         for start in range(0, len(rows), 1000):
-            manager.append(Key("ws", f"c{c}"), rows[start : start + 1000])
+            history.append(manager, Key("ws", f"c{c}"), rows[start : start + 1000])
 
 
 def median_ms(run: Callable[[], object], repeat: int) -> float:
@@ -102,10 +103,11 @@ def measure(store: HistoryStore, total: int, repeat: int) -> dict[str, float]:
     rng = random.Random(3)
     turn = Key("ws", "appending")
     long = Key("ws", "long")
-    manager.append(long, [Message(role="user", content=text(rng, 60)) for _ in range(200)])
+    history.append(manager, long, [Message(role="user", content=text(rng, 60)) for _ in range(200)])
     figures = {
         "append one turn": median_ms(
-            lambda: manager.append(
+            lambda: history.append(
+                manager,
                 turn,
                 [
                     Message(role="user", content=text(rng, 30)),
@@ -114,14 +116,14 @@ def measure(store: HistoryStore, total: int, repeat: int) -> dict[str, float]:
             ),
             repeat,
         ),
-        "get newest 50": median_ms(lambda: manager.get(Key("ws", "c1"), limit=50), repeat),
+        "get newest 50": median_ms(lambda: history.get(manager, Key("ws", "c1"), limit=50), repeat),
         "prepare 200 rows": median_ms(
-            lambda: manager.prepare(long, PrepareOptions(provider="openai")), repeat
+            lambda: history.prepare(manager, long, PrepareOptions(provider="openai")), repeat
         ),
-        "search rare word": median_ms(lambda: manager.search(SCOPE, RARE, 50), repeat),
+        "search rare word": median_ms(lambda: search.search(manager, SCOPE, RARE, 50), repeat),
     }
     if isinstance(store, PostgresStore):
-        manager.clear(Key("ws", "c2"))
+        history.clear(manager, Key("ws", "c2"))
         start = time.perf_counter()
         assert store.purge_now()
         figures["purge (VACUUM FULL)"] = (time.perf_counter() - start) * 1000

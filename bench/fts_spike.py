@@ -24,13 +24,11 @@ sys.path.insert(0, str(ROOT / "tests" / "unit"))
 
 from test_fts_residue import CATCH_UP, LAZY_INDEX, MESSAGES, with_detail  # noqa: E402
 
-from chat_history.policy.search import (  # noqa: E402
-    fts_plan,
-    match_row,
-    parse_query,
-    relevance,
-    stored_fold,
-)
+from chat_history.policy.search.folding import stored_fold  # noqa: E402
+from chat_history.policy.search.fts import fts_plan  # noqa: E402
+from chat_history.policy.search.query import parse_query  # noqa: E402
+from chat_history.policy.search.scoring import relevance  # noqa: E402
+from chat_history.policy.search.snippets import match_row  # noqa: E402
 
 ACCENTED = ["café", "résumé", "naïve", "Straße", "東京都", "日本語の文章", "über"]
 RARE = "zephyrquill"  # planted in exactly 20 rows at every size

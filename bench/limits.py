@@ -25,7 +25,7 @@ from chat_history.wire.checks import (  # noqa: E402
     MAX_JSON_FIELD_CHARS,
     MAX_MESSAGES,
 )
-from chat_history.wire.framing import MAX_CONTAINERS  # noqa: E402
+from chat_history.wire.transport.scan import MAX_CONTAINERS  # noqa: E402
 
 KEEP_ALL = {"maxMessages": 100_000, "maxTokens": 0, "maxAgeHours": 0, "maxToolResultChars": 0}
 

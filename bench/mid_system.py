@@ -26,7 +26,7 @@ from economy_model import Ours, Step
 
 from chat_history.model import Message
 from chat_history.providers import KINDS, format_body
-from chat_history.providers.common import APPLICATION_INSTRUCTION
+from chat_history.providers.plan import APPLICATION_INSTRUCTION
 
 EVERY = 25
 BUDGET = 32_000

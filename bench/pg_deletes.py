@@ -36,6 +36,20 @@ url, rows, repeat = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 keep = load_settings({"maxMessages": 1_000_000, "maxTokens": 0, "maxAgeHours": 0}).settings
 two = load_settings({"maxMessages": 2, "maxTokens": 0, "maxAgeHours": 0}).settings
 manager = ChatHistoryManager(PostgresStore(url, purge_seconds=3600), keep)
+try:  # the service's families (this checkout); --server's older ones: the manager's methods
+    from chat_history.service.history import append, clear
+    from chat_history.service.usage import retain
+except ImportError:
+    append, clear = ChatHistoryManager.append, ChatHistoryManager.clear
+    retain = ChatHistoryManager.retain
+
+
+def under(settings):  # the manager under ``settings`` (older checkouts: set on it)
+    global manager
+    if hasattr(manager, "under"):
+        manager = manager.under(settings)
+    else:
+        manager.settings = settings
 
 
 def seed(key):
@@ -43,8 +57,8 @@ def seed(key):
     for n in range(rows // 2):
         batch += [Message(role="user", content=f"question {n} about the index and the cursor"),
                   Message(role="assistant", content=f"answer {n}: the function returns rows")]
-    manager.settings = keep
-    manager.append(key, batch)
+    under(keep)
+    append(manager, key, batch)
 
 
 figures = {"clear": [], "prune": []}
@@ -52,27 +66,27 @@ for n in range(repeat):
     key = Key("ws", f"c{n}")
     seed(key)
     began = time.perf_counter()
-    assert manager.clear(key) == rows
+    assert clear(manager, key) == rows
     figures["clear"].append((time.perf_counter() - began) * 1000)
     seed(key)
-    manager.settings = two
+    under(two)
     began = time.perf_counter()
-    plan = manager.retain(key)
+    plan = retain(manager, key)
     figures["prune"].append((time.perf_counter() - began) * 1000)
     assert plan.report.dropped_messages == rows - 2
-    manager.settings = keep
-    manager.clear(key)
+    under(keep)
+    clear(manager, key)
 # The common case: an append at the retention limit, which deletes the oldest turn (2 rows).
-manager.settings = load_settings({"maxMessages": 200, "maxTokens": 0, "maxAgeHours": 0}).settings
+under(load_settings({"maxMessages": 200, "maxTokens": 0, "maxAgeHours": 0}).settings)
 key = Key("ws", "steady")
 for n in range(110):
     turn = [Message(role="user", content=f"q {n}"), Message(role="assistant", content="a")]
-    manager.append(key, turn)
+    append(manager, key, turn)
 figures["append at the limit"] = []
 for n in range(20 * repeat):
     turn = [Message(role="user", content=f"more {n}"), Message(role="assistant", content="b")]
     began = time.perf_counter()
-    manager.append(key, turn)
+    append(manager, key, turn)
     figures["append at the limit"].append((time.perf_counter() - began) * 1000)
 print(json.dumps({name: statistics.median(values) for name, values in figures.items()}))
 manager.close()

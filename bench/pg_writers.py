@@ -29,6 +29,11 @@ from chat_history.model import Key, Message
 from chat_history.settings import load_settings
 from chat_history.store.postgres import PostgresStore
 
+try:  # the service's families (this checkout); --server's older ones: the manager's methods
+    from chat_history.service.history import append
+except ImportError:
+    append = ChatHistoryManager.append
+
 url, conversation, rounds, hold, start = sys.argv[2], sys.argv[3], int(sys.argv[4]), float(
     sys.argv[5]
 ), float(sys.argv[6])
@@ -48,16 +53,15 @@ class Hold:
 
 
 key = Key("ws", conversation)
-manager.append(key, [Message(role="user", content="warm up")])
+append(manager, key, [Message(role="user", content="warm up")])
 if hold:
     manager.store.observer = Hold()
 while time.time() < start:
     time.sleep(0.001)
 began = time.perf_counter()
 for n in range(rounds):
-    manager.append(
-        key, [Message(role="user", content=f"q {n}"), Message(role="assistant", content="a")]
-    )
+    turn = [Message(role="user", content=f"q {n}"), Message(role="assistant", content="a")]
+    append(manager, key, turn)
 print(time.perf_counter() - began)
 manager.close()
 """

@@ -27,6 +27,7 @@ from search import RARE, message_text  # noqa: E402
 
 from chat_history.client import StdioClient  # noqa: E402
 from chat_history.model import Key, Message  # noqa: E402
+from chat_history.service import history  # noqa: E402
 from chat_history.service.manager import ChatHistoryManager  # noqa: E402
 from chat_history.settings import load_settings  # noqa: E402
 from chat_history.store import DATABASE_FILE  # noqa: E402
@@ -52,7 +53,7 @@ def fill(path: Path, rows: int) -> None:
                 batch.append(Message(role="user" if i % 2 == 0 else "assistant", content=text))
                 n += 1
             for start in range(0, len(batch), 100):
-                manager.append(Key(WORKSPACE, f"c{c}"), batch[start : start + 100])
+                history.append(manager, Key(WORKSPACE, f"c{c}"), batch[start : start + 100])
     finally:
         manager.close()
 

@@ -27,7 +27,7 @@ from tests.pgcluster import Cluster  # noqa: E402
 
 from chat_history.client import StdioClient  # noqa: E402
 from chat_history.model import Key, Message  # noqa: E402
-from chat_history.service import replies  # noqa: E402
+from chat_history.service import history, replies  # noqa: E402
 from chat_history.service.manager import ChatHistoryManager  # noqa: E402
 from chat_history.service.replies import ReplyBegin, ReplyChange  # noqa: E402
 from chat_history.settings import load_settings  # noqa: E402
@@ -64,29 +64,34 @@ def measure(store: HistoryStore, repeat: int) -> dict[str, float]:
     manager = ChatHistoryManager(store, KEEP_ALL)
     rng = random.Random(5)
     for c in range(20):  # a database with some history
-        manager.append(Key("ws", f"c{c}"), [Message(role="user", content=words(rng, 400))] * 50)
+        history.append(
+            manager, Key("ws", f"c{c}"), [Message(role="user", content=words(rng, 400))] * 50
+        )
     appending = Key("ws", "appending")
     figures = {
         "append one row": median_ms(
-            lambda: manager.append(
-                appending, [Message(role="assistant", content=words(rng, DELTA))]
+            lambda: history.append(
+                manager, appending, [Message(role="assistant", content=words(rng, DELTA))]
             ),
             repeat,
         )
     }
     for size in SIZES:
         key = Key("ws", f"reply{size}")
-        manager.append(key, [Message(role="user", content="why is the sky blue?")])
-        row = manager.begin_reply(key, ReplyBegin())
-        manager.update_reply(key, row.id, ReplyChange(content=words(rng, size)))
+        history.append(manager, key, [Message(role="user", content="why is the sky blue?")])
+        row = replies.begin(manager, key, ReplyBegin())
+        replies.update(manager, key, row.id, ReplyChange(content=words(rng, size)))
         delta = words(rng, DELTA)
         figures[f"update at {size // 1000} KB"] = median_ms(
-            lambda key=key, row=row.id, delta=delta: manager.update_reply(  # type: ignore[misc]
-                key, row, ReplyChange(content_delta=delta)
+            lambda key=key, row=row.id, delta=delta: replies.update(
+                manager,  # type: ignore[misc]
+                key,
+                row,
+                ReplyChange(content_delta=delta),
             ),
             repeat,
         )
-        manager.end_reply(key, row.id, "complete", ReplyChange())
+        replies.end(manager, key, row.id, "complete", ReplyChange())
     manager.close()
     return figures
 

@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "server"))
 
 from chat_history.model import Key, Message  # noqa: E402
-from chat_history.policy.search_rank import SearchScope  # noqa: E402
+from chat_history.policy.search.rank import SearchScope  # noqa: E402
+from chat_history.service import history, search  # noqa: E402
 from chat_history.service.manager import ChatHistoryManager  # noqa: E402
 from chat_history.settings import load_settings  # noqa: E402
 from chat_history.store import search_index  # noqa: E402
@@ -89,7 +90,7 @@ def fill(manager: ChatHistoryManager, rows: int, rng: random.Random) -> None:
             batch.append(Message(role="user" if i % 2 == 0 else "assistant", content=text))
             n += 1
         for start in range(0, len(batch), 100):
-            manager.append(Key("ws", f"c{c}"), batch[start : start + 100])
+            history.append(manager, Key("ws", f"c{c}"), batch[start : start + 100])
 
 
 def median_ms(fn: Callable[[], object], reps: int) -> float:
@@ -125,18 +126,20 @@ def measure(folder: Path, rows: int, reps: int) -> dict[str, float]:
     # The first search indexes everything written so far (2,000 rows per search).
     probe = sqlite3.connect(path)
     start = time.perf_counter()
-    manager.search(SCOPE, RARE, 50)
+    search.search(manager, SCOPE, RARE, 50)
     searches = 1
     while search_index.backlog(probe):
-        manager.search(SCOPE, RARE, 50)
+        search.search(manager, SCOPE, RARE, 50)
         searches += 1
     probe.close()
     figures["first searches s"] = time.perf_counter() - start
     figures["first searches"] = searches
     for label, query in QUERIES.items():
-        figures[f"search {label}"] = median_ms(lambda q=query: manager.search(SCOPE, q, 50), reps)
+        figures[f"search {label}"] = median_ms(
+            lambda q=query: search.search(manager, SCOPE, q, 50), reps
+        )
     label, scope, query = SCOPED
-    figures[f"search {label}"] = median_ms(lambda: manager.search(scope, query, 50), reps)
+    figures[f"search {label}"] = median_ms(lambda: search.search(manager, scope, query, 50), reps)
     figures["LIKE scan, rare word"] = median_ms(like_scan(path, RARE), max(3, reps // 5))
 
     # Appends: alone (what an append costs; the index does not take part), then their share of
@@ -146,11 +149,11 @@ def measure(folder: Path, rows: int, reps: int) -> dict[str, float]:
     times = []
     for text in texts:
         start = time.perf_counter()
-        manager.append(key, [Message(role="user", content=text)])
+        history.append(manager, key, [Message(role="user", content=text)])
         times.append(time.perf_counter() - start)
     figures["append ms"] = statistics.median(times) * 1e3
     start = time.perf_counter()
-    manager.search(SCOPE, RARE, 50)
+    search.search(manager, SCOPE, RARE, 50)
     figures["catch-up ms/append"] = (time.perf_counter() - start) * 1e3 / len(texts)
     manager.close()
 
@@ -175,7 +178,7 @@ def measure(folder: Path, rows: int, reps: int) -> dict[str, float]:
     times = []
     for text in texts:
         start = time.perf_counter()
-        bare_manager.append(key, [Message(role="user", content=text)])
+        history.append(bare_manager, key, [Message(role="user", content=text)])
         times.append(time.perf_counter() - start)
     bare_manager.close()
     figures["append without index ms"] = statistics.median(times) * 1e3
@@ -187,8 +190,10 @@ def long_rows(folder: Path, reps: int) -> float:
     every snippet folding its whole row)."""
     manager = ChatHistoryManager.open(folder / "long.sqlite3", load_settings(KEEP_ALL).settings)
     for i in range(LONG_ROWS):
-        manager.append(Key("ws", "long"), [Message(role="user", content=f"needle {i} {LONG_TEXT}")])
-    figure = median_ms(lambda: manager.search(SCOPE, "needle", 50), max(3, reps // 5))
+        history.append(
+            manager, Key("ws", "long"), [Message(role="user", content=f"needle {i} {LONG_TEXT}")]
+        )
+    figure = median_ms(lambda: search.search(manager, SCOPE, "needle", 50), max(3, reps // 5))
     manager.close()
     return figure
 
@@ -198,7 +203,7 @@ def report(small: int, large: int, figures: dict[int, dict[str, float]]) -> str:
     lines = [
         "## Search",
         "",
-        f"`bench/search.py`: `ChatHistoryManager.search` (the handler's whole work: catch-up "
+        f"`bench/search.py`: `service.search.search` (the handler's whole work: catch-up "
         f"check, candidates, retention check per conversation with hits, ranking, snippets) at "
         f"{small:,} and {large:,} stored messages in {CONVERSATIONS} conversations of one "
         f"workspace, text from the standard library's sources (10% with an accented word). "

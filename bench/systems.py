@@ -20,6 +20,7 @@ from workload import (
     tokens,
 )
 
+from chat_history.service import history
 from chat_history.store import engine
 
 CHUNK = 1_000  # messages per bulk-preload call
@@ -113,10 +114,10 @@ def preload_ours(folder: Path, target: list[Msg], others: dict[str, list[Msg]]) 
     manager = ChatHistoryManager(store, load_settings(OUR_SETTINGS).settings)
     try:
         for name, rows in others.items():
-            manager.append(Key(WORKSPACE, name), [_our_message(m) for m in rows])
+            history.append(manager, Key(WORKSPACE, name), [_our_message(m) for m in rows])
         key = Key(WORKSPACE, CONVERSATION)
         for chunk in _chunks(target):
-            manager.append(key, [_our_message(m) for m in chunk])
+            history.append(manager, key, [_our_message(m) for m in chunk])
     finally:
         store.close()
 
@@ -138,13 +139,13 @@ class OursInProcess(System):
         self.options = PrepareOptions()
 
     def append(self, message: Msg) -> None:
-        self.manager.append(self.key, [_our_message(message)])
+        history.append(self.manager, self.key, [_our_message(message)])
 
     def get(self) -> int:
-        return len(self.manager.get(self.key, limit=PAGE).messages)
+        return len(history.get(self.manager, self.key, limit=PAGE).messages)
 
     def prepare(self) -> int:
-        body = self.manager.prepare(self.key, self.options).body
+        body = history.prepare(self.manager, self.key, self.options).body
         messages = body["messages"]
         assert isinstance(messages, list)
         return len(messages)
@@ -306,9 +307,9 @@ class LangChain(System):
         warnings.filterwarnings("ignore")
         self.engine = create_engine(f"sqlite:///{self.folder / 'lc.sqlite3'}")
         for name, rows in [*others.items(), (CONVERSATION, target)]:
-            history = self._history(name)
+            chat = self._history(name)
             for chunk in _chunks(rows):  # add_messages: one transaction per call
-                history.add_messages([self._message(m) for m in chunk])
+                chat.add_messages([self._message(m) for m in chunk])
         self.history = self._history(CONVERSATION)
 
     def append(self, message: Msg) -> None:

@@ -41,6 +41,7 @@ sys.path.insert(0, str(SERVER))
 
 from chat_history.client import StdioClient  # noqa: E402
 from chat_history.model import Key, Message  # noqa: E402
+from chat_history.service import history  # noqa: E402
 from chat_history.service.manager import ChatHistoryManager  # noqa: E402
 from chat_history.settings import load_settings  # noqa: E402
 from chat_history.store.choice import open_store  # noqa: E402
@@ -63,7 +64,7 @@ def populate(storage: Path, url: str | None, conversations: int) -> None:
                 rows.append((Message(role="assistant", content="a"), 1, 1))
                 tx.insert(Key(WORKSPACE, f"c{n:05d}"), rows, None, now)
         manager = ChatHistoryManager(store, load_settings(KEEP).settings)
-        manager.append(Key(WORKSPACE, "small"), [Message(role="user", content="hi")])
+        history.append(manager, Key(WORKSPACE, "small"), [Message(role="user", content="hi")])
     finally:
         store.close()
 

@@ -12,6 +12,7 @@ const FIXTURE = join(REPO_ROOT, "tests", "fixtures", "imports", "claude-code", "
 const SESSION = "7f3c2a10-5b1e-4c2d-9e8f-0a1b2c3d4e5f";
 /** Every field of an entry, as the shim's PlannedImport names them. */
 const ENTRY_FIELDS: (keyof PlannedImport)[] = [
+  "beside",
   "conversationId",
   "messages",
   "newMessages",
@@ -23,6 +24,7 @@ const ENTRY_FIELDS: (keyof PlannedImport)[] = [
   "status",
   "title",
   "workspace",
+  "workspaceFrom",
 ];
 
 test("importFrom previews a Claude Code session of the folder, imports it, and finds nothing of a tool with no data folder", async (t) => {
@@ -46,6 +48,8 @@ test("importFrom previews a Claude Code session of the folder, imports it, and f
   assert.deepEqual(Object.keys(main).sort(), ENTRY_FIELDS);
   assert.equal(main.status, "new");
   assert.equal(main.workspace, folder);
+  assert.equal(main.workspaceFrom, "recorded");
+  assert.equal(main.beside, null);
   assert.equal(main.retention, null, "maxAgeHours 0: nothing expires");
   assert.deepEqual((await client.listConversations({})).conversations, [], "a dry run writes nothing");
 
@@ -56,6 +60,8 @@ test("importFrom previews a Claude Code session of the folder, imports it, and f
   assert.deepEqual(info?.metadata, { import: { source: "claude-code", session: SESSION } });
 
   for (const source of IMPORT_SOURCES.filter((s) => s !== "claude-code")) {
-    assert.deepEqual(await client.importFrom({ source }), { conversations: [] }, source);
+    const none = await client.importFrom({ source });
+    assert.deepEqual(none.conversations, [], source);
+    assert.ok(Array.isArray(none.warnings), source);
   }
 });

@@ -19,7 +19,7 @@ class _QuietExpectedErrors(logging.Filter):
         if record.exc_info and record.exc_info[1] is not None:
             from pygls.exceptions import JsonRpcException
 
-            from chat_history.wire.server import EXPECTED_CODES
+            from chat_history.wire.protocol import EXPECTED_CODES
 
             error = record.exc_info[1]
             if isinstance(error, JsonRpcException) and error.code in EXPECTED_CODES:

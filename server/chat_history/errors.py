@@ -1,4 +1,4 @@
-"""Domain errors raised by the core, in the domain's own names; ``wire/server.py`` maps each to
+"""Domain errors raised by the core, in the domain's own names; ``wire/codes.py`` maps each to
 its JSON-RPC code and ``wire/protocol.py`` to its message and data, each in one place."""
 
 from __future__ import annotations
@@ -110,8 +110,8 @@ class ConversationChanged(ChatHistoryError):
 
 
 class ReplyInProgress(ChatHistoryError):
-    """``beginReply`` on a conversation that already has a streaming reply (1004): nothing
-    changed. ``row_id`` is the streaming row."""
+    """``beginReply`` on a conversation that already has a streaming reply, or ``editMessage``
+    of a streaming row (1004): nothing changed. ``row_id`` is the streaming row."""
 
     def __init__(self, row_id: int) -> None:
         super().__init__(

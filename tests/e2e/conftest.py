@@ -19,7 +19,7 @@ from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 from tests.conftest import Databases, databases_of
 from tests.e2e import reliability
 
-from chat_history.wire.server import _converter as json_converter
+from chat_history.wire.session import _converter as json_converter
 
 SERVER = [sys.executable, "-m", "chat_history"]
 

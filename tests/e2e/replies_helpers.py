@@ -21,14 +21,19 @@ SHORT_LEASE = {"CHAT_HISTORY_REPLY_LEASE_MS": "1200"}
 
 @pytest.fixture
 def open_window(tmp_path: Path, databases: Databases | None) -> Iterator[Callable[..., Wire]]:
-    """Servers (editor windows) on one storage folder and workspace (on PostgreSQL: one
-    database), closed at the end."""
+    """Servers (editor windows) on one storage folder (on PostgreSQL: one database), each on
+    ``workspace`` (by default one they share) with further initializationOptions ``options``,
+    closed at the end."""
     opened: list[Wire] = []
 
     def make(
-        env: dict[str, str] | None = None, settings: Any = None, short_lease: bool = True
+        env: dict[str, str] | None = None,
+        settings: Any = None,
+        short_lease: bool = True,
+        workspace: str = WORKSPACE,
+        options: dict[str, Any] | None = None,
     ) -> Wire:
-        options: dict[str, Any] = {"workspace": WORKSPACE}
+        options = {"workspace": workspace, **(options or {})}
         if databases is not None:
             options["database"] = databases.url(tmp_path)
         wire = Wire(tmp_path, env={**(SHORT_LEASE if short_lease else {}), **(env or {})})

@@ -19,6 +19,7 @@ from acp import text_block
 from tests.e2e.acp_peers.client import ROOT, editor_session
 from tests.e2e.test_acp_life import key_of
 
+from chat_history.service import conversations, history
 from chat_history.service.manager import ChatHistoryManager
 
 CODEX = ROOT / "tests" / "acp-agents" / "node_modules" / ".bin" / "codex-acp"
@@ -130,8 +131,8 @@ async def test_codex_acp_offline_through_the_proxy(tmp_path: Path, codex_home: P
 
     manager = ChatHistoryManager.open(db)
     try:
-        assert manager.conversation(key_of(cwd, session)).message_count == 0
-        rows, _ = manager.history(key_of(cwd, fork.session_id))
+        assert conversations.info(manager, key_of(cwd, session)).message_count == 0
+        rows, _ = history.whole(manager, key_of(cwd, fork.session_id))
         assert [r.role for r in rows] == ["user", "assistant", "user", "assistant"]
         assert "Hello from the fake model (1)" in rows[1].content
         assert rows[3].status == "complete"

@@ -14,6 +14,7 @@ from acp import RequestError, text_block
 from tests.e2e.acp_peers.client import editor_session
 
 from chat_history.model import Key
+from chat_history.service import history
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.workspaces import resolve
 
@@ -24,7 +25,7 @@ def rows_of(db: Path, cwd: Path, session: str) -> list[tuple[str, str, str]]:
     manager = ChatHistoryManager.open(db)
     try:
         key = Key(resolve(cwd.as_uri(), "folder").workspace, f"acp:{session}")
-        rows, _ = manager.history(key)
+        rows, _ = history.whole(manager, key)
         return [(r.role, r.content, r.status) for r in rows]
     finally:
         manager.close()

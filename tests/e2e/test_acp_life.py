@@ -16,7 +16,8 @@ from tests.e2e.acp_peers.client import editor_session
 
 from chat_history.acp.rows import CHUNKS
 from chat_history.model import Key, StoredMessage
-from chat_history.policy.search_rank import SearchScope
+from chat_history.policy.search.rank import SearchScope
+from chat_history.service import conversations, history, search
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.workspaces import resolve
 
@@ -99,16 +100,18 @@ async def test_a_whole_life(tmp_path: Path) -> None:
     manager = ChatHistoryManager.open(db)
     try:
         gone, forked = key_of(cwd, session), key_of(cwd, fork.session_id)
-        assert manager.conversation(gone).message_count == 0
-        assert manager.get_summary(gone) is None
+        assert conversations.info(manager, gone).message_count == 0
+        assert history.get_summary(manager, gone) is None
         roles = ("user", "assistant", "tool")
-        found = manager.search(SearchScope(gone.workspace, gone.conversation, roles), "retry", 10)
+        found = search.search(
+            manager, SearchScope(gone.workspace, gone.conversation, roles), "retry", 10
+        )
         assert found.hits == ()  # nothing left in the search index either
-        kept = manager.search(
-            SearchScope(forked.workspace, forked.conversation, roles), "retry", 10
+        kept = search.search(
+            manager, SearchScope(forked.workspace, forked.conversation, roles), "retry", 10
         )
         assert kept.hits  # the fork's copy is still found
-        rows, _ = manager.history(key_of(cwd, fork.session_id))
+        rows, _ = history.whole(manager, key_of(cwd, fork.session_id))
         assert [r.role for r in rows].count("user") == 4
         assert all(r.status == "complete" for r in rows)
     finally:
@@ -120,7 +123,7 @@ async def streaming_row(db: Path, key: Key) -> StoredMessage:
     manager = ChatHistoryManager.open(db)
     try:
         for _ in range(400):
-            rows, _ = manager.history(key)
+            rows, _ = history.whole(manager, key)
             if len(rows) == 2 and rows[1].status == "streaming" and rows[1].content:
                 return rows[1]
             await asyncio.sleep(0.05)
@@ -144,7 +147,7 @@ async def test_rows_of_a_session(tmp_path: Path) -> None:
         await asyncio.wait_for(turn, 60)
     manager = ChatHistoryManager.open(db)
     try:
-        rows, _ = manager.history(key_of(cwd, session))
+        rows, _ = history.whole(manager, key_of(cwd, session))
         assert [r.role for r in rows] == ["user", "assistant", "tool"]
         assert rows[0].content == "slow please"
         assert rows[1].content == "Let me look at that.Done: slow please"
@@ -170,10 +173,12 @@ async def test_served_list_pages(tmp_path: Path) -> None:
     manager = ChatHistoryManager.open(db)
     try:
         for i in range(PAGE + 7):
-            manager.append(key_of(cwd, f"s{i:03}"), [Message(role="user", content=f"ask {i}")])
+            history.append(
+                manager, key_of(cwd, f"s{i:03}"), [Message(role="user", content=f"ask {i}")]
+            )
             if i % 10 == 0:  # the panel's own chats in the same workspace: not sessions
                 panel = Key(key_of(cwd, "x").workspace, f"panel-{i}")
-                manager.append(panel, [Message(role="user", content="a panel chat")])
+                history.append(manager, panel, [Message(role="user", content="a panel chat")])
     finally:
         manager.close()
     async with editor_session(db, {}) as (conn, _, _):
@@ -189,3 +194,34 @@ async def test_served_list_pages(tmp_path: Path) -> None:
             assert error.code == -32602 and "cursor" in str(error)
         else:
             raise AssertionError("a cursor the store did not hand out was accepted")
+
+
+async def test_a_list_without_cwd_is_the_proxys_own_workspace(tmp_path: Path) -> None:
+    """ACP lists the sessions "of a cwd": without one, the folder the editor started the proxy
+    in; another workspace's sessions only when its ``cwd`` is asked for."""
+    from acp import RequestError
+
+    from chat_history.model import Message
+
+    db, home, other = tmp_path / "history.db", tmp_path / "project", tmp_path / "other"
+    home.mkdir()
+    other.mkdir()
+    manager = ChatHistoryManager.open(db)
+    try:
+        history.append(manager, key_of(home, "mine"), [Message(role="user", content="here")])
+        history.append(
+            manager, key_of(other, "theirs"), [Message(role="user", content="elsewhere")]
+        )
+    finally:
+        manager.close()
+    async with editor_session(db, {}, cwd=home) as (conn, _, _):
+        listed = await conn.list_sessions()
+        assert [(s.session_id, s.cwd) for s in listed.sessions] == [("mine", str(home))]
+        asked = await conn.list_sessions(cwd=str(other))
+        assert [(s.session_id, s.cwd) for s in asked.sessions] == [("theirs", str(other))]
+        try:
+            await conn._conn.send_request("session/list", {"cwd": 5})
+        except RequestError as error:
+            assert error.code == -32602 and "cwd" in str(error)
+        else:
+            raise AssertionError("a cwd that is not a path was accepted")

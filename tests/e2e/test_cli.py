@@ -18,6 +18,7 @@ import pytest
 
 from chat_history.cli.settings_file import section_of, strip_jsonc
 from chat_history.model import Attachment, Message, ToolCall
+from chat_history.service import conversations, history
 from chat_history.service.conversations import ConversationUpdate
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.settings import default_settings
@@ -104,12 +105,16 @@ def tool_exchange(at: int) -> list[Message]:
 
 def populate(folder: Path) -> None:
     m = manager(folder)
-    m.append(PROJECT, tool_exchange(T))
-    m.save_summary(PROJECT, "The user asked what main.py prints.", covers_through_id=3)
-    m.append(
-        Key("file:///home/ada/project", "chat-2"), [Message(role="user", content="hi", timestamp=T)]
+    history.append(m, PROJECT, tool_exchange(T))
+    history.save_summary(m, PROJECT, "The user asked what main.py prints.", covers_through_id=3)
+    history.append(
+        m,
+        Key("file:///home/ada/project", "chat-2"),
+        [Message(role="user", content="hi", timestamp=T)],
     )
-    m.append(Key("default", "scratch"), [Message(role="user", content="note", timestamp=T + 9)])
+    history.append(
+        m, Key("default", "scratch"), [Message(role="user", content="note", timestamp=T + 9)]
+    )
     m.store.close()
 
 
@@ -158,10 +163,10 @@ def test_conversations_and_stats_count_a_conversation_holding_only_a_title_or_me
     counts it as listConversations does."""
     populate(tmp_path)
     m = manager(tmp_path)
-    m.update_conversation(
-        Key("default", "titled"), ConversationUpdate(set_title=True, title="Plan")
+    conversations.update(
+        m, Key("default", "titled"), ConversationUpdate(set_title=True, title="Plan")
     )
-    m.update_conversation(Key("elsewhere", "tagged"), ConversationUpdate(metadata={"pin": True}))
+    conversations.update(m, Key("elsewhere", "tagged"), ConversationUpdate(metadata={"pin": True}))
     m.close()
     listed = json.loads(run(env, "conversations", "--db", tmp_path, "--json").stdout)
     entries = {(c["workspace"], c["conversationId"]): c for c in listed["conversations"]}
@@ -227,7 +232,9 @@ def test_show_json_and_provider_body(tmp_path: Path, env: dict[str, str]) -> Non
 def test_show_needs_workspace_when_the_id_is_ambiguous(tmp_path: Path, env: dict[str, str]) -> None:
     m = manager(tmp_path)
     for workspace in ("a", "b"):
-        m.append(Key(workspace, "same"), [Message(role="user", content=workspace, timestamp=T)])
+        history.append(
+            m, Key(workspace, "same"), [Message(role="user", content=workspace, timestamp=T)]
+        )
     m.store.close()
     ambiguous = run(env, "show", "same", "--db", tmp_path)
     assert ambiguous.returncode == 2
@@ -311,7 +318,7 @@ def test_reimport_adds_nothing_and_a_newer_export_adds_only_its_tail(
     assert "8 message(s) were already stored" in again.stdout
 
     m = manager(source)
-    m.append(PROJECT, [Message(role="user", content="And now?", timestamp=T + 10_000)])
+    history.append(m, PROJECT, [Message(role="user", content="And now?", timestamp=T + 10_000)])
     m.store.close()
     newer = tmp_path / "newer.jsonl"
     newer.write_text(export(env, source), encoding="utf-8")
@@ -423,7 +430,8 @@ def populate_for_retention(folder: Path) -> None:
     m = manager(folder, clock_ms=NOW - 800 * HOUR)
     old = Key("w", "old")
     long_ago = NOW - 800 * HOUR
-    m.append(
+    history.append(
+        m,
         old,
         [
             Message(role="user", content="q", timestamp=long_ago),
@@ -431,11 +439,12 @@ def populate_for_retention(folder: Path) -> None:
         ]
         * 2,
     )
-    m.save_summary(old, "ancient")
+    history.save_summary(m, old, "ancient")
     long = Key("w", "long")
-    m.append(long, [Message(role="system", content="sys", timestamp=T)])
+    history.append(m, long, [Message(role="system", content="sys", timestamp=T)])
     for i in range(30):
-        m.append(
+        history.append(
+            m,
             long,
             [
                 Message(role="user", content=f"q{i}", timestamp=T + i),
@@ -444,7 +453,8 @@ def populate_for_retention(folder: Path) -> None:
         )
     fat = Key("w", "fat")
     for i in range(3):
-        m.append(
+        history.append(
+            m,
             fat,
             [
                 Message(role="user", content="x" * 2000, timestamp=T + i),
@@ -592,7 +602,8 @@ def test_db_names_a_folder_or_any_database_file(tmp_path: Path, env: dict[str, s
 def test_progress_is_drawn_on_a_terminal_only(tmp_path: Path, env: dict[str, str]) -> None:
     m = manager(tmp_path)
     for start in range(0, 2_000, 1_000):
-        m.append(
+        history.append(
+            m,
             PROJECT,
             [
                 Message(role="user", content=f"m{i}", timestamp=T + i)
@@ -702,8 +713,8 @@ def test_show_and_conversations_print_no_terminal_control_from_stored_text(
     )
     key = Key("ws\x1b[31m", "chat\x1b]0;t\x07")
     m = manager(tmp_path)
-    m.append(key, [Message(role="user", content=hostile, timestamp=T)])
-    m.save_summary(key, "sum\x1b[2Jmary")
+    history.append(m, key, [Message(role="user", content=hostile, timestamp=T)])
+    history.save_summary(m, key, "sum\x1b[2Jmary")
     m.store.close()
 
     def output(*args: str) -> bytes:
@@ -736,7 +747,8 @@ def test_show_and_conversations_print_no_terminal_control_from_stored_text(
 def test_rename_truncate_and_fork_by_hand(tmp_path: Path, env: dict[str, str]) -> None:
     folder = tmp_path / "storage"
     m = manager(folder)
-    rows = m.append(
+    rows = history.append(
+        m,
         PROJECT,
         [
             Message(role="user", content="first question", timestamp=T),
@@ -760,8 +772,11 @@ def test_rename_truncate_and_fork_by_hand(tmp_path: Path, env: dict[str, str]) -
     assert "'first question' (auto title)" in automatic.stdout
 
     check = manager(folder)
-    assert [r.content for r in check.get(PROJECT).messages] == ["first question", "first answer"]
-    fork = check.conversation(Key(PROJECT.workspace, "chat-2"))
+    assert [r.content for r in history.get(check, PROJECT).messages] == [
+        "first question",
+        "first answer",
+    ]
+    fork = conversations.info(check, Key(PROJECT.workspace, "chat-2"))
     assert (fork.title, fork.message_count) == ("Login bug (fork)", 2)
     check.close()
 
@@ -771,7 +786,7 @@ def test_edits_by_hand_refuse_bad_input_and_change_nothing(
 ) -> None:
     folder = tmp_path / "storage"
     m = manager(folder)
-    m.append(PROJECT, [Message(role="user", content="only", timestamp=T)])
+    history.append(m, PROJECT, [Message(role="user", content="only", timestamp=T)])
     m.close()
     missing = run(env, "--db", folder, "truncate", "chat-1", "--from", "999999")
     assert missing.returncode == 1 and "--from" in missing.stderr
@@ -782,6 +797,6 @@ def test_edits_by_hand_refuse_bad_input_and_change_nothing(
     both = run(env, "--db", folder, "rename", "chat-1")
     assert both.returncode == 2
     check = manager(folder)
-    assert [r.content for r in check.get(PROJECT).messages] == ["only"]
-    assert check.conversation(PROJECT).title_source == "auto"
+    assert [r.content for r in history.get(check, PROJECT).messages] == ["only"]
+    assert conversations.info(check, PROJECT).title_source == "auto"
     check.close()

@@ -13,6 +13,7 @@ import pytest
 from tests.e2e.test_cli import manager, run
 
 from chat_history.model import Message
+from chat_history.service import history
 from chat_history.store import Key
 
 OLD = 1_577_836_800_000  # 2020-01-01: past any default age rule
@@ -27,7 +28,8 @@ def env(tmp_path: Path) -> dict[str, str]:
 def folder(tmp_path: Path) -> Path:
     folder = tmp_path / "store"
     m = manager(folder)
-    m.append(
+    history.append(
+        m,
         Key("ws-a", "c1"),
         [
             Message(role="user", content="Wie lang ist die Straße?", timestamp=OLD),
@@ -35,7 +37,7 @@ def folder(tmp_path: Path) -> Path:
             Message(role="user", content="and now?"),  # a newer turn: the age rule could act
         ],
     )
-    m.append(Key("ws-b", "c2"), [Message(role="system", content="strasse rules")])
+    history.append(m, Key("ws-b", "c2"), [Message(role="system", content="strasse rules")])
     m.close()
     return folder
 

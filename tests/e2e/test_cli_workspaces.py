@@ -12,6 +12,7 @@ from tests.conftest import Databases
 from tests.e2e.test_cli import run
 
 from chat_history.model import Message
+from chat_history.service import history
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.store import HistoryStore, Key, Store
 from chat_history.store.postgres import PostgresStore
@@ -30,9 +31,9 @@ def test_workspaces_move_workspace_and_purge(
         url = databases.url(folder)
         store, where = PostgresStore(url), ["--database", url]
     manager = ChatHistoryManager(store)
-    manager.append(Key("file:///old", "c1"), [Message(role="user", content="one")])
-    manager.append(Key("file:///old", "c2"), [Message(role="user", content="two")])
-    manager.append(Key("file:///new", "c2"), [Message(role="user", content="clash")])
+    history.append(manager, Key("file:///old", "c1"), [Message(role="user", content="one")])
+    history.append(manager, Key("file:///old", "c2"), [Message(role="user", content="two")])
+    history.append(manager, Key("file:///new", "c2"), [Message(role="user", content="clash")])
     manager.close()
     env = {**os.environ, "CHAT_HISTORY_STORAGE": str(folder)}
     listed = run(env, *where, "workspaces", "--json")

@@ -22,6 +22,7 @@ from tests.e2e.test_cli import run
 from tests.pgcluster import Cluster
 
 from chat_history.model import Message
+from chat_history.service import history
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.store import Key, Store
 
@@ -108,14 +109,17 @@ def test_the_team_recipe_and_moving_between_engines_work_as_written(
     export_line, import_line = (line for line in commands.splitlines() if line.strip())
     sqlite_folder = tmp_path / "sqlite-store"
     seeded = ChatHistoryManager(Store(sqlite_folder))
-    seeded.append(
+    history.append(
+        seeded,
         Key("file:///home/alice/app", "plan"),
         [
             Message(role="user", content="alice's launch plan"),
             Message(role="assistant", content="ok"),
         ],
     )
-    seeded.append(Key("file:///home/alice/app", "notes"), [Message(role="user", content="notes")])
+    history.append(
+        seeded, Key("file:///home/alice/app", "notes"), [Message(role="user", content="notes")]
+    )
     seeded.close()
     alice_url = f"postgresql://alice@{host_of(cluster)}/chat_history"
     bob_url = f"postgresql://bob@{host_of(cluster)}/chat_history"

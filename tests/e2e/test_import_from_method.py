@@ -2,10 +2,13 @@
 default (the answer previews, nothing is written), ``dryRun: false`` imports the sessions the
 tool recorded for the session's own folder into the session's workspace, importing again adds
 nothing, and the method reads nothing outside the tool's data folder (a path elsewhere, a link
-out of it: -32602 ``path``)."""
+out of it, a NUL: -32602 ``path``). Issue 43: a FIFO in the data folder is a warning and the
+window keeps answering, a session without a folder goes into the window's workspace (said), and
+the user's own conversation of the same id is left alone."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -190,3 +193,99 @@ async def test_nothing_outside_the_tools_data_folder_is_read(
     assert [(c["workspace"], c["status"]) for c in one["conversations"]] == [
         ("file:///else", "new")
     ]
+
+
+# -- issue 43 (Imports): hostile folders, sessions without a folder, the user's own conversations
+
+
+async def test_a_nul_in_the_path_is_invalid_params_naming_path(
+    start_session: StartSession, tmp_path: Path
+) -> None:
+    project, home = claude_home(tmp_path)
+    session = await start(start_session, project, home)
+    inside = home / ".claude" / "projects"
+    message = await expect_invalid(
+        session, {"source": "claude-code", "path": f"{inside}/a\u0000b.jsonl"}, "path"
+    )
+    assert "NUL" in message
+
+
+@pytest.mark.skipif(os.name != "posix", reason="FIFOs are POSIX")
+async def test_a_fifo_in_the_data_folder_is_a_warning_and_the_window_keeps_answering(
+    start_session: StartSession, tmp_path: Path
+) -> None:
+    project, home = claude_home(tmp_path)
+    store = home / ".claude" / "projects" / project_folder_name(str(project))
+    fifo = store / "00000000-fifo.jsonl"
+    os.mkfifo(fifo)
+    empty = store / "00000001-empty.jsonl"
+    empty.write_bytes(b"")
+    session = await start(start_session, project, home, {"maxAgeHours": 0})
+    try:
+        answer = await asyncio.wait_for(
+            session.request("chatHistory/importFrom", {"source": "claude-code"}), 15
+        )
+    except TimeoutError:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # let the server go on
+        pytest.fail("importFrom blocked on a FIFO")
+    assert {c["sourceId"] for c in answer["conversations"]} == {NEW, OTHER, f"{OTHER}/sidechain"}
+    why = "no message in it that claude-code's reader carries over (empty, or not its session)"
+    assert answer["warnings"] == [
+        {"path": str(fifo), "why": "a FIFO, not a regular file: not read"},
+        {"path": str(empty), "why": why},
+    ]
+    named = await asyncio.wait_for(
+        session.request("chatHistory/importFrom", {"source": "claude-code", "path": str(fifo)}),
+        15,
+    )
+    assert named == {
+        "conversations": [],
+        "warnings": [{"path": str(fifo), "why": "a FIFO, not a regular file: not read"}],
+    }
+    assert await listed(session) == {}  # and the window answers its other requests
+
+
+async def test_a_session_without_a_folder_goes_into_the_windows_workspace_and_says_so(
+    start_session: StartSession, tmp_path: Path
+) -> None:
+    project, home = claude_home(tmp_path)
+    copilot = tmp_path / "copilot"
+    older = copilot / "history-session-state"
+    older.mkdir(parents=True)
+    timeline = "9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b"
+    name = f"session_{timeline}_1759250400000.json"
+    (older / name).write_bytes((FIXTURES / "copilot-cli" / "timeline-only" / name).read_bytes())
+    session = await start_session(
+        settings={"maxAgeHours": 0},
+        configuration={"maxAgeHours": 0},
+        env={"HOME": str(home), "COPILOT_HOME": str(copilot)},
+        workspace_folders=[types.WorkspaceFolder(uri=project.as_uri(), name="shop")],
+    )
+    params = {"source": "copilot-cli", "path": str(older / name), "dryRun": False}
+    answer = await session.request("chatHistory/importFrom", params)
+    [entry] = answer["conversations"]
+    assert (entry["workspace"], entry["workspaceFrom"], entry["messages"]) == (
+        project.as_uri(),
+        "current",
+        9,
+    )
+    assert await listed(session) == {f"copilot-cli:{timeline}": 9}
+
+
+async def test_an_import_goes_beside_the_users_own_conversation_of_the_same_id(
+    start_session: StartSession, tmp_path: Path
+) -> None:
+    project, home = claude_home(tmp_path)
+    session = await start(start_session, project, home, {"maxAgeHours": 0})
+    await session.append(f"claude-code:{NEW}", {"role": "user", "content": "my own"})
+    done = await session.request(
+        "chatHistory/importFrom", {"source": "claude-code", "dryRun": False}
+    )
+    entry = next(c for c in done["conversations"] if c["sourceId"] == NEW)
+    assert (entry["conversationId"], entry["status"], entry["beside"]) == (
+        f"claude-code:{NEW}~2",
+        "new",
+        f"claude-code:{NEW}",
+    )
+    found = await listed(session)
+    assert found[f"claude-code:{NEW}"] == 1 and found[f"claude-code:{NEW}~2"] == 6

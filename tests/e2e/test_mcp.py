@@ -21,6 +21,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from chat_history.model import Key, Message, ToolCall
+from chat_history.service import edits, history
 from chat_history.service.manager import ChatHistoryManager
 
 pytestmark = pytest.mark.asyncio
@@ -35,7 +36,8 @@ def seed(db: Path) -> None:
     """Three conversations in WS, one in OTHER (with a secret), one with a deleted turn."""
     manager = ChatHistoryManager.open(db)
     try:
-        manager.append(
+        history.append(
+            manager,
             Key(WS, "retry"),
             [
                 Message(role="user", content="How should the retry logic back off?", timestamp=T0),
@@ -57,7 +59,8 @@ def seed(db: Path) -> None:
                 ),
             ],
         )
-        manager.append(
+        history.append(
+            manager,
             Key(WS, "naming"),
             [
                 Message(
@@ -70,7 +73,8 @@ def seed(db: Path) -> None:
                 ),
             ],
         )
-        manager.append(
+        history.append(
+            manager,
             Key(WS, "forgotten"),
             [
                 Message(
@@ -87,8 +91,9 @@ def seed(db: Path) -> None:
                 ),
             ],
         )
-        manager.delete_turns(Key(WS, "forgotten"), [1])
-        manager.append(
+        edits.delete_turns(manager, Key(WS, "forgotten"), [1])
+        history.append(
+            manager,
             Key(OTHER, "secret"),
             [Message(role="user", content="the other project's zebrafish plan", timestamp=T0)],
         )
@@ -303,7 +308,8 @@ async def test_answers_stay_within_max_tokens_and_say_what_was_left_out(tmp_path
     manager = ChatHistoryManager.open(db)
     try:
         for n in range(30):
-            manager.append(
+            history.append(
+                manager,
                 Key(WS, f"c{n:02}"),
                 [
                     Message(role="user", content=f"question {n} about parsers " + "filler " * 300),

@@ -18,6 +18,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from chat_history.model import Key, Message
+from chat_history.service import conversations, history
 from chat_history.service.manager import ChatHistoryManager
 
 pytestmark = pytest.mark.asyncio
@@ -103,7 +104,8 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for workspace, count in counts.items():
             for n in range(count - len(DECISIONS)):
                 at = now - rng.randrange(1, 14 * 24) * HOURS
-                manager.append(
+                history.append(
+                    manager,
                     Key(workspace, f"chat-{n}"),
                     [
                         Message(role="user", content=filler(rng, 12) + "?", timestamp=at),
@@ -112,7 +114,8 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 )
             for conversation, question, ours, theirs in DECISIONS:
                 at = now - 6 * 24 * HOURS  # last week
-                manager.append(
+                history.append(
+                    manager,
                     Key(workspace, conversation),
                     [
                         Message(role="user", content=question, timestamp=at),
@@ -125,7 +128,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
                         ),
                     ],
                 )
-        assert len(manager.list_conversations_page(None, None, None).conversations) == 5_000
+        assert len(conversations.list_page(manager, None, None, None).conversations) == 5_000
     finally:
         manager.close()
     return path

@@ -28,9 +28,10 @@ from tests.e2e.reliability import (
 )
 
 from chat_history.model import MAX_JSON_DEPTH
+from chat_history.service import history
 from chat_history.store import Key
 from chat_history.wire.checks import MAX_CONTENT_CHARS
-from chat_history.wire.framing import MAX_CONTAINERS
+from chat_history.wire.transport.scan import MAX_CONTAINERS
 
 pytestmark = [pytest.mark.engines, pytest.mark.usefixtures("server_databases")]
 
@@ -297,7 +298,7 @@ def test_an_answer_over_the_cap_is_an_error_that_says_to_page(tmp_path: Path) ->
         tmp_path / "store",
         KEEP_ALL,
         log=tmp_path / "server.log",
-        preexec=f"import chat_history.wire.frames as f; f.MAX_ANSWER_BYTES = {cap}",
+        preexec=f"import chat_history.wire.transport.frames as f; f.MAX_ANSWER_BYTES = {cap}",
     )
     try:
         image = base64.b64encode(os.urandom(60_000)).decode()  # 80,000 characters a row
@@ -333,7 +334,8 @@ def test_a_row_stored_with_deep_arguments_before_the_limit_is_still_formatted(
     deep = deep_arguments(975)
     manager = ChatHistoryManager(open_store(storage))
     call = ToolCall(id="call_1", name="t", arguments=deep)
-    manager.append(
+    history.append(
+        manager,
         Key("ws", "old"),
         [
             Message(role="user", content="q"),

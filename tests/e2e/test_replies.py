@@ -24,6 +24,8 @@ from tests.e2e.replies_helpers import (
 )
 from tests.e2e.wire import Wire
 
+from chat_history.service import usage
+
 __all__ = ["open_window"]  # the fixture, imported for pytest
 pytestmark = pytest.mark.engines
 
@@ -220,7 +222,7 @@ def test_discard_leaves_no_residue_in_the_files(
 
         manager = ChatHistoryManager.on_database(databases.url(tmp_path))
         try:
-            assert manager.purge()
+            assert usage.purge(manager)
         finally:
             manager.close()
     assert holding() == []

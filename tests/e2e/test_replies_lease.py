@@ -9,6 +9,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from tests.e2e.replies_helpers import (
@@ -112,6 +113,41 @@ def test_other_windows_are_told_of_a_growing_reply_at_most_twice_a_second(
     assert reasons.count("reply") >= 4, reasons  # it grew, and it ended
     assert reasons.count("reply") <= 2 * seconds + 1, reasons
     assert writer.messages_of(CHANGED) == []
+
+
+def told_reply(wire: Wire, since: int) -> list[dict[str, Any]]:
+    """The ``chatHistory/changed`` "reply" notifications of "c" from the ``since``-th on."""
+    return [
+        m
+        for m in wire.messages_of(CHANGED)[since:]
+        if m["conversationId"] == "c" and m["reason"] == "reply"
+    ]
+
+
+@pytest.mark.parametrize("windows", [2, 3])
+def test_every_window_hears_of_an_expired_lease_the_one_that_ended_it_too(
+    open_window: Callable[..., Wire], windows: int
+) -> None:
+    """Issue 43 item 3: the server that interrupts an expired reply tells its own client (the
+    others hear of it through the change watch). With two windows the survivor is the one that
+    ends it; with three, whichever ends it, both are told."""
+    writer = open_window()
+    watchers = [open_window() for _ in range(windows - 1)]
+    ask(writer)
+    row = begin(writer, message={"content": "seen"})
+    update(writer, row["id"], contentDelta=" so far")
+    for watcher in watchers:
+        rows(watcher)  # each has seen the streaming row
+        watcher.drain(1.0)
+    seen = [len(w.messages_of(CHANGED)) for w in watchers]
+    writer.process.send_signal(signal.SIGKILL)
+    writer.finish()
+
+    for watcher, since in zip(watchers, seen, strict=True):
+        # idle: its own look (at most 2 s after the commit) tells it
+        wait_until(lambda w=watcher, s=since: bool(told_reply(w, s)), 15)
+        assert told_reply(watcher, since)[-1]["lastId"] == row["id"]
+        assert status_of(watcher, row["id"]) == ("interrupted", "seen so far")
 
 
 @pytest.mark.sqlite_only

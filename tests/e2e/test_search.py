@@ -16,7 +16,7 @@ from tests.conftest import Databases
 from tests.e2e.rawclient import RpcError
 from tests.e2e.reliability import KEEP_ALL, Server, assistant, start, user
 
-from chat_history.policy.search import fold
+from chat_history.policy.search.folding import fold
 
 pytestmark = pytest.mark.engines
 

@@ -25,7 +25,9 @@ from tests.e2e.reliability import (
     user,
 )
 
-from chat_history.policy.search import fts_plan, parse_query, stored_fold
+from chat_history.policy.search.folding import stored_fold
+from chat_history.policy.search.fts import fts_plan
+from chat_history.policy.search.query import parse_query
 from chat_history.store.engine import sqlite3
 
 FILLER = ["alpha", "delta", "hotel", "lima", "papa", "echo", "radio", "tango", "sierra", "romeo"]

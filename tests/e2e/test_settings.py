@@ -7,7 +7,7 @@ import pytest
 from lsprotocol import types
 from tests.e2e.conftest import Session, StartSession
 
-from chat_history.policy.context import BREADCRUMB
+from chat_history.policy.prepare.context import BREADCRUMB
 
 pytestmark = pytest.mark.engines
 

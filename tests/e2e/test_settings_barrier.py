@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from tests.e2e.wire import Wire
 
-from chat_history.wire.barrier import BOUND_SECONDS
+from chat_history.wire.transport.barrier import BOUND_SECONDS
 
 pytestmark = [pytest.mark.engines, pytest.mark.usefixtures("server_databases")]
 

@@ -22,6 +22,7 @@ from tests.e2e.test_workspace_spellings import contents, listed_pairs
 from tests.e2e.test_workspaces import open_store
 
 from chat_history.model import Message
+from chat_history.service import history
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.store import Key
 
@@ -38,7 +39,7 @@ def write_v2(storage: Path, databases: Databases | None, timestamp: int | None =
     manager = ChatHistoryManager(open_store(storage, databases))
     for workspace, text in SPELLINGS.items():
         message = Message(role="user", content=text, timestamp=timestamp)
-        manager.append(Key(workspace, "main"), [message])
+        history.append(manager, Key(workspace, "main"), [message])
     manager.close()
 
 

@@ -23,6 +23,7 @@ from tests.e2e.test_workspaces import folder, open_store, titles, user
 
 from chat_history.model import Message
 from chat_history.policy.identity import MAX_IDENTITY_BYTES
+from chat_history.service import history
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.store import Key
 
@@ -34,7 +35,7 @@ def write_v2(storage: Path, databases: Databases | None, *keys: tuple[str, str, 
     today's requests are normalized)."""
     manager = ChatHistoryManager(open_store(storage, databases))
     for workspace, conversation, text in keys:
-        manager.append(Key(workspace, conversation), [Message(role="user", content=text)])
+        history.append(manager, Key(workspace, conversation), [Message(role="user", content=text)])
     manager.close()
 
 

@@ -18,6 +18,7 @@ from tests.e2e.conftest import StartSession
 from tests.pgcluster import Cluster
 
 from chat_history.model import Message
+from chat_history.service import history
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.store import HistoryStore, Key, Store
 from chat_history.store.postgres import PostgresStore
@@ -79,8 +80,12 @@ async def test_conversations_under_an_unnormalized_spelling_are_rekeyed_when_ope
     # What a version 2 server stored: the raw URI as the key (today's requests are normalized,
     # so the old keys are written through the store).
     manager = ChatHistoryManager(open_store(storage, databases))
-    manager.append(Key("file:///C:/Users/me/proj/", "c1"), [Message(role="user", content="old")])
-    manager.append(Key("file:///C:/Users/me/other", "c2"), [Message(role="user", content="o")])
+    history.append(
+        manager, Key("file:///C:/Users/me/proj/", "c1"), [Message(role="user", content="old")]
+    )
+    history.append(
+        manager, Key("file:///C:/Users/me/other", "c2"), [Message(role="user", content="o")]
+    )
     manager.close()
     new = await start_session(
         storage=storage, workspace_folders=folder("file:///c%3a/Users/me/proj")
@@ -101,7 +106,9 @@ async def test_move_workspace_finds_an_old_key_by_any_spelling_of_its_folder(
     storage = tmp_path / "store"
     session = await start_session(storage=storage)  # no folder: nothing re-keyed on opening
     manager = ChatHistoryManager(open_store(storage, databases))
-    manager.append(Key("file:///C:/Users/me/other/", "c2"), [Message(role="user", content="o")])
+    history.append(
+        manager, Key("file:///C:/Users/me/other/", "c2"), [Message(role="user", content="o")]
+    )
     manager.close()
     moved = await session.request(
         "chatHistory/moveWorkspace", {"from": "file:///c%3A/Users/me/other", "to": "file:///o"}

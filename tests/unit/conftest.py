@@ -13,6 +13,7 @@ from tests.conftest import Databases
 from tests.pgcluster import Cluster
 
 from chat_history.model import Key, Message
+from chat_history.service import history
 from chat_history.service.manager import ChatHistoryManager, Notify
 from chat_history.settings import Settings, load_settings
 from chat_history.store import HistoryStore, Store, Transaction
@@ -168,7 +169,7 @@ def held_write(manager: ChatHistoryManager, key: Key, text: str) -> tuple[Gate, 
 
     def run() -> None:
         try:
-            manager.append(key, [Message(role="user", content=text)])
+            history.append(manager, key, [Message(role="user", content=text)])
         except BaseException as exc:  # pragma: no cover - the assertion shows it
             errors.append(exc)
 

@@ -1136,3 +1136,38 @@ def violations(kind: str, body: Any) -> list[str]:
         _internal_keys(c, "body", body)
         CHECKS[kind](c, body)
     return c.problems
+
+
+# ---------------------------------------------------------------------------------------------
+# A body sent as it is for the model's next output (``prepare``; a ``format`` of a whole history
+# may end anywhere, so ``violations`` does not ask these)
+
+#: Where each kind keeps the turns of a body.
+TURNS_KEY = {kind: "messages" for kind in BODY_KEYS} | {
+    "openai-responses": "input",
+    "gemini": "contents",
+}
+
+
+def request_problems(kind: str, body: dict[str, Any], *, prefill: bool) -> list[str]:
+    """What the provider refuses in ``body`` sent as it is to generate, beyond ``violations``:
+    an empty turn list (Anthropic "messages: at least one message is required", Converse's
+    "A conversation must start with a user message", Gemini's ``contents`` is required);
+    Gemini's last turn other than a user turn ("Please ensure that multiturn requests ends with
+    a user role or a function response", songquanpeng/one-api#836); a final assistant message
+    to an Anthropic or Bedrock model that takes no prefill (``prefill`` False: Claude 4.6 and
+    later, a request with extended thinking, or a model not known to take one): Anthropic's
+    400 "Prefilling assistant messages is not supported for this model" (Claude 4.6 migration
+    guide: "Prefilling assistant messages returns a 400 error on Claude 4.6 models"), Bedrock's
+    "This model does not support assistant message prefill. The conversation must end with a
+    user message" (strands-agents/sdk-python#1694, ``us.anthropic.claude-opus-4-6-v1``)."""
+    turns = body.get(TURNS_KEY[kind])
+    if not isinstance(turns, list) or not turns:
+        return [f"{TURNS_KEY[kind]}: no turn to send"]
+    last = turns[-1]
+    role = last.get("role") if isinstance(last, dict) else None
+    if kind == "gemini" and role != "user":
+        return ["contents[-1]: multiturn requests must end with a user role or a function response"]
+    if kind in ("anthropic", "bedrock") and role == "assistant" and not prefill:
+        return ["messages[-1]: this model does not support assistant message prefill"]
+    return []

@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 from pygls.protocol import JsonRPCResponseMessage
 
 from chat_history.model import Attachment, JsonText, StoredMessage, ToolCall
-from chat_history.service.manager import GetResult
-from chat_history.wire import frames, protocol
+from chat_history.service.history import GetResult
+from chat_history.wire import protocol
 from chat_history.wire.methods import history
-from chat_history.wire.server import _converter
+from chat_history.wire.session import _converter
+from chat_history.wire.transport import frames
 
 UNSTRUCTURE = _converter().unstructure
 

@@ -19,7 +19,7 @@ from tests.unit.test_retention_properties import (
 
 from chat_history.policy.retention import plan_retention
 from chat_history.settings import Settings, default_settings
-from chat_history.wire.barrier import SettingsBarrier, retention_held
+from chat_history.wire.transport.barrier import SettingsBarrier, retention_held
 
 BOUND = 10.0
 NOW = 1_764_480_000_000 + 40 * 3_600_000

@@ -27,9 +27,9 @@ from chat_history.policy.turns import tool_call_blocks
 from chat_history.settings import load_settings
 from chat_history.store import Key
 from chat_history.store.conversation_cache import ConversationCache, row_bytes
-from chat_history.wire import frames, framing
 from chat_history.wire.checks import MAX_JSON_FIELD_CHARS, check_json
-from chat_history.wire.server import _converter
+from chat_history.wire.session import _converter
+from chat_history.wire.transport import frames, framing, scan
 
 #: How the server's protocol turns pygls's message objects into JSON.
 UNSTRUCTURE = _converter().unstructure
@@ -104,21 +104,21 @@ def containers(value: Any) -> int:
 @given(json_values, st.integers(0, 10))
 def test_containers_are_counted_outside_strings(value: Any, limit: int) -> None:
     body = json.dumps({"params": value, "s": '{[\\"{['}).encode()
-    assert framing.containers_over(body, limit) == (containers(value) + 1 > limit)
+    assert scan.containers_over(body, limit) == (containers(value) + 1 > limit)
 
 
 @settings(max_examples=500)
 @given(json_values, st.one_of(st.integers(-(10**6), 10**6), st.text(max_size=5)))
 def test_the_top_level_id_is_found_without_parsing(value: Any, msg_id: int | str) -> None:
     body = json.dumps({"params": value, "x": {"id": "inner"}, "id": msg_id}).encode()
-    assert framing.top_level_id(body) == msg_id
+    assert scan.top_level_id(body) == msg_id
 
 
 def test_the_id_search_is_bounded() -> None:
-    assert framing.top_level_id(b'{"a":"' + b'\\"' * 1_000_000) is None  # unclosed string
+    assert scan.top_level_id(b'{"a":"' + b'\\"' * 1_000_000) is None  # unclosed string
     deep = b'{"a":' + b"[" * 1_000_000 + b'],"id":5}'
-    assert framing.top_level_id(deep) is None  # gave up after _ID_SEARCH_TOKENS brackets
-    assert framing.top_level_id(b'{"id":7,"a":' + b"[" * 1_000_000) == 7
+    assert scan.top_level_id(deep) is None  # gave up after _ID_SEARCH_TOKENS brackets
+    assert scan.top_level_id(b'{"id":7,"a":' + b"[" * 1_000_000) == 7
 
 
 @pytest.mark.parametrize(

@@ -30,8 +30,8 @@ from chat_history.policy.calibration import (
     usage_key,
     usage_ratio,
 )
-from chat_history.policy.context import prepare_rows
-from chat_history.policy.request import RequestOptions
+from chat_history.policy.prepare.context import prepare_rows
+from chat_history.policy.prepare.request import RequestOptions
 from chat_history.policy.tokens import row_tokens
 from chat_history.settings import ContextSettings, default_settings, load_settings
 

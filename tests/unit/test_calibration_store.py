@@ -11,6 +11,7 @@ from pathlib import Path
 import attrs
 import pytest
 
+from chat_history.service import history, usage
 from chat_history.store import calibration
 
 
@@ -98,15 +99,15 @@ def test_a_version_3_database_gains_the_table_and_keeps_its_rows(tmp_path: Path)
     legacy.close()
     old = ChatHistoryManager(Store(folder))
     key = Key("ws", "c")
-    old.settings = attrs.evolve(old.settings, max_age_hours=0)
-    assert [row.content for row in old.get(key).messages] == ["kept"]
-    old.append(key, [Message(role="assistant", content="added")])
-    assert old.report_usage(None, "m", 100, 150).factor == 1.5
+    old = old.under(attrs.evolve(old.settings, max_age_hours=0))
+    assert [row.content for row in history.get(old, key).messages] == ["kept"]
+    history.append(old, key, [Message(role="assistant", content="added")])
+    assert usage.report(old, None, "m", 100, 150).factor == 1.5
     old.store.close()
     again = ChatHistoryManager(Store(folder))
-    again.settings = old.settings
-    assert [row.content for row in again.get(key).messages] == ["kept", "added"]
-    assert again.report_usage(None, "m", 100, 250).factor == 2.0
+    again = again.under(old.settings)
+    assert [row.content for row in history.get(again, key).messages] == ["kept", "added"]
+    assert usage.report(again, None, "m", 100, 250).factor == 2.0
     again.store.close()
     check = sqlite3.connect(folder / DATABASE_FILE)
     try:

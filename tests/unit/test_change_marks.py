@@ -13,6 +13,7 @@ from tests.unit.conftest import MakeStore
 
 from chat_history.model import Key, Message
 from chat_history.policy.changes import Change
+from chat_history.service import history, workspaces
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.watch import ChangeWatch
 from chat_history.settings import default_settings
@@ -32,7 +33,8 @@ def two(make_store: MakeStore) -> tuple[ChatHistoryManager, ChatHistoryManager]:
 
 
 def say(manager: ChatHistoryManager, conversation: str, text: str) -> int:
-    stored = manager.append(
+    stored = history.append(
+        manager,
         Key(W, conversation),
         [Message(role="user", content=text), Message(role="assistant", content="ok " + text)],
     )
@@ -45,14 +47,14 @@ def test_anothers_write_drops_only_the_conversations_it_changed_from_the_cache(
     mine, other = two(make_store)
     for conversation in ("a", "b"):
         say(other, conversation, "one")
-        assert len(mine.get(Key(W, conversation)).messages) == 2  # now cached here
+        assert len(history.get(mine, Key(W, conversation)).messages) == 2  # now cached here
     assert len(mine.store.cache) == 2
     newest = say(other, "b", "two")
     # The next read sees b's new rows and still holds a (before the marks: the whole cache went).
-    assert mine.get(Key(W, "b")).messages[-1].id == newest
+    assert history.get(mine, Key(W, "b")).messages[-1].id == newest
     assert mine.store.cache.get(Key(W, "a")) is not None
-    other.clear(Key(W, "a"))
-    assert not mine.get(Key(W, "a")).messages
+    history.clear(other, Key(W, "a"))
+    assert not history.get(mine, Key(W, "a")).messages
 
 
 def test_a_move_marks_both_keys_of_each_conversation(make_store: MakeStore) -> None:
@@ -60,7 +62,7 @@ def test_a_move_marks_both_keys_of_each_conversation(make_store: MakeStore) -> N
     say(other, "c", "one")
     with mine.store.read() as reading:
         before = reading.change_position()
-    other.move_workspace(W, "file:///x")
+    workspaces.move(other, W, "file:///x")
     with mine.store.read() as reading:
         assert reading.change_position() > before
         # The key it left: its mark deleted with the floor raised past the reader (no name of a
@@ -81,12 +83,12 @@ def test_a_cleared_conversation_is_told_to_a_watch_that_looked_before(
     say(other, "b", "one")
     watch = ChangeWatch(mine.store, lambda: W)
     assert watch.poll() == []
-    assert len(mine.get(Key(W, "a")).messages) == 2  # cached here
-    other.clear(Key(W, "a"))
+    assert len(history.get(mine, Key(W, "a")).messages) == 2  # cached here
+    history.clear(other, Key(W, "a"))
     say(other, "b", "two")
     told = {(c.conversation, c.reason) for c in watch.poll()}
     assert told == {("a", "clear"), ("b", "append")}
-    assert not mine.get(Key(W, "a")).messages
+    assert not history.get(mine, Key(W, "a")).messages
     with other.store.read() as reading:
         left = reading.connection.execute(
             "SELECT COUNT(*) FROM change_marks WHERE conversation = ?", ("a",)
@@ -103,10 +105,10 @@ def test_a_cleared_conversations_name_leaves_the_file(db_folder: Path) -> None:
     manager = ChatHistoryManager.open(db_folder / DATABASE_FILE, settings)
     try:
         name = "plan-for-the-acquisition-of-rival-corp"
-        manager.append(Key(W, name), [Message(role="user", content="hello")])
+        history.append(manager, Key(W, name), [Message(role="user", content="hello")])
         say(manager, "kept", "one")
         assert occurrences(db_folder, name) > 0, "the test could not fail"
-        manager.clear(Key(W, name))
+        history.clear(manager, Key(W, name))
     finally:
         manager.close()
     assert occurrences(db_folder, name) == 0
@@ -131,7 +133,7 @@ def test_the_watch_reads_only_the_marked_conversations_after_its_first_look(
     assert looks == [W]  # the first look reads the workspace whole
     newest = say(other, "c7", "two")
     assert watch.poll() == [Change("c7", newest, "append")]
-    other.clear(Key(W, "c3"))
+    history.clear(other, Key(W, "c3"))
     say(other, "new", "x")
     assert [(c.conversation, c.reason) for c in watch.poll()] == [
         ("c3", "clear"),
@@ -179,9 +181,9 @@ def test_a_fingerprint_costs_the_same_however_long_the_conversation(db_folder: P
     settings = attrs.evolve(default_settings(), enable_auto_pruning=False)
     manager = ChatHistoryManager(Store(db_folder), settings)
     try:
-        manager.append(Key(W, "short"), [Message(role="user", content="x")] * 10)
+        history.append(manager, Key(W, "short"), [Message(role="user", content="x")] * 10)
         for _ in range(4):
-            manager.append(Key(W, "long"), [Message(role="user", content="x")] * 500)
+            history.append(manager, Key(W, "long"), [Message(role="user", content="x")] * 500)
         steps = []
         with manager.store.read() as reading:
             raw = reading.connection._raw  # the apsw connection

@@ -12,6 +12,7 @@ from chat_history.errors import ConversationChanged
 from chat_history.model import ExpectedLast, Key, Message, ToolCall
 from chat_history.policy.changes import Change, Fingerprint, Growth, changes, merge, reason
 from chat_history.policy.rewind import fork_end, fork_through
+from chat_history.service import conversations, edits, history, usage
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.watch import ChangeWatch
 from chat_history.settings import default_settings
@@ -116,7 +117,8 @@ def managers(make_store: MakeStore) -> tuple[ChatHistoryManager, ChatHistoryMana
 
 
 def say(manager: ChatHistoryManager, conversation: str, text: str) -> int:
-    stored = manager.append(
+    stored = history.append(
+        manager,
         Key(W, conversation),
         [Message(role="user", content=text), Message(role="assistant", content="ok " + text)],
     )
@@ -130,12 +132,12 @@ def test_the_watch_tells_others_changes_with_their_reason(make_store: MakeStore)
     last = say(other, "c", "two")
     assert watch.poll() == [Change("c", last, "append")]
     assert watch.poll() == []
-    other.truncate(Key(W, "c"), last)
+    edits.truncate(other, Key(W, "c"), last)
     assert watch.poll() == [Change("c", last - 1, "delete")]
-    other.clear(Key(W, "c"))
+    history.clear(other, Key(W, "c"))
     assert watch.poll() == [Change("c", None, "clear")]
     newest = say(other, "elsewhere", "x")
-    other.append(Key("file:///another", "c"), [Message(role="user", content="not ours")])
+    history.append(other, Key("file:///another", "c"), [Message(role="user", content="not ours")])
     assert watch.poll() == [Change("elsewhere", newest, "append")]
 
 
@@ -152,18 +154,31 @@ def test_own_writes_are_not_told_and_do_not_hide_anothers(make_store: MakeStore)
     assert mine_after > theirs
 
 
+def test_an_unasked_write_is_told_as_anothers_would_be(make_store: MakeStore) -> None:
+    """Issue 43 item 3: what this process writes with no request asking (the leases' upkeep
+    ending an expired reply) is told to its own client; its requests' writes still are not."""
+    mine, _, watch = managers(make_store)
+    last = say(mine, "c", "one")
+    watch.poll()
+    with watch.unasked():
+        edits.truncate(mine, Key(W, "c"), last)
+        assert watch.take() == [Change("c", last - 1, "delete")]
+    say(mine, "c", "two")
+    assert watch.poll() == []
+
+
 def test_a_stale_rewind_changes_nothing(make_store: MakeStore) -> None:
     mine, other, _ = managers(make_store)
     seen = say(mine, "c", "one")
     newest = say(other, "c", "two")
     with pytest.raises(ConversationChanged) as caught:
-        mine.truncate(Key(W, "c"), seen, ExpectedLast(seen))
+        edits.truncate(mine, Key(W, "c"), seen, ExpectedLast(seen))
     assert caught.value.last_id == newest
-    assert len(mine.get(Key(W, "c")).messages) == 4
+    assert len(history.get(mine, Key(W, "c")).messages) == 4
     with pytest.raises(ConversationChanged):
-        mine.delete_turns(Key(W, "c"), [1], ExpectedLast(None))
-    mine.truncate(Key(W, "c"), newest, ExpectedLast(newest))
-    assert len(mine.get(Key(W, "c")).messages) == 3
+        edits.delete_turns(mine, Key(W, "c"), [1], ExpectedLast(None))
+    edits.truncate(mine, Key(W, "c"), newest, ExpectedLast(newest))
+    assert len(history.get(mine, Key(W, "c")).messages) == 3
 
 
 def test_each_kind_of_change_by_another_process_is_told_with_its_reason(
@@ -171,37 +186,38 @@ def test_each_kind_of_change_by_another_process_is_told_with_its_reason(
 ) -> None:
     """Every write a client or retention makes, one at a time, through a second store on the
     same file, is found by the watch with the reason of the wire."""
-    from chat_history.service.conversations import ConversationUpdate, MessageEdit
+    from chat_history.service.conversations import ConversationUpdate
+    from chat_history.service.edits import MessageEdit
 
     _, other, watch = managers(make_store)
     key = Key(W, "c")
     clock = iter(range(1_000_000, 2_000_000, 1_000))
-    other._clock = lambda: next(clock)  # each write at its own millisecond
+    other = attrs.evolve(other, clock=lambda: next(clock))  # each write at its own millisecond
     first = say(other, "c", "one")
     last = say(other, "c", "two")
     watch.poll()
     steps: list[tuple[str, object]] = [
         ("append", lambda: say(other, "c", "three")),
-        ("edit", lambda: other.edit_message(key, first, MessageEdit(content="edited text"))),
-        ("edit", lambda: other.edit_message(key, first, MessageEdit(metadata={"k": 1}))),
-        ("summary", lambda: other.save_summary(key, "a summary", first)),
-        ("summary", lambda: other.delete_summary(key)),
+        ("edit", lambda: edits.edit_message(other, key, first, MessageEdit(content="edited text"))),
+        ("edit", lambda: edits.edit_message(other, key, first, MessageEdit(metadata={"k": 1}))),
+        ("summary", lambda: history.save_summary(other, key, "a summary", first)),
+        ("summary", lambda: history.delete_summary(other, key)),
         (
             "title",
-            lambda: other.update_conversation(
-                key, ConversationUpdate(set_title=True, title="Named")
+            lambda: conversations.update(
+                other, key, ConversationUpdate(set_title=True, title="Named")
             ),
         ),
-        ("title", lambda: other.update_conversation(key, ConversationUpdate(metadata={"m": 2}))),
-        ("delete", lambda: other.truncate(key, last + 1)),
-        ("delete", lambda: other.delete_turns(key, [1])),
-        ("clear", lambda: other.clear(key)),
+        ("title", lambda: conversations.update(other, key, ConversationUpdate(metadata={"m": 2}))),
+        ("delete", lambda: edits.truncate(other, key, last + 1)),
+        ("delete", lambda: edits.delete_turns(other, key, [1])),
+        ("clear", lambda: history.clear(other, key)),
     ]
     for reason_, change in steps:
         change()  # type: ignore[operator]
         found = watch.poll()
         assert [c.reason for c in found] == [reason_], (reason_, found)
-        rows = other.get(key).messages
+        rows = history.get(other, key).messages
         assert found[0].last_id == (rows[-1].id if rows else None)
 
 
@@ -212,10 +228,10 @@ def test_retention_by_another_process_is_told_as_retention(make_store: MakeStore
         say(other, "c", str(n))
     watch.poll()
     pruning = ChatHistoryManager(make_store(), settings)
-    pruning.retain(Key(W, "c"))
+    usage.retain(pruning, Key(W, "c"))
     assert [c.reason for c in watch.poll()] == ["retention"]
     # An append that retention trimmed in the same write took the oldest rows: retention too.
-    pruning.append(Key(W, "c"), [Message(role="user", content="more")])
+    history.append(pruning, Key(W, "c"), [Message(role="user", content="more")])
     assert [c.reason for c in watch.poll()] == ["retention"]
 
 

@@ -14,24 +14,24 @@ from rows import A, S, T, U, as_stored
 from chat_history.model import Message, StoredMessage, Summary
 from chat_history.policy.budget import Route
 from chat_history.policy.calibration import Calibration
-from chat_history.policy.collapse import (
+from chat_history.policy.prepare.collapse import (
     COLLAPSED_EXCHANGE,
     TurnFigures,
     collapse_turn,
     turn_figures,
 )
-from chat_history.policy.compaction import (
+from chat_history.policy.prepare.compaction import (
     BREADCRUMB,
     DEFAULT_PROMPT,
     SUMMARY_HEADER,
     coverage,
     prompt_row,
 )
-from chat_history.policy.context import prepare_rows
-from chat_history.policy.request import Prepared, RequestOptions
+from chat_history.policy.prepare.context import prepare_rows
+from chat_history.policy.prepare.request import Prepared, RequestOptions
+from chat_history.policy.prepare.window import OmittedTurns, OmittedTurnsKept
 from chat_history.policy.tokens import row_tokens
 from chat_history.policy.turns import segment
-from chat_history.policy.window import OmittedTurns, OmittedTurnsKept
 from chat_history.settings import ContextSettings, default_settings
 
 UNKNOWN = Route("openai", "openai", None, None)

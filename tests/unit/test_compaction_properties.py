@@ -19,14 +19,14 @@ from test_context_properties import context_settings, histories, requests
 from chat_history.model import Message, StoredMessage, Summary
 from chat_history.policy.budget import Route
 from chat_history.policy.calibration import UNCALIBRATED, Calibration
-from chat_history.policy.collapse import TurnFigures, collapse_turn, turn_figures
-from chat_history.policy.compaction import SUMMARY_HEADER
-from chat_history.policy.context import prepare_rows
-from chat_history.policy.request import Prepared, RequestOptions
+from chat_history.policy.prepare.collapse import TurnFigures, collapse_turn, turn_figures
+from chat_history.policy.prepare.compaction import SUMMARY_HEADER
+from chat_history.policy.prepare.context import prepare_rows
+from chat_history.policy.prepare.request import Prepared, RequestOptions
+from chat_history.policy.prepare.window import OmittedTurns
 from chat_history.policy.sweep import sweep_orphans
 from chat_history.policy.tokens import row_tokens
 from chat_history.policy.turns import Turn, segment
-from chat_history.policy.window import OmittedTurns
 from chat_history.settings import ContextSettings, default_settings
 
 UNKNOWN = Route("openai", "openai", None, None)

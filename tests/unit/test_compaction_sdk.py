@@ -16,9 +16,9 @@ from test_providers_sdk import assert_sent_as_formatted, sdk_problems
 
 from chat_history.model import Attachment, Message, StoredMessage, Summary
 from chat_history.policy.budget import Route
-from chat_history.policy.compaction import Proposal
-from chat_history.policy.context import prepare_rows
-from chat_history.policy.request import RequestOptions
+from chat_history.policy.prepare.compaction import Proposal
+from chat_history.policy.prepare.context import prepare_rows
+from chat_history.policy.prepare.request import RequestOptions
 from chat_history.providers import KINDS, format_body
 from chat_history.settings import default_settings
 

@@ -31,9 +31,9 @@ from chat_history.errors import ContextOverflow
 from chat_history.model import Attachment, Message, Trimmed
 from chat_history.policy.budget import Route, resolve_route
 from chat_history.policy.calibration import calibration_of, key_of
-from chat_history.policy.context import prepare_rows
+from chat_history.policy.prepare.context import prepare_rows
 from chat_history.providers import format_body
-from chat_history.service import preparation
+from chat_history.service import history, preparation, usage
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.preparation import PrepareOptions
 from chat_history.settings import ContextSettings, default_settings
@@ -53,7 +53,7 @@ def request_rows(
 
 def reference(manager: ChatHistoryManager, options: PrepareOptions) -> Any:
     """What preparing every stored row answers, with the stored summary and calibration."""
-    rows, summary = manager.history(KEY)
+    rows, summary = history.whole(manager, KEY)
     route = resolve_route(manager.settings.active_provider, None, manager.settings)
     key = key_of(route)
     with manager.store.read() as tx:
@@ -95,7 +95,7 @@ def reference(manager: ChatHistoryManager, options: PrepareOptions) -> Any:
 def windowed(manager: ChatHistoryManager, options: PrepareOptions, events: list[Trimmed]) -> Any:
     events.clear()
     try:
-        out = manager.prepare(KEY, options)
+        out = history.prepare(manager, KEY, options)
     except ContextOverflow as overflow:
         return ("overflow", overflow.estimated_tokens, overflow.context_window)
     proposal = out.compaction
@@ -227,29 +227,31 @@ def test_a_compacted_windowed_prepare_answers_what_preparing_every_row_answers(
     events: list[Trimmed] = []
     with example_folder() as folder:
         manager = open_manager(folder, budget_settings(), events)
-        manager.settings = attrs.evolve(manager.settings, context=ctx)
+        manager = manager.under(attrs.evolve(manager.settings, context=ctx))
         try:
             try:
                 append_in_pieces(manager, rows, batches)
             except Exception:
                 return
-            stored = manager.get(KEY).messages
+            stored = history.get(manager, KEY).messages
             if summary is not None:
                 through = None
                 if coverage is not None and stored:
                     through = stored[min(len(stored) - 1, int(coverage * len(stored)))].id
-                manager.save_summary(KEY, summary, through)
+                history.save_summary(manager, KEY, summary, through)
             for prompt in prompt_tokens:
-                manager.report_usage(None, None, 100, prompt)
+                usage.report(manager, None, None, 100, prompt)
             if retention is not None:  # delete the oldest turns (maxMessages), now
                 max_messages, preserve = retention
-                manager.settings = attrs.evolve(
-                    manager.settings,
-                    enable_auto_pruning=True,
-                    max_messages=max_messages,
-                    preserve_system_messages=preserve,
+                manager = manager.under(
+                    attrs.evolve(
+                        manager.settings,
+                        enable_auto_pruning=True,
+                        max_messages=max_messages,
+                        preserve_system_messages=preserve,
+                    )
                 )
-                manager.history(KEY)
+                history.whole(manager, KEY)
             answer = windowed(manager, options, events)
             assert answer == reference(manager, options)
             if answer[0] != "overflow":
@@ -262,7 +264,7 @@ def test_a_compacted_windowed_prepare_answers_what_preparing_every_row_answers(
 def precedes_stored(manager: ChatHistoryManager) -> bool:
     """Whether the summary's coverage lies before every stored non-system row (what it covered
     was deleted)."""
-    rows, summary = manager.history(KEY)
+    rows, summary = history.whole(manager, KEY)
     spoken = [row.id for row in rows if row.role != "system"]
     through = summary.covers_through_id if summary is not None else None
     return through is not None and bool(spoken) and through < spoken[0]
@@ -273,9 +275,9 @@ def test_a_long_compacted_conversation_reads_only_after_its_coverage(tmp_path: P
     answers what preparing all 1,800 rows answers."""
     events: list[Trimmed] = []
     manager = open_manager(tmp_path, budget_settings(max_context_tokens=4_000), events)
-    stored = manager.append(KEY, long_conversation(600)).messages
+    stored = history.append(manager, KEY, long_conversation(600)).messages
     users = [row for row in stored if row.role == "user"]
-    manager.save_summary(KEY, "The first 594 turns.", users[-6].id - 1)
+    history.save_summary(manager, KEY, "The first 594 turns.", users[-6].id - 1)
     route = resolve_route("openai", None, manager.settings)
 
     rows, omitted, _ = request_rows(manager, route, PrepareOptions())
@@ -284,7 +286,7 @@ def test_a_long_compacted_conversation_reads_only_after_its_coverage(tmp_path: P
     assert omitted.beyond_limit.turns == omitted.within_limit.turns == 0
     assert len(rows) < 40  # the system rows and the newest 6 turns
     assert windowed(manager, PrepareOptions(), events) == reference(manager, PrepareOptions())
-    prepared = manager.prepare(KEY, PrepareOptions())
+    prepared = history.prepare(manager, KEY, PrepareOptions())
     assert prepared.compacted_turns == 594 and prepared.compaction is None
 
 
@@ -308,16 +310,16 @@ def test_a_due_proposal_reads_the_oldest_uncovered_turns_only(
     is the one preparing every row gives, read from a bounded head of the conversation."""
     events: list[Trimmed] = []
     manager = open_manager(tmp_path, budget_settings(max_context_tokens=4_000), events)
-    manager.append(KEY, long_conversation(600))
+    history.append(manager, KEY, long_conversation(600))
     manager.store.close()  # nothing remembered: every row the prepare needs is read
     decoded = rows_decoded(monkeypatch)
-    prepared = manager.prepare(KEY, PrepareOptions())
+    prepared = history.prepare(manager, KEY, PrepareOptions())
     assert prepared.compaction is not None
     assert 0 < decoded[0] < 120, "a bounded head and window of the 1,800 rows"
     assert windowed(manager, PrepareOptions(), events) == reference(manager, PrepareOptions())
     # save it: the next proposal starts after it, and no span is proposed twice
-    manager.save_summary(KEY, "summary one", prepared.compaction.through_id)
-    again = manager.prepare(KEY, PrepareOptions())
+    history.save_summary(manager, KEY, "summary one", prepared.compaction.through_id)
+    again = history.prepare(manager, KEY, PrepareOptions())
     assert again.compacted_turns == prepared.compaction.covered_turns
     assert again.compaction is not None
     assert again.compaction.through_id > prepared.compaction.through_id
@@ -330,11 +332,11 @@ def test_a_coverage_that_cuts_a_turn_leaves_that_turn_uncovered(tmp_path: Path) 
     be proposed, with the same answer as preparing every row."""
     events: list[Trimmed] = []
     manager = open_manager(tmp_path, budget_settings(max_context_tokens=4_000), events)
-    stored = manager.append(KEY, long_conversation(300)).messages
+    stored = history.append(manager, KEY, long_conversation(300)).messages
     prompt = [row for row in stored if row.role == "user"][40]
-    manager.save_summary(KEY, "forty turns", prompt.id)  # the prompt of turn 41 only
-    manager.report_usage(None, None, 100, 130)
-    prepared = manager.prepare(KEY, PrepareOptions())
+    history.save_summary(manager, KEY, "forty turns", prompt.id)  # the prompt of turn 41 only
+    usage.report(manager, None, None, 100, 130)
+    prepared = history.prepare(manager, KEY, PrepareOptions())
     assert prepared.compacted_turns == 40
     assert prepared.compaction is not None and prepared.compaction.covered_turns > 41
     assert prepared.calibration.factor == 1.3
@@ -348,11 +350,11 @@ def test_a_summary_whose_turns_retention_deleted_is_sent_from_a_window(tmp_path:
     preparing every row answers."""
     events: list[Trimmed] = []
     manager = open_manager(tmp_path, budget_settings(max_context_tokens=4_000), events)
-    stored = manager.append(KEY, long_conversation(600)).messages
+    stored = history.append(manager, KEY, long_conversation(600)).messages
     users = [row for row in stored if row.role == "user"]
-    manager.save_summary(KEY, "The first ten turns.", users[10].id - 1)
-    manager.settings = attrs.evolve(manager.settings, max_messages=1_000)
-    kept, summary = manager.history(KEY)  # retention deletes the oldest turns now
+    history.save_summary(manager, KEY, "The first ten turns.", users[10].id - 1)
+    manager = manager.under(attrs.evolve(manager.settings, max_messages=1_000))
+    kept, summary = history.whole(manager, KEY)  # retention deletes the oldest turns now
     spoken = [row for row in kept if row.role != "system"]
     assert summary is not None and summary.covers_through_id is not None
     assert summary.covers_through_id < spoken[0].id
@@ -365,7 +367,7 @@ def test_a_summary_whose_turns_retention_deleted_is_sent_from_a_window(tmp_path:
     assert omitted.oldest_spoken_id == spoken[0].id
     assert len(rows) < 100
     assert windowed(manager, PrepareOptions(), events) == reference(manager, PrepareOptions())
-    prepared = manager.prepare(KEY, PrepareOptions())
+    prepared = history.prepare(manager, KEY, PrepareOptions())
     assert "The first ten turns." in str(prepared.body)
     assert prepared.compacted_turns == 0 and prepared.trimmed is not None
     assert prepared.compaction is not None

@@ -15,10 +15,10 @@ from rows import A, S, T, U
 from chat_history.errors import ContextOverflow, InvalidParams
 from chat_history.model import Attachment, Message, StoredMessage, ToolSpec
 from chat_history.policy.budget import Route
-from chat_history.policy.collapse import COLLAPSED_EXCHANGE, collapse_turn
-from chat_history.policy.compaction import context_note
-from chat_history.policy.context import BREADCRUMB, prepare_rows
-from chat_history.policy.request import Prepared, RequestOptions, RequestTrim
+from chat_history.policy.prepare.collapse import COLLAPSED_EXCHANGE, collapse_turn
+from chat_history.policy.prepare.compaction import context_note
+from chat_history.policy.prepare.context import BREADCRUMB, prepare_rows
+from chat_history.policy.prepare.request import Prepared, RequestOptions, RequestTrim
 from chat_history.policy.tokens import row_tokens, tool_schema_tokens
 from chat_history.settings import ContextSettings, default_settings
 

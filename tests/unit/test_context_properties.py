@@ -16,9 +16,13 @@ from hypothesis import strategies as st
 from chat_history.errors import ContextOverflow
 from chat_history.model import Attachment, Message, ToolCall, ToolSpec
 from chat_history.policy.budget import Route, effective_budget
-from chat_history.policy.collapse import COLLAPSED_EXCHANGE, collapse_turn, has_tool_exchange
-from chat_history.policy.context import BREADCRUMB, prepare_rows
-from chat_history.policy.request import Prepared, RequestOptions
+from chat_history.policy.prepare.collapse import (
+    COLLAPSED_EXCHANGE,
+    collapse_turn,
+    has_tool_exchange,
+)
+from chat_history.policy.prepare.context import BREADCRUMB, prepare_rows
+from chat_history.policy.prepare.request import Prepared, RequestOptions
 from chat_history.policy.sweep import sweep_orphans
 from chat_history.policy.tokens import row_tokens, tool_schema_tokens
 from chat_history.policy.turns import (

@@ -21,11 +21,11 @@ from tests.conftest import Databases
 from chat_history.errors import ContextOverflow, InvalidParams
 from chat_history.model import Message, ToolCall, ToolSpec, Trimmed, resident_bytes
 from chat_history.policy.budget import Route, resolve_route
-from chat_history.policy.collapse import request_floor, turn_figures
-from chat_history.policy.context import prepare_rows
+from chat_history.policy.prepare.collapse import request_floor, turn_figures
+from chat_history.policy.prepare.context import prepare_rows
 from chat_history.policy.turns import segment
 from chat_history.providers import format_body
-from chat_history.service import preparation
+from chat_history.service import history, preparation, usage
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.preparation import PrepareOptions
 from chat_history.settings import ContextSettings, Settings, default_settings
@@ -63,7 +63,7 @@ def full_result(
     manager: ChatHistoryManager, options: PrepareOptions
 ) -> tuple[Any, tuple[Trimmed, ...]] | ContextOverflow:
     """What preparing every stored row answers (the reference)."""
-    rows, summary = manager.history(KEY)
+    rows, summary = history.whole(manager, KEY)
     route = resolve_route(manager.settings.active_provider, None, manager.settings)
     try:
         out = prepare_rows(
@@ -90,7 +90,7 @@ def windowed_result(
 ) -> tuple[Any, tuple[Trimmed, ...]] | ContextOverflow:
     events.clear()
     try:
-        out = manager.prepare(KEY, options)
+        out = history.prepare(manager, KEY, options)
     except ContextOverflow as overflow:
         return overflow
     view = (
@@ -174,10 +174,10 @@ def append_in_pieces(
     for size in sizes:
         if index >= len(rows):
             break
-        manager.append(KEY, rows[index : index + size])
+        history.append(manager, KEY, rows[index : index + size])
         index += size
     if index < len(rows):
-        manager.append(KEY, rows[index:])
+        history.append(manager, KEY, rows[index:])
 
 
 options_strategy = st.builds(
@@ -230,7 +230,7 @@ def test_a_windowed_prepare_answers_what_preparing_every_row_answers(
             except Exception:
                 return
             if summary is not None:
-                manager.save_summary(KEY, summary)
+                history.save_summary(manager, KEY, summary)
             assert_same(manager, options, events)
         finally:
             manager.store.close()
@@ -271,7 +271,7 @@ def budget_settings(**context: Any) -> Settings:
 def test_a_long_conversation_is_prepared_from_its_newest_turns(tmp_path: Path) -> None:
     events: list[Trimmed] = []
     manager = open_manager(tmp_path, budget_settings(max_context_tokens=4_000), events)
-    manager.append(KEY, long_conversation(600))
+    history.append(manager, KEY, long_conversation(600))
     route = resolve_route("openai", None, manager.settings)
 
     rows, omitted, _ = request_rows(manager, route, PrepareOptions())
@@ -288,7 +288,7 @@ def test_the_turn_limit_alone_bounds_what_is_read(tmp_path: Path) -> None:
     manager = open_manager(
         tmp_path, budget_settings(max_context_tokens=0, max_history_turns=5), events
     )
-    manager.append(KEY, long_conversation(200))
+    history.append(manager, KEY, long_conversation(200))
     route = resolve_route("openai", None, manager.settings)
 
     _, omitted, _ = request_rows(manager, route, PrepareOptions())
@@ -304,7 +304,7 @@ def test_turns_deleted_by_retention_leave_the_window_exact(tmp_path: Path) -> No
     manager = open_manager(tmp_path, settings, events)
     rows = long_conversation(400)
     for start in range(0, len(rows), 60):
-        manager.append(KEY, rows[start : start + 60])
+        history.append(manager, KEY, rows[start : start + 60])
     route = resolve_route("openai", None, manager.settings)
 
     assert request_rows(manager, route, PrepareOptions())[1] is not None
@@ -320,7 +320,7 @@ def test_two_connections_appending_in_turn_keep_the_figures_exact(tmp_path: Path
     second = open_manager(tmp_path, settings, events)
     rows = long_conversation(120)
     for index, row in enumerate(rows):
-        (first if (index // 3) % 2 else second).append(KEY, [row])
+        history.append(first if (index // 3) % 2 else second, KEY, [row])
     route = resolve_route("openai", None, settings)
     for manager in (first, second):
         assert request_rows(manager, route, PrepareOptions())[1] is not None
@@ -342,7 +342,7 @@ def test_two_connections_appending_in_turn_keep_the_figures_exact(tmp_path: Path
 def test_a_turn_deleted_out_of_order_falls_back_to_every_row(tmp_path: Path) -> None:
     events: list[Trimmed] = []
     manager = open_manager(tmp_path, budget_settings(max_context_tokens=2_000), events)
-    manager.append(KEY, long_conversation(120))
+    history.append(manager, KEY, long_conversation(120))
     with manager.store.write() as transaction:
         ids = [
             r[0]
@@ -362,7 +362,7 @@ def test_prompt_mode_calls_with_tool_names_fall_back_to_every_row(tmp_path: Path
     manager = open_manager(tmp_path, budget_settings(max_context_tokens=1_000), events)
     prompt_call = Message(role="assistant", content='<tool_call>{"name": "grep"}</tool_call>')
     rows = [U("first"), prompt_call, U("[Tool results] none"), A("done")]
-    manager.append(KEY, rows + long_conversation(80)[1:])
+    history.append(manager, KEY, rows + long_conversation(80)[1:])
     options = PrepareOptions(tools=(ToolSpec(name="read_file"),))
     route = resolve_route("openai", None, manager.settings)
 
@@ -396,9 +396,9 @@ def test_a_version_1_database_keeps_its_rows_and_is_prepared_in_full(tmp_path: P
     events: list[Trimmed] = []
     manager = open_manager(tmp_path, budget_settings(max_context_tokens=2_000), events)
     added = long_conversation(60)[1:]
-    manager.append(KEY, added)
+    history.append(manager, KEY, added)
 
-    stored = manager.get(KEY).messages
+    stored = history.get(manager, KEY).messages
     assert [r.content for r in stored] == [
         "old question",
         "old answer",
@@ -432,7 +432,7 @@ def test_short_and_long_conversations_alike(tmp_path: Path, turns: int) -> None:
     events: list[Trimmed] = []
     manager = open_manager(tmp_path, budget_settings(max_context_tokens=1_500), events)
     for row in long_conversation(turns):
-        manager.append(KEY, [row])
+        history.append(manager, KEY, [row])
     assert_same(manager, PrepareOptions(), events)
     assert_same(manager, PrepareOptions(overflow_recovery=True, extra_tokens=200), events)
 
@@ -451,14 +451,17 @@ def assert_same_as_a_fresh_reader(
             fresh, PrepareOptions()
         )
         for limit in (1, 7):  # the newest page comes through the same remembered rows
-            page, expected = manager.get(KEY, limit=limit), fresh.get(KEY, limit=limit)
+            page, expected = (
+                history.get(manager, KEY, limit=limit),
+                history.get(fresh, KEY, limit=limit),
+            )
             assert (page.messages, page.has_more) == (expected.messages, expected.has_more)
     finally:
         fresh.store.close()
 
 
 def sent_contents(manager: ChatHistoryManager) -> list[str]:
-    body = manager.prepare(KEY, PrepareOptions()).body
+    body = history.prepare(manager, KEY, PrepareOptions()).body
     messages = body["messages"]
     assert isinstance(messages, list)
     return [m["content"] for m in messages if isinstance(m.get("content"), str)]
@@ -469,9 +472,9 @@ def test_rows_another_connection_appends_reach_the_next_prepare(tmp_path: Path) 
     settings = budget_settings(max_context_tokens=3_000)
     reader = open_manager(tmp_path, settings, events)
     writer = open_manager(tmp_path, settings, [])
-    writer.append(KEY, long_conversation(60))
+    history.append(writer, KEY, long_conversation(60))
     assert_same_as_a_fresh_reader(reader, tmp_path, events)  # reader now remembers the tail
-    writer.append(KEY, [U("from the other window"), A("its answer")])
+    history.append(writer, KEY, [U("from the other window"), A("its answer")])
     assert sent_contents(reader)[-2:] == ["from the other window", "its answer"]
     assert_same_as_a_fresh_reader(reader, tmp_path, events)
 
@@ -481,13 +484,13 @@ def test_rows_another_connection_deletes_never_come_back(tmp_path: Path) -> None
     settings = budget_settings(max_context_tokens=3_000)
     reader = open_manager(tmp_path, settings, events)
     writer = open_manager(tmp_path, settings, [])
-    writer.append(KEY, long_conversation(40))
+    history.append(writer, KEY, long_conversation(40))
     assert_same_as_a_fresh_reader(reader, tmp_path, events)
-    writer.clear(KEY)
-    writer.append(KEY, [U("a new start"), A("fresh")])
+    history.clear(writer, KEY)
+    history.append(writer, KEY, [U("a new start"), A("fresh")])
     assert sent_contents(reader) == ["a new start", "fresh"]
     pruning = open_manager(tmp_path, attrs.evolve(settings, max_messages=30), [])
-    pruning.append(KEY, long_conversation(30)[1:])  # retention deletes the oldest turns
+    history.append(pruning, KEY, long_conversation(30)[1:])  # retention deletes the oldest turns
     assert "a new start" not in sent_contents(reader)
     assert_same_as_a_fresh_reader(reader, tmp_path, events)
 
@@ -498,7 +501,7 @@ def test_own_appends_and_retention_keep_the_remembered_rows_exact(tmp_path: Path
     manager = open_manager(tmp_path, settings, events)
     rows = long_conversation(150)
     for start in range(0, len(rows), 7):
-        manager.append(KEY, rows[start : start + 7])
+        history.append(manager, KEY, rows[start : start + 7])
         if start % 21 == 0:
             assert_same_as_a_fresh_reader(manager, tmp_path, events)
     assert_same_as_a_fresh_reader(manager, tmp_path, events)
@@ -512,10 +515,10 @@ def test_a_bounded_memory_of_rows_reads_the_rest(
     monkeypatch.setattr(remembered, "_RECENT_BYTES", 8_000)  # a handful of rows
     events: list[Trimmed] = []
     manager = open_manager(tmp_path, budget_settings(max_context_tokens=6_000), events)
-    manager.append(KEY, long_conversation(80))
+    history.append(manager, KEY, long_conversation(80))
     for _ in range(3):
         assert_same_as_a_fresh_reader(manager, tmp_path, events)
-        manager.append(KEY, [U("one more " + "x" * 900), A("ok " + "y" * 900)])
+        history.append(manager, KEY, [U("one more " + "x" * 900), A("ok " + "y" * 900)])
     tail = manager.store._tails[KEY]
     assert tail.recent is not None and sum(map(resident_bytes, tail.recent)) <= 8_000
 
@@ -569,17 +572,17 @@ def test_two_connections_in_any_order_never_see_a_stale_conversation(
                     position += amount
                     # a tool row whose call was pruned or cleared away is refused
                     with contextlib.suppress(InvalidParams):
-                        manager.append(KEY, rows)
+                        history.append(manager, KEY, rows)
                 elif action == "prepare":
                     assert_same_as_a_fresh_reader(manager, folder, events)
                 elif action == "prune":
                     pruner = open_manager(folder, attrs.evolve(settings_, max_messages=amount), [])
                     try:
-                        pruner.retain(KEY)
+                        usage.retain(pruner, KEY)
                     finally:
                         pruner.store.close()
                 else:
-                    manager.clear(KEY)
+                    history.clear(manager, KEY)
             for manager in managers.values():
                 assert_same_as_a_fresh_reader(manager, folder, events)
         finally:

@@ -12,6 +12,7 @@ from tests.unit.conftest import HOUR
 
 from chat_history.errors import InvalidParams
 from chat_history.model import Key, Message
+from chat_history.service import conversations, edits, history
 from chat_history.service.conversations import ConversationUpdate
 from chat_history.store.schema import DATABASE_FILE, MIGRATIONS, SCHEMA_VERSION
 
@@ -35,63 +36,69 @@ def names(page) -> list[str]:  # type: ignore[no-untyped-def]
 def test_created_and_active_times_follow_client_writes_only(make_manager, clock) -> None:
     manager = make_manager({"maxAgeHours": 10})
     old = clock.now - 9 * HOUR
-    manager.append(
-        KEY, [U("old", timestamp=old), Message(role="assistant", content="ok", timestamp=old)]
+    history.append(
+        manager,
+        KEY,
+        [U("old", timestamp=old), Message(role="assistant", content="ok", timestamp=old)],
     )
     created = clock.now
     clock.advance_hours(1)
-    manager.append(KEY, [U("recent"), A("ok")])
-    info = manager.conversation(KEY)
+    history.append(manager, KEY, [U("recent"), A("ok")])
+    info = conversations.info(manager, KEY)
     assert (info.created_at, info.last_activity) == (created, clock.now)
     active = clock.now
     clock.advance_hours(1)
-    assert manager.get(KEY).pruned is not None  # retention deleted the old turn ...
-    info = manager.conversation(KEY)
+    assert history.get(manager, KEY).pruned is not None  # retention deleted the old turn ...
+    info = conversations.info(manager, KEY)
     assert info.last_activity == active  # ... and that is not activity
     assert info.message_count == 2
 
     clock.advance_hours(1)
-    manager.save_summary(KEY, "s")
-    assert manager.conversation(KEY).last_activity == clock.now
+    history.save_summary(manager, KEY, "s")
+    assert conversations.info(manager, KEY).last_activity == clock.now
 
 
 def test_created_at_starts_again_once_a_conversation_stopped_existing(make_manager, clock) -> None:
     manager = make_manager({"maxAgeHours": 1})
-    manager.append(KEY, [U("q"), A("a")])
-    first = manager.conversation(KEY).created_at
+    history.append(manager, KEY, [U("q"), A("a")])
+    first = conversations.info(manager, KEY).created_at
     clock.advance_hours(2)
-    assert manager.get(KEY).messages == ()  # the age rule emptied it: it no longer exists
-    assert manager.list_conversations_page("ws", None, None).conversations == ()
-    assert manager.conversation(KEY).created_at is None
-    manager.append(KEY, [U("again")])
-    assert manager.conversation(KEY).created_at == clock.now != first
+    assert history.get(manager, KEY).messages == ()  # the age rule emptied it: it no longer exists
+    assert conversations.list_page(manager, "ws", None, None).conversations == ()
+    assert conversations.info(manager, KEY).created_at is None
+    history.append(manager, KEY, [U("again")])
+    assert conversations.info(manager, KEY).created_at == clock.now != first
 
     clock.advance_hours(0.5)
-    manager.clear(KEY)
-    manager.update_conversation(KEY, ConversationUpdate(metadata={"k": 1}))
-    assert manager.conversation(KEY).created_at == clock.now
+    history.clear(manager, KEY)
+    conversations.update(manager, KEY, ConversationUpdate(metadata={"k": 1}))
+    assert conversations.info(manager, KEY).created_at == clock.now
 
 
 def test_automatic_title_follows_the_rows(make_manager) -> None:
     manager = make_manager()
-    stored = manager.append(KEY, [U("  "), U("[SOP: step]"), U("First  real\nprompt")]).messages
-    assert manager.conversation(KEY).title == "First real prompt"
-    manager.truncate(KEY, stored[2].id)
-    info = manager.conversation(KEY)
+    stored = history.append(
+        manager, KEY, [U("  "), U("[SOP: step]"), U("First  real\nprompt")]
+    ).messages
+    assert conversations.info(manager, KEY).title == "First real prompt"
+    edits.truncate(manager, KEY, stored[2].id)
+    info = conversations.info(manager, KEY)
     assert (info.title, info.title_source) == (None, None)
-    manager.append(KEY, [U("x" * 100)])
-    assert manager.conversation(KEY).title == "x" * 79 + "…"
+    history.append(manager, KEY, [U("x" * 100)])
+    assert conversations.info(manager, KEY).title == "x" * 79 + "…"
 
 
 def test_titles_and_metadata(make_manager) -> None:
     manager = make_manager()
-    assert manager.update_conversation(KEY, ConversationUpdate(metadata={})).created_at is None
-    assert manager.list_conversations_page(None, None, None).conversations == ()
+    assert conversations.update(manager, KEY, ConversationUpdate(metadata={})).created_at is None
+    assert conversations.list_page(manager, None, None, None).conversations == ()
     with pytest.raises(InvalidParams) as caught:
-        manager.update_conversation(KEY, ConversationUpdate(set_title=True, title=" \t"))
+        conversations.update(manager, KEY, ConversationUpdate(set_title=True, title=" \t"))
     assert caught.value.field == "title"
-    info = manager.update_conversation(
-        KEY, ConversationUpdate(set_title=True, title="Named", metadata={"a": [1, {"b": None}]})
+    info = conversations.update(
+        manager,
+        KEY,
+        ConversationUpdate(set_title=True, title="Named", metadata={"a": [1, {"b": None}]}),
     )
     assert (info.title, info.title_source, info.metadata.value()) == (
         "Named",
@@ -99,19 +106,19 @@ def test_titles_and_metadata(make_manager) -> None:
         {"a": [1, {"b": None}]},
     )
     # the title alone keeps it in the listing; dropping both makes it go
-    manager.update_conversation(KEY, ConversationUpdate(metadata={}))
-    assert names(manager.list_conversations_page("ws", None, None)) == ["conv"]
-    manager.update_conversation(KEY, ConversationUpdate(set_title=True, title=None))
-    assert names(manager.list_conversations_page("ws", None, None)) == []
+    conversations.update(manager, KEY, ConversationUpdate(metadata={}))
+    assert names(conversations.list_page(manager, "ws", None, None)) == ["conv"]
+    conversations.update(manager, KEY, ConversationUpdate(set_title=True, title=None))
+    assert names(conversations.list_page(manager, "ws", None, None)) == []
 
 
 def test_listing_order_ties_and_paging(make_manager, clock) -> None:
     manager = make_manager()
     for workspace, conversation in [("w2", "b"), ("w1", "b"), ("w1", "a"), ("w1", "c")]:
-        manager.append(Key(workspace, conversation), [U("q")])  # all in one millisecond
+        history.append(manager, Key(workspace, conversation), [U("q")])  # all in one millisecond
     clock.advance_hours(1)
-    manager.append(Key("w1", "z"), [U("later")])
-    every = manager.list_conversations_page(None, None, None)
+    history.append(manager, Key("w1", "z"), [U("later")])
+    every = conversations.list_page(manager, None, None, None)
     assert [(i.workspace, i.conversation_id) for i in every.conversations] == [
         ("w1", "z"),
         ("w1", "a"),
@@ -123,13 +130,13 @@ def test_listing_order_ties_and_paging(make_manager, clock) -> None:
     seen: list[tuple[str, str]] = []
     cursor = None
     for _ in range(10):
-        page = manager.list_conversations_page(None, 2, cursor)
+        page = conversations.list_page(manager, None, 2, cursor)
         seen += [(i.workspace, i.conversation_id) for i in page.conversations]
         if page.next_cursor is None:
             break
         cursor = page.next_cursor
     assert seen == [(i.workspace, i.conversation_id) for i in every.conversations]
-    assert names(manager.list_conversations_page("w1", 1, None)) == ["z"]
+    assert names(conversations.list_page(manager, "w1", 1, None)) == ["z"]
 
 
 @pytest.mark.sqlite_only
@@ -165,15 +172,19 @@ def test_a_version_3_database_gets_records_titles_and_created_times(
     manager = make_manager()
     listed = {
         i.conversation_id: i
-        for i in manager.list_conversations_page("ws", None, None).conversations
+        for i in conversations.list_page(manager, "ws", None, None).conversations
     }
     assert set(listed) == {"conv", "untitled", "only-summary"}
     assert (listed["conv"].title, listed["conv"].title_source) == ("Old prompt", "auto")
     assert listed["conv"].created_at == t and listed["conv"].last_activity == t + 20
     assert listed["conv"].message_count == 3 and listed["untitled"].title is None
     assert listed["only-summary"].has_summary and listed["only-summary"].created_at == t
-    assert [r.content for r in manager.get(KEY).messages] == ["sys", "  Old   prompt ", "answer"]
-    assert manager.append(KEY, [U("next")]).messages[0].turn == 2
+    assert [r.content for r in history.get(manager, KEY).messages] == [
+        "sys",
+        "  Old   prompt ",
+        "answer",
+    ]
+    assert history.append(manager, KEY, [U("next")]).messages[0].turn == 2
     connection = sqlite3.connect(db_folder / DATABASE_FILE)
     try:
         assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from chat_history.model import Key, Message, ToolCall
-from chat_history.service.conversations import ConversationUpdate, MessageEdit
+from chat_history.service import conversations, edits, history
+from chat_history.service.conversations import ConversationUpdate
+from chat_history.service.edits import MessageEdit
 from chat_history.store.schema import DATABASE_FILE
 
 KEY = Key("ws", "conv")
@@ -54,23 +56,24 @@ SIZES = pytest.mark.parametrize("large", [False, True], ids=["small", "overflow"
 @SIZES
 def test_truncate_leaves_no_residue(make_manager, db_folder: Path, large: bool) -> None:
     manager = make_manager()
-    manager.append(KEY, [U("kept"), A("kept too")])
-    stored = manager.append(KEY, [U(secret_text(large)), A(f"noted {SECRET}")]).messages
-    manager.save_summary(KEY, f"summary with {SECRET}", stored[1].id)
+    history.append(manager, KEY, [U("kept"), A("kept too")])
+    stored = history.append(manager, KEY, [U(secret_text(large)), A(f"noted {SECRET}")]).messages
+    history.save_summary(manager, KEY, f"summary with {SECRET}", stored[1].id)
     on_disk(db_folder)
 
-    result = manager.truncate(KEY, stored[0].id)
+    result = edits.truncate(manager, KEY, stored[0].id)
 
     assert (result.deleted_messages, result.summary_deleted) == (2, True)
-    assert [r.content for r in manager.get(KEY).messages] == ["kept", "kept too"]
+    assert [r.content for r in history.get(manager, KEY).messages] == ["kept", "kept too"]
     gone(db_folder)
 
 
 @SIZES
 def test_delete_turns_leaves_no_residue(make_manager, db_folder: Path, large: bool) -> None:
     manager = make_manager()
-    manager.append(KEY, [U("first"), A("ok")])
-    manager.append(
+    history.append(manager, KEY, [U("first"), A("ok")])
+    history.append(
+        manager,
         KEY,
         [
             U(secret_text(large)),
@@ -79,37 +82,39 @@ def test_delete_turns_leaves_no_residue(make_manager, db_folder: Path, large: bo
             A(f"done {SECRET}"),
         ],
     )
-    manager.append(KEY, [U("third"), A("ok")])
+    history.append(manager, KEY, [U("third"), A("ok")])
     on_disk(db_folder)
 
-    result = manager.delete_turns(KEY, [2])
+    result = edits.delete_turns(manager, KEY, [2])
 
     assert (result.deleted_messages, result.deleted_turns) == (4, 1)
-    assert [r.turn for r in manager.get(KEY).messages] == [1, 1, 3, 3]
+    assert [r.turn for r in history.get(manager, KEY).messages] == [1, 1, 3, 3]
     gone(db_folder)
 
 
 @SIZES
 def test_edit_leaves_no_residue_of_the_old_text(make_manager, db_folder: Path, large: bool) -> None:
     manager = make_manager()
-    stored = manager.append(KEY, [U(secret_text(large)), A("ok")]).messages
-    manager.append(KEY, [U("next"), A("ok")])
+    stored = history.append(manager, KEY, [U(secret_text(large)), A("ok")]).messages
+    history.append(manager, KEY, [U("next"), A("ok")])
     on_disk(db_folder)
 
-    edited = manager.edit_message(KEY, stored[0].id, MessageEdit(content="my token is [redacted]"))
+    edited = edits.edit_message(
+        manager, KEY, stored[0].id, MessageEdit(content="my token is [redacted]")
+    )
 
     assert edited.content == "my token is [redacted]"
-    assert manager.get(KEY).messages[0].content == "my token is [redacted]"
+    assert history.get(manager, KEY).messages[0].content == "my token is [redacted]"
     gone(db_folder)
 
 
 def test_edited_metadata_and_attachments_leave_no_residue(make_manager, db_folder: Path) -> None:
     manager = make_manager()
-    stored = manager.append(
-        KEY, [Message(role="user", content="q", metadata={"note": SECRET}), A("ok")]
+    stored = history.append(
+        manager, KEY, [Message(role="user", content="q", metadata={"note": SECRET}), A("ok")]
     ).messages
     on_disk(db_folder)
-    manager.edit_message(KEY, stored[0].id, MessageEdit(metadata={}))
+    edits.edit_message(manager, KEY, stored[0].id, MessageEdit(metadata={}))
     gone(db_folder)
 
 
@@ -117,19 +122,21 @@ def test_delete_summary_and_a_replaced_title_leave_no_residue(
     make_manager, db_folder: Path
 ) -> None:
     manager = make_manager()
-    manager.append(KEY, [U("q"), A("ok")])
-    manager.save_summary(KEY, f"summary {SECRET}")
-    manager.update_conversation(
-        KEY, ConversationUpdate(set_title=True, title=f"title {SECRET}", metadata={"s": SECRET})
+    history.append(manager, KEY, [U("q"), A("ok")])
+    history.save_summary(manager, KEY, f"summary {SECRET}")
+    conversations.update(
+        manager,
+        KEY,
+        ConversationUpdate(set_title=True, title=f"title {SECRET}", metadata={"s": SECRET}),
     )
     on_disk(db_folder)
 
-    assert manager.delete_summary(KEY) is True
-    manager.update_conversation(
-        KEY, ConversationUpdate(set_title=True, title="plain", metadata={"s": "plain"})
+    assert history.delete_summary(manager, KEY) is True
+    conversations.update(
+        manager, KEY, ConversationUpdate(set_title=True, title="plain", metadata={"s": "plain"})
     )
 
-    assert manager.conversation(KEY).title == "plain"
+    assert conversations.info(manager, KEY).title == "plain"
     gone(db_folder)
 
 
@@ -138,27 +145,29 @@ def test_clear_leaves_no_residue_of_title_or_metadata(
     make_manager, db_folder: Path, large: bool
 ) -> None:
     manager = make_manager()
-    manager.append(KEY, [U(secret_text(large)), A("ok")])
-    manager.update_conversation(
-        KEY, ConversationUpdate(set_title=True, title=f"t {SECRET}", metadata={"k": SECRET})
+    history.append(manager, KEY, [U(secret_text(large)), A("ok")])
+    conversations.update(
+        manager,
+        KEY,
+        ConversationUpdate(set_title=True, title=f"t {SECRET}", metadata={"k": SECRET}),
     )
-    manager.append(Key("ws", "other"), [U("another conversation")])
+    history.append(manager, Key("ws", "other"), [U("another conversation")])
     on_disk(db_folder)
 
-    assert manager.clear(KEY) == 2
+    assert history.clear(manager, KEY) == 2
 
-    assert manager.conversation(KEY).created_at is None
+    assert conversations.info(manager, KEY).created_at is None
     gone(db_folder)
 
 
 def test_a_fork_then_truncating_both_leaves_no_residue(make_manager, db_folder: Path) -> None:
     manager = make_manager()
-    manager.append(KEY, [U("keep"), A("ok")])
-    stored = manager.append(KEY, [U(f"forked {SECRET}"), A("ok")]).messages
-    manager.fork(KEY, Key("ws", "copy"))
+    history.append(manager, KEY, [U("keep"), A("ok")])
+    stored = history.append(manager, KEY, [U(f"forked {SECRET}"), A("ok")]).messages
+    conversations.fork(manager, KEY, Key("ws", "copy"))
     on_disk(db_folder)
-    manager.truncate(KEY, stored[0].id)
-    copy = manager.get(Key("ws", "copy")).messages
+    edits.truncate(manager, KEY, stored[0].id)
+    copy = history.get(manager, Key("ws", "copy")).messages
     assert SECRET in copy[2].content  # the fork holds its own copy until it goes too
-    manager.truncate(Key("ws", "copy"), copy[2].id)
+    edits.truncate(manager, Key("ws", "copy"), copy[2].id)
     gone(db_folder)

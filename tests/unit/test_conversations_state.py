@@ -2,8 +2,8 @@
 rewind, branch; semantics.md "Rewinding and turn numbers"): random appends, truncates,
 deleteTurns, edits, forks, summaries, titles, clears and retention, checked against a small
 in-memory model built on the pure rules (policy.rewind, policy.titles, policy.retention,
-policy.context). After every step ``get`` and ``prepare`` (its body) agree with the model, the
-listing agrees with it, and no body holds a tool result without its call.
+policy.prepare.context). After every step ``get`` and ``prepare`` (its body) agree with the model,
+the listing agrees with it, and no body holds a tool result without its call.
 
 The model's settings make ``prepare`` leave old turns unread (maxHistoryTurns 2), so its answer
 comes from the recorded turn figures, which the edits must keep true."""
@@ -34,10 +34,10 @@ from tests.unit.conftest import FixedClock, settings_from
 from chat_history.errors import InvalidParams
 from chat_history.model import Key, Message, StoredMessage, Summary, ToolCall
 from chat_history.policy.budget import resolve_route
-from chat_history.policy.collapse import turn_figures
-from chat_history.policy.context import prepare_rows
+from chat_history.policy.prepare.collapse import turn_figures
+from chat_history.policy.prepare.context import prepare_rows
+from chat_history.policy.prepare.request import RequestOptions
 from chat_history.policy.recording import truncate_tool_result
-from chat_history.policy.request import RequestOptions
 from chat_history.policy.retention import plan_retention
 from chat_history.policy.rewind import (
     edited_content,
@@ -49,7 +49,9 @@ from chat_history.policy.titles import auto_title, fork_title
 from chat_history.policy.tokens import stored_tokens
 from chat_history.policy.turns import is_real_user
 from chat_history.providers import format_body
-from chat_history.service.conversations import ConversationUpdate, MessageEdit
+from chat_history.service import conversations, edits, history
+from chat_history.service.conversations import ConversationUpdate
+from chat_history.service.edits import MessageEdit
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.preparation import PrepareOptions
 from chat_history.store import HistoryStore, Store
@@ -140,7 +142,7 @@ class ConversationsMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         if self.folder is None:
             for key in KEYS:
-                self.manager.clear(key)
+                history.clear(self.manager, key)
             return
         self.store.close()
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -164,7 +166,7 @@ class ConversationsMachine(RuleBasedStateMachine):
         messages = [
             m for kind, text, calls in blocks for m in block(kind, text, calls, next(self.serial))
         ]
-        stored = self.manager.append(key, messages).messages
+        stored = history.append(self.manager, key, messages).messages
         conversation = self.model[key]
         for message, row in zip(messages, stored, strict=True):
             conversation.last_turn += 1 if is_real_user(message) else 0
@@ -189,7 +191,7 @@ class ConversationsMachine(RuleBasedStateMachine):
         self.clock.now += 1
         cover = conversation.summary.covers_through_id if conversation.summary else None
         plan = plan_truncate(conversation.rows, row.id, cover)
-        result = self.manager.truncate(key, row.id)
+        result = edits.truncate(self.manager, key, row.id)
         assert result.deleted_messages == len(plan.deleted)
         assert result.summary_deleted == plan.summary_deleted
         conversation.rows = list(plan.remaining)
@@ -202,7 +204,7 @@ class ConversationsMachine(RuleBasedStateMachine):
         conversation = self.model[key]
         self.clock.now += 1
         plan = plan_delete_turns(conversation.rows, turns)
-        result = self.manager.delete_turns(key, turns)
+        result = edits.delete_turns(self.manager, key, turns)
         assert (result.deleted_messages, result.deleted_turns) == (
             len(plan.deleted),
             plan.deleted_turns,
@@ -217,7 +219,7 @@ class ConversationsMachine(RuleBasedStateMachine):
         if all(t >= 0 for t in turns):
             return
         with pytest.raises(InvalidParams) as caught:
-            self.manager.delete_turns(key, turns)
+            edits.delete_turns(self.manager, key, turns)
         assert caught.value.field.startswith("turns[")
 
     @precondition(lambda self: any(c.rows for c in self.model.values()))
@@ -235,11 +237,11 @@ class ConversationsMachine(RuleBasedStateMachine):
             expected = edited_content(row, content, SETTINGS.max_tool_result_chars)
         except InvalidParams:
             with pytest.raises(InvalidParams) as caught:
-                self.manager.edit_message(key, row.id, MessageEdit(content=content))
+                edits.edit_message(self.manager, key, row.id, MessageEdit(content=content))
             assert caught.value.field == "content"
             return
-        edited = self.manager.edit_message(
-            key, row.id, MessageEdit(content=content, metadata={"tag": tag})
+        edited = edits.edit_message(
+            self.manager, key, row.id, MessageEdit(content=content, metadata={"tag": tag})
         )
         want = attrs.evolve(row, content=expected, metadata={"tag": tag})
         fresh = Message(**{f.name: getattr(want, f.name) for f in attrs.fields(Message)})
@@ -252,7 +254,7 @@ class ConversationsMachine(RuleBasedStateMachine):
         if any(r.id == other for r in self.model[key].rows):
             return
         with pytest.raises(InvalidParams) as caught:
-            self.manager.edit_message(key, other, MessageEdit(content="x"))
+            edits.edit_message(self.manager, key, other, MessageEdit(content="x"))
         assert caught.value.field == "id"
 
     @rule(data=st.data(), into=st.sampled_from(KEYS), whole=st.booleans())
@@ -264,14 +266,14 @@ class ConversationsMachine(RuleBasedStateMachine):
         self.clock.now += 1
         if self.model[target].exists or not src.rows:
             with pytest.raises(InvalidParams) as caught:
-                self.manager.fork(source, target, through)
+                conversations.fork(self.manager, source, target, through)
             field = "new_conversation_id" if self.model[target].exists else "conversation_id"
             assert caught.value.field == field
             return
-        info = self.manager.fork(source, target, through)
+        info = conversations.fork(self.manager, source, target, through)
         end = None if through is None else fork_end(src.rows, through)
         copied = [r for r in src.rows if end is None or r.id <= end]
-        rows = list(self.manager.get(target).messages)
+        rows = list(history.get(self.manager, target).messages)
         assert len(rows) == len(copied)
         for old, new in zip(copied, rows, strict=True):
             assert new.id > self.highest_id
@@ -301,32 +303,32 @@ class ConversationsMachine(RuleBasedStateMachine):
         rows = self.model[key].rows
         through = data.draw(st.sampled_from(rows)).id if covered and rows else None
         self.clock.now += 1
-        saved = self.manager.save_summary(key, f"summary {next(self.serial)}", through)
+        saved = history.save_summary(self.manager, key, f"summary {next(self.serial)}", through)
         self.model[key].summary = saved
 
     @rule(key=st.sampled_from(KEYS))
     def delete_summary(self, key: Key) -> None:
         self.clock.now += 1
-        assert self.manager.delete_summary(key) == (self.model[key].summary is not None)
+        assert history.delete_summary(self.manager, key) == (self.model[key].summary is not None)
         self.model[key].summary = None
 
     @rule(key=st.sampled_from(KEYS), title=st.sampled_from([None, "Named", "x" * 200]))
     def rename(self, key: Key, title: str | None) -> None:
         self.clock.now += 1
-        self.manager.update_conversation(key, ConversationUpdate(set_title=True, title=title))
+        conversations.update(self.manager, key, ConversationUpdate(set_title=True, title=title))
         if self.model[key].exists or title is not None:
             self.model[key].title = title
 
     @rule(key=st.sampled_from(KEYS), metadata=st.sampled_from([{}, {"pinned": True}]))
     def set_metadata(self, key: Key, metadata: dict[str, Any]) -> None:
         self.clock.now += 1
-        self.manager.update_conversation(key, ConversationUpdate(metadata=metadata))
+        conversations.update(self.manager, key, ConversationUpdate(metadata=metadata))
         self.model[key].metadata = dict(metadata)
 
     @rule(key=st.sampled_from(KEYS))
     def clear(self, key: Key) -> None:
         self.clock.now += 1
-        assert self.manager.clear(key) == len(self.model[key].rows)
+        assert history.clear(self.manager, key) == len(self.model[key].rows)
         self.model[key] = Conversation()
 
     # -- what must hold after every step ------------------------------------------------------
@@ -335,11 +337,11 @@ class ConversationsMachine(RuleBasedStateMachine):
     def reads_agree(self) -> None:
         for key in KEYS:
             conversation = self.model[key]
-            got = self.manager.get(key)
+            got = history.get(self.manager, key)
             self.retain(key)
             assert list(got.messages) == conversation.rows, key
             assert got.summary == conversation.summary
-            prepared = self.manager.prepare(key, PrepareOptions(provider="openai"))
+            prepared = history.prepare(self.manager, key, PrepareOptions(provider="openai"))
             assert not orphans(prepared.body)
             readings = [
                 prepare_rows(
@@ -402,7 +404,7 @@ class ConversationsMachine(RuleBasedStateMachine):
 
     @invariant()
     def listing_agrees(self) -> None:
-        page = self.manager.list_conversations_page(None, None, None)
+        page = conversations.list_page(self.manager, None, None, None)
         listed = {Key(i.workspace, i.conversation_id): i for i in page.conversations}
         assert set(listed) == {k for k in KEYS if self.model[k].exists}
         for key, info in listed.items():

@@ -22,7 +22,7 @@ from chat_history.cli import export_schema, transfer
 from chat_history.cli.export_schema import check_line
 from chat_history.errors import InvalidParams
 from chat_history.model import Attachment, Key, Message, ToolCall
-from chat_history.service import imports
+from chat_history.service import conversations, history, imports
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.settings import default_settings
 
@@ -42,7 +42,8 @@ def exported_lines(tmp_path: Path) -> list[dict[str, Any]]:
             sessions = imports.sessions_of(source, FIXTURES / folder, None)
             imports.import_sessions(manager, sessions, "file:///x", dry_run=False)
         key = Key("file:///y", "hand")
-        manager.append(
+        history.append(
+            manager,
             key,
             [
                 Message(role="system", content="Be brief.", metadata={"pinned": True}),
@@ -62,11 +63,11 @@ def exported_lines(tmp_path: Path) -> list[dict[str, Any]]:
                 Message(role="tool", content="ok", tool_call_id="c1", name="read"),
             ],
         )
-        rows, _ = manager.history(key)
-        manager.save_summary(key, "It read a file.", rows[-1].id)
+        rows, _ = history.whole(manager, key)
+        history.save_summary(manager, key, "It read a file.", rows[-1].id)
         lines = [transfer.header_line()]
-        for info in manager.list_conversations_page(None, None, None).conversations:
-            rows, summary = manager.history(info.key)
+        for info in conversations.list_page(manager, None, None, None).conversations:
+            rows, summary = history.whole(manager, info.key)
             lines.extend(transfer.conversation_lines(info.key, rows, summary))
         return json.loads(json.dumps(lines))
     finally:

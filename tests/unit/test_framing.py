@@ -1,6 +1,7 @@
-"""framing.py on its own: header lines (``read_header``, ``content_length``) and what
-``handle_body`` answers for each kind of bad message, written through a real protocol of the
-server to a real frame writer (no process, no event loop)."""
+"""The stdio transport on its own (wire/transport/): header lines (``framing.read_header``,
+``framing.content_length``) and what ``intake.handle_body`` answers for each kind of bad message,
+written through a real protocol of the server to a real frame writer (no process, no event
+loop)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from chat_history.wire import frames, framing
-from chat_history.wire.server import ChatHistoryServer
+from chat_history.wire.session import ChatHistoryServer
+from chat_history.wire.transport import frames, framing, intake, scan
 
 
 def headers(data: bytes) -> list[Any]:
@@ -79,7 +80,7 @@ class Wire:
 
     def handle(self, message: Any) -> Any:
         body = message if isinstance(message, bytes) else json.dumps(message).encode()
-        return framing.handle_body(self.protocol, body)
+        return intake.handle_body(self.protocol, body)
 
     def answers(self) -> list[dict[str, Any]]:
         data, found = self.out.getvalue(), []
@@ -141,28 +142,28 @@ def test_a_bad_notification_is_dropped_without_an_answer() -> None:
 def test_params_nested_too_deeply_name_where() -> None:
     wire = Wire()
     deep: Any = 1
-    for _ in range(framing.MAX_DEPTH + 2):
+    for _ in range(intake.MAX_DEPTH + 2):
         deep = [deep]
     message = {"jsonrpc": "2.0", "id": "d", "method": "chatHistory/append", "params": {"m": deep}}
     assert wire.handle(message) is None
     msg_id, code, text, data = only_error(wire)
     assert (msg_id, code, data) == ("d", -32602, {"field": "m[0][0]"})
-    assert f"nested deeper than {framing.MAX_DEPTH} levels" in text
+    assert f"nested deeper than {intake.MAX_DEPTH} levels" in text
 
 
 def test_brackets_inside_strings_are_not_containers() -> None:
-    assert framing.containers_over(b'{"a":[[[]]]}', 3)
-    assert not framing.containers_over(b'{"a":"[[[[[[[[[[[[", "b":"\\"[["}', 3)
+    assert scan.containers_over(b'{"a":[[[]]]}', 3)
+    assert not scan.containers_over(b'{"a":"[[[[[[[[[[[[", "b":"\\"[["}', 3)
 
 
 def test_too_many_containers_is_refused_before_parsing_under_the_request_id() -> None:
     wire = Wire()
-    many = b",".join([b"[]"] * (framing.MAX_CONTAINERS + 1))
+    many = b",".join([b"[]"] * (scan.MAX_CONTAINERS + 1))
     body = b'{"jsonrpc":"2.0","id":3,"method":"chatHistory/append","params":[' + many + b"]}"
     assert wire.handle(body) is None
     msg_id, code, text, data = only_error(wire)
     assert (msg_id, code, data) == (3, -32602, {"field": "params"})
-    assert f"more than {framing.MAX_CONTAINERS:,} JSON objects and arrays" in text
+    assert f"more than {scan.MAX_CONTAINERS:,} JSON objects and arrays" in text
 
 
 def test_an_lsp_request_whose_params_do_not_fit_is_invalid_params_naming_the_field() -> None:

@@ -2,7 +2,7 @@
 replaced text in the database files (db, -wal, -shm), on real files.
 
 The design under test (the one the store should adopt): ``messages`` gains a ``folded`` column
-(policy.search.stored_fold: NULL for ASCII rows); a contentless FTS5 trigram index holds
+(policy.search.folding.stored_fold: NULL for ASCII rows); a contentless FTS5 trigram index holds
 ``coalesce(folded, lower(content))`` and is kept by triggers; FTS5's ``secure-delete`` option,
 ``PRAGMA secure_delete=ON`` and a ``wal_checkpoint(TRUNCATE)`` after the deleting transaction.
 ``secure-delete`` needs SQLite 3.42, so the design runs on sqlean.py's bundled SQLite; the tests
@@ -27,7 +27,10 @@ import pytest
 import sqlean
 import sqlite_utils
 
-from chat_history.policy.search import fold, fts_plan, matches, parse_query, stored_fold
+from chat_history.policy.search.folding import fold, stored_fold
+from chat_history.policy.search.fts import fts_plan
+from chat_history.policy.search.query import parse_query
+from chat_history.policy.search.scoring import matches
 
 #: Filler words use none of the secret's characters, so no run of the secret arises from them.
 FILLER = ["alpha", "delta", "hotel", "lima", "papa", "echo", "radio", "tango", "sierra", "romeo"]
@@ -42,7 +45,7 @@ CREATE TABLE messages (
 )"""
 
 #: The chosen index: contentless, folded text, maintained by triggers in built-in SQL only;
-#: ``detail=none`` (smaller, looked up by covering trigrams: policy.search.fts_plan), and
+#: ``detail=none`` (smaller, looked up by covering trigrams: policy.search.fts.fts_plan), and
 #: ``detail=full`` passes the same tests.
 CHOSEN_INDEX = [
     "CREATE VIRTUAL TABLE search USING fts5(body, content='', detail=none, "

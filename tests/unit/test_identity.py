@@ -21,7 +21,7 @@ from chat_history.policy.identity import (
     renamed_id,
     repository_identity,
 )
-from chat_history.service import workspaces
+from chat_history.service import history, workspaces
 from chat_history.service.gitfolder import (
     MAX_POINTER_BYTES,
     MAX_REMOTE_CHARS,
@@ -91,17 +91,17 @@ def test_a_moved_folder_takes_only_a_gone_folders_history_on_this_machine():
         fp("other-remote", "/y", remote="r2", at=9),
         fp("empty", "/empty", at=9),
     ]
-    history = {"live", "gone", "gone-old", "other-machine", "other-remote"}
+    with_history = {"live", "gone", "gone-old", "other-machine", "other-remote"}
     exists = {"/live", "/new"}
-    found = moved_from(current, records, history.__contains__, exists.__contains__)
+    found = moved_from(current, records, with_history.__contains__, exists.__contains__)
     assert found is not None and found.workspace == "gone"
     assert (
         moved_from(
-            fp("new", "/new", remote=None), records, history.__contains__, exists.__contains__
+            fp("new", "/new", remote=None), records, with_history.__contains__, exists.__contains__
         )
         is None
     )
-    assert moved_from(current, records[:1], history.__contains__, exists.__contains__) is None
+    assert moved_from(current, records[:1], with_history.__contains__, exists.__contains__) is None
 
 
 def test_git_folder_reads_origin_else_the_first_remote_and_the_inner_path(tmp_path: Path):
@@ -225,16 +225,40 @@ def test_a_remote_url_is_read_in_linear_time_and_bounded():
 def test_a_session_opens_without_a_write_unless_there_is_something_to_re_key(tmp_path: Path):
     manager = ChatHistoryManager(Store(tmp_path / "store"))
     try:
-        manager.append(Key("file:///c:/proj", "c1"), [Message(role="user", content="x")])
+        history.append(manager, Key("file:///c:/proj", "c1"), [Message(role="user", content="x")])
         plain = workspaces.resolve("file:///C:/proj/", "folder")
         with manager.store.snapshot() as reading:
             assert not workspaces.needs_opening(reading, plain)
-        assert manager.open_identity(plain, "") == []
-        manager.append(Key("file:///C:/other/", "c1"), [Message(role="user", content="y")])
+        assert workspaces.open_identity(manager, plain, "") == []
+        history.append(manager, Key("file:///C:/other/", "c1"), [Message(role="user", content="y")])
         with manager.store.snapshot() as reading:
             assert workspaces.needs_opening(reading, plain)
-        assert manager.open_identity(plain, "") == [
+        assert workspaces.open_identity(manager, plain, "") == [
             "history of file:///C:/other/ moved to file:///c:/other (another spelling of its URI)"
         ]
     finally:
         manager.close()
+
+
+def test_a_named_workspace_names_a_symlinked_folder_by_its_target(tmp_path: Path):
+    proj = tmp_path / "real" / "proj"
+    (proj / "sub").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(proj, target_is_directory=True)
+    (tmp_path / "via").symlink_to(tmp_path / "real", target_is_directory=True)
+    real = proj.resolve().as_uri()
+    for named in (
+        (tmp_path / "link").as_uri(),
+        (tmp_path / "link").as_uri() + "/",
+        str(tmp_path / "link"),
+        (tmp_path / "via" / "proj").as_uri(),
+        str(tmp_path / "via" / "proj"),
+        proj.as_uri(),
+    ):
+        assert workspaces.named_workspace(named) == real, named
+    assert workspaces.named_workspace((tmp_path / "link" / "sub").as_uri()) == real + "/sub"
+    # what names no local folder here is only normalized
+    for other in ("default", "repo:github.com/o/r/", "file:///no/such/folder", "/no/such"):
+        assert workspaces.named_workspace(other) == normalize_uri(other)
+    gone = tmp_path / "dangling"
+    gone.symlink_to(tmp_path / "nowhere")
+    assert workspaces.named_workspace(gone.as_uri()) == gone.as_uri()

@@ -2,28 +2,44 @@
 newer session file (tests/fixtures/imports/SOURCES.md): results from ``tool`` messages, or from
 ``toolCallState(s)`` in builds that kept them there; signed thinking kept for Anthropic only;
 a call without a result taken out of its reply; every row at the session's ``dateCreated``
-from ``sessions.json`` (no message records its time); a project's sessions chosen by their
+from ``sessions.json`` (no message records its time), else its own, else the file's time at its
+first import; a project's sessions chosen by their
 ``workspaceDirectory``; every session formats to a body each provider kind's SDK accepts."""
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 from test_import_readers import assert_every_provider_accepts, skipped
 
-from chat_history.errors import InvalidParams
 from chat_history.importers import continue_dev
 from chat_history.importers.common import Session
+from chat_history.model import Key
 from chat_history.providers import KINDS
-from chat_history.service import imports
+from chat_history.service import history, imports
+from chat_history.service.manager import ChatHistoryManager
+from chat_history.settings import default_settings
 
 SESSIONS_DIR = (
     Path(__file__).resolve().parents[1] / "fixtures" / "imports" / "continue" / "sessions"
 )
 OLD = SESSIONS_DIR / "3b9e2f10-6c4d-4e8a-9b1f-2d3c4e5f6a7b.json"
 NEW = SESSIONS_DIR / "d4c3b2a1-0f9e-4d8c-b7a6-958473625140.json"
+
+
+@pytest.fixture
+def manager(tmp_path: Path) -> Iterator[ChatHistoryManager]:
+    settings = attrs.evolve(default_settings(), enable_auto_pruning=False)
+    opened = ChatHistoryManager.open(tmp_path / "h.sqlite3", settings)
+    try:
+        yield opened
+    finally:
+        opened.close()
 
 
 def placed(path: Path) -> Session:
@@ -93,14 +109,40 @@ def test_a_project_chooses_its_sessions_by_workspace_directory_in_either_spellin
     assert list(imports.sessions_of("continue", SESSIONS_DIR, "/home/me/other")) == []
 
 
-def test_a_session_that_sessions_json_gives_no_time_is_an_error_naming_the_file(
-    tmp_path: Path,
+def test_a_session_without_sessions_json_takes_its_own_time_else_its_files(
+    tmp_path: Path, manager: ChatHistoryManager
 ) -> None:
-    lone = tmp_path / OLD.name
-    lone.write_bytes(OLD.read_bytes())
-    with pytest.raises(InvalidParams) as caught:
-        list(imports.sessions_of("continue", lone, None))
-    assert caught.value.field == "path" and str(lone) in caught.value.why
+    """Continue's CLI keeps no ``sessions.json``: the session's own ``dateCreated``, else the
+    file's modification time at its first import, which a later import keeps (so a session
+    that grew adds only its tail, never a second copy)."""
+    lone = tmp_path / NEW.name
+    value = json.loads(NEW.read_text())
+    lone.write_text(json.dumps(value))
+    first_seen = 1_790_000_000
+    os.utime(lone, (first_seen, first_seen))
+
+    def run() -> imports.PlannedImport:
+        found = imports.sessions_of("continue", lone, None)
+        [entry] = imports.import_sessions(manager, found, None, dry_run=False)
+        return entry
+
+    first = run()
+    key = Key("file:///home/me/shop", first.conversation_id)
+    assert (first.status, first.oldest) == ("new", first_seen * 1000)
+    stored = history.get(manager, key).messages
+    assert {m.timestamp for m in stored} == {first_seen * 1000}
+    value["history"].append({"message": {"role": "user", "content": "And the other one?"}})
+    lone.write_text(json.dumps(value))
+    os.utime(lone, (first_seen + 3_600, first_seen + 3_600))
+    grown = run()
+    assert (grown.status, grown.new_messages) == ("updated", 1)
+    after = history.get(manager, key).messages
+    assert len(after) == len(stored) + 1 and {m.timestamp for m in after} == {first_seen * 1000}
+    dated = tmp_path / "dated" / NEW.name
+    dated.parent.mkdir()
+    dated.write_text(json.dumps(value | {"dateCreated": "1795711111000"}))
+    [(_, session)] = imports.sessions_of("continue", dated, None)
+    assert {m.timestamp for m in session.messages} == {1_795_711_111_000}
 
 
 def test_a_file_of_another_source_yields_nothing() -> None:

@@ -3,7 +3,8 @@ CLI's event shapes (tests/fixtures/imports/SOURCES.md): requests paired with the
 (a failure as ``Error: …``), a call the reply did not list adopted from its start event, a
 request never completed taken out of its reply, ephemeral, turn and sub-agent events counted;
 the older single-file sessions (``history-session-state``) read from their ``chatMessages`` at
-their timeline's times, with the same pairing rules; every session formats to a body each
+their timeline's times, with the same pairing rules, and from the timeline alone when their
+``chatMessages`` is empty; every session formats to a body each
 provider kind's SDK accepts."""
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ FIRST = "8a7b6c5d-4e3f-4a1b-9c8d-7e6f5a4b3c2d"
 SECOND = "1f2e3d4c-5b6a-4789-8a9b-0c1d2e3f4a5b"
 SINGLE = "4d3c2b1a-0f9e-4d8c-b7a6-5e4d3c2b1a09"
 SINGLE_FILE = OLDER / f"session_{SINGLE}_1760000100000.json"
+TIMELINE = "9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b"
+TIMELINE_FILE = HOME / "timeline-only" / f"session_{TIMELINE}_1759250400000.json"
 
 
 def sessions() -> dict[str, Session]:
@@ -156,6 +159,69 @@ def test_an_older_file_without_a_timeline_or_its_id_takes_the_start_time_and_its
     assert copilot_cli.read(cut, SINGLE) == []
 
 
+def test_an_older_file_whose_chat_messages_are_empty_is_read_from_its_timeline() -> None:
+    [(_, session)] = imports.sessions_of("copilot-cli", TIMELINE_FILE, None)
+    assert (session.session_id, session.folder) == (TIMELINE, None)
+    assert session.title == "List the failing tests in the checkout package."
+    at = timestamp_ms
+    rows = [(m.role, m.content, m.tool_call_id, m.timestamp) for m in session.messages]
+    assert rows == [
+        (
+            "user",
+            "List the failing tests in the checkout package.",
+            None,
+            at("2025-09-30T16:40:03Z"),
+        ),
+        ("assistant", "I'll run the checkout tests.", None, at("2025-09-30T16:40:06Z")),
+        ("tool", "2 failing: date.test.ts, total.test.ts", "toolu_tl1", at("2025-09-30T16:40:21Z")),
+        (
+            "assistant",
+            "Two tests fail: date.test.ts and total.test.ts.",
+            None,
+            at("2025-09-30T16:40:25Z"),
+        ),
+        ("user", "Show me the date test.", None, at("2025-09-30T16:41:10Z")),
+        ("assistant", "", None, at("2025-09-30T16:41:13Z")),  # the first call's request
+        ("tool", "expect(format(d)).toBe('30/09/2025')", "toolu_tl2", at("2025-09-30T16:41:14Z")),
+        (
+            "tool",
+            "Error: cat: tests/helpers/date.ts: No such file or directory",
+            "toolu_tl3",
+            at("2025-09-30T16:41:15.500Z"),
+        ),
+        (
+            "assistant",
+            "The test expects a day-first date, but format() writes the month first.",
+            None,
+            at("2025-09-30T16:41:20Z"),
+        ),
+    ]
+    calls = [[(c.id, c.name, c.arguments) for c in m.tool_calls] for m in session.messages]
+    assert calls[1] == [
+        (
+            "toolu_tl1",
+            "bash",
+            {"command": "npm test -- checkout", "description": "Run the checkout tests"},
+        )
+    ]
+    assert calls[5] == [
+        (
+            "toolu_tl2",
+            "str_replace_editor",
+            {"command": "view", "path": "/home/me/shop/tests/date.test.ts"},
+        ),
+        (
+            "toolu_tl3",
+            "bash",
+            {"command": "cat tests/helpers/date.ts", "description": "Show the helper"},
+        ),
+    ]
+    assert skipped(session) == {
+        ("info entry", "not a message"): 2,
+        ("tool request", "never completed"): 1,
+    }
+
+
 def test_older_files_record_no_folder_and_a_session_in_both_is_read_from_its_event_log(
     tmp_path: Path,
 ) -> None:
@@ -195,7 +261,9 @@ def test_importing_an_older_file_again_adds_nothing(tmp_path: Path) -> None:
     assert first.conversation_id == f"copilot-cli:{SINGLE}"
 
 
-SESSIONS = sessions()
+SESSIONS = sessions() | {
+    s.session_id: s for _, s in imports.sessions_of("copilot-cli", TIMELINE_FILE, None)
+}
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -130,6 +130,13 @@ def test_the_service_finds_a_projects_files_by_hash_and_by_projects_json(tmp_pat
     (lone / OLD.name).write_bytes(OLD.read_bytes())
     [(_, unknown)] = imports.sessions_of("gemini-cli", lone / OLD.name, None)
     assert unknown.folder is None  # no projects.json: a hash names no folder (--workspace)
+    # run from the project: the current folder whose SHA-256 is the project's hash, as the CLI
+    # hashes its own folder
+    here = "/home/me/shop"
+    [(_, matched)] = imports.sessions_of("gemini-cli", lone / OLD.name, None, here=here)
+    assert matched.folder == here
+    [(_, other)] = imports.sessions_of("gemini-cli", lone / OLD.name, None, here="/home/me/x")
+    assert other.folder is None  # another project's file: the current folder is only a default
     env = {"HOME": str(tmp_path), "GEMINI_CLI_HOME": ""}
     assert imports.data_folder("gemini-cli", env) == tmp_path / ".gemini" / "tmp"
 

@@ -3,12 +3,14 @@ shapes (tests/fixtures/imports/SOURCES.md), gathered by importers/opencode/tree.
 of ``opencode export``: a reply split where its text follows its tool calls, each call paired
 with its result (an error as ``Error: …``), signed reasoning kept for Anthropic only, OpenCode's
 synthetic text and bookkeeping parts counted, a sub-agent's session its own conversation;
-reading the gathered export gives the same rows; every session formats to a body each provider
+reading the gathered export gives the same rows, and a tree without its session files is read
+from its message folders; every session formats to a body each provider
 kind's SDK accepts."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -118,6 +120,26 @@ def test_every_opencode_session_formats_to_a_body_each_provider_accepts(
 ) -> None:
     session = SESSIONS[name]
     assert_every_provider_accepts(kind, session)
+
+
+def test_a_tree_without_its_session_files_is_read_from_its_message_folders(
+    tmp_path: Path,
+) -> None:
+    """Sessions whose ``session/`` file is gone (or never written) are found by their
+    ``message/<session id>/`` folders: the same rows, no title of the tool's (the first prompt's
+    line), the folder a reply recorded (``path.cwd``)."""
+    storage = tmp_path / "opencode" / "storage"
+    shutil.copytree(STORAGE, storage)
+    shutil.rmtree(storage / "session")
+    found = {s.session_id: s for _, s in imports.sessions_of("opencode", storage, None)}
+    assert sorted(found) == sorted(SESSIONS)
+    main = found[MAIN]
+    assert main.messages == SESSIONS[MAIN].messages
+    assert main.title == "Why is the cart suite slow? Screenshot attached."
+    assert main.folder == "/home/me/shop"
+    project = [s.session_id for _, s in imports.sessions_of("opencode", storage, "/home/me/shop")]
+    assert MAIN in project
+    assert list(imports.sessions_of("opencode", storage, "/home/me/other")) == []
 
 
 def test_a_session_whose_files_add_up_past_the_bound_is_an_error_naming_it() -> None:

@@ -50,6 +50,28 @@ LAYERS: dict[str, set[str]] = {
     "entry": {"wire", "version"},
     "version": set(),
 }
+#: Rooms inside ``policy`` and ``wire`` (issue 40): each folder is a sub-room, the room's own
+#: modules its core, and each imports only the sub-rooms it names (besides itself). ``policy``'s
+#: core (turns, tokens, the route, calibration, the sweep, ...) knows neither pipeline, and the
+#: search pipeline stands alone. The wire's core (the translators: ``protocol``, ``checks``,
+#: ``messages``, ``reports``, ``codes``) knows neither the transport nor the methods; the transport
+#: knows no method; only the pygls server on top (``WIRE_TOP``) registers the methods.
+SUBROOMS: dict[str, set[str]] = {
+    "policy": set(),
+    "policy.prepare": {"policy"},
+    "policy.search": set(),
+    "wire": set(),
+    "wire.transport": {"wire"},
+    "wire.methods": {"wire", "wire.transport"},
+    "wire.top": {"wire", "wire.transport", "wire.methods"},
+}
+#: The pygls server: the session, its lifecycle and the one request helper that registers every
+#: method, above everything else of the wire.
+WIRE_TOP = {
+    "chat_history.wire.server",
+    "chat_history.wire.session",
+    "chat_history.wire.lifecycle",
+}
 #: Modules that may spell wire names: the wire's translators (the shared results, the CLI's
 #: ``--json`` reports, and each family of methods under ``wire/methods/``), the export format's
 #: translator, the settings document's reader, the provider bodies (each provider's own wire),
@@ -59,7 +81,7 @@ CAMEL_ALLOWED = {
     "importers/opencode/database.py",  # OpenCode's export shape, rebuilt from its database's rows
     "wire/protocol.py",
     "wire/reports.py",
-    "wire/frames.py",
+    "wire/transport/frames.py",
     "cli/transfer.py",
     "mcp/tools.py",
     "mcp/resources.py",
@@ -96,6 +118,17 @@ def room_of(module: str) -> str:
     if head in {"__main__", "launch_check"}:
         return "entry"
     return head
+
+
+def subroom_of(module: str) -> str | None:
+    """The sub-room of a module of ``policy`` or ``wire`` (None in the other rooms)."""
+    if module in WIRE_TOP:
+        return "wire.top"
+    parts = module.split(".")[1:]
+    if not parts or parts[0] not in {"policy", "wire"}:
+        return None
+    folder = ".".join(parts[:2])
+    return folder if folder in SUBROOMS else parts[0]
 
 
 def modules() -> dict[str, Path]:
@@ -224,6 +257,50 @@ def test_each_room_imports_only_the_rooms_below_it() -> None:
     assert wrong == []
 
 
+def subroom_violations(edges: dict[str, set[str]]) -> list[str]:
+    """The imports between two sub-rooms of one room that ``SUBROOMS`` does not allow."""
+    wrong = []
+    for module, targets in edges.items():
+        sub = subroom_of(module)
+        if sub is None:
+            continue
+        allowed = SUBROOMS[sub] | {sub}
+        for target in sorted(targets):
+            other = subroom_of(target)
+            if other is not None and room_of(target) == room_of(module) and other not in allowed:
+                wrong.append(f"{module} -> {target}")
+    return wrong
+
+
+def test_each_sub_room_imports_only_the_sub_rooms_below_it() -> None:
+    assert subroom_violations(graph()) == []
+
+
+def test_the_sub_room_check_finds_an_import_upwards() -> None:
+    edges = {
+        "chat_history.policy.turns": {"chat_history.policy.prepare.context"},
+        "chat_history.policy.prepare.context": {"chat_history.policy.turns"},
+        "chat_history.wire.transport.framing": {"chat_history.wire.methods.history"},
+        "chat_history.wire.methods.history": {"chat_history.wire.transport.frames"},
+    }
+    assert subroom_violations(edges) == [
+        "chat_history.policy.turns -> chat_history.policy.prepare.context",
+        "chat_history.wire.transport.framing -> chat_history.wire.methods.history",
+    ]
+
+
+def test_every_folder_of_policy_and_wire_is_a_sub_room() -> None:
+    """A new folder is given its place in ``SUBROOMS``, not taken for the room's core."""
+    folders = {
+        f"{room}.{path.name}"
+        for room in ("policy", "wire")
+        for path in (PACKAGE / room).iterdir()
+        if (path / "__init__.py").exists()
+    }
+    assert folders <= set(SUBROOMS)
+    assert WIRE_TOP - set(modules()) == set()
+
+
 def test_every_module_has_a_room() -> None:
     assert {m for m in modules() if room_of(m) not in LAYERS} == set()
 
@@ -290,12 +367,19 @@ def test_the_wire_and_the_cli_reach_the_store_only_through_the_manager() -> None
 
 def test_the_store_files_and_every_function_stay_small() -> None:
     """The room check (issue 30): no file of the store over 350 lines, where the engines' seam
-    lives and a newcomer reads most; no function of the package over 70 lines."""
+    lives and a newcomer reads most, and none of ``policy`` or ``wire`` over 500 (issue 40); no
+    function of the package over 70 lines."""
     store = {
         str(path.relative_to(PACKAGE)): len(path.read_text(encoding="utf-8").splitlines())
         for path in (PACKAGE / "store").rglob("*.py")
     }
     assert {name: lines for name, lines in store.items() if lines > 350} == {}
+    pipelines = {
+        str(path.relative_to(PACKAGE)): len(path.read_text(encoding="utf-8").splitlines())
+        for room in ("policy", "wire")
+        for path in (PACKAGE / room).rglob("*.py")
+    }
+    assert {name: lines for name, lines in pipelines.items() if lines > 500} == {}
     long = []
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -304,3 +388,11 @@ def test_the_store_files_and_every_function_stay_small() -> None:
                 if lines > 70:
                     long.append(f"{path.relative_to(PACKAGE)}:{node.name} ({lines})")
     assert long == []
+
+
+def test_the_managers_core_stays_a_core() -> None:
+    """Issue 40: the manager is the core every family of operations shares (lock, settings,
+    write and read helpers), under 250 lines; an operation lives in its family's module
+    (``service/history.py``, ...), not on the manager."""
+    core = PACKAGE / "service" / "manager.py"
+    assert len(core.read_text(encoding="utf-8").splitlines()) < 250

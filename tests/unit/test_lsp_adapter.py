@@ -13,8 +13,8 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 from pygls.lsp.server import LanguageServer
 
-from chat_history.wire import lsp_adapter
-from chat_history.wire.server import ChatHistoryServer
+from chat_history.wire.session import ChatHistoryServer
+from chat_history.wire.transport import lsp_adapter
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 

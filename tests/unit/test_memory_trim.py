@@ -1,7 +1,7 @@
-"""The heaps are given back at rest (wire/memory.py, issue 35 item 14): once no message has been
-read or written for ``IDLE_SECONDS`` the server trims glibc's heaps once, and a message before
-then postpones it. On a real event loop with the C library's own ``malloc_trim`` (this machine
-has glibc); the quiet spell is shortened, nothing is timed."""
+"""The heaps are given back at rest (wire/transport/memory.py, issue 35 item 14): once no message
+has been read or written for ``IDLE_SECONDS`` the server trims glibc's heaps once, and a message
+before then postpones it. On a real event loop with the C library's own ``malloc_trim`` (this
+machine has glibc); the quiet spell is shortened, nothing is timed."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from chat_history.wire import memory
+from chat_history.wire.transport import memory
 
 IDLE = 0.2
 

@@ -15,7 +15,8 @@ from tests.pgcluster import Cluster, run_workers
 
 from chat_history.errors import InvalidParams, StorageError
 from chat_history.model import Message
-from chat_history.policy.search_rank import SearchScope
+from chat_history.policy.search.rank import SearchScope
+from chat_history.service import conversations, edits, history, search, usage
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.store import EngineOptions, Key, database_option
 from chat_history.store.postgres import PostgresStore
@@ -27,7 +28,7 @@ KEY = Key("ws", "conv")
 
 def found(manager: ChatHistoryManager, query: str) -> list[str]:
     scope = SearchScope(None, None, ("user", "assistant"))
-    return [hit.snippet for hit in manager.search(scope, query, 50).hits]
+    return [hit.snippet for hit in search.search(manager, scope, query, 50).hits]
 
 
 def U(text: str) -> Message:
@@ -58,12 +59,12 @@ def test_deleted_text_leaves_the_relation_files_at_the_purge(
     assert isinstance(store, PostgresStore)
     secret = "qzxv-residue-marker-" + "ü" * 3
     folded = "qzxv-residue-marker-uuu"
-    manager.append(KEY, [U(f"the {secret} text"), A("ok")])
-    manager.append(Key("ws", "kept"), [U("other history stays")])
-    manager.save_summary(KEY, f"summary with {secret}")
-    manager.clear(KEY)
+    history.append(manager, KEY, [U(f"the {secret} text"), A("ok")])
+    history.append(manager, Key("ws", "kept"), [U("other history stays")])
+    history.save_summary(manager, KEY, f"summary with {secret}")
+    history.clear(manager, KEY)
     # Gone from every read and search at once.
-    assert manager.get(KEY).messages == ()
+    assert history.get(manager, KEY).messages == ()
     assert found(manager, "qzxv") == []
     pg_cluster.execute("CHECKPOINT", name)
     folder = pg_cluster.database_folder(name)
@@ -74,7 +75,9 @@ def test_deleted_text_leaves_the_relation_files_at_the_purge(
     assert files_holding(folder, secret.encode()) == []
     assert files_holding(folder, folded.encode()) == []
     assert files_holding(folder, b"zxv") == [], "a trigram of it in the search index"
-    assert [m.content for m in manager.get(Key("ws", "kept")).messages] == ["other history stays"]
+    assert [m.content for m in history.get(manager, Key("ws", "kept")).messages] == [
+        "other history stays"
+    ]
 
 
 def test_an_edit_purges_the_old_text_within_the_interval(
@@ -82,10 +85,10 @@ def test_an_edit_purges_the_old_text_within_the_interval(
 ):
     name, url = pg_database
     manager = pg_managers(url, purge_seconds=0.2)
-    stored = manager.append(KEY, [U("old wording jqxk-edit-marker"), A("ok")]).messages
-    from chat_history.service.conversations import MessageEdit
+    stored = history.append(manager, KEY, [U("old wording jqxk-edit-marker"), A("ok")]).messages
+    from chat_history.service.edits import MessageEdit
 
-    manager.edit_message(KEY, stored[0].id, MessageEdit(content="new wording"))
+    edits.edit_message(manager, KEY, stored[0].id, MessageEdit(content="new wording"))
     store = manager.store
     assert isinstance(store, PostgresStore)
     for _ in range(100):
@@ -101,7 +104,8 @@ def test_an_edit_purges_the_old_text_within_the_interval(
 
 _WORKER = """
 import sys
-from chat_history.service.conversations import MessageEdit
+from chat_history.service import edits, history
+from chat_history.service.edits import MessageEdit
 from chat_history.errors import InvalidParams
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.model import Message
@@ -115,15 +119,15 @@ key = Key("ws", "shared")
 for n in range(rounds):
     question = Message(role="user", content=f"{worker}-{n}")
     answer = Message(role="assistant", content=f"answer {worker}-{n}")
-    stored = manager.append(key, [question, answer]).messages
+    stored = history.append(manager, key, [question, answer]).messages
     if n % 3 == 2:  # an edit (the same text again) while the others append and prune
         try:
-            manager.edit_message(key, stored[0].id, MessageEdit(content=f"{worker}-{n}"))
+            edits.edit_message(manager, key, stored[0].id, MessageEdit(content=f"{worker}-{n}"))
         except InvalidParams:
             pass  # another process's retention deleted the row first
     if n % 5 == 4:
-        manager.get(key)
-        manager.save_summary(key, f"summary by {worker} at {n}")
+        history.get(manager, key)
+        history.save_summary(manager, key, f"summary by {worker} at {n}")
 manager.close()
 """
 
@@ -145,7 +149,7 @@ def test_several_processes_on_one_conversation_lose_and_double_nothing(
     assert len(ids) == 40 == len(set(ids))
     assert total == (40,)
     assert turns == []
-    rows = pg_managers(url).get(Key("ws", "shared")).messages
+    rows = history.get(pg_managers(url), Key("ws", "shared")).messages
     assert [r.turn for r in rows[::2]] == list(range(rows[0].turn, rows[0].turn + 20))
     for question, answer in zip(rows[::2], rows[1::2], strict=True):
         assert answer.content == f"answer {question.content}"
@@ -161,17 +165,20 @@ def test_each_connection_sees_the_others_changes_at_its_next_request(
 ):
     _, url = pg_database
     one, two = pg_managers(url), pg_managers(url)
-    one.append(KEY, [U("first"), A("a1")])
-    assert [m.content for m in two.get(KEY).messages] == ["first", "a1"]  # now cached in two
-    one.append(KEY, [U("second"), A("a2")])
-    assert [m.content for m in two.get(KEY).messages] == ["first", "a1", "second", "a2"]
-    rows = one.get(KEY).messages
-    one.truncate(KEY, rows[2].id)
-    assert [m.content for m in two.get(KEY).messages] == ["first", "a1"]
-    two.append(KEY, [U("third")])
-    assert [m.content for m in one.get(KEY).messages] == ["first", "a1", "third"]
-    one.clear(KEY)
-    assert two.get(KEY).messages == ()
+    history.append(one, KEY, [U("first"), A("a1")])
+    assert [m.content for m in history.get(two, KEY).messages] == [
+        "first",
+        "a1",
+    ]  # now cached in two
+    history.append(one, KEY, [U("second"), A("a2")])
+    assert [m.content for m in history.get(two, KEY).messages] == ["first", "a1", "second", "a2"]
+    rows = history.get(one, KEY).messages
+    edits.truncate(one, KEY, rows[2].id)
+    assert [m.content for m in history.get(two, KEY).messages] == ["first", "a1"]
+    history.append(two, KEY, [U("third")])
+    assert [m.content for m in history.get(one, KEY).messages] == ["first", "a1", "third"]
+    history.clear(one, KEY)
+    assert history.get(two, KEY).messages == ()
 
 
 # -- a restarted database server -----------------------------------------------------------------
@@ -182,7 +189,7 @@ def test_a_restarted_server_fails_the_write_in_flight_and_the_next_request_recon
 ):
     _, url = pg_database
     manager = pg_managers(url)
-    manager.append(KEY, [U("before"), A("kept")])
+    history.append(manager, KEY, [U("before"), A("kept")])
     store = manager.store
     assert isinstance(store, PostgresStore)
     from chat_history.store.postgres.readings import PostgresTransaction
@@ -192,10 +199,10 @@ def test_a_restarted_server_fails_the_write_in_flight_and_the_next_request_recon
         tx.insert(KEY, [(U("in flight"), 2, 3)], tx.totals(KEY), 0)
         pg_cluster.restart()
     # The next requests connect again; nothing acknowledged is lost, nothing in flight landed.
-    assert [m.content for m in manager.get(KEY).messages] == ["before", "kept"]
+    assert [m.content for m in history.get(manager, KEY).messages] == ["before", "kept"]
     pg_cluster.restart()
-    manager.append(KEY, [U("after")])
-    assert [m.content for m in manager.get(KEY).messages] == ["before", "kept", "after"]
+    history.append(manager, KEY, [U("after")])
+    assert [m.content for m in history.get(manager, KEY).messages] == ["before", "kept", "after"]
 
 
 # -- migrations ----------------------------------------------------------------------------------
@@ -244,6 +251,11 @@ def test_servers_starting_at_once_on_an_empty_database_migrate_it_once(pg_cluste
         "",
         42,
         "not a = = conninfo '",
+        # issue 43 item 13: past the size bound, more hosts than the bound
+        "host=/nonexistent dbname=" + "hunter2" * 1_000,
+        "host=a,b,c,d,e dbname=hunter2",
+        "hostaddr=10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5 dbname=hunter2",
+        "postgresql://me@a,b,c,d,e/hunter2",
     ],
 )
 def test_a_database_option_with_a_password_or_unusable_is_refused_naming_the_field(value: Any):
@@ -260,6 +272,10 @@ def test_a_database_option_with_a_password_or_unusable_is_refused_naming_the_fie
         "host=db.example dbname=history user=me sslmode=require",
         "dbname='my history' options='-c search_path=chat'",
         "service=team",
+        "host=a,b,c,d dbname=history target_session_attrs=read-write",
+        # values as long as the bound, read in linear time (a scheme-like run, colons)
+        "host=/tmp dbname=" + "x" * (4_096 - len("host=/tmp dbname=")),
+        "host=/tmp dbname='p://" + ":" * 4_000 + "'",
     ],
 )
 def test_a_database_option_without_a_password_is_kept_as_given(value: str):
@@ -281,12 +297,12 @@ def test_text_with_nul_and_the_escape_character_round_trips(pg_database: Any, pg
     manager = pg_managers(url)
     key = Key("w\x00s", "c\ufffe0")
     texts = ["a\x00b", "x\ufffe0y", "\ufffe", "\x00", "plain", "\ufffe\ufffe\x00"]
-    manager.append(key, [U(text) for text in texts])
-    assert [row.content for row in manager.get(key).messages] == texts
+    history.append(manager, key, [U(text) for text in texts])
+    assert [row.content for row in history.get(manager, key).messages] == texts
     assert found(manager, "a\x00b") == ["a\x00b"]
     assert [
         c.conversation_id
-        for c in manager.list_conversations_page("w\x00s", None, None).conversations
+        for c in conversations.list_page(manager, "w\x00s", None, None).conversations
     ] == ["c\ufffe0"]
 
 
@@ -296,9 +312,9 @@ def test_calibration_ratios_keep_the_newest_keys_on_postgres(pg_database: Any, p
     _, url = pg_database
     manager = pg_managers(url)
     for n in range(MAX_KEYS + 2):
-        manager.report_usage("openai", f"model-{n}", 100, 150)
-    assert manager.report_usage("openai", None, 100, 120).samples == 1
-    assert manager.report_usage("openai", f"model-{MAX_KEYS + 1}", 100, 150).samples == 2
+        usage.report(manager, "openai", f"model-{n}", 100, 150)
+    assert usage.report(manager, "openai", None, 100, 120).samples == 1
+    assert usage.report(manager, "openai", f"model-{MAX_KEYS + 1}", 100, 150).samples == 2
     with psycopg.connect(url) as sql:
         kept = sql.execute("SELECT count(DISTINCT model) FROM calibration_samples").fetchone()
     assert kept == (MAX_KEYS - 1,)  # the NULL model is a key of its own, not counted here

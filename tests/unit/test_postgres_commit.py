@@ -19,6 +19,7 @@ from tests.pgcluster import Cluster
 
 from chat_history.errors import StorageError
 from chat_history.model import Key, Message
+from chat_history.service import history
 from chat_history.service.manager import ChatHistoryManager
 
 KEY = Key("ws", "conv")
@@ -50,7 +51,7 @@ def append_in_thread(manager: ChatHistoryManager, text: str) -> tuple[threading.
 
     def run() -> None:
         try:
-            outcome.append(manager.append(KEY, [U(text)]))
+            outcome.append(history.append(manager, KEY, [U(text)]))
         except BaseException as exc:
             outcome.append(exc)
 
@@ -81,7 +82,9 @@ def test_a_write_that_committed_as_its_connection_dropped_answers_its_result(
 ):
     name, url = pg_database
     manager = pg_managers(url)
-    manager.append(KEY, [U("before")])  # the server's connection opens before the standby rule
+    history.append(
+        manager, KEY, [U("before")]
+    )  # the server's connection opens before the standby rule
     pg_cluster.execute("SELECT pg_reload_conf()")
     thread, outcome = append_in_thread(manager, "committed, answer lost")
     kill_the_server_backend_waiting_on(pg_cluster, name, "SyncRep")
@@ -92,11 +95,11 @@ def test_a_write_that_committed_as_its_connection_dropped_answers_its_result(
     assert not isinstance(outcome[0], BaseException), outcome[0]
     stored = [m.content for m in outcome[0].messages]
     assert stored == ["committed, answer lost"]
-    rows = manager.get(KEY).messages
+    rows = history.get(manager, KEY).messages
     assert [m.content for m in rows] == ["before", "committed, answer lost"]
     assert rows[-1].id == outcome[0].messages[0].id
-    manager.append(KEY, [U("after")])  # the server goes on writing on its new connection
-    assert [m.content for m in manager.get(KEY).messages][-1] == "after"
+    history.append(manager, KEY, [U("after")])  # the server goes on writing on its new connection
+    assert [m.content for m in history.get(manager, KEY).messages][-1] == "after"
 
 
 def test_a_write_killed_before_its_commit_record_answers_1002_and_a_retry_stores_it_once(
@@ -114,13 +117,16 @@ def test_a_write_killed_before_its_commit_record_answers_1002_and_a_retry_stores
             "DEFERRED FOR EACH ROW EXECUTE FUNCTION stall()"
         )
     manager = pg_managers(url)
-    manager.append(KEY, [U("before")])
+    history.append(manager, KEY, [U("before")])
     thread, outcome = append_in_thread(manager, "stalled at commit")
     kill_the_server_backend_waiting_on(pg_cluster, name, "PgSleep")
     thread.join(60)
     assert isinstance(outcome[0], StorageError)
-    assert [m.content for m in manager.get(KEY).messages] == ["before"]
+    assert [m.content for m in history.get(manager, KEY).messages] == ["before"]
     with psycopg.connect(url, autocommit=True) as sql:
         sql.execute("DROP TRIGGER stall ON messages")
-    manager.append(KEY, [U("stalled at commit")])  # the client's retry
-    assert [m.content for m in manager.get(KEY).messages] == ["before", "stalled at commit"]
+    history.append(manager, KEY, [U("stalled at commit")])  # the client's retry
+    assert [m.content for m in history.get(manager, KEY).messages] == [
+        "before",
+        "stalled at commit",
+    ]

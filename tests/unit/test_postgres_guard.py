@@ -16,7 +16,8 @@ import pytest
 from tests.pgcluster import Cluster
 
 from chat_history.model import Key, Message
-from chat_history.service.conversations import MessageEdit
+from chat_history.service import edits, history, replies, usage
+from chat_history.service.edits import MessageEdit
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.replies import ReplyBegin, ReplyChange
 from chat_history.settings import load_settings
@@ -39,7 +40,7 @@ def A(text: str) -> Message:
 
 
 def contents(manager: ChatHistoryManager, key: Key = KEY) -> list[str]:
-    return [m.content for m in manager.get(key).messages]
+    return [m.content for m in history.get(manager, key).messages]
 
 
 def test_every_delete_of_a_guarded_table_in_the_shared_sql_becomes_a_flag():
@@ -70,8 +71,8 @@ def test_a_member_cannot_lock_a_table_of_history_and_another_roles_writes_go_on(
     name, _ = pg_database
     alice = pg_managers(pg_cluster.url(name, user="alice"))
     bob = pg_managers(pg_cluster.url(name, user="bob"))
-    alice.append(KEY, [U("first"), A("one")])
-    bob.append(KEY, [U("bob's")])
+    history.append(alice, KEY, [U("first"), A("one")])
+    history.append(bob, KEY, [U("bob's")])
     with psycopg.connect(pg_cluster.url(name, user="bob")) as sql:
         for table in GUARDED:
             for mode in BLOCKING_MODES:
@@ -84,11 +85,11 @@ def test_a_member_cannot_lock_a_table_of_history_and_another_roles_writes_go_on(
         for table in GUARDED:
             sql.execute(f"LOCK TABLE {table} IN ROW EXCLUSIVE MODE")
         # ... blocks none of alice's writes (a wait would end in 1002 after lock_timeout).
-        alice.append(KEY, [U("second"), A("two")])
-        alice.report_usage("openai", None, 100, 120)
-        alice.save_summary(KEY, "a summary")
-        alice.delete_turns(KEY, [1])
-        alice.clear(Key("ws", "other"))
+        history.append(alice, KEY, [U("second"), A("two")])
+        usage.report(alice, "openai", None, 100, 120)
+        history.save_summary(alice, KEY, "a summary")
+        edits.delete_turns(alice, KEY, [1])
+        history.clear(alice, Key("ws", "other"))
         assert contents(alice) == ["second", "two"]
         sql.rollback()
     assert contents(bob) == ["bob's"]
@@ -130,11 +131,13 @@ def v6_database(
 def _fill(manager: ChatHistoryManager, who: str) -> None:
     """History a version 6 server could write (no delete: the dialect's is version 8's)."""
     for n in range(4):
-        manager.append(KEY, [U(f"{who} question {n}"), A(f"{who} answer {n}")])
-    manager.append(Key("ws", "spare"), [U(f"{who} zqpxw-spare")])
-    manager.save_summary(KEY, f"{who}'s summary")
-    row = manager.begin_reply(Key("ws", "streaming"), ReplyBegin())
-    manager.update_reply(Key("ws", "streaming"), row.id, ReplyChange(content_delta=f"{who} part"))
+        history.append(manager, KEY, [U(f"{who} question {n}"), A(f"{who} answer {n}")])
+    history.append(manager, Key("ws", "spare"), [U(f"{who} zqpxw-spare")])
+    history.save_summary(manager, KEY, f"{who}'s summary")
+    row = replies.begin(manager, Key("ws", "streaming"), ReplyBegin())
+    replies.update(
+        manager, Key("ws", "streaming"), row.id, ReplyChange(content_delta=f"{who} part")
+    )
 
 
 def _files_holding(folder: Path, needle: bytes) -> list[str]:
@@ -177,7 +180,7 @@ def test_a_version_6_database_migrated_keeps_every_history_and_each_roles_delete
         for who, opened in (("alice", alice), ("bob", bob)):
             assert contents(opened)[:2] == [f"{who} question 0", f"{who} answer 0"]
             assert len(contents(opened)) == 8
-            assert opened.get_summary(KEY) is not None
+            assert history.get_summary(opened, KEY) is not None
         with psycopg.connect(url("bob")) as sql:
             before = _counts(sql)
             # Bob cannot flag alice's rows (row-level security), nor delete or lock them.
@@ -203,20 +206,19 @@ def test_a_version_6_database_migrated_keeps_every_history_and_each_roles_delete
         # Each role's deletes: turns, an edit (the old text replaced), a summary, a prune (the
         # retention of maxMessages 2), a streaming reply with its parts, a whole conversation.
         for who, opened in (("alice", alice), ("bob", bob)):
-            first = opened.get(KEY).messages[0]
-            opened.edit_message(KEY, first.id, MessageEdit(content=f"{who} redacted"))
-            opened.delete_turns(KEY, [2])
-            assert opened.delete_summary(KEY)
-            opened.settings = keep_two
-            plan = opened.retain(KEY)
+            first = history.get(opened, KEY).messages[0]
+            edits.edit_message(opened, KEY, first.id, MessageEdit(content=f"{who} redacted"))
+            edits.delete_turns(opened, KEY, [2])
+            assert history.delete_summary(opened, KEY)
+            plan = usage.retain(opened.under(keep_two), KEY)
             assert plan.report is not None and plan.report.dropped_messages > 0
             assert len(contents(opened)) == 2
-            assert opened.clear(Key("ws", "streaming")) == 1
-            assert opened.clear(Key("ws", "spare")) == 1
-            opened.report_usage("openai", None, 100, 120)
+            assert history.clear(opened, Key("ws", "streaming")) == 1
+            assert history.clear(opened, Key("ws", "spare")) == 1
+            usage.report(opened, "openai", None, 100, 120)
         for who, opened in (("alice", alice), ("bob", bob)):
             assert contents(opened) == [f"{who} question 3", f"{who} answer 3"]
-            assert opened.get_summary(KEY) is None
+            assert history.get_summary(opened, KEY) is None
             assert contents(opened, Key("ws", "spare")) == []
         with psycopg.connect(url("bob")) as sql:
             after = _counts(sql)

@@ -16,6 +16,7 @@ from tests.pgcluster import Cluster, run_workers
 from tests.unit.conftest import held_write
 
 from chat_history.model import Message
+from chat_history.service import history
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.watch import ChangeWatch
 from chat_history.store import Key
@@ -38,18 +39,23 @@ def R(text: str) -> Message:
 def test_a_write_on_another_conversation_runs_while_one_is_held(pg_database: Any, pg_managers: Any):
     _, url = pg_database
     holder, other = pg_managers(url), pg_managers(url)
-    other.append(B_KEY, [U("b first")])
+    history.append(other, B_KEY, [U("b first")])
     gate, thread = held_write(holder, A_KEY, "a held")
     try:
         started = time.monotonic()
-        other.append(B_KEY, [U("b while a is held")])  # waited past lock_timeout before: 1002
+        history.append(
+            other, B_KEY, [U("b while a is held")]
+        )  # waited past lock_timeout before: 1002
         assert time.monotonic() - started < 2.0
     finally:
         gate.go.set()
         thread.join(30)
     assert thread.errors == []  # type: ignore[attr-defined]
-    assert [m.content for m in other.get(A_KEY).messages] == ["a held"]
-    assert [m.content for m in other.get(B_KEY).messages] == ["b first", "b while a is held"]
+    assert [m.content for m in history.get(other, A_KEY).messages] == ["a held"]
+    assert [m.content for m in history.get(other, B_KEY).messages] == [
+        "b first",
+        "b while a is held",
+    ]
 
 
 def test_a_write_on_the_same_conversation_waits_for_the_held_one(
@@ -61,7 +67,7 @@ def test_a_write_on_the_same_conversation_waits_for_the_held_one(
     done = threading.Event()
 
     def second() -> None:
-        other.append(A_KEY, [U("a second")])
+        history.append(other, A_KEY, [U("a second")])
         done.set()
 
     waiter = threading.Thread(target=second)
@@ -73,7 +79,7 @@ def test_a_write_on_the_same_conversation_waits_for_the_held_one(
         thread.join(30)
         waiter.join(30)
     assert done.is_set()
-    rows = other.get(A_KEY).messages
+    rows = history.get(other, A_KEY).messages
     assert [(m.content, m.turn) for m in rows] == [("a held", 1), ("a second", 2)]
 
 
@@ -98,7 +104,7 @@ def test_a_deadlock_that_aborts_the_servers_write_is_retried(
     # plain session below waits far longer before it would look.
     pg_cluster.execute(f"ALTER DATABASE \"{name}\" SET deadlock_timeout = '100ms'")
     manager = pg_managers(url)
-    manager.append(A_KEY, [U("first")])
+    history.append(manager, A_KEY, [U("first")])
     # The change watch of this server's session: its own write, aborted once and retried, is
     # never reported as another process's change.
     watch = ChangeWatch(manager.store, lambda: A_KEY.workspace)
@@ -111,7 +117,7 @@ def test_a_deadlock_that_aborts_the_servers_write_is_retried(
 
         def append() -> None:
             try:
-                manager.append(A_KEY, [U("second")])
+                history.append(manager, A_KEY, [U("second")])
             except BaseException as exc:
                 errors.append(exc)
 
@@ -123,14 +129,15 @@ def test_a_deadlock_that_aborts_the_servers_write_is_retried(
         other.commit()
         thread.join(30)
     assert errors == []  # answered 1002 (deadlock detected) before the retry
-    rows = manager.get(A_KEY).messages
+    rows = history.get(manager, A_KEY).messages
     assert [(m.content, m.turn) for m in rows] == [("first", 1), ("second", 2)]
     assert watch.poll() == []
 
 
 _WORKER = """
 import sys
-from chat_history.service.conversations import MessageEdit
+from chat_history.service import conversations, edits, history
+from chat_history.service.edits import MessageEdit
 from chat_history.errors import InvalidParams
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.model import Message
@@ -146,17 +153,17 @@ for n in range(rounds):
     for key in (own, shared):
         question = Message(role="user", content=f"{worker}-{n}")
         answer = Message(role="assistant", content=f"answer {worker}-{n}")
-        stored = manager.append(key, [question, answer]).messages
+        stored = history.append(manager, key, [question, answer]).messages
         if n % 3 == 2:  # an edit (the same text again) while the others append and prune
             try:
-                manager.edit_message(key, stored[0].id, MessageEdit(content=f"{worker}-{n}"))
+                edits.edit_message(manager, key, stored[0].id, MessageEdit(content=f"{worker}-{n}"))
             except InvalidParams:
                 pass  # another process's retention deleted the row first
     if n % 7 == 6:  # a fork takes a block of ids while the others append
-        manager.fork(own, Key("ws", f"fork-{worker}-{n}"))
+        conversations.fork(manager, own, Key("ws", f"fork-{worker}-{n}"))
     if n % 5 == 4:
-        manager.save_summary(own, f"summary by {worker} at {n}")
-        manager.get(shared)
+        history.save_summary(manager, own, f"summary by {worker} at {n}")
+        history.get(manager, shared)
 manager.close()
 """
 
@@ -182,18 +189,18 @@ def test_processes_on_their_own_and_one_shared_conversation_lose_and_double_noth
     assert doubled == []
     assert set(counts.values()) == {0}  # every conversation's total is its rows
     reader = pg_managers(url)
-    shared = reader.get(Key("ws", "shared")).messages
+    shared = history.get(reader, Key("ws", "shared")).messages
     assert len(shared) == 30
     assert [r.turn for r in shared[::2]] == list(range(shared[0].turn, shared[0].turn + 15))
     assert shared[-1].turn == workers * rounds  # every append got its own turn
     for w in range(workers):
-        own = reader.get(Key("ws", f"own-w{w}")).messages
+        own = history.get(reader, Key("ws", f"own-w{w}")).messages
         assert [m.content for m in own[::2]] == [f"w{w}-{n}" for n in range(rounds - 15, rounds)]
         assert [r.turn for r in own[::2]] == list(range(rounds - 14, rounds + 1))
         for question, answer in zip(own[::2], own[1::2], strict=True):
             assert answer.content == f"answer {question.content}"
         for n in range(6, rounds, 7):
-            fork = reader.get(Key("ws", f"fork-w{w}-{n}")).messages
+            fork = history.get(reader, Key("ws", f"fork-w{w}-{n}")).messages
             assert [m.content for m in fork[::2]] == [
                 f"w{w}-{k}" for k in range(max(0, n - 14), n + 1)
             ]
@@ -211,8 +218,8 @@ def test_a_write_that_changes_a_conversation_it_did_not_lock_changes_nothing(
         manager = request.getfixturevalue("pg_managers")(url)
     else:
         manager = ChatHistoryManager(Store(tmp_path))
-    manager.append(B_KEY, [U("b kept")])
+    history.append(manager, B_KEY, [U("b kept")])
     with pytest.raises(RuntimeError, match="locked"):
         write_retried(manager.store, (A_KEY,), lambda tx: tx.clear(B_KEY))
-    assert [m.content for m in manager.get(B_KEY).messages] == ["b kept"]
+    assert [m.content for m in history.get(manager, B_KEY).messages] == ["b kept"]
     manager.close()

@@ -13,7 +13,8 @@ from tests.pgcluster import Cluster
 from tests.unit.conftest import held_write
 
 from chat_history.model import Key, Message
-from chat_history.policy.search_rank import SearchScope
+from chat_history.policy.search.rank import SearchScope
+from chat_history.service import conversations, history, search, usage
 from chat_history.service.manager import ChatHistoryManager
 
 KEY = Key("ws", "conv")
@@ -33,7 +34,7 @@ def A(text: str) -> Message:
 
 def found(manager: ChatHistoryManager, query: str) -> list[str]:
     scope = SearchScope(None, None, ("user", "assistant"))
-    return [hit.snippet for hit in manager.search(scope, query, 50).hits]
+    return [hit.snippet for hit in search.search(manager, scope, query, 50).hits]
 
 
 def test_two_roles_never_read_change_or_delete_each_others_history(
@@ -42,16 +43,16 @@ def test_two_roles_never_read_change_or_delete_each_others_history(
     name, _ = pg_database
     alice = pg_managers(pg_cluster.url(name, user="alice"))
     bob = pg_managers(pg_cluster.url(name, user="bob"))
-    alice.append(KEY, [U("alice's secret plan"), A("noted")])
-    alice.save_summary(KEY, "alice's summary")
-    bob.append(Key("ws", "other"), [U("bob's note")])
+    history.append(alice, KEY, [U("alice's secret plan"), A("noted")])
+    history.save_summary(alice, KEY, "alice's summary")
+    history.append(bob, Key("ws", "other"), [U("bob's note")])
     # Bob's server: not a row of Alice's, under the same workspace and conversation id.
-    assert bob.get(KEY).messages == ()
+    assert history.get(bob, KEY).messages == ()
     assert [
-        c.conversation_id for c in bob.list_conversations_page("ws", None, None).conversations
+        c.conversation_id for c in conversations.list_page(bob, "ws", None, None).conversations
     ] == ["other"]
-    bob.append(KEY, [U("bob in the same conversation id")])
-    assert [m.content for m in alice.get(KEY).messages] == ["alice's secret plan", "noted"]
+    history.append(bob, KEY, [U("bob in the same conversation id")])
+    assert [m.content for m in history.get(alice, KEY).messages] == ["alice's secret plan", "noted"]
     # Bob with plain SQL.
     with psycopg.connect(pg_cluster.url(name, user="bob"), autocommit=True) as sql:
         seen = sql.execute("SELECT content FROM messages").fetchall()
@@ -72,9 +73,11 @@ def test_two_roles_never_read_change_or_delete_each_others_history(
                 "timestamp, tokens, owner) VALUES ('ws', 'conv', 9, 'user', 'forged', 0, 1, "
                 "'alice')"
             )
-    assert [m.content for m in alice.get(KEY).messages] == ["alice's secret plan", "noted"]
-    assert alice.get(KEY).summary is not None
-    assert [m.content for m in bob.get(KEY).messages] == ["bob in the same conversation id"]
+    assert [m.content for m in history.get(alice, KEY).messages] == ["alice's secret plan", "noted"]
+    assert history.get(alice, KEY).summary is not None
+    assert [m.content for m in history.get(bob, KEY).messages] == [
+        "bob in the same conversation id"
+    ]
     # Search sees one's own rows only.
     assert found(bob, "secret") == []
     assert found(alice, "secret") == ["alice's secret plan"]
@@ -85,8 +88,8 @@ def test_a_role_cannot_move_or_take_the_ids_of_another_roles_writes(
 ):
     name, _ = pg_database
     alice = pg_managers(pg_cluster.url(name, user="alice"))
-    alice.append(KEY, [U("one"), A("two")])
-    alice.report_usage("openai", "m", 100, 120)
+    history.append(alice, KEY, [U("one"), A("two")])
+    usage.report(alice, "openai", "m", 100, 120)
     with psycopg.connect(pg_cluster.url(name, user="bob"), autocommit=True) as sql:
         # Before: bob set the shared sequences back, and alice's writes hit taken ids (1002).
         for sequence in ("message_ids", "calibration_samples_id_seq"):
@@ -109,13 +112,15 @@ def test_a_role_cannot_move_or_take_the_ids_of_another_roles_writes(
             (calibrated,),
         )
     for n in range(3):
-        alice.append(KEY, [U(f"q{n}"), A(f"a{n}")])
-    rows = alice.get(KEY).messages
+        history.append(alice, KEY, [U(f"q{n}"), A(f"a{n}")])
+    rows = history.get(alice, KEY).messages
     assert [m.content for m in rows] == ["one", "two", "q0", "a0", "q1", "a1", "q2", "a2"]
     assert [m.id for m in rows] == sorted({m.id for m in rows})
-    assert alice.report_usage("openai", "m", 100, 130).samples == 2
-    forked = alice.fork(KEY, Key("ws", "copy"))
-    assert [m.content for m in alice.get(Key("ws", "copy")).messages] == [m.content for m in rows]
+    assert usage.report(alice, "openai", "m", 100, 130).samples == 2
+    forked = conversations.fork(alice, KEY, Key("ws", "copy"))
+    assert [m.content for m in history.get(alice, Key("ws", "copy")).messages] == [
+        m.content for m in rows
+    ]
     assert forked is not None
 
 
@@ -125,8 +130,8 @@ def test_no_role_can_hold_what_serializes_another_roles_writes(
     name, _ = pg_database
     alice = pg_managers(pg_cluster.url(name, user="alice"))
     bob = pg_managers(pg_cluster.url(name, user="bob"))
-    alice.append(KEY, [U("first")])
-    bob.append(KEY, [U("bob's first")])
+    history.append(alice, KEY, [U("first")])
+    history.append(bob, KEY, [U("bob's first")])
     # Bob's own server inside a write of the same workspace and conversation id...
     gate, thread = held_write(bob, KEY, "bob held")
     try:
@@ -144,17 +149,17 @@ def test_no_role_can_hold_what_serializes_another_roles_writes(
             for table in tables:
                 sql.execute(f"SELECT 1 FROM {table} FOR UPDATE SKIP LOCKED")
             # Before: alice's writes waited past lock_timeout behind bob's keys (1002).
-            alice.append(KEY, [U("second")])
-            alice.report_usage("openai", None, 100, 120)  # a write of alice's whole history
-            alice.fork(KEY, Key("ws", "fork"))
+            history.append(alice, KEY, [U("second")])
+            usage.report(alice, "openai", None, 100, 120)  # a write of alice's whole history
+            conversations.fork(alice, KEY, Key("ws", "fork"))
             sql.rollback()
         assert tables == list(WRITE_PATH)  # (the tables of schema version 4)
     finally:
         gate.go.set()
         thread.join(30)
     assert thread.errors == []  # type: ignore[attr-defined]
-    assert [m.content for m in alice.get(KEY).messages] == ["first", "second"]
-    assert [m.content for m in bob.get(KEY).messages] == ["bob's first", "bob held"]
+    assert [m.content for m in history.get(alice, KEY).messages] == ["first", "second"]
+    assert [m.content for m in history.get(bob, KEY).messages] == ["bob's first", "bob held"]
 
 
 def _exists(sql: psycopg.Connection[Any], table: str) -> bool:

@@ -18,12 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import attrs
 import psycopg
 import pytest
 from tests.pgcluster import Cluster
 
 from chat_history.model import Key, Message
 from chat_history.policy.changes import Change
+from chat_history.service import conversations, edits, history
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.watch import ChangeWatch
 from chat_history.store.postgres import PostgresStore, marks
@@ -46,7 +48,7 @@ class CountingCursor(psycopg.Cursor[Any]):
 def counted(store: PostgresStore) -> None:
     with store.read():  # connected
         pass
-    raw = store._raw
+    raw = store.link.raw
     assert raw is not None
     raw.cursor_factory = CountingCursor
 
@@ -85,7 +87,7 @@ def url(pg_database: tuple[str, str], pg_cluster: Cluster, request: Any) -> Iter
 
 
 def say(manager: ChatHistoryManager, key: Key, text: str) -> int:
-    stored = manager.append(key, [Message(role="user", content=text)])
+    stored = history.append(manager, key, [Message(role="user", content=text)])
     return stored.messages[-1].id
 
 
@@ -101,7 +103,7 @@ def test_a_look_after_anothers_commit_costs_one_statement_while_another_writes(
     counted(mine.store)
 
     def get() -> None:
-        assert mine.get(SMALL).messages[-1].content == "hi"
+        assert history.get(mine, SMALL).messages[-1].content == "hi"
 
     found: list[Change] = []
 
@@ -141,12 +143,13 @@ def test_what_the_folded_look_finds_is_told_with_its_reason(
     """Each kind of change, found by the look that reads the marked conversation with its mark
     (one statement), has the reason the refresh gives; growth past the newest rows the look
     reads (``WINDOW``) is read by the refresh (one statement more), still an append."""
-    from chat_history.service.conversations import ConversationUpdate, MessageEdit
+    from chat_history.service.conversations import ConversationUpdate
+    from chat_history.service.edits import MessageEdit
 
     mine, other = pg_managers(url), pg_managers(url)
     key = Key(W, "c")
     clock = iter(range(1_000_000, 2_000_000, 1_000))
-    other._clock = lambda: next(clock)  # each write at its own millisecond
+    other = attrs.evolve(other, clock=lambda: next(clock))  # each write at its own millisecond
     first = say(other, key, "one")
     last = say(other, key, "two")
     watch = ChangeWatch(mine.store, lambda: W)
@@ -158,22 +161,30 @@ def test_what_the_folded_look_finds_is_told_with_its_reason(
     many = [Message(role="user", content=f"m{n}") for n in range(WINDOW + 1)]
     steps: list[tuple[str, int, Callable[[], object]]] = [
         ("append", 1, lambda: say(other, key, "three")),
-        ("append", 2, lambda: other.append(key, many)),
-        ("edit", 1, lambda: other.edit_message(key, first, MessageEdit(content="edited text"))),
-        ("summary", 1, lambda: other.save_summary(key, "a summary", first)),
-        ("title", 1, lambda: other.update_conversation(key, ConversationUpdate(metadata={"m": 2}))),
-        ("delete", 1, lambda: other.truncate(key, last)),
+        ("append", 2, lambda: history.append(other, key, many)),
+        (
+            "edit",
+            1,
+            lambda: edits.edit_message(other, key, first, MessageEdit(content="edited text")),
+        ),
+        ("summary", 1, lambda: history.save_summary(other, key, "a summary", first)),
+        (
+            "title",
+            1,
+            lambda: conversations.update(other, key, ConversationUpdate(metadata={"m": 2})),
+        ),
+        ("delete", 1, lambda: edits.truncate(other, key, last)),
         ("append", 1, lambda: say(other, Key(W, "new"), "first")),
         # A clear deletes the conversation's marks (schema 9): the watch reads which of its
         # conversations still exist and refreshes the one gone, two statements more.
-        ("clear", 3, lambda: other.clear(key)),
+        ("clear", 3, lambda: history.clear(other, key)),
     ]
     for reason, cost, change in steps:
         change()
         sent, found = counted_poll(watch)
         assert sent == cost, reason
         assert [c.reason for c in found] == [reason], (reason, found)
-        rows = other.get(Key(W, found[0].conversation)).messages
+        rows = history.get(other, Key(W, found[0].conversation)).messages
         assert found[0].last_id == (rows[-1].id if rows else None)
     # Its own write, then another's elsewhere: only the other's is told, and the look alone
     # answers for both (its own conversation is as its write left it).

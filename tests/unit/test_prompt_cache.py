@@ -16,7 +16,7 @@ from test_providers_golden import carrier, msg, result
 from test_providers_sdk import assert_sent_as_formatted, sdk_problems
 
 from chat_history.model import Key, Message
-from chat_history.policy.compaction import BREADCRUMB, SUMMARY_HEADER, note_of
+from chat_history.policy.prepare.compaction import BREADCRUMB, SUMMARY_HEADER, note_of
 from chat_history.providers import KINDS, format_body
 from chat_history.providers.cache_points import bedrock_caches, cache_key, mark
 

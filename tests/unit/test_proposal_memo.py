@@ -12,7 +12,8 @@ import attrs
 import pytest
 from rows import A, T, U
 
-from chat_history.service.conversations import MessageEdit
+from chat_history.service import edits, history, usage
+from chat_history.service.edits import MessageEdit
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.preparation import PreparedRequest, PrepareOptions
 from chat_history.store import Key
@@ -30,7 +31,7 @@ SETTINGS: dict[str, Any] = {
 }
 
 
-def history() -> list[Any]:
+def exchanges() -> list[Any]:
     rows: list[Any] = []
     for n in range(12):
         rows += [U(f"question {n} " + "q" * 300), A(f"c{n}", f"c{n}")]
@@ -39,13 +40,13 @@ def history() -> list[Any]:
 
 
 def prepare(manager: ChatHistoryManager) -> PreparedRequest:
-    return manager.prepare(KEY, PrepareOptions(provider="openai"))
+    return history.prepare(manager, KEY, PrepareOptions(provider="openai"))
 
 
 @pytest.fixture
 def manager(make_manager: Callable[..., ChatHistoryManager]) -> ChatHistoryManager:
     made = make_manager(SETTINGS)
-    made.append(KEY, history())
+    history.append(made, KEY, exchanges())
     return made
 
 
@@ -63,20 +64,22 @@ def fresh(make_manager: Callable[..., ChatHistoryManager], settings: Any = SETTI
 
 
 def first_row_id(manager: ChatHistoryManager) -> int:
-    return manager.get(KEY).messages[0].id
+    return history.get(manager, KEY).messages[0].id
 
 
 CHANGES: dict[str, Callable[[ChatHistoryManager], object]] = {
-    "append": lambda m: m.append(KEY, [U("one more " + "x" * 400)]),
+    "append": lambda m: history.append(m, KEY, [U("one more " + "x" * 400)]),
     # the same length: the totals do not change, the text does
-    "edit": lambda m: m.edit_message(
-        KEY, first_row_id(m), MessageEdit(content="QUESTION 0 " + "Q" * 300)
+    "edit": lambda m: edits.edit_message(
+        m, KEY, first_row_id(m), MessageEdit(content="QUESTION 0 " + "Q" * 300)
     ),
-    "deleteTurns": lambda m: m.delete_turns(KEY, [1]),
-    "truncate": lambda m: m.truncate(KEY, m.get(KEY).messages[-4].id),
-    "saveSummary": lambda m: m.save_summary(KEY, "so far", m.get(KEY).messages[7].id),
-    "clear": lambda m: m.clear(KEY),
-    "reportUsage": lambda m: m.report_usage("openai", None, 1_000, 3_000),
+    "deleteTurns": lambda m: edits.delete_turns(m, KEY, [1]),
+    "truncate": lambda m: edits.truncate(m, KEY, history.get(m, KEY).messages[-4].id),
+    "saveSummary": lambda m: history.save_summary(
+        m, KEY, "so far", history.get(m, KEY).messages[7].id
+    ),
+    "clear": lambda m: history.clear(m, KEY),
+    "reportUsage": lambda m: usage.report(m, "openai", None, 1_000, 3_000),
 }
 
 
@@ -96,9 +99,9 @@ def test_deleting_the_summary_brings_the_proposal_back(
 ) -> None:
     proposal = prepare(manager).compaction
     assert proposal is not None
-    manager.save_summary(KEY, "so far", proposal.through_id)
+    history.save_summary(manager, KEY, "so far", proposal.through_id)
     covered = prepare(manager).compaction
-    manager.delete_summary(KEY)
+    history.delete_summary(manager, KEY)
     after = prepare(manager).compaction
     assert after is not covered and after == fresh(make_manager) == proposal
 
@@ -108,7 +111,9 @@ def test_another_process_editing_makes_the_next_prepare_answer_anew(
 ) -> None:
     before = prepare(manager).compaction
     other = make_manager(SETTINGS)  # another connection to the same file
-    other.edit_message(KEY, first_row_id(other), MessageEdit(content="QUESTION 0 " + "Q" * 300))
+    edits.edit_message(
+        other, KEY, first_row_id(other), MessageEdit(content="QUESTION 0 " + "Q" * 300)
+    )
     after = prepare(manager).compaction
     assert after is not before and after == fresh(make_manager)
     assert after is not None and "QUESTION 0" in str(after.request.body)
@@ -121,12 +126,12 @@ def test_retention_and_settings_make_the_next_prepare_answer_anew(
     smaller = {**SETTINGS, "maxMessages": 30}
     from chat_history.settings import load_settings
 
-    manager.settings = load_settings(smaller).settings  # retention deletes the oldest turns
+    manager = manager.under(load_settings(smaller).settings)  # retention deletes the oldest turns
     after = prepare(manager).compaction
     assert after is not before and after == fresh(make_manager, smaller)
     tighter = attrs.evolve(
         manager.settings,
         context=attrs.evolve(manager.settings.context, compaction_max_summary_tokens=200),
     )
-    manager.settings = tighter
+    manager = manager.under(tighter)
     assert prepare(manager).compaction == fresh(make_manager, tighter)

@@ -319,7 +319,7 @@ def test_mistral_names_that_do_not_fit_are_mapped_for_call_and_result_alike() ->
 
 
 def mapped_name(name: str) -> str:
-    # As documented in common.function_name: the cleaned head (51 characters at most), "_" and
+    # As documented in calls.function_name: the cleaned head (51 characters at most), "_" and
     # the first 12 hex digits of the SHA-256 of the name.
     head = "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "_" for c in name)
     return f"{head[:51] or 'tool'}_{hashlib.sha256(name.encode()).hexdigest()[:12]}"

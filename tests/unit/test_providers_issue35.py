@@ -23,9 +23,9 @@ from test_providers_sdk import assert_sent_as_formatted, mistral_common_problems
 
 import chat_history.providers as providers_package
 from chat_history.model import Message
-from chat_history.policy.compaction import note_of
+from chat_history.policy.prepare.compaction import note_of
 from chat_history.providers import KINDS, format_body
-from chat_history.providers.common import APPLICATION_INSTRUCTION
+from chat_history.providers.plan import APPLICATION_INSTRUCTION
 
 
 def accepted(kind: str, rows: list[Message], model: str | None = None) -> dict[str, Any]:

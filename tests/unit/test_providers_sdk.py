@@ -572,7 +572,7 @@ BREAKPOINT_MODELS = [
 
 
 def with_context_note(rows: list[Message]) -> tuple[list[Message], Message]:
-    from chat_history.policy.compaction import BREADCRUMB
+    from chat_history.policy.prepare.compaction import BREADCRUMB
 
     note = Message(role="user", content=BREADCRUMB)
     system = [row for row in rows if row.role == "system"]

@@ -22,7 +22,7 @@ from test_providers_sdk import sdk_problems
 
 from chat_history.model import Message, ToolCall
 from chat_history.providers import format_body
-from chat_history.providers.common import function_name
+from chat_history.providers.calls import function_name
 
 
 def accepted(kind: str, rows: list[Message], model: str | None = None) -> dict[str, Any]:

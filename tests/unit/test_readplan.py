@@ -1,5 +1,5 @@
-"""The prepare read plan (policy.readplan) without a database: how far back a request reads, how
-the unread turns split between the turn limit and the budget, and when their figures cannot
+"""The prepare read plan (policy.prepare.readplan) without a database: how far back a request reads,
+how the unread turns split between the turn limit and the budget, and when their figures cannot
 stand in for them (then every row is read)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import attrs
 
 from chat_history.model import Message, StoredMessage
-from chat_history.policy.collapse import TurnFigures
-from chat_history.policy.readplan import (
+from chat_history.policy.prepare.collapse import TurnFigures
+from chat_history.policy.prepare.readplan import (
     ReadLimits,
     checked_omission,
     left_out,

@@ -22,6 +22,7 @@ from chat_history.policy.recording import (
     truncation_marker,
 )
 from chat_history.policy.tokens import IMAGE_MARKER, stored_tokens
+from chat_history.service import history
 from chat_history.store import Key
 
 pytestmark = pytest.mark.engines
@@ -116,26 +117,26 @@ def test_pending_call_ids_of_a_turn() -> None:
 
 def test_a_rejected_append_stores_nothing(make_manager) -> None:
     manager = make_manager()
-    manager.append(KEY, [U("u1"), A("", "c1")])
+    history.append(manager, KEY, [U("u1"), A("", "c1")])
     with pytest.raises(InvalidParams) as caught:
-        manager.append(KEY, [T("c1"), U("u2"), T("c1")])
+        history.append(manager, KEY, [T("c1"), U("u2"), T("c1")])
     assert caught.value.field == "messages[2].tool_call_id"
-    assert [row.content for row in manager.get(KEY).messages] == ["u1", ""]
+    assert [row.content for row in history.get(manager, KEY).messages] == ["u1", ""]
 
 
 def test_manager_accepts_a_result_in_a_later_request_of_the_same_turn(make_manager) -> None:
     manager = make_manager()
-    manager.append(KEY, [U("u1"), A("", "c1")])
-    stored = manager.append(KEY, [T("c1"), A("done")]).messages
+    history.append(manager, KEY, [U("u1"), A("", "c1")])
+    stored = history.append(manager, KEY, [T("c1"), A("done")]).messages
     assert [(row.role, row.turn) for row in stored] == [("tool", 1), ("assistant", 1)]
 
 
 def test_manager_rejects_a_result_for_a_call_of_an_earlier_turn(make_manager) -> None:
     manager = make_manager()
-    manager.append(KEY, [U("u1"), A("", "c1")])
-    manager.append(KEY, [U("u2")])
+    history.append(manager, KEY, [U("u1"), A("", "c1")])
+    history.append(manager, KEY, [U("u2")])
     with pytest.raises(InvalidParams) as caught:
-        manager.append(KEY, [T("c1")])
+        history.append(manager, KEY, [T("c1")])
     assert caught.value.field == "messages[0].tool_call_id"
 
 
@@ -143,10 +144,10 @@ def test_manager_keeps_pending_calls_of_the_running_turn_after_older_turns_are_p
     make_manager,
 ) -> None:
     manager = make_manager({"maxMessages": 2})
-    manager.append(KEY, [U("u1"), A("a1")])
-    manager.append(KEY, [U("u2"), A("", "c1")])
-    stored = manager.append(KEY, [T("c1")]).messages
-    assert [row.content for row in manager.get(KEY).messages] == ["u2", "", "file text"]
+    history.append(manager, KEY, [U("u1"), A("a1")])
+    history.append(manager, KEY, [U("u2"), A("", "c1")])
+    stored = history.append(manager, KEY, [T("c1")]).messages
+    assert [row.content for row in history.get(manager, KEY).messages] == ["u2", "", "file text"]
     assert stored[0].turn == 2
 
 
@@ -221,16 +222,16 @@ def test_only_tool_rows_are_truncated() -> None:
 
 def test_manager_stores_the_cut_result_and_prices_it(make_manager) -> None:
     manager = make_manager({"maxToolResultChars": 30})
-    stored = manager.append(KEY, [U("u"), A("", "c1"), T("c1", "r" * 1_000)]).messages
+    stored = history.append(manager, KEY, [U("u"), A("", "c1"), T("c1", "r" * 1_000)]).messages
     expected = "r" * 20 + truncation_marker(970) + "r" * 10
     assert stored[2].content == expected
     assert stored[2].tokens == stored_tokens(T("c1", expected))
-    assert manager.get(KEY).messages[2].content == expected
+    assert history.get(manager, KEY).messages[2].content == expected
 
 
 def test_manager_with_zero_limit_stores_the_whole_result(make_manager) -> None:
     manager = make_manager({"maxToolResultChars": 0})
-    stored = manager.append(KEY, [U("u"), A("", "c1"), T("c1", "r" * 60_000)]).messages
+    stored = history.append(manager, KEY, [U("u"), A("", "c1"), T("c1", "r" * 60_000)]).messages
     assert stored[2].content == "r" * 60_000
 
 
@@ -278,10 +279,10 @@ def test_turn_numbers_continue_from_the_last_turn() -> None:
 
 def test_manager_numbers_turns_across_requests_and_never_renumbers(make_manager) -> None:
     manager = make_manager({"maxMessages": 2})
-    manager.append(KEY, [S("rules"), U("u1"), A("a1")])
-    manager.append(KEY, [U("u2")])
-    manager.append(KEY, [A("a2"), U("u3"), A("a3")])
-    assert [(row.content, row.turn) for row in manager.get(KEY).messages] == [
+    history.append(manager, KEY, [S("rules"), U("u1"), A("a1")])
+    history.append(manager, KEY, [U("u2")])
+    history.append(manager, KEY, [A("a2"), U("u3"), A("a3")])
+    assert [(row.content, row.turn) for row in history.get(manager, KEY).messages] == [
         ("rules", 0),
         ("u3", 3),
         ("a3", 3),

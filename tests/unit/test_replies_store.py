@@ -11,9 +11,9 @@ from pathlib import Path
 import attrs
 import pytest
 
-from chat_history.errors import InvalidParams
+from chat_history.errors import InvalidParams, ReplyInProgress
 from chat_history.model import Key, Message
-from chat_history.service import replies
+from chat_history.service import conversations, edits, history, replies, workspaces
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.replies import ReplyBegin, ReplyChange
 from chat_history.store import Store
@@ -25,13 +25,13 @@ KEY = Key("ws", "c")
 
 
 def streaming(manager: ChatHistoryManager, text: str = "partial") -> int:
-    manager.append(KEY, [Message(role="user", content="q")])
-    row = manager.begin_reply(KEY, ReplyBegin(message=Message(role="assistant", content=text)))
+    history.append(manager, KEY, [Message(role="user", content="q")])
+    row = replies.begin(manager, KEY, ReplyBegin(message=Message(role="assistant", content=text)))
     return int(row.id)
 
 
 def status(manager: ChatHistoryManager, row_id: int) -> tuple[str, str]:
-    row = next(r for r in manager.get(KEY).messages if r.id == row_id)
+    row = next(r for r in history.get(manager, KEY).messages if r.id == row_id)
     return row.status, row.content
 
 
@@ -55,15 +55,15 @@ def test_a_database_of_schema_9_opens_and_keeps_working(tmp_path: Path) -> None:
     )
     legacy.close()
     manager = ChatHistoryManager(Store(folder))
-    manager.settings = attrs.evolve(manager.settings, max_age_hours=0)  # the row is a year old
+    manager = manager.under(attrs.evolve(manager.settings, max_age_hours=0))  # a year-old row
     try:
-        assert [(r.content, r.status) for r in manager.get(KEY).messages] == [
+        assert [(r.content, r.status) for r in history.get(manager, KEY).messages] == [
             ("old row", "complete")
         ]
-        row = manager.begin_reply(KEY, ReplyBegin())
-        assert manager.update_reply(KEY, row.id, ReplyChange(content_delta="new")) == 3
-        manager.end_reply(KEY, row.id, "complete", ReplyChange())
-        assert [r.content for r in manager.get(KEY).messages] == ["old row", "new"]
+        row = replies.begin(manager, KEY, ReplyBegin())
+        assert replies.update(manager, KEY, row.id, ReplyChange(content_delta="new")) == 3
+        replies.end(manager, KEY, row.id, "complete", ReplyChange())
+        assert [r.content for r in history.get(manager, KEY).messages] == ["old row", "new"]
     finally:
         manager.close()
 
@@ -71,33 +71,33 @@ def test_a_database_of_schema_9_opens_and_keeps_working(tmp_path: Path) -> None:
 def test_another_process_interrupts_an_expired_lease_keeping_the_text(make_manager, clock) -> None:
     writer, other = make_manager(), make_manager()
     row_id = streaming(writer, "what was ")
-    writer.update_reply(KEY, row_id, ReplyChange(content_delta="acknowledged"))
+    replies.update(writer, KEY, row_id, ReplyChange(content_delta="acknowledged"))
     # Within the lease nothing is interrupted; the writer renews while it runs.
     clock.now += replies.LEASE_MS - 1
-    assert other.tend_replies() == 0
-    assert writer.tend_replies() == 0  # renews its own
+    assert replies.tend(other) == 0
+    assert replies.tend(writer) == 0  # renews its own
     clock.now += replies.LEASE_MS - 1
-    assert other.tend_replies() == 0
+    assert replies.tend(other) == 0
     assert status(other, row_id) == ("streaming", "what was acknowledged")
     # The writer is gone: past its lease, any process ends the reply as interrupted.
     clock.now += 2
-    assert other.tend_replies() == 1
+    assert replies.tend(other) == 1
     assert status(other, row_id) == ("interrupted", "what was acknowledged")
     assert status(writer, row_id) == ("interrupted", "what was acknowledged")
     # Its updates are refused now, and change nothing.
     with pytest.raises(InvalidParams) as raised:
-        writer.update_reply(KEY, row_id, ReplyChange(content_delta="late"))
+        replies.update(writer, KEY, row_id, ReplyChange(content_delta="late"))
     assert raised.value.field == "id"
-    assert other.tend_replies() == 0
+    assert replies.tend(other) == 0
 
 
 def test_a_writers_exit_interrupts_only_its_own_replies(make_manager) -> None:
     first, second = make_manager(), make_manager()
     mine = streaming(first)
-    theirs = second.begin_reply(Key("ws", "d"), ReplyBegin()).id
-    assert first.release_replies() == 1
+    theirs = replies.begin(second, Key("ws", "d"), ReplyBegin()).id
+    assert replies.release(first) == 1
     assert status(second, mine) == ("interrupted", "partial")
-    other = next(r for r in second.get(Key("ws", "d")).messages if r.id == theirs)
+    other = next(r for r in history.get(second, Key("ws", "d")).messages if r.id == theirs)
     assert other.status == "streaming"
 
 
@@ -106,9 +106,9 @@ def test_a_fork_of_a_streaming_conversation_copies_the_text_as_interrupted(
 ) -> None:
     manager = make_manager()
     row_id = streaming(manager, "half ")
-    manager.update_reply(KEY, row_id, ReplyChange(content_delta="an answer"))
-    manager.fork(KEY, Key("ws", "copy"))
-    copied = manager.get(Key("ws", "copy")).messages
+    replies.update(manager, KEY, row_id, ReplyChange(content_delta="an answer"))
+    conversations.fork(manager, KEY, Key("ws", "copy"))
+    copied = history.get(manager, Key("ws", "copy")).messages
     assert [(r.content, r.status) for r in copied] == [
         ("q", "complete"),
         ("half an answer", "interrupted"),
@@ -121,30 +121,68 @@ def test_many_updates_read_back_whole_across_folds(make_manager) -> None:
     row_id = streaming(manager, "")
     deltas = [f"[{i}:é]" for i in range(200)]
     for delta in deltas:
-        manager.update_reply(KEY, row_id, ReplyChange(content_delta=delta))
+        replies.update(manager, KEY, row_id, ReplyChange(content_delta=delta))
     assert status(manager, row_id) == ("streaming", "".join(deltas))
-    ended = manager.end_reply(KEY, row_id, "complete", ReplyChange()).messages[0]
+    ended = replies.end(manager, KEY, row_id, "complete", ReplyChange()).message
     assert ended.content == "".join(deltas) and ended.tokens > 200
-    totals = sum(r.tokens for r in manager.get(KEY).messages)
-    assert manager.conversation(KEY).tokens == totals
+    totals = sum(r.tokens for r in history.get(manager, KEY).messages)
+    assert conversations.info(manager, KEY).tokens == totals
 
 
 @pytest.mark.parametrize("how", ["truncate", "delete_turns", "clear"])
 def test_a_streaming_row_deleted_by_a_rewind_takes_its_reply_along(make_manager, how: str) -> None:
     manager = make_manager()
     row_id = streaming(manager)
-    manager.update_reply(KEY, row_id, ReplyChange(content_delta=" and more"))
+    replies.update(manager, KEY, row_id, ReplyChange(content_delta=" and more"))
     if how == "truncate":
-        manager.truncate(KEY, row_id)
+        edits.truncate(manager, KEY, row_id)
     elif how == "delete_turns":
-        row = next(r for r in manager.get(KEY).messages if r.id == row_id)
-        manager.delete_turns(KEY, [row.turn])
+        row = next(r for r in history.get(manager, KEY).messages if r.id == row_id)
+        edits.delete_turns(manager, KEY, [row.turn])
     else:
-        manager.clear(KEY)
+        history.clear(manager, KEY)
     with pytest.raises(InvalidParams):
-        manager.update_reply(KEY, row_id, ReplyChange(content_delta="late"))
+        replies.update(manager, KEY, row_id, ReplyChange(content_delta="late"))
     # Nothing streams now: a new reply may begin, and no lease is left to expire.
-    assert manager.begin_reply(KEY, ReplyBegin()).status == "streaming"
+    assert replies.begin(manager, KEY, ReplyBegin()).status == "streaming"
     with manager.store.read() as reading:
-        assert replies.held_by(reading, manager.writer.name) != [(KEY, row_id)]
-        assert len(replies.held_by(reading, manager.writer.name)) == 1
+        assert replies.held_by(reading, replies.writer(manager).name) != [(KEY, row_id)]
+        assert len(replies.held_by(reading, replies.writer(manager).name)) == 1
+
+
+def test_a_reply_renamed_by_rekeying_stays_its_writers_by_its_row_id(make_manager, clock) -> None:
+    """Issue 43 item 1, the re-key that renames: an old spelling's conversation whose id is
+    taken under the normalized one moves under a new id (service.workspaces.rekey_spellings).
+    Its streaming reply goes with its row: one streaming row where it is now (1004), its writer
+    updates and ends it by its row id under the key it began with, no other process can, and
+    its lease's upkeep finds it there."""
+    writer, other = make_manager(), make_manager()
+    old, taken = Key("file:///C:/proj/", "c"), Key("file:///c:/proj", "c")
+    history.append(writer, taken, [Message(role="user", content="already there")])
+    history.append(writer, old, [Message(role="user", content="q")])
+    started = ReplyBegin(message=Message(role="assistant", content="half"))
+    row_id = replies.begin(writer, old, started).id
+
+    writer.write((), lambda tx: workspaces.rekey_spellings(tx, clock.now))
+
+    renamed = Key("file:///c:/proj", "c (moved)")
+    assert [r.content for r in history.get(other, renamed).messages] == ["q", "half"]
+    assert history.get(other, old).messages == ()
+    with pytest.raises(ReplyInProgress):
+        replies.begin(other, renamed, ReplyBegin())
+    replies.begin(other, old, ReplyBegin())  # nothing streams under the old spelling now
+    for key in (old, renamed):
+        with pytest.raises(InvalidParams):
+            replies.update(other, key, row_id, ReplyChange(content_delta="theirs"))
+    assert replies.update(writer, old, row_id, ReplyChange(content_delta=" of it")) == 10
+    clock.now += replies.LEASE_MS + 1  # the writer stalled past its lease
+    assert replies.tend(other) == 1  # its own (begun under the old spelling) it renews
+    interrupted = history.get(other, renamed).messages[-1]
+    assert (interrupted.id, interrupted.status, interrupted.content) == (
+        row_id,
+        "interrupted",
+        "half of it",
+    )
+    with pytest.raises(InvalidParams):
+        replies.end(writer, old, row_id, "complete", ReplyChange())
+    assert replies.tend(writer) == 0 and replies.writer(writer).held == {}

@@ -20,6 +20,7 @@ from chat_history.policy.retention import (
     summary_expired,
 )
 from chat_history.policy.tokens import stored_tokens
+from chat_history.service import conversations, history
 from chat_history.settings import Settings, default_settings
 from chat_history.store import Key
 
@@ -37,7 +38,7 @@ def settings(**changes: Any) -> Settings:
     return attrs.evolve(default_settings(), **{**base, **changes})
 
 
-def history(*messages: Message, start: int = T0, step: int = 1_000) -> list[StoredMessage]:
+def rows_of(*messages: Message, start: int = T0, step: int = 1_000) -> list[StoredMessage]:
     """Rows as ``append`` would store them: turns numbered by the recording rules, ids from 1,
     one second apart unless a message carries its own timestamp."""
     planned = plan_append(
@@ -72,12 +73,12 @@ def tokens_of(rows: Sequence[StoredMessage]) -> int:
 
 
 def test_oversized_newest_message_does_not_empty_history() -> None:
-    rows = history(U("u1"), A("a1"), U("u2 " + "x" * 4_000))
+    rows = rows_of(U("u1"), A("a1"), U("u2 " + "x" * 4_000))
     assert kept(rows, settings(max_tokens=100)) == ["u2 " + "x" * 4_000]
 
 
 def test_oversized_single_turn_is_kept_whole_and_reports_nothing() -> None:
-    rows = history(U("x" * 4_000), A("y" * 4_000))
+    rows = rows_of(U("x" * 4_000), A("y" * 4_000))
     plan = plan_retention(rows, settings(max_tokens=100), T0)
     assert plan.delete_ids == frozenset()
     assert plan.report is None
@@ -85,22 +86,22 @@ def test_oversized_single_turn_is_kept_whole_and_reports_nothing() -> None:
 
 
 def test_system_rows_survive_a_token_cut() -> None:
-    rows = history(S("rules"), U("u1 " + BIG), S("mid-turn note"), A("a1 " + BIG), U("u2"), A("a2"))
+    rows = rows_of(S("rules"), U("u1 " + BIG), S("mid-turn note"), A("a1 " + BIG), U("u2"), A("a2"))
     assert kept(rows, settings(max_tokens=60)) == ["rules", "mid-turn note", "u2", "a2"]
 
 
 def test_count_rule_never_leaves_a_lone_tool_row() -> None:
-    rows = history(U("u"), A("", "c1"), T("c1"), A("done"))
+    rows = rows_of(U("u"), A("", "c1"), T("c1"), A("done"))
     assert kept(rows, settings(max_messages=2)) == ["u", "", "file text", "done"]
 
 
 def test_count_rule_deletes_the_older_turn_and_keeps_the_tool_exchange_whole() -> None:
-    rows = history(U("u0"), A("a0"), U("u"), A("", "c1"), T("c1"), A("done"))
+    rows = rows_of(U("u0"), A("a0"), U("u"), A("", "c1"), T("c1"), A("done"))
     assert kept(rows, settings(max_messages=2)) == ["u", "", "file text", "done"]
 
 
 def test_token_rule_deletes_a_tool_exchange_as_a_whole_turn() -> None:
-    rows = history(U("u1"), A("", "c1", "c2"), T("c1", BIG), T("c2", BIG), A("a1"), U("u2"))
+    rows = rows_of(U("u1"), A("", "c1", "c2"), T("c1", BIG), T("c2", BIG), A("a1"), U("u2"))
     assert kept(rows, settings(max_tokens=50)) == ["u2"]
 
 
@@ -108,7 +109,7 @@ def test_token_rule_deletes_a_tool_exchange_as_a_whole_turn() -> None:
 
 
 def test_age_rule_may_empty_a_conversation() -> None:
-    rows = history(U("u1"), A("a1"), U("u2"), A("a2"))
+    rows = rows_of(U("u1"), A("a1"), U("u2"), A("a2"))
     now = T0 + 2 * HOUR
     plan = plan_retention(rows, settings(max_age_hours=1), now)
     assert plan.delete_ids == {1, 2, 3, 4}
@@ -118,7 +119,7 @@ def test_age_rule_may_empty_a_conversation() -> None:
 
 
 def test_age_rule_deletes_only_turns_whose_newest_row_is_expired() -> None:
-    rows = history(
+    rows = rows_of(
         at(T0, U("old")),
         at(T0, A("old reply")),
         at(T0, U("spanning")),
@@ -131,23 +132,23 @@ def test_age_rule_deletes_only_turns_whose_newest_row_is_expired() -> None:
 
 
 def test_age_rule_keeps_system_rows_when_preserved() -> None:
-    rows = history(S("rules"), U("u1"), A("a1"))
+    rows = rows_of(S("rules"), U("u1"), A("a1"))
     assert kept(rows, settings(max_age_hours=1), now=T0 + 2 * HOUR) == ["rules"]
 
 
 def test_age_rule_deletes_expired_system_rows_when_not_preserved() -> None:
-    rows = history(S("rules"), U("u1"), A("a1"))
+    rows = rows_of(S("rules"), U("u1"), A("a1"))
     plan_settings = settings(max_age_hours=1, preserve_system_messages=False)
     assert kept(rows, plan_settings, now=T0 + 2 * HOUR) == []
 
 
 def test_age_rule_zero_hours_is_off() -> None:
-    rows = history(U("u1"), A("a1"))
+    rows = rows_of(U("u1"), A("a1"))
     assert kept(rows, settings(max_age_hours=0), now=T0 + 10_000 * HOUR) == ["u1", "a1"]
 
 
 def test_fractional_age_limit_is_honoured() -> None:
-    rows = history(U("u1"), A("a1"), start=T0)
+    rows = rows_of(U("u1"), A("a1"), start=T0)
     now = T0 + HOUR
     assert kept(rows, settings(max_age_hours=0.5), now=now) == []
     assert kept(rows, settings(max_age_hours=1.5), now=now) == ["u1", "a1"]
@@ -155,7 +156,7 @@ def test_fractional_age_limit_is_honoured() -> None:
 
 @pytest.mark.parametrize("hours", [1e9, 1e303])
 def test_an_age_limit_beyond_the_epoch_expires_nothing(hours: float) -> None:
-    rows = history(U("u1"), A("a1"), start=0)
+    rows = rows_of(U("u1"), A("a1"), start=0)
     plan_settings = settings(max_age_hours=hours)
     assert kept(rows, plan_settings, now=T0) == ["u1", "a1"]
     assert not summary_expired(0, plan_settings, T0)
@@ -168,24 +169,24 @@ def test_an_age_limit_beyond_the_epoch_expires_nothing(hours: float) -> None:
 
 
 def test_count_rule_zero_keeps_only_the_newest_turn() -> None:
-    rows = history(U("u1"), A("a1"), U("u2"), A("", "c1"), T("c1"), A("a2"))
+    rows = rows_of(U("u1"), A("a1"), U("u2"), A("", "c1"), T("c1"), A("a2"))
     assert kept(rows, settings(max_messages=0)) == ["u2", "", "file text", "a2"]
 
 
 def test_count_rule_deletes_oldest_turns_until_within_the_cap() -> None:
-    rows = history(U("u1"), A("a1"), U("u2"), A("a2"), U("u3"), A("a3"))
+    rows = rows_of(U("u1"), A("a1"), U("u2"), A("a2"), U("u3"), A("a3"))
     assert kept(rows, settings(max_messages=4)) == ["u2", "a2", "u3", "a3"]
     assert kept(rows, settings(max_messages=3)) == ["u3", "a3"]
     assert kept(rows, settings(max_messages=6)) == ["u1", "a1", "u2", "a2", "u3", "a3"]
 
 
 def test_system_rows_count_toward_the_message_cap() -> None:
-    rows = history(S("s1"), S("s2"), U("u1"), A("a1"), U("u2"), A("a2"))
+    rows = rows_of(S("s1"), S("s2"), U("u1"), A("a1"), U("u2"), A("a2"))
     assert kept(rows, settings(max_messages=5)) == ["s1", "s2", "u2", "a2"]
 
 
 def test_rows_before_the_first_user_message_are_the_oldest_turn() -> None:
-    rows = history(S("rules"), A("greeting"), U("u1"), A("a1"))
+    rows = rows_of(S("rules"), A("greeting"), U("u1"), A("a1"))
     assert rows[1].turn == 0
     assert kept(rows, settings(max_messages=3)) == ["rules", "u1", "a1"]
 
@@ -194,20 +195,20 @@ def test_rows_before_the_first_user_message_are_the_oldest_turn() -> None:
 
 
 def test_token_rule_zero_disables_it() -> None:
-    rows = history(*[U(BIG) for _ in range(20)])
+    rows = rows_of(*[U(BIG) for _ in range(20)])
     plan = plan_retention(rows, settings(max_tokens=0), T0)
     assert plan.delete_ids == frozenset()
 
 
 def test_token_rule_deletes_until_within_the_cap() -> None:
-    rows = history(U(BIG), A(BIG), U(BIG), A(BIG), U("u3"), A("a3"))
+    rows = rows_of(U(BIG), A(BIG), U(BIG), A(BIG), U("u3"), A("a3"))
     cap = tokens_of(rows[2:])
     assert kept(rows, settings(max_tokens=cap)) == [BIG, BIG, "u3", "a3"]
     assert kept(rows, settings(max_tokens=cap - 1)) == ["u3", "a3"]
 
 
 def test_system_rows_count_toward_the_token_cap() -> None:
-    rows = history(S(BIG), U("u1"), A("a1"), U("u2"), A("a2"))
+    rows = rows_of(S(BIG), U("u1"), A("a1"), U("u2"), A("a2"))
     cap = tokens_of(rows) - 1
     assert kept(rows, settings(max_tokens=cap)) == [BIG, "u2", "a2"]
 
@@ -216,25 +217,25 @@ def test_system_rows_count_toward_the_token_cap() -> None:
 
 
 def test_leading_system_rows_go_with_the_oldest_turn_when_not_preserved() -> None:
-    rows = history(S("s1"), S("s2"), U("u1"), A("a1"), U("u2"), A("a2"))
+    rows = rows_of(S("s1"), S("s2"), U("u1"), A("a1"), U("u2"), A("a2"))
     plan_settings = settings(max_messages=2, preserve_system_messages=False)
     assert kept(rows, plan_settings) == ["u2", "a2"]
 
 
 def test_leading_system_rows_of_a_single_turn_stay_when_not_preserved() -> None:
-    rows = history(S("s1"), U("u1"), A("a1"))
+    rows = rows_of(S("s1"), U("u1"), A("a1"))
     plan_settings = settings(max_messages=0, preserve_system_messages=False)
     assert kept(rows, plan_settings) == ["s1", "u1", "a1"]
 
 
 def test_mid_turn_system_row_goes_with_its_turn_when_not_preserved() -> None:
-    rows = history(U("u1"), S("note"), A("a1"), U("u2"), A("a2"))
+    rows = rows_of(U("u1"), S("note"), A("a1"), U("u2"), A("a2"))
     plan_settings = settings(max_messages=2, preserve_system_messages=False)
     assert kept(rows, plan_settings) == ["u2", "a2"]
 
 
 def test_same_history_keeps_system_rows_when_preserved() -> None:
-    rows = history(S("s1"), S("s2"), U("u1"), S("note"), A("a1"), U("u2"), A("a2"))
+    rows = rows_of(S("s1"), S("s2"), U("u1"), S("note"), A("a1"), U("u2"), A("a2"))
     assert kept(rows, settings(max_messages=2)) == ["s1", "s2", "note", "u2", "a2"]
 
 
@@ -243,7 +244,7 @@ def test_same_history_keeps_system_rows_when_preserved() -> None:
 
 def three_rule_history() -> list[StoredMessage]:
     """Turn 1 expires; turn 2 goes by count; turn 3 goes by tokens; turn 4 is kept."""
-    return history(
+    return rows_of(
         at(T0, U("u1")),
         at(T0, A("a1")),
         at(T0 + 10 * HOUR, U("u2")),
@@ -323,7 +324,7 @@ def test_one_storage_event_per_reason_with_tokens_and_budget() -> None:
 
 
 def test_a_rule_that_deletes_nothing_sends_no_event() -> None:
-    rows = history(U("u1"), A("a1"), U("u2"), A("a2"))
+    rows = rows_of(U("u1"), A("a1"), U("u2"), A("a2"))
     plan = plan_retention(rows, settings(max_messages=2), T0)
     assert [event.reason for event in plan.events] == ["count"]
     assert plan.report is not None
@@ -344,7 +345,7 @@ def test_auto_pruning_off_deletes_nothing() -> None:
 
 
 def test_nothing_to_delete_gives_no_report() -> None:
-    rows = history(U("u1"), A("a1"))
+    rows = rows_of(U("u1"), A("a1"))
     plan = plan_retention(rows, default_settings(), T0)
     assert plan == plan_retention([], default_settings(), T0)
     assert plan.report is None
@@ -388,11 +389,11 @@ def test_manager_age_rule_empties_the_conversation_and_its_summary(make_manager,
     manager = make_manager(
         {"maxAgeHours": 1}, notify=lambda key, batch: events.extend((key, event) for event in batch)
     )
-    manager.append(KEY, [U("u1"), A("a1")])
-    manager.save_summary(KEY, "they talked")
+    history.append(manager, KEY, [U("u1"), A("a1")])
+    history.save_summary(manager, KEY, "they talked")
     clock.advance_hours(2)
 
-    result = manager.get(KEY)
+    result = history.get(manager, KEY)
 
     assert result.messages == ()
     assert result.summary is None
@@ -402,17 +403,17 @@ def test_manager_age_rule_empties_the_conversation_and_its_summary(make_manager,
     assert [(key, event.scope, event.reason, event.budget) for key, event in events] == [
         (KEY, "storage", "age", None)
     ]
-    assert manager.list_conversations_page("ws", None, None).conversations == ()
+    assert conversations.list_page(manager, "ws", None, None).conversations == ()
 
 
 def test_manager_deletes_an_expired_summary_without_a_report(make_manager, clock) -> None:
     events: list[Trimmed] = []
     manager = make_manager({"maxAgeHours": 1}, notify=lambda key, batch: events.extend(batch))
-    manager.save_summary(KEY, "old summary")
+    history.save_summary(manager, KEY, "old summary")
     clock.advance_hours(2)
-    manager.append(KEY, [U("fresh")])
+    history.append(manager, KEY, [U("fresh")])
 
-    result = manager.get(KEY)
+    result = history.get(manager, KEY)
 
     assert result.summary is None
     assert result.pruned is None
@@ -422,9 +423,9 @@ def test_manager_deletes_an_expired_summary_without_a_report(make_manager, clock
 
 def test_manager_keeps_a_summary_younger_than_the_limit(make_manager, clock) -> None:
     manager = make_manager({"maxAgeHours": 3})
-    manager.save_summary(KEY, "recent summary")
+    history.save_summary(manager, KEY, "recent summary")
     clock.advance_hours(2)
-    summary = manager.get_summary(KEY)
+    summary = history.get_summary(manager, KEY)
     assert summary is not None
     assert summary.summary == "recent summary"
 
@@ -435,10 +436,12 @@ def test_manager_append_reports_and_notifies_each_rule(make_manager, clock) -> N
         {"maxAgeHours": 5, "maxMessages": 4, "maxTokens": 30},
         notify=lambda key, batch: events.extend(batch),
     )
-    manager.append(KEY, [U("u1"), A("a1")])
+    history.append(manager, KEY, [U("u1"), A("a1")])
     clock.advance_hours(10)
 
-    result = manager.append(KEY, [U("u2"), A("a2"), U("u3 " + BIG), A("a3"), U("u4"), A("a4")])
+    result = history.append(
+        manager, KEY, [U("u2"), A("a2"), U("u3 " + BIG), A("a3"), U("u4"), A("a4")]
+    )
 
     assert len(result.messages) == 6
     assert result.pruned == PruneReport(
@@ -449,21 +452,21 @@ def test_manager_append_reports_and_notifies_each_rule(make_manager, clock) -> N
         ("storage", "count", None),
         ("storage", "tokens", 30),
     ]
-    assert [row.content for row in manager.get(KEY).messages] == ["u4", "a4"]
+    assert [row.content for row in history.get(manager, KEY).messages] == ["u4", "a4"]
 
 
 def test_manager_read_runs_retention_after_settings_tighten(make_manager) -> None:
     loose = make_manager({"maxMessages": 100})
-    loose.append(KEY, [U("u1"), A("a1"), U("u2"), A("a2")])
+    history.append(loose, KEY, [U("u1"), A("a1"), U("u2"), A("a2")])
     strict = make_manager({"maxMessages": 2})
 
-    result = strict.get(KEY)
+    result = history.get(strict, KEY)
 
     assert [row.content for row in result.messages] == ["u2", "a2"]
     assert result.pruned == PruneReport(
         dropped_messages=2, dropped_turns=1, retained_turns=1, reasons=("count",)
     )
-    assert strict.get(KEY).pruned is None
+    assert history.get(strict, KEY).pruned is None
 
 
 def test_manager_with_auto_pruning_off_keeps_everything(make_manager, clock) -> None:
@@ -472,11 +475,11 @@ def test_manager_with_auto_pruning_off_keeps_everything(make_manager, clock) -> 
         {"enableAutoPruning": False, "maxAgeHours": 1, "maxMessages": 0, "maxTokens": 10},
         notify=lambda key, batch: events.extend(batch),
     )
-    manager.append(KEY, [U("u1 " + BIG), A("a1"), U("u2"), A("a2")])
-    manager.save_summary(KEY, "summary")
+    history.append(manager, KEY, [U("u1 " + BIG), A("a1"), U("u2"), A("a2")])
+    history.save_summary(manager, KEY, "summary")
     clock.advance_hours(5)
 
-    result = manager.get(KEY)
+    result = history.get(manager, KEY)
 
     assert [row.content for row in result.messages] == ["u1 " + BIG, "a1", "u2", "a2"]
     assert result.pruned is None
@@ -487,17 +490,17 @@ def test_manager_with_auto_pruning_off_keeps_everything(make_manager, clock) -> 
 @pytest.mark.parametrize("preserve", [True, False])
 def test_manager_system_rows_follow_preserve_setting(make_manager, preserve: bool) -> None:
     manager = make_manager({"maxMessages": 2, "preserveSystemMessages": preserve})
-    manager.append(KEY, [S("rules"), U("u1"), A("a1")])
-    manager.append(KEY, [U("u2"), A("a2")])
-    contents = [row.content for row in manager.get(KEY).messages]
+    history.append(manager, KEY, [S("rules"), U("u1"), A("a1")])
+    history.append(manager, KEY, [U("u2"), A("a2")])
+    contents = [row.content for row in history.get(manager, KEY).messages]
     assert contents == (["rules", "u2", "a2"] if preserve else ["u2", "a2"])
 
 
 def test_manager_with_a_huge_age_limit_still_answers(make_manager, clock) -> None:
     manager = make_manager({"maxAgeHours": 1e303})
-    manager.append(KEY, [U("u1"), A("a1")])
-    manager.save_summary(KEY, "summary")
+    history.append(manager, KEY, [U("u1"), A("a1")])
+    history.save_summary(manager, KEY, "summary")
     clock.advance_hours(100_000)
-    result = manager.get(KEY)
+    result = history.get(manager, KEY)
     assert [row.content for row in result.messages] == ["u1", "a1"]
     assert result.summary is not None

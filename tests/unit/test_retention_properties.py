@@ -18,6 +18,7 @@ from chat_history.model import Message, StoredMessage, ToolCall
 from chat_history.policy.recording import plan_append
 from chat_history.policy.retention import RetentionPlan, needs_retention, plan_retention
 from chat_history.policy.tokens import stored_tokens
+from chat_history.service import history
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.settings import Settings, default_settings
 from chat_history.store import HistoryStore, Key
@@ -363,12 +364,12 @@ def test_manager_appends_keep_stored_history_consistent(
     manager = ChatHistoryManager(store, rule_settings, clock=lambda: T0)
     appended: list[StoredMessage] = []
     for request in requests:
-        result = manager.append(key, request)
+        result = history.append(manager, key, request)
         assert [row.content for row in result.messages] == [m.content for m in request]
         appended.extend(result.messages)
-        stored = list(manager.get(key).messages)
+        stored = list(history.get(manager, key).messages)
         assert_no_orphans(appended, stored)
-        assert manager.get(key).pruned is None
+        assert history.get(manager, key).pruned is None
         if preserve:
             assert [r.id for r in appended if r.role == "system"] == [
                 r.id for r in stored if r.role == "system"

@@ -13,22 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chat_history.errors import InvalidParams
-from chat_history.policy.search import (
-    SNIPPET_LENGTH,
-    SNIPPET_PIECE,
-    SearchQuery,
-    check_query,
-    fold,
-    fold_with_origins,
-    fts_plan,
-    fts_string,
-    match_row,
-    matches,
-    parse_query,
-    relevance,
-    segments,
-    snippet,
-)
+from chat_history.policy.search.folding import fold, fold_with_origins, segments
+from chat_history.policy.search.fts import fts_plan, fts_string
+from chat_history.policy.search.query import SearchQuery, check_query, parse_query
+from chat_history.policy.search.scoring import matches, relevance
+from chat_history.policy.search.snippets import SNIPPET_LENGTH, SNIPPET_PIECE, match_row, snippet
 
 
 def terms(query: str) -> list[tuple[str, bool]]:

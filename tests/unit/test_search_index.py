@@ -13,8 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chat_history.policy.search import fold, folded_relevance, fts_plan, parse_query, stored_fold
-from chat_history.policy.search_rank import SearchScope, rank
+from chat_history.policy.search.folding import fold, stored_fold
+from chat_history.policy.search.fts import fts_plan
+from chat_history.policy.search.query import parse_query
+from chat_history.policy.search.rank import SearchScope, rank
+from chat_history.policy.search.scoring import folded_relevance
 from chat_history.store import search_index, search_lookup
 from chat_history.store.engine import sqlite3
 from chat_history.store.schema import MIGRATIONS, SCHEMA_VERSION, migrate, statements

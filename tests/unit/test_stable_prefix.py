@@ -1,4 +1,4 @@
-"""The stable prefix (protocol.md "Version 3", "Stable prefix"; policy/steps.py): with
+"""The stable prefix (protocol.md "Version 3", "Stable prefix"; policy/prepare/steps.py): with
 trimLowWater below 1, for any growing conversation and settings, every request keeps the limits
 (budget, turn limit, tool context), and consecutive requests send the same rows in the same form
 up to the previous request's newest turn, except on the requests where a limit forces a move,
@@ -17,9 +17,9 @@ from rows import A, S, T, U, as_stored
 
 from chat_history.model import Message
 from chat_history.policy.budget import Route
-from chat_history.policy.collapse import has_tool_exchange, turn_figures
-from chat_history.policy.context import prepare_rows
-from chat_history.policy.request import Prepared, RequestOptions
+from chat_history.policy.prepare.collapse import has_tool_exchange, turn_figures
+from chat_history.policy.prepare.context import prepare_rows
+from chat_history.policy.prepare.request import Prepared, RequestOptions
 from chat_history.policy.turns import segment
 from chat_history.settings import ContextSettings, default_settings
 

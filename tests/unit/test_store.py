@@ -17,6 +17,7 @@ import pytest
 
 from chat_history.errors import InvalidParams, StorageError
 from chat_history.model import Message, StoredMessage, ToolCall
+from chat_history.service import history
 from chat_history.store import Key
 from chat_history.store.conversation_cache import ConversationCache
 from chat_history.store.schema import DATABASE_FILE, MIGRATIONS, SCHEMA_VERSION
@@ -67,7 +68,7 @@ def occurrences(folder: Path, secret: str) -> dict[str, int]:
 def test_folder_is_created_and_the_file_is_owner_only(make_manager, tmp_path: Path) -> None:
     folder = tmp_path / "not" / "yet" / "there"
     manager = make_manager(folder=folder)
-    manager.append(KEY, [U("hello")])
+    history.append(manager, KEY, [U("hello")])
     assert folder.is_dir()
     assert stat.S_IMODE((folder / DATABASE_FILE).stat().st_mode) == 0o600
     for side in ("-wal", "-shm"):
@@ -80,7 +81,7 @@ def test_folder_is_created_and_the_file_is_owner_only(make_manager, tmp_path: Pa
 @pytest.mark.sqlite_only
 def test_database_uses_wal_and_secure_delete(make_manager, db_folder: Path) -> None:
     manager = make_manager()
-    manager.append(KEY, [U("hello")])
+    history.append(manager, KEY, [U("hello")])
     assert pragma(db_folder / DATABASE_FILE, "journal_mode") == "wal"
     with manager.store.read() as transaction:
         connection = transaction.connection
@@ -90,7 +91,7 @@ def test_database_uses_wal_and_secure_delete(make_manager, db_folder: Path) -> N
 
 @pytest.mark.sqlite_only
 def test_schema_version_is_recorded(make_manager, db_folder: Path) -> None:
-    make_manager().append(KEY, [U("hello")])
+    history.append(make_manager(), KEY, [U("hello")])
     assert SCHEMA_VERSION == 13
     assert pragma(db_folder / DATABASE_FILE, "user_version") == SCHEMA_VERSION
 
@@ -98,10 +99,10 @@ def test_schema_version_is_recorded(make_manager, db_folder: Path) -> None:
 @pytest.mark.sqlite_only
 def test_rows_survive_reopening(make_manager, db_folder: Path) -> None:
     first = make_manager()
-    first.append(KEY, [U("kept"), A("also kept")])
+    history.append(first, KEY, [U("kept"), A("also kept")])
     first.store.close()
     again = make_manager()
-    assert contents(again.get(KEY).messages) == ["kept", "also kept"]
+    assert contents(history.get(again, KEY).messages) == ["kept", "also kept"]
     assert pragma(db_folder / DATABASE_FILE, "user_version") == SCHEMA_VERSION
 
 
@@ -121,10 +122,10 @@ def test_a_newer_schema_is_refused_and_the_file_left_unchanged(
 
     manager = make_manager()
     with pytest.raises(StorageError) as caught:
-        manager.append(KEY, [U("hello")])
+        history.append(manager, KEY, [U("hello")])
     assert "newer" in caught.value.reason
     with pytest.raises(StorageError):
-        manager.get(KEY)
+        history.get(manager, KEY)
 
     assert path.read_bytes() == before
     assert pragma(path, "user_version") == SCHEMA_VERSION + 1
@@ -141,9 +142,9 @@ def test_a_file_that_is_not_sqlite_is_refused_and_left_unchanged(
 
     manager = make_manager()
     with pytest.raises(StorageError):
-        manager.get(KEY)
+        history.get(manager, KEY)
     with pytest.raises(StorageError):
-        manager.append(KEY, [U("hello")])
+        history.append(manager, KEY, [U("hello")])
 
     assert path.read_bytes() == garbage
     assert sorted(p.name for p in db_folder.iterdir()) == [DATABASE_FILE]
@@ -156,10 +157,10 @@ def test_storage_is_retried_after_a_failure(make_manager, db_folder: Path) -> No
     path.write_bytes(b"garbage" * 100)
     manager = make_manager()
     with pytest.raises(StorageError):
-        manager.get(KEY)
+        history.get(manager, KEY)
     path.unlink()
-    manager.append(KEY, [U("works now")])
-    assert contents(manager.get(KEY).messages) == ["works now"]
+    history.append(manager, KEY, [U("works now")])
+    assert contents(history.get(manager, KEY).messages) == ["works now"]
 
 
 @pytest.mark.sqlite_only
@@ -168,7 +169,7 @@ def test_an_unusable_folder_is_a_storage_error(make_manager, tmp_path: Path) -> 
     blocker.write_text("x")
     manager = make_manager(folder=blocker / "storage")
     with pytest.raises(StorageError):
-        manager.append(KEY, [U("hello")])
+        history.append(manager, KEY, [U("hello")])
 
 
 # -- deleted text is gone from every file ----------------------------------------------------------
@@ -194,15 +195,15 @@ def assert_secret_gone(folder: Path) -> None:
 @pytest.mark.parametrize("large", [False, True], ids=["small", "overflow"])
 def test_clear_leaves_no_residue(make_manager, db_folder: Path, large: bool) -> None:
     manager = make_manager()
-    manager.append(KEY, [U("before"), A("ok")])
-    manager.append(KEY, secret_turn(large))
-    manager.save_summary(KEY, f"summary mentioning {SECRET}")
-    manager.append(Key("ws", "other"), [U("another conversation")])
+    history.append(manager, KEY, [U("before"), A("ok")])
+    history.append(manager, KEY, secret_turn(large))
+    history.save_summary(manager, KEY, f"summary mentioning {SECRET}")
+    history.append(manager, Key("ws", "other"), [U("another conversation")])
     assert_secret_on_disk(db_folder)
 
-    assert manager.clear(KEY) == 4
+    assert history.clear(manager, KEY) == 4
 
-    assert manager.get(KEY).messages == ()
+    assert history.get(manager, KEY).messages == ()
     assert_secret_gone(db_folder)
 
 
@@ -212,12 +213,14 @@ def test_age_rule_leaves_no_residue(make_manager, clock, db_folder: Path, large:
     manager = make_manager({"maxAgeHours": 10})
     turn = secret_turn(large)
     old = clock.now - 9 * HOUR  # an imported turn, still young enough to be kept
-    manager.append(KEY, [Message(role=m.role, content=m.content, timestamp=old) for m in turn])
-    manager.append(KEY, [U("recent"), A("ok")])
+    history.append(
+        manager, KEY, [Message(role=m.role, content=m.content, timestamp=old) for m in turn]
+    )
+    history.append(manager, KEY, [U("recent"), A("ok")])
     assert_secret_on_disk(db_folder)
     clock.advance_hours(2)
 
-    result = manager.get(KEY)
+    result = history.get(manager, KEY)
 
     assert result.pruned is not None and result.pruned.reasons == ("age",)
     assert contents(result.messages) == ["recent", "ok"]
@@ -226,14 +229,14 @@ def test_age_rule_leaves_no_residue(make_manager, clock, db_folder: Path, large:
 
 def test_an_expired_import_leaves_no_residue(make_manager, clock, db_folder: Path) -> None:
     manager = make_manager({"maxAgeHours": 10})
-    manager.append(KEY, [U("recent"), A("ok")])
+    history.append(manager, KEY, [U("recent"), A("ok")])
     expired = [
         Message(role=m.role, content=m.content, timestamp=clock.now - 20 * HOUR)
         for m in secret_turn(large=False)
     ]
-    result = manager.append(KEY, expired)
+    result = history.append(manager, KEY, expired)
     assert result.pruned is not None and result.pruned.reasons == ("age",)
-    assert contents(manager.get(KEY).messages) == ["recent", "ok"]
+    assert contents(history.get(manager, KEY).messages) == ["recent", "ok"]
     assert_secret_gone(db_folder)
 
 
@@ -241,10 +244,10 @@ def test_an_expired_import_leaves_no_residue(make_manager, clock, db_folder: Pat
 @pytest.mark.parametrize("large", [False, True], ids=["small", "overflow"])
 def test_count_rule_leaves_no_residue(make_manager, db_folder: Path, large: bool) -> None:
     manager = make_manager({"maxMessages": 2})
-    manager.append(KEY, secret_turn(large))
+    history.append(manager, KEY, secret_turn(large))
     assert_secret_on_disk(db_folder)
 
-    result = manager.append(KEY, [U("next"), A("ok")])
+    result = history.append(manager, KEY, [U("next"), A("ok")])
 
     assert result.pruned is not None and result.pruned.reasons == ("count",)
     assert_secret_gone(db_folder)
@@ -254,10 +257,10 @@ def test_count_rule_leaves_no_residue(make_manager, db_folder: Path, large: bool
 @pytest.mark.parametrize("large", [False, True], ids=["small", "overflow"])
 def test_token_rule_leaves_no_residue(make_manager, db_folder: Path, large: bool) -> None:
     manager = make_manager({"maxTokens": 40})
-    manager.append(KEY, secret_turn(large))
+    history.append(manager, KEY, secret_turn(large))
     assert_secret_on_disk(db_folder)
 
-    result = manager.append(KEY, [U("next"), A("ok")])
+    result = history.append(manager, KEY, [U("next"), A("ok")])
 
     assert result.pruned is not None and result.pruned.reasons == ("tokens",)
     assert_secret_gone(db_folder)
@@ -266,11 +269,11 @@ def test_token_rule_leaves_no_residue(make_manager, db_folder: Path, large: bool
 @pytest.mark.sqlite_only
 def test_an_expired_summary_leaves_no_residue(make_manager, clock, db_folder: Path) -> None:
     manager = make_manager({"maxAgeHours": 1})
-    manager.save_summary(KEY, f"summary mentioning {SECRET}")
+    history.save_summary(manager, KEY, f"summary mentioning {SECRET}")
     assert_secret_on_disk(db_folder)
     clock.advance_hours(2)
-    manager.append(KEY, [U("fresh")])
-    assert manager.get_summary(KEY) is None
+    history.append(manager, KEY, [U("fresh")])
+    assert history.get_summary(manager, KEY) is None
     assert_secret_gone(db_folder)
 
 
@@ -281,6 +284,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
+    from chat_history.service import history
     from chat_history.service.manager import ChatHistoryManager
     from chat_history.model import Message
     from chat_history.settings import load_settings
@@ -293,10 +297,10 @@ WRITER = textwrap.dedent(
     print("ready", flush=True)
     sys.stdin.readline()
     for i in range(count):
-        manager.append(key, [Message(role="user", content=f"{tag}-{i}"),
-                             Message(role="assistant", content=f"{tag}-{i}-reply")])
+        history.append(manager, key, [Message(role="user", content=f"{tag}-{i}"),
+                                      Message(role="assistant", content=f"{tag}-{i}-reply")])
         if i % 10 == 0:
-            manager.get(key)
+            history.get(manager, key)
     manager.store.close()
     """
 )
@@ -307,7 +311,7 @@ def test_two_processes_append_to_one_conversation_without_losing_a_row(
     make_manager, db_folder: Path
 ) -> None:
     count = 60
-    make_manager().append(Key("ws", "warm-up"), [U("create the file first")])
+    history.append(make_manager(), Key("ws", "warm-up"), [U("create the file first")])
     writers = [
         subprocess.Popen(
             [sys.executable, "-c", WRITER, str(db_folder), tag, str(count)],
@@ -328,7 +332,7 @@ def test_two_processes_append_to_one_conversation_without_losing_a_row(
         _, err = writer.communicate(timeout=60)
         assert writer.returncode == 0, err
 
-    rows = make_manager({"enableAutoPruning": False}).get(Key("ws", "shared")).messages
+    rows = history.get(make_manager({"enableAutoPruning": False}), Key("ws", "shared")).messages
     assert len(rows) == 4 * count
     assert [row.id for row in rows] == sorted({row.id for row in rows})
     for tag in ("A", "B"):
@@ -353,18 +357,18 @@ def ids(rows: tuple[StoredMessage, ...] | list[StoredMessage]) -> list[int]:
 def test_ids_are_never_handed_out_twice_after_clearing_the_newest_rows(make_manager) -> None:
     manager = make_manager()
     other = Key("ws", "other")
-    manager.append(other, [U("kept")])
-    first = ids(manager.append(KEY, [U("q1"), A("a1"), U("q2")]).messages)
-    assert manager.clear(KEY) == 3
-    again = ids(manager.append(KEY, [U("again")]).messages)
+    history.append(manager, other, [U("kept")])
+    first = ids(history.append(manager, KEY, [U("q1"), A("a1"), U("q2")]).messages)
+    assert history.clear(manager, KEY) == 3
+    again = ids(history.append(manager, KEY, [U("again")]).messages)
     assert again[0] > max(first)
     # ... also when another connection deleted them, and for the rows it deletes by retention
     pruning = make_manager({"maxMessages": 1})
-    newest = ids(pruning.append(KEY, [A("extra"), U("q3"), A("a3")]).messages)
-    assert contents(pruning.get(KEY).messages) == ["q3", "a3"]
-    assert pruning.clear(KEY) == 2
-    assert ids(manager.append(KEY, [U("after")]).messages)[0] > max(newest)
-    assert ids(manager.append(other, [U("later")]).messages)[0] > max(newest) + 1
+    newest = ids(history.append(pruning, KEY, [A("extra"), U("q3"), A("a3")]).messages)
+    assert contents(history.get(pruning, KEY).messages) == ["q3", "a3"]
+    assert history.clear(pruning, KEY) == 2
+    assert ids(history.append(manager, KEY, [U("after")]).messages)[0] > max(newest)
+    assert ids(history.append(manager, other, [U("later")]).messages)[0] > max(newest) + 1
 
 
 @pytest.mark.sqlite_only
@@ -396,9 +400,9 @@ def test_a_version_2_database_migrates_with_every_row_and_id(
     legacy.close()
 
     manager = make_manager()
-    stored = manager.get(KEY).messages
+    stored = history.get(manager, KEY).messages
     assert [(r.id, r.content) for r in stored] == [(1, "q1"), (2, "a1"), (3, "q2")]
-    assert ids(manager.append(KEY, [A("a2")]).messages) == [5]
+    assert ids(history.append(manager, KEY, [A("a2")]).messages) == [5]
     assert pragma(db_folder / DATABASE_FILE, "user_version") == SCHEMA_VERSION
     connection = sqlite3.connect(db_folder / DATABASE_FILE)
     try:
@@ -425,29 +429,36 @@ def two_calls() -> Message:
 def test_append_sees_a_tool_result_another_connection_wrote(make_manager) -> None:
     a = make_manager()
     b = make_manager()
-    a.append(KEY, [U("q"), two_calls()])
-    a.append(KEY, [result_of("c1")])  # a has now read (and remembers) the running turn
-    b.append(KEY, [result_of("c2")])
+    history.append(a, KEY, [U("q"), two_calls()])
+    history.append(a, KEY, [result_of("c1")])  # a has now read (and remembers) the running turn
+    history.append(b, KEY, [result_of("c2")])
     with pytest.raises(InvalidParams) as refused:
-        a.append(KEY, [result_of("c2")])  # already answered through the other connection
+        history.append(a, KEY, [result_of("c2")])  # already answered through the other connection
     assert refused.value.field == "messages[0].tool_call_id"
     assert "answers no pending tool call" in refused.value.why
-    a.append(KEY, [A("done"), U("next")])
+    history.append(a, KEY, [A("done"), U("next")])
     with a.store.read() as transaction:
         totals = transaction.totals(KEY)
     assert totals is not None and totals.message_count == 6
-    assert contents(b.get(KEY).messages) == ["q", "", "result c1", "result c2", "done", "next"]
+    assert contents(history.get(b, KEY).messages) == [
+        "q",
+        "",
+        "result c1",
+        "result c2",
+        "done",
+        "next",
+    ]
 
 
 def test_append_after_another_connection_cleared_starts_a_new_conversation(make_manager) -> None:
     a = make_manager()
     b = make_manager()
-    a.append(KEY, [U("q"), two_calls()])
-    a.append(KEY, [result_of("c1")])
-    b.clear(KEY)
+    history.append(a, KEY, [U("q"), two_calls()])
+    history.append(a, KEY, [result_of("c1")])
+    history.clear(b, KEY)
     with pytest.raises(InvalidParams):
-        a.append(KEY, [result_of("c2")])
-    stored = a.append(KEY, [U("fresh")]).messages
+        history.append(a, KEY, [result_of("c2")])
+    stored = history.append(a, KEY, [U("fresh")]).messages
     assert [(r.turn, r.content) for r in stored] == [(1, "fresh")]
     with a.store.read() as transaction:
         totals = transaction.totals(KEY)
@@ -456,12 +467,12 @@ def test_append_after_another_connection_cleared_starts_a_new_conversation(make_
 
 def test_a_failed_append_leaves_nothing_remembered(make_manager) -> None:
     manager = make_manager()
-    manager.append(KEY, [U("q"), two_calls()])
-    manager.append(KEY, [result_of("c1")])
+    history.append(manager, KEY, [U("q"), two_calls()])
+    history.append(manager, KEY, [result_of("c1")])
     with pytest.raises(InvalidParams):  # the second row is refused: nothing of the call lands
-        manager.append(KEY, [result_of("c2"), result_of("c9")])
-    manager.append(KEY, [result_of("c2")])
-    assert contents(manager.get(KEY).messages) == ["q", "", "result c1", "result c2"]
+        history.append(manager, KEY, [result_of("c2"), result_of("c9")])
+    history.append(manager, KEY, [result_of("c2")])
+    assert contents(history.get(manager, KEY).messages) == ["q", "", "result c1", "result c2"]
 
 
 # -- the cache -------------------------------------------------------------------------------------
@@ -470,45 +481,45 @@ def test_a_failed_append_leaves_nothing_remembered(make_manager) -> None:
 def test_cache_is_not_stale_after_another_connection_clears(make_manager) -> None:
     a = make_manager()
     b = make_manager()
-    a.append(KEY, [U("hello"), A("hi")])
-    assert contents(a.get(KEY).messages) == ["hello", "hi"]
+    history.append(a, KEY, [U("hello"), A("hi")])
+    assert contents(history.get(a, KEY).messages) == ["hello", "hi"]
     assert len(a.store.cache) == 1
 
-    assert b.clear(KEY) == 2
+    assert history.clear(b, KEY) == 2
 
-    assert a.get(KEY).messages == ()
+    assert history.get(a, KEY).messages == ()
 
 
 def test_cache_is_not_stale_after_another_connection_appends_or_prunes(make_manager) -> None:
     a = make_manager({"maxMessages": 100})
     b = make_manager({"maxMessages": 2})
-    a.append(KEY, [U("u1"), A("a1")])
-    assert contents(a.get(KEY).messages) == ["u1", "a1"]
+    history.append(a, KEY, [U("u1"), A("a1")])
+    assert contents(history.get(a, KEY).messages) == ["u1", "a1"]
 
-    b.append(KEY, [U("u2"), A("a2")])
+    history.append(b, KEY, [U("u2"), A("a2")])
 
-    assert contents(a.get(KEY).messages) == ["u2", "a2"]
-    a.append(KEY, [U("u3")])
-    assert contents(a.get(KEY).messages) == ["u2", "a2", "u3"]
-    assert contents(b.get(KEY).messages) == ["u3"]
+    assert contents(history.get(a, KEY).messages) == ["u2", "a2"]
+    history.append(a, KEY, [U("u3")])
+    assert contents(history.get(a, KEY).messages) == ["u2", "a2", "u3"]
+    assert contents(history.get(b, KEY).messages) == ["u3"]
 
 
 def test_clear_purges_the_cache_of_the_same_manager(make_manager) -> None:
     manager = make_manager()
-    manager.append(KEY, [U("hello")])
-    manager.get(KEY)
-    manager.clear(KEY)
-    assert manager.get(KEY).messages == ()
-    manager.append(KEY, [U("again")])
-    assert contents(manager.get(KEY).messages) == ["again"]
+    history.append(manager, KEY, [U("hello")])
+    history.get(manager, KEY)
+    history.clear(manager, KEY)
+    assert history.get(manager, KEY).messages == ()
+    history.append(manager, KEY, [U("again")])
+    assert contents(history.get(manager, KEY).messages) == ["again"]
 
 
 def test_cached_history_follows_this_process_appends_and_pruning(make_manager) -> None:
     manager = make_manager({"maxMessages": 3})
-    manager.append(KEY, [U("u1"), A("a1")])
-    manager.get(KEY)
-    manager.append(KEY, [U("u2"), A("a2")])
-    assert contents(manager.get(KEY).messages) == ["u2", "a2"]
+    history.append(manager, KEY, [U("u1"), A("a1")])
+    history.get(manager, KEY)
+    history.append(manager, KEY, [U("u2"), A("a2")])
+    assert contents(history.get(manager, KEY).messages) == ["u2", "a2"]
     with manager.store.read() as transaction:
         assert contents(transaction.rows_from(KEY, 0)) == ["u2", "a2"]
 
@@ -516,12 +527,15 @@ def test_cached_history_follows_this_process_appends_and_pruning(make_manager) -
 def test_store_cache_is_bounded(make_manager) -> None:
     manager = make_manager(cache_conversations=2, cache_rows=5)
     for name in ("c1", "c2", "c3", "c4"):
-        manager.append(Key("ws", name), [U(name + " q"), A(name + " a")])
-        manager.get(Key("ws", name))
+        history.append(manager, Key("ws", name), [U(name + " q"), A(name + " a")])
+        history.get(manager, Key("ws", name))
         assert len(manager.store.cache) <= 2
         assert manager.store.cache.rows <= 5
     for name in ("c1", "c2", "c3", "c4"):
-        assert contents(manager.get(Key("ws", name)).messages) == [name + " q", name + " a"]
+        assert contents(history.get(manager, Key("ws", name)).messages) == [
+            name + " q",
+            name + " a",
+        ]
 
 
 def rows_of(n: int, start: int = 1) -> list[StoredMessage]:
@@ -586,7 +600,7 @@ def test_store_module_keeps_files_private_under_a_permissive_umask(
     old = os.umask(0)
     try:
         manager = make_manager(folder=tmp_path / "open-umask")
-        manager.append(KEY, [U("hello")])
+        history.append(manager, KEY, [U("hello")])
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "open-umask" / DATABASE_FILE).stat().st_mode) == 0o600

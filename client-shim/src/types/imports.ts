@@ -54,7 +54,19 @@ export interface PlannedImport {
   oldest: number | null;
   /** What retention under the session's settings deletes of it at its next read, once imported (null: nothing). */
   retention: PruneReport | null;
+  /** Where `workspace` came from: named by the caller, the folder the tool recorded, or (the
+   * session records none) the current folder, the window's own. */
+  workspaceFrom: "given" | "recorded" | "current";
+  /** The conversation of the session's own id that the import did not create (the user's own):
+   * left alone, the session imported beside it as `conversationId`. Null: no such. */
+  beside: string | null;
+}
+/** A file an import read no session from, and why: nothing imported never looks like success. */
+export interface ImportWarning {
+  path: string;
+  why: string;
 }
 export interface ImportFromResult {
   conversations: PlannedImport[];
+  warnings: ImportWarning[];
 }

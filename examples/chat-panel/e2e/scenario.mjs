@@ -1243,7 +1243,8 @@ try {
     await waitFor("the history server to be gone", () => historyServers().length === 0);
     // While it is down, its settings name an Anthropic-format model for the next step (a running
     // code-server here does not notice settings.json written behind its back).
-    writeFileSync(settingsFile, JSON.stringify({ ...openaiSettings, "chatPanel.provider": "anthropic", "chatPanel.baseUrl": fake.url }, null, 2));
+    // (A Claude model that takes a prefill: the server sends any other Anthropic model the note.)
+    writeFileSync(settingsFile, JSON.stringify({ ...openaiSettings, "chatPanel.provider": "anthropic", "chatPanel.baseUrl": fake.url, "chatPanel.model": "claude-sonnet-4-5" }, null, 2));
     await startCodeServer();
     await openWorkbench();
     await openFromList("Tell me about glaciers");

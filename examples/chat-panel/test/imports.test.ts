@@ -33,6 +33,8 @@ function entry(extra: Partial<PlannedImport>): PlannedImport {
     skipped: [],
     oldest: 1764480000000,
     retention: null,
+    workspaceFrom: "recorded",
+    beside: null,
     ...extra,
   };
 }

@@ -33,7 +33,8 @@ async function setup(t: TestContext, kind: keyof typeof BASE_PATH = "openai") {
   const options = (extra: Partial<TurnOptions> = {}): TurnOptions => ({
     client: server.client,
     conversationId: "c",
-    model: { kind, baseUrl: `${fake.url}${BASE_PATH[kind]}`, model: "fake-model", maxOutputTokens: 100 },
+    // A Claude model that takes a prefill: the server sends any other Anthropic model the note.
+    model: { kind, baseUrl: `${fake.url}${BASE_PATH[kind]}`, model: kind === "anthropic" ? "claude-sonnet-4-5" : "fake-model", maxOutputTokens: 100 },
     historyProvider: kind,
     tools: [READ_FILE_TOOL],
     runTool: async () => "Hello from a workspace file.\n",

@@ -20,7 +20,7 @@ import attrs
 from chat_history.acp import rows
 from chat_history.errors import ChatHistoryError
 from chat_history.model import Key
-from chat_history.service import replies, workspaces
+from chat_history.service import history, replies, workspaces
 from chat_history.service.manager import ChatHistoryManager
 
 log = logging.getLogger("chat_history.acp")
@@ -57,7 +57,7 @@ class Recorder:
             uri = Path(cwd).as_uri() if cwd.startswith("/") else cwd
             identity = workspaces.resolve(uri, "folder")
             try:
-                self.manager.open_identity(identity, self.machine)
+                workspaces.open_identity(self.manager, identity, self.machine)
             except ChatHistoryError as error:
                 log.warning("acp: could not open the workspace: %s", error)
             found = self.workspaces[cwd] = identity.workspace
@@ -79,8 +79,8 @@ class Recorder:
             return
         self.end(session_id, "interrupted")  # a prompt whose answer never came
         try:
-            self.manager.append(key, [rows.prompt_row(blocks)])
-            row = self.manager.begin_reply(key, replies.ReplyBegin())
+            history.append(self.manager, key, [rows.prompt_row(blocks)])
+            row = replies.begin(self.manager, key, replies.ReplyBegin())
         except ChatHistoryError as error:
             log.warning("acp: the prompt was not recorded: %s", error)
             return
@@ -102,7 +102,7 @@ class Recorder:
         current.flushed_at = time.monotonic()
         current.reply.dirty = False
         try:
-            self.manager.update_reply(current.key, current.row_id, self._change(current.reply))
+            replies.update(self.manager, current.key, current.row_id, self._change(current.reply))
         except ChatHistoryError as error:
             current.reply.dirty = True
             log.warning("acp: an update was not recorded: %s", error)
@@ -114,10 +114,12 @@ class Recorder:
         if current is None:
             return
         try:
-            self.manager.end_reply(current.key, current.row_id, status, self._change(current.reply))
+            replies.end(
+                self.manager, current.key, current.row_id, status, self._change(current.reply)
+            )
             tools = current.reply.tool_rows()
             if tools:
-                self.manager.append(current.key, tools)
+                history.append(self.manager, current.key, tools)
         except ChatHistoryError as error:
             log.warning("acp: the reply's end was not recorded: %s", error)
 

@@ -25,6 +25,7 @@ from chat_history.acp import lines, served, sessions
 from chat_history.acp.recorder import Recorder
 from chat_history.acp.stdio import Writer, editor_streams
 from chat_history.errors import ChatHistoryError
+from chat_history.service import replies
 
 log = logging.getLogger("chat_history.acp")
 OWN = "chat-history-acp/"
@@ -283,7 +284,7 @@ class Relay(sessions.Link):
             beats += 1
             if beats % 100 == 0:
                 try:
-                    self.recorder.manager.tend_replies()
+                    replies.tend(self.recorder.manager)
                 except ChatHistoryError as error:  # the next beat tries again
                     log.warning("acp: the leases were not renewed: %s", error)
 
@@ -307,4 +308,4 @@ async def serve(argv: list[str], recorder: Recorder) -> int:
     try:
         return await Relay(argv, recorder).run(reader, writer)
     finally:
-        recorder.manager.release_replies()
+        replies.release(recorder.manager)

@@ -11,9 +11,18 @@ from typing import Any
 from acp.schema import ListSessionsResponse, SessionInfo, SessionNotification
 
 from chat_history.acp import rows
-from chat_history.acp.sessions import NOT_FOUND, PAGE, AgentError, Link, attach, stored
+from chat_history.acp.sessions import (
+    NOT_FOUND,
+    PAGE,
+    AgentError,
+    Link,
+    attach,
+    listed_cwd,
+    stored,
+)
 from chat_history.errors import ChatHistoryError, InvalidParams
 from chat_history.model import Key
+from chat_history.service import conversations, history
 
 Served = Callable[[Link, dict[str, Any]], Awaitable[None]]
 
@@ -54,7 +63,7 @@ async def session_list(link: Link, message: dict[str, Any]) -> None:
         cursor = params.get("cursor")
         if cursor is not None and not isinstance(cursor, str):
             raise InvalidParams("cursor", "must be a string handed out by session/list")
-        found, next_cursor = stored(link, params.get("cwd"), cursor, PAGE)
+        found, next_cursor = stored(link, listed_cwd(params), cursor, PAGE)
         infos = [SessionInfo.model_validate(s) for s in found]
         if next_cursor is None:  # absent on the last page
             return _wire(ListSessionsResponse(sessions=infos))
@@ -66,8 +75,8 @@ async def session_list(link: Link, message: dict[str, Any]) -> None:
 def _history(link: Link, session: str, cwd: str) -> tuple[Key, list[Any]]:
     key = link.recorder.bind(session, cwd)
     link.state.cwd[session] = cwd
-    history, _ = link.recorder.manager.history(key)
-    return key, list(history)
+    stored, _ = history.whole(link.recorder.manager, key)
+    return key, list(stored)
 
 
 def _wire(model: Any) -> dict[str, Any]:
@@ -100,15 +109,15 @@ async def session_load(link: Link, message: dict[str, Any], replay: bool = True)
             return
 
     async def work() -> Any:
-        _, history = _history(link, session, cwd)
-        if not history:
+        _, stored = _history(link, session, cwd)
+        if not stored:
             if refused is not None:
                 await link.answer(message["id"], error=refused)
             else:
                 await _missing(link, message)
             return None
         if replay:
-            for update in rows.replay(history):
+            for update in rows.replay(stored):
                 note = SessionNotification.model_validate({"sessionId": session, "update": update})
                 await link.to_editor(
                     {"jsonrpc": "2.0", "method": "session/update", "params": _wire(note)}
@@ -133,12 +142,12 @@ async def session_fork(link: Link, message: dict[str, Any]) -> None:
     source, cwd = str(params.get("sessionId")), str(params.get("cwd") or ".")
 
     async def work() -> Any:
-        key, history = _history(link, source, cwd)
-        if not history:
+        key, stored = _history(link, source, cwd)
+        if not stored:
             await _missing(link, message)
             return None
         target = str(uuid.uuid4())
-        link.recorder.manager.fork(key, link.recorder.bind(target, cwd))
+        conversations.fork(link.recorder.manager, key, link.recorder.bind(target, cwd))
         result = await attach(link, target, params)
         return {"sessionId": target, **result}
 
@@ -155,11 +164,11 @@ async def session_delete(link: Link, message: dict[str, Any]) -> None:
         key = link.recorder.bind(session, str(params["cwd"]))
     link.recorder.end(session, "discard")
     if key is not None:
-        link.recorder.manager.clear(key)
+        history.clear(link.recorder.manager, key)
     else:  # no cwd: the session under any workspace
         for entry in stored(link, None)[0]:
             if entry["sessionId"] == session:
-                link.recorder.manager.clear(link.recorder.bind(session, entry["cwd"]))
+                history.clear(link.recorder.manager, link.recorder.bind(session, entry["cwd"]))
     if link.state.has("delete"):
         await _forward(link, message)
     else:

@@ -3,7 +3,8 @@ adds to the answers it forwards (protocol.md "Version 4" → ACP sessions):
 
 - ``initialize``: the agent's answer declares ``loadSession`` and the session capabilities
   ``list``, ``resume``, ``close``, ``delete`` and ``fork`` (the proxy serves each);
-- ``session/list``: the stored sessions of a ``cwd`` with titles, merged with the agent's own;
+- ``session/list``: the stored sessions of a ``cwd`` (without one, the proxy's own working
+  folder) with titles, merged with the agent's own;
 - ``session/load``: the stored history replayed as ``session/update``, then a new agent session
   bound to the editor's session id, whose first prompt carries a context block (``prepare``'s
   budget rules); ``session/resume`` the same without the replay; ``session/fork`` forks the
@@ -14,6 +15,7 @@ adds to the answers it forwards (protocol.md "Version 4" → ACP sessions):
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -21,8 +23,9 @@ import attrs
 
 from chat_history.acp import rows
 from chat_history.acp.recorder import Recorder
-from chat_history.errors import ChatHistoryError
+from chat_history.errors import ChatHistoryError, InvalidParams
 from chat_history.model import Key
+from chat_history.service import conversations, history
 from chat_history.service.preparation import PrepareOptions
 
 log = logging.getLogger("chat_history.acp")
@@ -169,7 +172,7 @@ async def attach(link: Link, session: str, params: dict[str, Any]) -> dict[str, 
 def seed(recorder: Recorder, key: Key) -> dict[str, str] | None:
     """The context block of ``key``'s history, under ``prepare``'s budget rules (None: none)."""
     try:
-        prepared = recorder.manager.prepare(key, PrepareOptions())
+        prepared = history.prepare(recorder.manager, key, PrepareOptions())
     except ChatHistoryError as error:
         log.warning("acp: no context for the new agent session: %s", error)
         return None
@@ -221,6 +224,18 @@ def with_capabilities(result: dict[str, Any]) -> dict[str, Any]:
 PAGE = 50
 
 
+def listed_cwd(params: dict[str, Any]) -> str:
+    """The folder whose sessions a ``session/list`` lists: its ``cwd``, else the folder the
+    editor started the proxy in (ACP lists the sessions "of a cwd": another workspace's only
+    when asked for). Raises InvalidParams ``cwd`` for one that is not a non-empty string."""
+    cwd = params.get("cwd")
+    if cwd is None:
+        return os.getcwd()
+    if not isinstance(cwd, str) or not cwd:
+        raise InvalidParams("cwd", "must be the absolute path of a folder")
+    return cwd
+
+
 def stored(
     link: Link, cwd: str | None, cursor: str | None = None, limit: int | None = None
 ) -> tuple[list[dict[str, Any]], str | None]:
@@ -231,7 +246,7 @@ def stored(
     found: list[dict[str, Any]] = []
     while True:
         want = None if limit is None else limit - len(found)
-        page = link.recorder.manager.list_conversations_page(workspace, want, cursor)
+        page = conversations.list_page(link.recorder.manager, workspace, want, cursor)
         for info in page.conversations:
             session = rows.session_of(info.conversation_id)
             if session is None or info.message_count == 0:
@@ -252,7 +267,11 @@ def merged(link: Link, params: dict[str, Any], result: dict[str, Any]) -> dict[s
     appended."""
     own = list(result.get("sessions") or [])
     known = {s.get("sessionId") for s in own if isinstance(s, dict)}
-    extra = [s for s in stored(link, params.get("cwd"))[0] if s["sessionId"] not in known]
+    try:
+        cwd = listed_cwd(params)
+    except InvalidParams:
+        return result  # the agent took a cwd the store cannot: its answer stands alone
+    extra = [s for s in stored(link, cwd)[0] if s["sessionId"] not in known]
     return {**result, "sessions": own + extra}
 
 
@@ -265,7 +284,7 @@ def forked(link: Link, source: str, target: str, params: dict[str, Any]) -> None
     cwd = str(params.get("cwd") or link.state.cwd.get(source) or ".")
     link.state.cwd[target] = cwd
     try:
-        link.recorder.manager.fork(key, link.recorder.bind(target, cwd))
+        conversations.fork(link.recorder.manager, key, link.recorder.bind(target, cwd))
     except ChatHistoryError as error:
         log.warning("acp: the fork was not recorded: %s", error)
 

@@ -1,7 +1,7 @@
 """The CLI's commands for agents: ``chat-history mcp`` (the MCP recall server on stdio, or on
-local Streamable HTTP with ``--http``) and
-``chat-history acp -- AGENT …`` (the recording proxy in front of an ACP agent). Each SDK is
-imported only when its command runs, so the rest of the CLI starts without it."""
+local Streamable HTTP with ``--http``) and ``chat-history acp -- AGENT …`` (the recording proxy
+in front of an ACP agent). Each SDK is imported only when its command runs, so the rest of the
+CLI starts without it."""
 
 from __future__ import annotations
 
@@ -10,10 +10,21 @@ import logging
 import sys
 from pathlib import Path
 
-from chat_history.cli.common import Subcommand, machine_of, open_manager, reading
-from chat_history.policy.identity import normalize_uri
+from chat_history.cli.common import (
+    Subcommand,
+    cli_database,
+    database_location,
+    machine_of,
+    open_manager,
+    reading,
+)
+from chat_history.paths import STORAGE_ENV
 from chat_history.service.manager import ChatHistoryManager
+from chat_history.service.workspaces import named_workspace
 from chat_history.settings import default_settings
+
+#: The first bytes of every SQLite database file (its header's magic string).
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def max_tokens(text: str) -> int:
@@ -38,6 +49,37 @@ def http_port(text: str) -> int:
     if not 0 <= value <= 65_535:
         raise argparse.ArgumentTypeError("must be from 0 to 65535")
     return value
+
+
+def check_store(location: tuple[Path, str], *, given: bool) -> None:
+    """``mcp``'s SQLite store before anything opens it (``location``: its folder and file name,
+    ``given``: named by ``--db``). The server only reads: a store that ``--db`` names must hold a
+    database (a mistyped path creates no folder or file; only the default store is made, so that
+    an agent configured before the first chat still starts), and a file that is not SQLite's is
+    refused before the store would make it owner-only (a refusal changes nothing). SystemExit
+    with the reason otherwise."""
+    path = location[0] / location[1]
+    where = "--db" if given else f"${STORAGE_ENV} or the default folder"
+    if not path.exists():
+        if not given:
+            return
+        raise SystemExit(
+            f"chat-history mcp: no database at {path} (from --db): the MCP server only reads "
+            "history, so it creates no folder or database; pass --db the storage folder or the "
+            ".sqlite3 file that the editor's server or the CLI writes"
+        )
+    try:
+        with path.open("rb") as file:
+            head = file.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise SystemExit(
+            f"chat-history mcp: {path} (from {where}) cannot be read: {exc.strerror}"
+        ) from None
+    if head != SQLITE_MAGIC:
+        raise SystemExit(
+            f"chat-history mcp: {path} (from {where}) is not a chat history database "
+            f"({'empty' if not head else 'not a SQLite file'}); it was left as it is"
+        )
 
 
 def serve_mcp(args: argparse.Namespace, manager: ChatHistoryManager, machine: str) -> int:
@@ -89,6 +131,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     """``mcp``: the recall server on stdio (or local HTTP), read-only (storage retention off)."""
     if args.token_file is not None and args.http is None:
         raise SystemExit("chat-history mcp: --token-file needs --http")
+    if cli_database(args) is None:
+        check_store(database_location(args.db), given=args.db is not None)
     manager = open_manager(args, reading(default_settings()), create=True)
     return serve_mcp(args, manager, machine_of(args))
 
@@ -105,7 +149,7 @@ def _mcp_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workspace",
         metavar="URI",
-        type=normalize_uri,
+        type=named_workspace,
         help="the workspace to serve (default: the client's first root, else the working folder)",
     )
     p.add_argument(

@@ -31,7 +31,8 @@ from chat_history.cli.transfer import (
     read_import,
 )
 from chat_history.errors import InvalidParams
-from chat_history.policy.identity import normalize_uri
+from chat_history.service import history, import_writes
+from chat_history.service.workspaces import named_workspace
 from chat_history.settings import default_settings
 from chat_history.wire import protocol
 
@@ -57,7 +58,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     with Progress("exporting", total) as progress:
         sink.write((dumps(header_line()) + "\n").encode("utf-8"))
         for key in keys:
-            result = manager.get(key)
+            result = history.get(manager, key)
             _write_lines(conversation_lines(key, result.messages, result.summary), sink, progress)
     sink.flush()
     return 0
@@ -95,7 +96,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     with Progress("importing", total) as progress:
         for entry in conversations:
             try:
-                result = manager.import_conversation(entry.key, entry.messages, entry.summary)
+                result = import_writes.import_conversation(
+                    manager, entry.key, entry.messages, entry.summary
+                )
             except InvalidParams as exc:
                 failures.append(
                     f"{args.file}:{entry.line_of(exc.field)}: {protocol.wire_field(exc.field)}: "
@@ -121,7 +124,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def _export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("conversations", nargs="*", metavar="CONVERSATION", help="default: all")
-    p.add_argument("--workspace", metavar="W", type=normalize_uri, help="only this workspace")
+    p.add_argument("--workspace", metavar="W", type=named_workspace, help="only this workspace")
 
 
 def _import_arguments(p: argparse.ArgumentParser) -> None:

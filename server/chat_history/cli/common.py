@@ -18,10 +18,11 @@ from chat_history.cli.settings_file import SettingsFileError, read_settings_file
 from chat_history.errors import InvalidParams, StorageError
 from chat_history.model import JsonText
 from chat_history.paths import STORAGE_ENV, default_storage_folder
-from chat_history.policy.identity import normalize_uri
+from chat_history.service import conversations as service_conversations
+from chat_history.service import replies
 from chat_history.service.conversations import ConversationInfo
 from chat_history.service.manager import ChatHistoryManager
-from chat_history.service.workspaces import machine_id
+from chat_history.service.workspaces import machine_id, named_workspace
 from chat_history.settings import SECTION, Settings, load_settings, setting_key
 from chat_history.store import DATABASE_FILE, EngineOptions, Key, database_option
 
@@ -113,7 +114,7 @@ def _tended(manager: ChatHistoryManager) -> ChatHistoryManager:
     killed server's) as interrupted before it reads (protocol.md "Replies in flight"); a
     database it cannot write now is left to the next process."""
     with contextlib.suppress(StorageError):
-        manager.tend_replies()
+        replies.tend(manager)
     return manager
 
 
@@ -165,7 +166,7 @@ def records(manager: ChatHistoryManager, workspace: str | None) -> dict[Key, Con
     (one holding only a title or metadata included), ordered by workspace and id."""
     found = {
         info.key: info
-        for info in manager.list_conversations_page(workspace, None, None).conversations
+        for info in service_conversations.list_page(manager, workspace, None, None).conversations
     }
     return dict(sorted(found.items(), key=lambda item: (item[0].workspace, item[0].conversation)))
 
@@ -220,6 +221,6 @@ def add_holder_workspace(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workspace",
         metavar="W",
-        type=normalize_uri,
+        type=named_workspace,
         help="needed when several workspaces hold it",
     )

@@ -19,8 +19,10 @@ from chat_history.cli.common import (
 )
 from chat_history.cli.render import conversations_table, history_text
 from chat_history.errors import InvalidParams
-from chat_history.policy.identity import normalize_uri
+from chat_history.service import conversations as service_conversations
+from chat_history.service import history
 from chat_history.service.conversations import ConversationInfo
+from chat_history.service.workspaces import named_workspace
 from chat_history.wire import protocol, reports
 
 
@@ -39,7 +41,9 @@ def cmd_conversations(args: argparse.Namespace) -> int:
     """``conversations``: every conversation per workspace, as ``listConversations`` lists them
     (``--json``: its entries)."""
     manager = open_manager(args)
-    listed = by_workspace(manager.list_conversations_page(args.workspace, None, None).conversations)
+    listed = by_workspace(
+        service_conversations.list_page(manager, args.workspace, None, None).conversations
+    )
     if args.json:
         print_json(reports.wire_listing([info for _, infos in listed for info in infos]))
     elif not listed:
@@ -58,12 +62,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     key = find_key(manager, args.conversation, args.workspace)
     if args.provider is not None:
         try:
-            request = manager.format(key, args.provider, args.model)
+            request = history.format(manager, key, args.provider, args.model)
         except InvalidParams as exc:
             raise CliError(f"argument --provider: {exc.why}", EXIT_USAGE) from None
         print_json(protocol.wire(request))
         return 0
-    result = manager.get(key)
+    result = history.get(manager, key)
     if args.json:
         print_json(reports.wire_history(key.workspace, key.conversation, result))
     else:
@@ -72,7 +76,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def _listing_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workspace", metavar="W", type=normalize_uri, help="only this workspace")
+    p.add_argument("--workspace", metavar="W", type=named_workspace, help="only this workspace")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 

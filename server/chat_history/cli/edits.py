@@ -18,7 +18,9 @@ from chat_history.cli.common import (
 )
 from chat_history.errors import InvalidParams
 from chat_history.model import Key
-from chat_history.policy.identity import normalize_uri
+from chat_history.service import conversations as service_conversations
+from chat_history.service import edits as service_edits
+from chat_history.service.workspaces import named_workspace
 
 #: The one table from the field id of an edit's refusal (InvalidParams) to the command-line
 #: name that gave the value.
@@ -51,7 +53,7 @@ def cmd_rename(args: argparse.Namespace) -> int:
     if (args.title is None) == (not args.automatic):
         raise CliError("give a TITLE, or --automatic (not both)", EXIT_USAGE)
     change = ConversationUpdate(set_title=True, title=args.title)
-    info = edited(lambda: manager.update_conversation(key, change))
+    info = edited(lambda: service_conversations.update(manager, key, change))
     print(f"{key.conversation}: {info.title!r} ({info.title_source or 'no'} title)")
     return 0
 
@@ -60,7 +62,7 @@ def cmd_truncate(args: argparse.Namespace) -> int:
     """Delete message #ID and every later one (chatHistory/truncate)."""
     manager = open_manager(args)
     key = find_key(manager, args.conversation, args.workspace)
-    result = edited(lambda: manager.truncate(key, args.from_id))
+    result = edited(lambda: service_edits.truncate(manager, key, args.from_id))
     gone = " and its summary" if result.summary_deleted else ""
     print(f"{key.conversation}: deleted {result.deleted_messages} message(s){gone}.")
     return 0
@@ -71,7 +73,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
     manager = open_manager(args)
     key = find_key(manager, args.conversation, args.workspace)
     target = Key(args.to_workspace or key.workspace, args.new)
-    info = edited(lambda: manager.fork(key, target, args.through))
+    info = edited(lambda: service_conversations.fork(manager, key, target, args.through))
     print(
         f"{info.conversation_id}: {info.message_count} message(s) copied from "
         f"{key.conversation}" + (f" into workspace {info.workspace!r}" if args.to_workspace else "")
@@ -98,7 +100,7 @@ def _fork_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--through", type=int, metavar="ID", help="copy up to message #ID")
     add_holder_workspace(p)
     p.add_argument(
-        "--to-workspace", metavar="W", type=normalize_uri, help="the new conversation's workspace"
+        "--to-workspace", metavar="W", type=named_workspace, help="the new conversation's workspace"
     )
 
 

@@ -11,8 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from chat_history.model import Key, StoredMessage, Summary, ToolCall
-from chat_history.policy.compaction import covered_row_ids
-from chat_history.policy.search_rank import SearchHit
+from chat_history.policy.prepare.compaction import covered_row_ids
+from chat_history.policy.search.rank import SearchHit
 from chat_history.service.conversations import ConversationInfo
 from chat_history.service.storage_retention import PruneRun
 from chat_history.settings import Settings

@@ -16,7 +16,8 @@ from chat_history.cli.common import (
 from chat_history.cli.render import search_text
 from chat_history.errors import InvalidParams
 from chat_history.model import ROLES
-from chat_history.policy.identity import normalize_uri
+from chat_history.service import search as service_search
+from chat_history.service.workspaces import named_workspace
 from chat_history.settings import default_settings
 from chat_history.wire import checks
 from chat_history.wire.methods import search
@@ -39,7 +40,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         flag = {"query": "QUERY", "limit": "--limit", "workspace": "--workspace"}
         name = flag.get(exc.field, "--conversation" if exc.field == "conversationId" else "--role")
         raise CliError(f"argument {name}: {exc.why}", EXIT_USAGE) from None
-    result = open_manager(args, reading(default_settings())).search(scope, query, limit)
+    result = service_search.search(
+        open_manager(args, reading(default_settings())), scope, query, limit
+    )
     if args.json:
         print_json(search.wire_search(result))
     else:
@@ -50,7 +53,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", metavar="QUERY", help='words to find; "quoted words" in order')
     p.add_argument(
-        "--workspace", metavar="W", type=normalize_uri, help="only this workspace (default: all)"
+        "--workspace", metavar="W", type=named_workspace, help="only this workspace (default: all)"
     )
     p.add_argument("--conversation", metavar="C", help="only this conversation")
     p.add_argument(

@@ -20,9 +20,10 @@ from chat_history.cli.common import (
 )
 from chat_history.cli.progress import Progress
 from chat_history.cli.render import prune_text, when
-from chat_history.policy.identity import normalize_uri
+from chat_history.service import usage
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.storage_retention import PruneRun, tally
+from chat_history.service.workspaces import named_workspace
 from chat_history.settings import SECTION, setting_key
 from chat_history.wire import reports
 
@@ -58,7 +59,7 @@ def prune(manager: ChatHistoryManager, workspace: str | None, *, dry_run: bool) 
     plans = []
     with Progress("pruning", len(keys)) as progress:
         for key in keys:
-            plans.append((key, manager.retain(key, dry_run=dry_run)))
+            plans.append((key, usage.retain(manager, key, dry_run=dry_run)))
             progress.advance()
     return tally(dry_run, plans)
 
@@ -75,7 +76,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     each came from."""
     loaded = load_cli_settings(args)
     manager = open_manager(args, reading(loaded.settings))
-    stats = manager.stats()
+    stats = usage.stats(manager)
     where = manager.database_path
     path = where if isinstance(where, Path) else Path("/nonexistent")  # PostgreSQL: no file
     wal = _size(Path(f"{path}-wal"))
@@ -102,7 +103,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_purge(args: argparse.Namespace) -> int:
     """``purge``: the deleted text taken out of the database files now (the engine's purge)."""
     manager = open_manager(args)
-    if not manager.purge():
+    if not usage.purge(manager):
         raise CliError("the purge did not finish (see the log above); nothing was lost")
     print(f"purged deleted text from {manager.database_path}.")
     return 0
@@ -110,7 +111,7 @@ def cmd_purge(args: argparse.Namespace) -> int:
 
 def _prune_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="report what would go; delete nothing")
-    p.add_argument("--workspace", metavar="W", type=normalize_uri, help="only this workspace")
+    p.add_argument("--workspace", metavar="W", type=named_workspace, help="only this workspace")
     p.add_argument("--json", action="store_true", help="machine-readable report")
 
 

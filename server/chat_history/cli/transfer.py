@@ -15,7 +15,7 @@ import attrs
 from chat_history.cli.export_schema import check_line
 from chat_history.errors import InvalidParams
 from chat_history.model import Key, Message, StoredMessage, Summary
-from chat_history.service.manager import ImportedSummary
+from chat_history.service.import_writes import ImportedSummary
 from chat_history.wire import checks, messages, protocol
 
 FORMAT = "chat-history"

@@ -9,6 +9,8 @@ import argparse
 from chat_history.cli.common import Subcommand, machine_of, open_manager, print_json
 from chat_history.cli.edits import edited
 from chat_history.cli.render import when
+from chat_history.service import workspaces as service_workspaces
+from chat_history.service.workspaces import named_workspace
 from chat_history.wire import protocol
 
 
@@ -16,7 +18,7 @@ def cmd_workspaces(args: argparse.Namespace) -> int:
     """``workspaces``: each workspace with its conversations, last activity and folder, and the
     conversations renamed because their id was taken (``--json``: listWorkspaces' result)."""
     manager = open_manager(args)
-    infos = manager.workspace_infos(machine_of(args))
+    infos = service_workspaces.list_all(manager, machine_of(args))
     if args.json:
         print_json({"workspaces": protocol.wire(infos)})
         return 0
@@ -43,7 +45,7 @@ def cmd_workspaces(args: argparse.Namespace) -> int:
 def cmd_move_workspace(args: argparse.Namespace) -> int:
     """``move-workspace FROM TO``: every conversation of FROM moved to TO (moveWorkspace)."""
     manager = open_manager(args)
-    moved = edited(lambda: manager.move_workspace(args.source, args.target))
+    moved = edited(lambda: service_workspaces.move(manager, args.source, args.target))
     print(f"moved {moved} conversation(s) from {args.source} to {args.target}.")
     return 0
 
@@ -54,7 +56,12 @@ def _list_arguments(p: argparse.ArgumentParser) -> None:
 
 def _move_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", metavar="FROM", help="the workspace identity that holds them")
-    p.add_argument("target", metavar="TO", help="the workspace identity to hold them")
+    p.add_argument(
+        "target",
+        metavar="TO",
+        type=named_workspace,  # a folder by its real path, as the wire's moveWorkspace ``to``
+        help="the workspace identity to hold them",
+    )
 
 
 LIST = Subcommand(

@@ -17,8 +17,11 @@ The format as observed (Continue's ``Session`` and ``ChatHistoryItem`` types in
   ``tool`` (``content``, ``toolCallId``), ``system``.
 - A tool call's result is its ``tool`` message; builds that kept it only in the call's
   ``toolCallStates[].output`` (context items with ``content``) are read from there.
-- No message records its time: each row gets the session's ``dateCreated`` from
-  ``sessions.json`` (one time for the whole session, so a re-import recognises every row).
+- No message records its time: each row gets the session's ``dateCreated`` (one time for the
+  whole session, so a re-import recognises every row), the file's own when it has one, else the
+  one ``sessions.json`` beside it gives. A file with neither (Continue's CLI's, seen without a
+  ``sessions.json``): its rows are left undated, and the import dates them
+  (``service.imports``: the file's time at the first import, kept by every later one).
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ from typing import Any
 
 import attrs
 
-from chat_history.errors import InvalidParams
 from chat_history.importers.common import (
     Session,
     Tally,
@@ -40,6 +42,7 @@ from chat_history.importers.common import (
     text_of,
     timestamp_ms,
 )
+from chat_history.importers.files import SIDE_FILE_BYTES, read_regular
 from chat_history.importers.source import Importer
 from chat_history.model import Attachment, Message, ToolCall
 
@@ -189,6 +192,9 @@ def read(data: bytes, session_id: str) -> list[Session]:
     rows = _rows(history, tally)
     if not rows:
         return []
+    at = _created_ms(session.get("dateCreated"))  # the file's own, when it records one
+    if at is not None:
+        rows = [attrs.evolve(m, timestamp=at) for m in rows]
     named, folder = session.get("sessionId"), session.get("workspaceDirectory")
     title = session.get("title") if isinstance(session.get("title"), str) else None
     if title in {None, "", "New Session"}:
@@ -214,15 +220,17 @@ def _discover(root: Path, folder: str | None) -> list[Path]:
     return sorted(p for p in root.glob("*.json") if p.name != "sessions.json")
 
 
-def _place(path: Path, sessions: list[Session], folder: str | None) -> list[Session]:
+def _place(
+    path: Path, sessions: list[Session], folder: str | None, here: str | None
+) -> list[Session]:
     return [_timed(s, path) for s in sessions]
 
 
 def _timed(session: Session, path: Path) -> Session:
-    """A session's rows at its ``dateCreated`` in ``sessions.json`` (no message of Continue
-    records its time); InvalidParams ``path`` naming the file when it has none."""
+    """A session's undated rows at the ``dateCreated`` that ``sessions.json`` beside it gives
+    (no message of Continue records its time); none given: left undated (see the module)."""
     try:
-        index = json.loads((path.parent / "sessions.json").read_text(encoding="utf-8"))
+        index = json.loads(read_regular(path.parent / "sessions.json", SIDE_FILE_BYTES))
     except (OSError, ValueError):
         index = []
     created = next(
@@ -233,11 +241,16 @@ def _timed(session: Session, path: Path) -> Session:
         ),
         None,
     )
-    at = timestamp_ms(int(created) if isinstance(created, str) and created.isdigit() else created)
+    at = _created_ms(created)
     if at is None:
-        raise InvalidParams("path", f"{path}: sessions.json beside it gives this session no time")
+        return session
     rows = tuple(m if m.timestamp else attrs.evolve(m, timestamp=at) for m in session.messages)
     return attrs.evolve(session, messages=rows)
+
+
+def _created_ms(created: Any) -> int | None:
+    """A ``dateCreated`` (epoch ms as a number or as a string of digits) as epoch ms."""
+    return timestamp_ms(int(created) if isinstance(created, str) and created.isdigit() else created)
 
 
 IMPORTER = Importer(

@@ -43,6 +43,7 @@ from chat_history.importers.common import (
     json_value,
     timestamp_ms,
 )
+from chat_history.importers.files import SIDE_FILE_BYTES, listed, read_regular
 from chat_history.importers.places import vscode_user
 from chat_history.importers.source import Importer
 from chat_history.model import Message, ToolCall
@@ -268,19 +269,22 @@ def _discover(root: Path, folder: str | None) -> list[Path]:
             if ws.is_dir() and (wanted is None or _workspace_uri(ws) == wanted)
         ]
     found = {p for c in chats for pattern in ("*.json", "*.jsonl") for p in c.glob(pattern)}
-    return sorted(path for path in found if path.is_file())
+    return sorted(path for path in found if listed(path))
 
 
 def _workspace_uri(workspace: Path) -> str | None:
     """The normalized folder URI a workspace storage folder belongs to."""
     try:
-        uri = workspace_folder((workspace / "workspace.json").read_text(encoding="utf-8"))
-    except OSError:
+        text = read_regular(workspace / "workspace.json", SIDE_FILE_BYTES).decode("utf-8")
+        uri = workspace_folder(text)
+    except (OSError, UnicodeDecodeError):
         return None
     return normalize_uri(uri) if uri else None
 
 
-def _place(path: Path, sessions: list[Session], folder: str | None) -> list[Session]:
+def _place(
+    path: Path, sessions: list[Session], folder: str | None, here: str | None
+) -> list[Session]:
     """The sessions record no folder: the one they were found for, else workspace.json's."""
     where = folder or _workspace_uri(path.parent.parent)
     return [attrs.evolve(s, folder=where) if s.folder is None else s for s in sessions]

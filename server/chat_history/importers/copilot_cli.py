@@ -31,10 +31,16 @@ schema was published): ``{sessionId, startTime (ISO 8601), chatMessages, timelin
 - ``timeline``: what the CLI showed, each entry with ``id``, ``timestamp`` and ``type``:
   ``user`` (``text``, ``expandedText``), ``copilot`` (``text``), ``tool_call_requested`` and
   ``tool_call_completed`` (``callId``, ``name``, ``toolTitle``, ``intentionSummary``,
-  ``arguments``, ``result: {type: success|error, log}``), ``info``. Only its times are used:
-  a prompt's is its ``user`` entry's (in order), a reply's its ``copilot`` entry's (else its
-  first call's request), a result's its call's completion; else the row before's, else
-  ``startTime``.
+  ``arguments`` — an object, or a JSON string —, ``result: {type: success|error, log}``),
+  ``info``. Beside ``chatMessages`` only its times are used: a prompt's is its ``user`` entry's
+  (in order), a reply's its ``copilot`` entry's (else its first call's request), a result's its
+  call's completion; else the row before's, else ``startTime``.
+- Some files keep ``chatMessages`` empty and the conversation only in the timeline: then the
+  rows come from it — a ``user`` entry's ``text`` is a prompt, a ``copilot`` entry's a reply,
+  and the calls completed together (``tool_call_completed`` entries with nothing between them)
+  are one round: the calls of the reply just before when it has none yet (else of a reply of
+  their own, at the first call's request), each followed by its result (``log``, an ``error``
+  as ``Error: …``). A request never completed and the ``info`` entries are counted.
 - No project folder is recorded: such a session needs the workspace named.
 """
 
@@ -56,8 +62,9 @@ from chat_history.importers.common import (
     text_of,
     timestamp_ms,
 )
+from chat_history.importers.files import listed
 from chat_history.importers.source import Importer
-from chat_history.model import Message, ToolCall
+from chat_history.model import Message, Role, ToolCall
 
 SOURCE = "copilot-cli"
 
@@ -225,7 +232,9 @@ def _single_file(data: bytes) -> dict[str, Any] | None:
         value = json_value(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return None  # an event log's lines, or a file cut short: read as lines
-    if isinstance(value, dict) and isinstance(value.get("chatMessages"), list):
+    if isinstance(value, dict) and any(
+        isinstance(value.get(key), list) for key in ("chatMessages", "timeline")
+    ):
         return value
     return None
 
@@ -270,11 +279,13 @@ class _Times:
 
 
 def _history(value: dict[str, Any], session_id: str) -> list[Session]:
-    """The conversation of an older single-file session's ``chatMessages``."""
+    """The conversation of an older single-file session: its ``chatMessages``, else (none
+    there) its timeline."""
     tally = Tally()
     events = _Events(tally)
     times = _Times(value.get("timeline"), timestamp_ms(value.get("startTime")))
-    for message in value["chatMessages"]:
+    messages = value.get("chatMessages")
+    for message in messages if isinstance(messages, list) else []:
         role = message.get("role") if isinstance(message, dict) else None
         if not isinstance(message, dict) or role not in {"user", "assistant", "tool", "system"}:
             tally.skip("chat message", "not a message of a known role")
@@ -294,7 +305,91 @@ def _history(value: dict[str, Any], session_id: str) -> list[Session]:
             tally.skip("system message", "the CLI's instructions, not the conversation")
     events.settle()
     sid = value.get("sessionId")
-    return _session(sid if isinstance(sid, str) and sid else session_id, None, events.rows, tally)
+    named = sid if isinstance(sid, str) and sid else session_id
+    if not events.rows:
+        return _from_timeline(value, named)
+    return _session(named, None, events.rows, tally)
+
+
+@attrs.define
+class _Timeline:
+    """The rows of a timeline (see the module's notes): a round of completed calls is held
+    until an entry that is not a completion ends it."""
+
+    tally: Tally
+    at: int | None
+    rows: list[Message] = attrs.field(factory=list)
+    requested: dict[str, int | None] = attrs.field(factory=dict)
+    calls: list[ToolCall] = attrs.field(factory=list)
+    results: list[Message] = attrs.field(factory=list)
+
+    def said(self, role: Role, text: Any) -> None:
+        self.flush()
+        if isinstance(text, str) and text.strip():
+            self.rows.append(Message(role=role, content=text, timestamp=self.at))
+
+    def completed(self, entry: dict[str, Any]) -> None:
+        cid, name = entry.get("callId"), entry.get("name")
+        if not isinstance(cid, str) or not cid:
+            self.tally.skip("tool call", "no call id")
+            return
+        named = name if isinstance(name, str) and name else "tool"
+        self.calls.append(
+            ToolCall(id=cid, name=named, arguments=_arguments(entry.get("arguments")))
+        )
+        result = _obj(entry.get("result"))
+        log = result.get("log")
+        said = log if isinstance(log, str) else ""
+        text = f"Error: {said or 'failed'}" if result.get("type") == "error" else said
+        self.results.append(Message(role="tool", content=text, tool_call_id=cid, timestamp=self.at))
+
+    def flush(self) -> None:
+        """The round of calls: on the reply just before when it has none, else on its own."""
+        if not self.calls:
+            return
+        last = self.rows[-1] if self.rows else None
+        if last is not None and last.role == "assistant" and not last.tool_calls:
+            self.rows[-1] = attrs.evolve(last, tool_calls=tuple(self.calls))
+        else:
+            asked = next(
+                (self.requested[c.id] for c in self.calls if self.requested.get(c.id)), None
+            )
+            at = asked if asked is not None else self.results[0].timestamp
+            self.rows.append(
+                Message(role="assistant", content="", tool_calls=tuple(self.calls), timestamp=at)
+            )
+        self.rows.extend(self.results)
+        for call in self.calls:
+            self.requested.pop(call.id, None)
+        self.calls, self.results = [], []
+
+
+def _from_timeline(value: dict[str, Any], session_id: str) -> list[Session]:
+    """The conversation of an older single-file session whose ``chatMessages`` is empty: its
+    timeline's prompts, replies and completed calls."""
+    tally = Tally()
+    rows = _Timeline(tally, timestamp_ms(value.get("startTime")))
+    timeline = value.get("timeline")
+    for entry in timeline if isinstance(timeline, list) else []:
+        kind = entry.get("type") if isinstance(entry, dict) else None
+        if not isinstance(entry, dict) or not isinstance(kind, str):
+            tally.skip("timeline entry", "not an entry of a known type")
+            continue
+        rows.at = timestamp_ms(entry.get("timestamp")) or rows.at
+        if kind == "tool_call_completed":
+            rows.completed(entry)
+            continue
+        rows.flush()
+        if kind in {"user", "copilot"}:
+            rows.said("user" if kind == "user" else "assistant", entry.get("text"))
+        elif kind == "tool_call_requested" and isinstance(entry.get("callId"), str):
+            rows.requested.setdefault(entry["callId"], rows.at)
+        else:
+            tally.skip(f"{kind} entry", "not a message")
+    rows.flush()
+    if rows.requested:
+        tally.skip("tool request", "never completed", len(rows.requested))
+    return _session(session_id, None, rows.rows, tally)
 
 
 def _request(call: Any) -> Request:
@@ -313,12 +408,12 @@ def _discover(root: Path, folder: str | None) -> list[Path]:
     """The sessions under ``root`` (``~/.copilot``, ``session-state``, one session's folder, or
     ``history-session-state``): the event logs first, then the older single-file sessions."""
     own = root / "events.jsonl"
-    if own.is_file():
+    if listed(own):
         return [own]
     state = root / "session-state" if (root / "session-state").is_dir() else root
     older = root / "history-session-state" if (root / "history-session-state").is_dir() else root
     logs = sorted(state.glob("*/events.jsonl"))
-    return [*logs, *sorted(p for p in older.glob("session_*.json") if p.is_file())]
+    return [*logs, *sorted(p for p in older.glob("session_*.json") if listed(p))]
 
 
 def _session_id(path: Path) -> str:

@@ -25,7 +25,7 @@ to 0.6x):
   ``tokens`` and ``model``.
 - The project folder is not in the file (only its hash, or the name of its folder): it is the
   folder the files were found for, else the one ``projects.json`` names for their project
-  folder (by name, or whose SHA-256 it is).
+  folder (by name, or whose SHA-256 it is), else the current folder when its SHA-256 names it.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from chat_history.importers.common import (
     json_value,
     timestamp_ms,
 )
+from chat_history.importers.files import SIDE_FILE_BYTES, listed, read_regular
 from chat_history.importers.places import same_folder
 from chat_history.importers.source import Importer
 from chat_history.model import Attachment, Message, ToolCall
@@ -222,7 +223,7 @@ def _discover(root: Path, folder: str | None) -> list[Path]:
     folder's SHA-256, or its name in ``projects.json``)."""
     if root.name == "tmp":
         if folder:
-            names = {hashlib.sha256(folder.encode()).hexdigest(), *_names(root, folder)}
+            names = {_project_hash(folder), *_names(root, folder)}
             projects = [root / name for name in sorted(names)]
         else:
             projects = [path for path in root.iterdir() if path.is_dir()]
@@ -233,13 +234,13 @@ def _discover(root: Path, folder: str | None) -> list[Path]:
     for folder_of_chats in chats:
         for pattern in ("session-*.json", "session-*.jsonl", "*/*.jsonl"):
             found.update(folder_of_chats.glob(pattern))
-    return sorted(path for path in found if path.is_file())
+    return sorted(path for path in found if listed(path))
 
 
 def _projects(tmp: Path) -> dict[str, str]:
     """``projects.json`` beside ``tmp``: folder → the name of its folder under ``tmp``."""
     try:
-        value = json.loads((tmp.parent / "projects.json").read_text(encoding="utf-8"))
+        value = json.loads(read_regular(tmp.parent / "projects.json", SIDE_FILE_BYTES))
     except (OSError, ValueError):
         return {}
     projects = value.get("projects") if isinstance(value, dict) else None
@@ -253,15 +254,22 @@ def _names(tmp: Path, folder: str) -> list[str]:
     return [name for path, name in _projects(tmp).items() if same_folder(path) == wanted]
 
 
-def _recorded_folder(path: Path) -> str | None:
+def _project_hash(folder: str) -> str:
+    """The name older builds give a project's folder under ``tmp``: the SHA-256 of its absolute
+    path, as the CLI hashes its own folder."""
+    return hashlib.sha256(folder.encode()).hexdigest()
+
+
+def _recorded_folder(path: Path, here: str | None) -> str | None:
     """The project folder of a session file: the folder ``projects.json`` names, or whose
-    SHA-256 is the name of the file's project folder (None: neither is known)."""
+    SHA-256 is the name of the file's project folder, the current folder ``here`` too (None:
+    none is known)."""
     for parent in path.parents:
         if parent.parent.name == "tmp" and (parent / "chats").is_dir():
             for folder, name in _projects(parent.parent).items():
-                if parent.name in {name, hashlib.sha256(folder.encode()).hexdigest()}:
+                if parent.name in {name, _project_hash(folder)}:
                     return folder
-            return None
+            return here if here and parent.name == _project_hash(here) else None
     return None
 
 
@@ -271,9 +279,12 @@ def _session_id(path: Path) -> str:
     return path.stem
 
 
-def _place(path: Path, sessions: list[Session], folder: str | None) -> list[Session]:
-    """The sessions record no folder: the one they were found for, else projects.json's."""
-    where = folder or _recorded_folder(path)
+def _place(
+    path: Path, sessions: list[Session], folder: str | None, here: str | None
+) -> list[Session]:
+    """The sessions record no folder: the one they were found for, else the one their project
+    folder's name stands for (projects.json's, or the current folder's hash)."""
+    where = folder or _recorded_folder(path, here)
     return [attrs.evolve(s, folder=where) if s.folder is None else s for s in sessions]
 
 

@@ -2,7 +2,8 @@
 tool keeps its data, which files to read, how to read them, the session id a file's path gives,
 and how a session is placed — so that the service's import runs every source the same way.
 
-Only ``read`` is pure; the other hooks look at this machine's file system (never write it)."""
+Only ``read`` is pure; the other hooks look at this machine's file system (never write it), and
+read a file only through ``importers.files`` (regular files, within a bound)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import attrs
 
 from chat_history.importers.common import Session
+from chat_history.importers.files import read_regular
 
 #: A session file's bytes and the session id its path gives in, its sessions out.
 Reader = Callable[[bytes, str], list[Session]]
@@ -22,7 +24,9 @@ def _stem(path: Path) -> str:
     return path.stem
 
 
-def _as_read(path: Path, sessions: list[Session], folder: str | None) -> list[Session]:
+def _as_read(
+    path: Path, sessions: list[Session], folder: str | None, here: str | None
+) -> list[Session]:
     return sessions
 
 
@@ -51,8 +55,10 @@ class Importer:
     #: sessions of a project are picked after reading (the files do not tell)
     folder_inside: bool = False
     #: the sessions of a file given what it does not record (a folder, a time) from the project
-    #: folder they were found for, or from files beside them
-    place: Callable[[Path, list[Session], str | None], list[Session]] = _as_read
+    #: folder they were found for (the third argument), from files beside them, or from what
+    #: the tool keeps of the current folder (the fourth: Gemini CLI's hash of it); a session
+    #: still without a folder goes into the current folder's workspace (``service.imports``)
+    place: Callable[[Path, list[Session], str | None, str | None], list[Session]] = _as_read
     #: what a file that is not one session's own bytes holds: each session's id and bytes, each
     #: within the given bound (OpenCode's storage tree and database); None: the file's bytes
     gather: Callable[[Path, int], Iterator[tuple[str, bytes]]] | None = None
@@ -66,16 +72,18 @@ class Importer:
         return self.locate(env, Path(env.get("HOME") or Path.home()))
 
     def session_files(self, root: Path, folder: str | None) -> list[Path]:
-        """The session files under ``root`` (a file: itself; nothing there: none)."""
-        if root.is_file():
+        """The session files under the folder ``root``; anything else there is itself (a file,
+        or what the reader refuses: a FIFO, a device); nothing there: none."""
+        if root.is_dir():
+            return self.discover(root, folder)
+        if root.exists() or root.is_symlink():
             return [root]
-        if not root.is_dir():
-            return []
-        return self.discover(root, folder)
+        return []
 
     def contents(self, path: Path, limit: int) -> Iterator[tuple[str, bytes]]:
-        """Each session of the file at ``path``: its id and bytes (OSError: unreadable)."""
+        """Each session of the file at ``path``: its id and bytes (``files.NotRegular``,
+        ``files.TooLarge``, OSError: not read)."""
         if self.gather is not None:
             yield from self.gather(path, limit)
         else:
-            yield self.session_id(path), path.read_bytes()
+            yield self.session_id(path), read_regular(path, limit)

@@ -38,6 +38,7 @@ from chat_history.importers.common import (
     json_value,
     timestamp_ms,
 )
+from chat_history.importers.files import listed
 from chat_history.importers.places import vscode_user
 from chat_history.importers.source import Importer, Reader
 
@@ -126,4 +127,4 @@ def task_importer(source: str, extension: str, read: Reader) -> Importer:
 def _discover(root: Path, folder: str | None) -> list[Path]:
     """The task files under ``root`` (``tasks``, or one task's folder)."""
     own = root / TASK_FILE
-    return [own] if own.is_file() else sorted(root.glob(f"*/{TASK_FILE}"))
+    return [own] if listed(own) else sorted(root.glob(f"*/{TASK_FILE}"))

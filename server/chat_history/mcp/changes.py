@@ -1,8 +1,9 @@
 """Telling clients that the history changed (docs/mcp.md "When another window writes"): every
 ``IDLE_SECONDS`` the recall server looks at the store (``RecallServer.look_for_changes``: the
 editor's server's change watch over its workspace, or, with ``--all-workspaces``, whether
-another process committed at all), and on a change this sends ``notifications/resources/list_changed``
-and ``notifications/resources/updated`` for each subscribed conversation that changed.
+another process committed at all), and on a change this sends
+``notifications/resources/list_changed`` and ``notifications/resources/updated`` for each
+subscribed conversation that changed.
 
 Each protocol era hears it its own way: a 2025 client (the ``initialize`` handshake) on its
 session's standalone channel, from ``notifications/initialized`` on, with the URIs it gave

@@ -19,6 +19,7 @@ from chat_history.errors import InvalidParams
 from chat_history.mcp import tools, uris
 from chat_history.model import Key
 from chat_history.policy.tokens import text_tokens
+from chat_history.service import conversations, history
 from chat_history.service.conversations import ConversationInfo
 from chat_history.service.manager import ChatHistoryManager
 
@@ -65,7 +66,7 @@ def listing(
     Raises InvalidParams ``cursor`` for a cursor this database did not hand out."""
     if cursor is not None and len(cursor) > CURSOR_CHARS:
         raise InvalidParams("cursor", f"must be at most {CURSOR_CHARS} characters")
-    page = manager.list_conversations_page(scope.workspace, PAGE, cursor)
+    page = conversations.list_page(manager, scope.workspace, PAGE, cursor)
     every = scope.every_workspace
     listed = [_listed(info, every) for info in page.conversations if info.message_count > 0]
     return listed, page.next_cursor
@@ -91,7 +92,7 @@ def _key(manager: ChatHistoryManager, scope: tools.Scope, target: uris.Target) -
         if scope.workspace is not None and target.workspace != scope.workspace:
             raise NotFound
         key = Key(target.workspace, target.conversation)
-        if manager.conversation(key).message_count == 0:
+        if conversations.info(manager, key).message_count == 0:
             raise NotFound
         return key
     try:
@@ -108,8 +109,8 @@ def read(manager: ChatHistoryManager, scope: tools.Scope, uri: str) -> Contents:
     except uris.NotOurs:
         raise NotFound from None
     key = _key(manager, scope, target)
-    info = manager.conversation(key)
-    fetched = manager.get(key, scope.max_tokens // ROW_FLOOR_TOKENS + 1).messages
+    info = conversations.info(manager, key)
+    fetched = history.get(manager, key, scope.max_tokens // ROW_FLOOR_TOKENS + 1).messages
     rows = [tools.row_item(row) for row in fetched]
     newest_first = list(range(len(rows) - 1, -1, -1))
 
@@ -181,7 +182,7 @@ def complete(
     found: list[str] = []
     cursor: str | None = None
     for _ in range(COMPLETION_SCAN // 200):
-        page = manager.list_conversations_page(scope.workspace, 200, cursor)
+        page = conversations.list_page(manager, scope.workspace, 200, cursor)
         for info in page.conversations:
             title = (info.title or "").casefold()
             matches = info.conversation_id.casefold().startswith(wanted) or wanted in title

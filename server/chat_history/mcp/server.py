@@ -38,6 +38,7 @@ from pydantic import TypeAdapter
 from chat_history import __version__
 from chat_history.errors import ChatHistoryError, InvalidParams, StorageError
 from chat_history.mcp import changes, resources, tools, uris
+from chat_history.mcp.lines import Reread
 from chat_history.model import Key
 from chat_history.service import workspaces
 from chat_history.service.manager import ChatHistoryManager
@@ -193,11 +194,11 @@ class RecallServer:
         ``workspaceIdentity`` is "repository") its repository identity's, else its moved
         folder's; the folder identity when none has history."""
         folder = workspaces.resolve(raw, "folder")
-        found = self.manager.recall_workspace(folder, self.machine)
-        if found == folder.workspace and not self.manager.has_history(found):
+        found = workspaces.recall(self.manager, folder, self.machine)
+        if found == folder.workspace and not workspaces.has_history(self.manager, found):
             repository = workspaces.resolve(raw, "repository")
-            if repository.workspace != folder.workspace and self.manager.has_history(
-                repository.workspace
+            if repository.workspace != folder.workspace and workspaces.has_history(
+                self.manager, repository.workspace
             ):
                 return repository.workspace
         return found
@@ -535,7 +536,9 @@ def serve(recall: RecallServer) -> None:
     async def run() -> None:
         async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as tg:
             tg.start_soon(announcer.run)
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            await server.run(
+                Reread(read_stream), write_stream, server.create_initialization_options()
+            )
             tg.cancel_scope.cancel()
 
     anyio.run(run)

@@ -22,9 +22,10 @@ from chat_history.mcp import uris
 from chat_history.mcp.uris import ID_CHARS
 from chat_history.model import Key, StoredMessage
 from chat_history.policy.recording import truncate_tool_result
-from chat_history.policy.search import check_query
-from chat_history.policy.search_rank import SearchHit, SearchScope
+from chat_history.policy.search.query import check_query
+from chat_history.policy.search.rank import SearchHit, SearchScope
 from chat_history.policy.tokens import text_tokens
+from chat_history.service import conversations, history, search
 from chat_history.service.conversations import ConversationInfo
 from chat_history.service.manager import ChatHistoryManager
 
@@ -164,13 +165,17 @@ def limit_arg(value: Any, bounds: tuple[int, int, int]) -> int:
 
 
 def text_arg(value: Any, field: str, max_chars: int, *, required: bool) -> str | None:
-    """A string argument of at most ``max_chars`` characters (None when absent and optional)."""
+    """A string argument of at most ``max_chars`` characters, whole characters only (None when
+    absent and optional)."""
     if value is None and not required:
         return None
     if not isinstance(value, str) or (required and not value):
         raise InvalidParams(field, "must be a non-empty string")
     if len(value) > max_chars:
         raise InvalidParams(field, f"must be at most {max_chars} characters")
+    if not value.isascii() and any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+        # half of a character (a string cut inside an emoji): no stored text holds one
+        raise InvalidParams(field, "contains a lone surrogate (half of a character, not text)")
     return value
 
 
@@ -260,12 +265,14 @@ def search_history(manager: ChatHistoryManager, scope: Scope, arguments: dict[st
         arguments.get("conversationId"), "conversationId", ID_CHARS, required=False
     )
     limit = limit_arg(arguments.get("limit"), SEARCH_LIMIT)
-    result = manager.search(SearchScope(scope.workspace, conversation, SEARCH_ROLES), query, limit)
+    result = search.search(
+        manager, SearchScope(scope.workspace, conversation, SEARCH_ROLES), query, limit
+    )
     titles: dict[Key, str | None] = {}
     for hit in result.hits:
         key = Key(hit.workspace, hit.conversation)
         if key not in titles:
-            titles[key] = manager.conversation(key).title
+            titles[key] = conversations.info(manager, key).title
 
     def build(hits: Sequence[SearchHit]) -> Answer:
         items: list[Hit] = [
@@ -325,19 +332,19 @@ def _listing(
     """The page of ``limit`` conversations after ``cursor`` whose title holds ``title_contains``
     (case-folded), and the cursor after the last one taken."""
     if title_contains is None:
-        page = manager.list_conversations_page(scope.workspace, limit, cursor)
+        page = conversations.list_page(manager, scope.workspace, limit, cursor)
         return list(page.conversations), page.next_cursor
     wanted = title_contains.casefold()
     found: list[ConversationInfo] = []
     position = cursor
     while True:
-        page = manager.list_conversations_page(scope.workspace, 200, position)
+        page = conversations.list_page(manager, scope.workspace, 200, position)
         for n, info in enumerate(page.conversations):
             if info.title is not None and wanted in info.title.casefold():
                 found.append(info)
                 if len(found) == limit:
                     # the cursor right after this one: the page's first n + 1 from its start
-                    rest = manager.list_conversations_page(scope.workspace, n + 1, position)
+                    rest = conversations.list_page(manager, scope.workspace, n + 1, position)
                     more = n + 1 < len(page.conversations) or page.next_cursor is not None
                     return found, rest.next_cursor if more else None
         if page.next_cursor is None:
@@ -360,8 +367,8 @@ def list_conversations(
         # A cut answer continues after the last one shown, so nothing is skipped.
         following = next_cursor
         if omitted and shown:
-            following = manager.list_conversations_page(
-                scope.workspace, len(shown), cursor
+            following = conversations.list_page(
+                manager, scope.workspace, len(shown), cursor
             ).next_cursor
         elif omitted:
             following = cursor
@@ -424,11 +431,11 @@ def find_conversation(manager: ChatHistoryManager, scope: Scope, conversation: s
     if key is None:
         matches = [
             info.key
-            for info in manager.list_conversations_page(None, None, None).conversations
+            for info in conversations.list_page(manager, None, None, None).conversations
             if info.conversation_id == conversation
         ]
         key = matches[0] if len(matches) == 1 else None
-    if key is None or manager.conversation(key).message_count == 0:
+    if key is None or conversations.info(manager, key).message_count == 0:
         raise InvalidParams("conversationId", "no conversation with this id in this workspace")
     return key
 
@@ -446,8 +453,8 @@ def read_conversation(
     around = id_arg(arguments.get("aroundId"), "aroundId")
     limit = limit_arg(arguments.get("limit"), READ_LIMIT)
     key = find_conversation(manager, scope, conversation)
-    rows = list(manager.get(key).messages)
-    title = manager.conversation(key).title
+    rows = list(history.get(manager, key).messages)
+    title = conversations.info(manager, key).title
     if around is None:
         centre = len(rows) - 1
     else:

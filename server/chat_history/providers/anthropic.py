@@ -5,7 +5,7 @@ Rules applied:
 - The leading system rows' texts (those before any other row) go to the top-level ``system``
   string, joined by a blank line, in order; omitted when there are none. A later system row
   stays in place as a user turn ``[Application instruction]\n<text>`` (a run of them joined by
-  a blank line; ``common.later_instructions``), the rendering a row after the assistant's last
+  a blank line; ``plan.later_instructions``), the rendering a row after the assistant's last
   reply has for every kind: folded into ``system`` it would change the first cached block, and
   every request after it would pay a full cache write; ``role: "system"`` inside ``messages``
   is only for a few models. The label says the text is the application's, not the user's.
@@ -32,22 +32,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from chat_history.model import Message
-from chat_history.providers.common import (
-    COMMON_IMAGE_TYPES,
-    CONTINUED,
-    AssistantTurn,
-    Image,
-    Result,
-    UserTurn,
-    alternating_turns,
-    arguments_object,
-    id_rules,
-    image_note,
-    plan,
-    provider_data,
-    strip_final_assistant,
-    system_texts,
-)
+from chat_history.providers.calls import Result, arguments_object
+from chat_history.providers.ids import id_rules
+from chat_history.providers.images import COMMON_IMAGE_TYPES, Image, image_note
+from chat_history.providers.messages import CONTINUED, alternating_turns, strip_final_assistant
+from chat_history.providers.plan import AssistantTurn, UserTurn, plan, provider_data, system_texts
 
 KIND = "anthropic"
 _VALID_ID, _MAKE_ID = id_rules(64, "a-zA-Z0-9_-")

@@ -4,7 +4,7 @@ Rules applied:
 
 - Every leading system row (before any other row) becomes one ``{"text": …}`` block of the
   top-level ``system`` list, in order; omitted when there is none. A later system row stays in
-  place as a user turn ``[Application instruction]\n<text>`` (``common.later_instructions``),
+  place as a user turn ``[Application instruction]\n<text>`` (``plan.later_instructions``),
   as for Anthropic: in ``system`` it would move the system cache point and every cached
   message after it.
 - Content is a list of blocks with exactly one key each; no text block is empty or
@@ -16,7 +16,7 @@ Rules applied:
 - An assistant row is ``[text?, toolUse…]`` with ``toolUse {toolUseId, name, input}`` and
   ``input`` an object. ``name`` fits Converse's ``[a-zA-Z0-9_-]{1,64}`` (``ToolName`` in the
   service model, checked server-side): a name that does not fit becomes its cleaned head, ``_``
-  and a hash of the name (``common.function_name``), so names never merge.
+  and a hash of the name (``calls.function_name``), so names never merge.
 - All results of a call turn are ``toolResult {toolUseId, content}`` blocks in the next user
   message, first, in call order. ``content`` is the result text (``(no output)`` when empty, since
   Converse takes no empty text) followed by the result's images.
@@ -33,22 +33,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from chat_history.model import Message
-from chat_history.providers.common import (
-    COMMON_IMAGE_TYPES,
-    CONTINUED,
-    AssistantTurn,
-    Image,
-    Result,
-    UserTurn,
-    alternating_turns,
-    arguments_object,
-    function_name,
-    id_rules,
-    image_note,
-    plan,
-    strip_final_assistant,
-    system_texts,
-)
+from chat_history.providers.calls import Result, arguments_object, function_name
+from chat_history.providers.ids import id_rules
+from chat_history.providers.images import COMMON_IMAGE_TYPES, Image, image_note
+from chat_history.providers.messages import CONTINUED, alternating_turns, strip_final_assistant
+from chat_history.providers.plan import AssistantTurn, UserTurn, plan, system_texts
 
 KIND = "bedrock"
 EMPTY_RESULT = "(no output)"

@@ -19,9 +19,10 @@ twice is marked once.
   or none, gets no cache point. A ``reasoningContent`` block is never followed by one, nor,
   for Nova, a ``toolResult`` block (the nearest earlier block, as above).
 
-The context note is the first row of the request after its system rows (``policy.compaction``
-places it so); the formatters make it the first user message, one block per segment of its
-text, so its last block is found by counting, without the formatters knowing about caches.
+The context note is the first row of the request after its system rows
+(``policy.prepare.compaction`` places it so); the formatters make it the first user message, one
+block per segment of its text, so its last block is found by counting, without the formatters
+knowing about caches.
 
 ``cache_key`` is the ``cacheKey`` of every request of a conversation: an HMAC-SHA256 of the
 (workspace, conversation) pair under a secret kept in the database, so it is the same for
@@ -39,7 +40,7 @@ from typing import Any
 
 from chat_history.model import Key, Message
 from chat_history.providers.bedrock_caching import caching_model
-from chat_history.providers.common import user_segments
+from chat_history.providers.images import user_segments
 
 #: The most breakpoints a request may carry (Anthropic refuses a fifth).
 MAX_BREAKPOINTS = 4

@@ -5,7 +5,7 @@ Rules applied:
 - Roles ``system``, ``user``, ``assistant``, ``tool``; system rows are messages, in place (v2
   replaced the v1 ``preamble`` with system messages), except those after the assistant's last
   reply: as for every kind, they travel as an ``[Application instruction]`` user message
-  (``common.trailing_instruction``).
+  (``plan.trailing_instruction``).
 - User content is the row's string, or ``text``/``image_url`` parts when it has images
   (``image_url: {url}`` with a data URL of png, jpeg, gif or webp, or an http(s) URL); any
   other image becomes a text note.
@@ -24,14 +24,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from chat_history.model import Message
-from chat_history.providers.common import (
-    AssistantTurn,
-    Result,
-    arguments_json,
-    chat_messages,
-    chat_user,
-    plan,
-)
+from chat_history.providers.calls import Result, arguments_json
+from chat_history.providers.messages import chat_messages, chat_user
+from chat_history.providers.plan import AssistantTurn, plan
 
 KIND = "cohere"
 

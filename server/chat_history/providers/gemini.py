@@ -5,7 +5,7 @@ Rules applied:
 - Every leading system row (before any other row) becomes one text part of
   ``systemInstruction: {"parts": [{"text": …}]}``, in order; omitted when there is none. A later
   system row stays in place as a user turn ``[Application instruction]\n<text>``
-  (``common.later_instructions``), as for Anthropic, so the prefix Gemini's implicit cache
+  (``plan.later_instructions``), as for Anthropic, so the prefix Gemini's implicit cache
   matches (``systemInstruction`` first) does not change.
 - Roles are ``user`` and ``model`` only. Parts hold exactly one of ``text``, ``inlineData``,
   ``functionCall``, ``functionResponse`` (plus ``thoughtSignature`` where echoed); no empty text.
@@ -66,19 +66,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from chat_history.model import Message
-from chat_history.providers.common import (
-    CONTINUED,
-    AssistantTurn,
-    Image,
-    Result,
-    UserTurn,
-    alternating_turns,
-    arguments_object,
-    image_note,
-    plan,
-    provider_data,
-    system_texts,
-)
+from chat_history.providers.calls import Result, arguments_object
+from chat_history.providers.images import Image, image_note
+from chat_history.providers.messages import CONTINUED, alternating_turns
+from chat_history.providers.plan import AssistantTurn, UserTurn, plan, provider_data, system_texts
 
 KIND = "gemini"
 #: The value Google documents for a function call that has no signature of its own.

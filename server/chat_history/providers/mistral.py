@@ -6,7 +6,7 @@ Rules applied (Mistral validates message order and ids server-side, as ``mistral
   after a user message stays a ``system`` message there (mistral-common allows system after
   user or system); one after an assistant or tool message, where Mistral refuses a system
   message, stays in place as a user message ``[Application instruction]\n<text>``
-  (``common.later_instructions``). Moved to the start, it would change the first message and
+  (``plan.later_instructions``). Moved to the start, it would change the first message and
   every cached prefix after it.
 - User content is the row's string, or ``text``/``image_url`` chunks when it has images
   (``image_url`` a data URL of png, jpeg, gif or webp, or an http(s) URL); any other image
@@ -19,7 +19,7 @@ Rules applied (Mistral validates message order and ids server-side, as ``mistral
   order. Tool messages take no images here: a result's images become text notes.
 - Function names fit Mistral's ``[a-zA-Z0-9_-]{1,64}`` (mistral-common refuses any other in a
   call or a result): a stored name that fits is kept, any other becomes its cleaned head, ``_``
-  and a 12-hex-digit hash of the name (``common.function_name``), so names never merge and map
+  and a 12-hex-digit hash of the name (``calls.function_name``), so names never merge and map
   alike in every request; a call and its result carry the same name.
 - A user message may not follow a tool message: a ``(continued)`` assistant message is put
   between them.
@@ -48,22 +48,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from chat_history.model import Message
-from chat_history.providers.common import (
-    CONTINUED,
-    AssistantTurn,
-    Image,
-    Result,
-    SystemText,
-    UserTurn,
-    arguments_json,
-    digest,
-    function_name,
-    image_note,
-    image_url,
-    opened_by_user,
-    plan,
-    text_or_parts,
-)
+from chat_history.providers.calls import Result, arguments_json, function_name
+from chat_history.providers.ids import digest
+from chat_history.providers.images import Image, image_note, image_url, text_or_parts
+from chat_history.providers.messages import CONTINUED, opened_by_user
+from chat_history.providers.plan import AssistantTurn, SystemText, UserTurn, plan
 
 KIND = "mistral"
 ID_LENGTH = 9

@@ -4,7 +4,7 @@ Rules applied:
 
 - Roles ``system``, ``user``, ``assistant``, ``tool``; system rows are messages, in place,
   except those after the assistant's last reply: as for every kind, they travel as an
-  ``[Application instruction]`` user message (``common.trailing_instruction``).
+  ``[Application instruction]`` user message (``plan.trailing_instruction``).
 - ``content`` is always a string. Images are a message's ``images`` list of bare base64 strings
   (data URLs and attachments reduced to their data); Ollama takes no URLs, so a URI (or invalid
   data) becomes a text note appended to the content.
@@ -21,17 +21,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from chat_history.model import Message
-from chat_history.providers.common import (
-    AssistantTurn,
-    Image,
-    Result,
-    UserTurn,
-    arguments_object,
-    chat_messages,
-    image_note,
-    plan,
-    with_notes,
-)
+from chat_history.providers.calls import Result, arguments_object
+from chat_history.providers.images import Image, image_note, with_notes
+from chat_history.providers.messages import chat_messages
+from chat_history.providers.plan import AssistantTurn, UserTurn, plan
 
 KIND = "ollama"
 

@@ -4,7 +4,7 @@ Rules applied:
 
 - System rows are ``system`` messages, in place (Chat Completions takes them anywhere), except
   those after the assistant's last reply: as for every kind, they travel as an
-  ``[Application instruction]`` user message (``common.trailing_instruction``).
+  ``[Application instruction]`` user message (``plan.trailing_instruction``).
 - User content is the row's string, or a list of ``text``/``image_url`` parts when it has images:
   attachments and ``[IMAGE:data:…]`` markers of png, jpeg, gif or webp become ``image_url``
   parts with a data URL; an attachment ``uri`` that is an http(s) URL is passed as the URL; any
@@ -26,17 +26,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from chat_history.model import Message
-from chat_history.providers.common import (
-    AssistantTurn,
-    Result,
-    arguments_json,
-    chat_image_part,
-    chat_messages,
-    chat_user,
-    id_rules,
-    plan,
-    provider_data,
-)
+from chat_history.providers.calls import Result, arguments_json
+from chat_history.providers.ids import id_rules
+from chat_history.providers.images import chat_image_part
+from chat_history.providers.messages import chat_messages, chat_user
+from chat_history.providers.plan import AssistantTurn, plan, provider_data
 
 KIND = "openai"
 MAX_ID_LENGTH = 40

@@ -6,7 +6,7 @@ Rules applied:
   there are none. A system row later in the conversation stays in place as a
   ``{"type": "message", "role": "system"}`` item, which the Responses API documents for input;
   system rows after the assistant's last reply travel, as for every kind, as an
-  ``[Application instruction]`` user message (``common.trailing_instruction``).
+  ``[Application instruction]`` user message (``plan.trailing_instruction``).
 - User rows are ``message`` items; content is the row's string, or ``input_text``/``input_image``
   parts when it has images (``image_url`` is a data URL of png, jpeg, gif or webp, or an http(s)
   URL; ``detail: "auto"``); any other image becomes a text note.
@@ -28,20 +28,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from chat_history.model import Message
-from chat_history.providers.common import (
+from chat_history.providers.calls import Result, arguments_json
+from chat_history.providers.ids import id_rules
+from chat_history.providers.images import Image, image_note, image_url, text_or_parts
+from chat_history.providers.plan import (
     AssistantTurn,
-    Image,
-    Result,
     SystemText,
     ToolResults,
     UserTurn,
-    arguments_json,
-    id_rules,
-    image_note,
-    image_url,
     plan,
     provider_data,
-    text_or_parts,
 )
 
 KIND = "openai-responses"

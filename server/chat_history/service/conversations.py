@@ -1,8 +1,7 @@
-"""Conversations and edits (protocol.md "Version 2" → Conversations; Edit, rewind, branch): each
-operation as steps on one store transaction, composing the pure rules (``policy.titles``,
-``policy.cursor``, ``policy.rewind``) with the store. The manager runs each in one write (or
-snapshot), under its lock, and resets the WAL after the ones that delete text. No SQL and no
-pygls here.
+"""The conversations family (``wire/methods/conversations``; protocol.md "Version 2" →
+Conversations; branch): a conversation's description, the paged listing, its title and metadata,
+and fork, each one transaction on the manager (a snapshot or a write), composing the pure rules
+(``policy.titles``, ``policy.cursor``, ``policy.rewind``) with the store. No SQL and no pygls here.
 
 None of these runs storage retention or sends ``chatHistory/trimmed``: the client asked for
 exactly this change, and it is made on the rows the client saw."""
@@ -10,32 +9,17 @@ exactly this change, and it is made on the rows the client saw."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
 
-from chat_history.errors import ConversationChanged, InvalidParams
-from chat_history.model import (
-    Attachment,
-    Expected,
-    JsonText,
-    Key,
-    Message,
-    StoredMessage,
-    Summary,
-    compact_json,
-)
+from chat_history.errors import InvalidParams
+from chat_history.model import JsonText, Key, compact_json
 from chat_history.policy.cursor import CursorPosition, decode_cursor, encode_cursor
-from chat_history.policy.rewind import (
-    edited_content,
-    fork_summary_cover,
-    fork_through,
-    plan_delete_turns,
-    plan_truncate,
-)
+from chat_history.policy.rewind import fork_summary_cover, fork_through
 from chat_history.policy.titles import auto_title, check_title, fork_title
-from chat_history.policy.tokens import stored_tokens
+from chat_history.service.manager import ChatHistoryManager
 from chat_history.store import Reading, Transaction
 from chat_history.store.records import RecordRow
 
@@ -75,31 +59,6 @@ class ConversationPage:
     next_cursor: str | None
 
 
-@attrs.frozen
-class TruncateResult:
-    """What ``truncate`` deleted: its rows, and whether the summary went with them."""
-
-    deleted_messages: int
-    summary_deleted: bool
-
-
-@attrs.frozen
-class DeleteTurnsResult:
-    """What ``deleteTurns`` deleted: its rows, and how many of the named turns had any."""
-
-    deleted_messages: int
-    deleted_turns: int
-
-
-@attrs.frozen(kw_only=True)
-class MessageEdit:
-    """What ``editMessage`` replaces; None leaves that part as it is."""
-
-    content: str | None = None
-    attachments: tuple[Attachment, ...] | None = None
-    metadata: Mapping[str, Any] | None = None
-
-
 @attrs.frozen(kw_only=True)
 class ConversationUpdate:
     """What ``updateConversation`` changes: ``set_title`` (then ``title``, None restoring the
@@ -124,6 +83,44 @@ class ConversationUpdate:
         if self.set_title and self.title != record.title:
             return True
         return self.metadata is not None and self.metadata_text() != record.metadata
+
+
+# -- the operations --------------------------------------------------------------------------------
+
+
+def info(manager: ChatHistoryManager, key: Key) -> ConversationInfo:
+    """The conversation's ConversationInfo (that of an empty one when it does not exist)."""
+    with manager.lock, manager.store.snapshot() as tx:
+        return _info_in(tx, key)
+
+
+def list_page(
+    manager: ChatHistoryManager, workspace: str | None, limit: int | None, cursor: str | None
+) -> ConversationPage:
+    """The conversations of ``workspace`` (None: every workspace) after the position ``cursor``
+    names, newest activity first, at most ``limit`` (None: all), and the next cursor: every
+    listing (the wire's, the CLI's, MCP's, ACP's). Raises InvalidParams ``cursor`` for a cursor
+    this database did not hand out, StorageError."""
+    with manager.lock, manager.store.snapshot() as tx:
+        return _list_page_in(tx, workspace, limit, cursor)
+
+
+def update(manager: ChatHistoryManager, key: Key, change: ConversationUpdate) -> ConversationInfo:
+    """Set the title and/or replace the metadata (protocol.md ``updateConversation``).
+    Raises InvalidParams ``title``, StorageError."""
+    with manager.lock:
+        return manager.write((key,), lambda tx: _update_in(tx, key, change, manager.clock()))
+
+
+def fork(
+    manager: ChatHistoryManager, key: Key, target: Key, through_id: int | None = None
+) -> ConversationInfo:
+    """Copy the conversation through ``through_id`` (default: all) into ``target``.
+    Raises InvalidParams ``new_conversation_id``/``conversation_id``/``through_id``."""
+    # It names no conversation: the copy takes a block of consecutive row ids, which only a
+    # write of the whole database may (store.postgres.dialect).
+    with manager.lock:
+        return manager.write((), lambda tx: _fork_in(tx, key, target, through_id, manager.clock()))
 
 
 # -- describing ------------------------------------------------------------------------------------
@@ -168,13 +165,13 @@ def describe(tx: Reading, record: RecordRow) -> ConversationInfo:
     )
 
 
-def info(tx: Reading, key: Key) -> ConversationInfo:
+def _info_in(tx: Reading, key: Key) -> ConversationInfo:
     """The conversation's ConversationInfo; that of an empty one when it does not exist."""
     record = tx.record(key)
     return empty_info(key) if record is None else describe(tx, record)
 
 
-def list_page(
+def _list_page_in(
     tx: Reading, workspace: str | None, limit: int | None, cursor: str | None
 ) -> ConversationPage:
     """The conversations of ``workspace`` (None: every workspace) after the position
@@ -203,7 +200,7 @@ def list_page(
 # -- changing --------------------------------------------------------------------------------------
 
 
-def update(tx: Transaction, key: Key, change: ConversationUpdate, now: int) -> ConversationInfo:
+def _update_in(tx: Transaction, key: Key, change: ConversationUpdate, now: int) -> ConversationInfo:
     """Set the title and/or replace the metadata. An absent conversation is created only by a
     title or non-empty metadata; otherwise nothing is stored. A title must hold 1-200 code
     points, not all blank (InvalidParams ``title``)."""
@@ -219,94 +216,10 @@ def update(tx: Transaction, key: Key, change: ConversationUpdate, now: int) -> C
         tx.set_title(key, change.title)
     if change.metadata is not None:
         tx.set_metadata(key, change.metadata_text())
-    return info(tx, key)
+    return _info_in(tx, key)
 
 
-def check_expected(tx: Transaction, key: Key, expected: Expected) -> None:
-    """A rewind from a stale view changes nothing: ConversationChanged when the conversation's
-    newest row is not the one the client saw."""
-    if expected is None:
-        return
-    last = tx.last_id(key)
-    if last != expected.last_id:
-        raise ConversationChanged(last)
-
-
-def truncate(
-    tx: Transaction, key: Key, from_id: int, now: int, expected: Expected = None
-) -> TruncateResult:
-    """Delete row ``from_id`` and every later row, and a summary covering any of them."""
-    check_expected(tx, key, expected)
-    if tx.row(key, from_id) is None:
-        raise InvalidParams("from_id", "is not a message of this conversation")
-    summary = tx.summary(key)
-    plan = plan_truncate(
-        tx.rows_from(key, from_id), from_id, summary.covers_through_id if summary else None
-    )
-    tx.delete_messages(key, plan.deleted)
-    if plan.summary_deleted:
-        tx.delete_summary(key)
-    tx.touch(key, now)
-    return TruncateResult(len(plan.deleted), plan.summary_deleted)
-
-
-def delete_turns(
-    tx: Transaction, key: Key, turns: Sequence[int], now: int, expected: Expected = None
-) -> DeleteTurnsResult:
-    """Delete every row of the named turns (numbers naming no turn are ignored)."""
-    check_expected(tx, key, expected)
-    plan = plan_delete_turns(tx.rows_of_turns(key, turns), turns)
-    if plan.deleted:
-        tx.delete_messages(key, plan.deleted)
-        tx.touch(key, now)
-    return DeleteTurnsResult(len(plan.deleted), plan.deleted_turns)
-
-
-def edit_message(
-    tx: Transaction,
-    key: Key,
-    row_id: int,
-    edit: MessageEdit,
-    *,
-    max_tool_result_chars: int,
-    now: int,
-    expected: Expected = None,
-) -> StoredMessage:
-    """Replace a row's content, attachments and/or metadata in place; its tokens, its turn's
-    figures and the conversation's totals follow."""
-    check_expected(tx, key, expected)
-    row = tx.row(key, row_id)
-    if row is None:
-        raise InvalidParams("id", "is not a message of this conversation")
-    changed = row
-    if edit.content is not None:
-        changed = attrs.evolve(
-            changed, content=edited_content(row, edit.content, max_tool_result_chars)
-        )
-    if edit.attachments is not None:
-        changed = attrs.evolve(changed, attachments=edit.attachments)
-    if edit.metadata is not None:
-        changed = attrs.evolve(changed, metadata=edit.metadata)
-    # Estimated as a new row (a stored row answers with the estimate it was stored with).
-    fresh = Message(**{f.name: getattr(changed, f.name) for f in attrs.fields(Message)})
-    changed = attrs.evolve(changed, tokens=stored_tokens(fresh))
-    tx.update_message(key, row, changed)
-    refigure_turn(tx, key, changed.turn)
-    tx.touch(key, now)
-    return changed
-
-
-def refigure_turn(tx: Transaction, key: Key, turn: int) -> None:
-    """Record the edited turn's figures again when it is a completed turn that has them."""
-    totals = tx.totals(key)
-    if totals is None or turn >= totals.last_turn:
-        return  # the running turn has no figures
-    from chat_history.policy.collapse import turn_figures
-
-    tx.replace_turn_figures(key, turn, turn_figures(tx.turn_rows(key, turn)).as_tuple())
-
-
-def fork(
+def _fork_in(
     tx: Transaction,
     source: Key,
     target: Key,
@@ -335,20 +248,4 @@ def fork(
             tx.set_title(target, fork_title(record.title))
         if record.metadata is not None:
             tx.set_metadata(target, record.metadata)
-    return info(tx, target)
-
-
-def delete_summary(tx: Transaction, key: Key, now: int) -> bool:
-    """Delete the summary as a client's write (the conversation is active since); returns whether
-    there was one."""
-    deleted = tx.delete_summary(key)
-    if deleted:
-        tx.touch(key, now)
-    return deleted
-
-
-def save_summary(tx: Transaction, key: Key, saved: Summary) -> bool:
-    """Save the summary as a client's write (the conversation is active since); returns whether
-    it replaced one."""
-    tx.touch(key, saved.updated_at)
-    return tx.save_summary(key, saved)
+    return _info_in(tx, target)

@@ -1,7 +1,8 @@
 """``prepare``'s read orchestration, beside ``conversations`` and ``storage_retention``: the
-read plan (``policy.readplan``) carried out in one snapshot, the options handed to the pure
-``policy.context.prepare_rows``, and its result formatted for the route. No SQL and no lock
-here: the manager calls ``prepare_in`` in a snapshot taken after retention, under its lock.
+read plan (``policy.prepare.readplan``) carried out in one snapshot, the options handed to the pure
+``policy.prepare.context.prepare_rows``, and its result formatted for the route. No SQL and no lock
+here: ``history.prepare`` calls ``prepare_in`` in a snapshot taken after retention, under the
+manager's lock.
 
 Public entries: ``request_options`` (the one wiring of a request's ``RequestOptions``),
 ``request_rows`` (what a request reads), ``prepare_in`` and ``prepared_request``."""
@@ -16,13 +17,13 @@ from collections.abc import Sequence
 import attrs
 
 from chat_history.model import Key, Message, StoredMessage, Summary, ToolSpec
-from chat_history.policy import readplan
 from chat_history.policy.budget import Route, effective_budget
 from chat_history.policy.calibration import UNCALIBRATED, Calibration, calibration_of, key_of
-from chat_history.policy.compaction import Proposal, honoured_coverage, note_of
-from chat_history.policy.context import prepare_rows
-from chat_history.policy.request import Prepared, RequestOptions, RequestTrim
-from chat_history.policy.window import OmittedTurns, OmittedTurnsKept
+from chat_history.policy.prepare import readplan
+from chat_history.policy.prepare.compaction import Proposal, honoured_coverage, note_of
+from chat_history.policy.prepare.context import prepare_rows
+from chat_history.policy.prepare.request import Prepared, RequestOptions, RequestTrim
+from chat_history.policy.prepare.window import OmittedTurns, OmittedTurnsKept
 from chat_history.providers import continuation, format_body
 from chat_history.settings import Settings
 from chat_history.store import Reading
@@ -235,7 +236,7 @@ def _window(
     options: PrepareOptions,
     summary: Summary | None,
 ) -> tuple[list[StoredMessage], OmittedTurns | None] | None:
-    """The read plan (``policy.readplan``) carried out in ``tx``: the rows to send and the
+    """The read plan (``policy.prepare.readplan``) carried out in ``tx``: the rows to send and the
     turns left unread (those the summary covers among them), or None when every row must
     be read."""
     limits = readplan.read_limits(settings.context, route, options.keep_tool_context_turns)
@@ -335,11 +336,9 @@ def _head(
 
 def _continued_body(
     route: Route, rows: Sequence[Message], *, breakpoints: bool
-) -> tuple[dict[str, object], str | None]:
+) -> tuple[dict[str, object], str]:
     """The body continuing the newest row (providers.continuation), and what was cut from it."""
     found = continuation.continued(route.kind, route.model, rows)
-    if found is None:
-        return _body(route, rows, breakpoints=breakpoints), None
     body = _body(route, found.rows, breakpoints=breakpoints)
     return continuation.finish(route.kind, found, body), found.trimmed
 

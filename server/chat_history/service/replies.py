@@ -1,13 +1,16 @@
-"""Replies in flight (protocol.md "Version 4" → Replies in flight): ``beginReply``,
-``updateReply`` and ``endReply`` as steps on one transaction (the manager runs each in its own
-write, like ``service.conversations``), and the writer that holds this process's leases.
+"""The replies family (``wire/methods/replies``; protocol.md "Version 4" → Replies in flight):
+``beginReply``, ``updateReply`` and ``endReply``, each one write transaction on the manager; the
+writer that holds this process's leases, and its upkeep (``tend``, ``release``).
 
 - **One streaming row per conversation**: a second begin is ``ReplyInProgress`` (1004).
 - **Only the writer updates or ends its reply**: a row that is not the conversation's streaming
-  reply, or that another process streams, is -32602 ``id``; nothing changes.
+  reply, or that another process streams, is -32602 ``id``; nothing changes. The writer names
+  its reply by its row id, which no re-keying changes: a reply whose workspace moved or was
+  re-keyed while it streamed (it moves with its row, ``store.replies``) is still the writer's
+  to update and end under the key it began it in, or the one it has now (``_mine``).
 - **Leases**: a reply's lease holds ``LEASE_MS`` from its last renewal; the writer renews its
   own every ``RENEW_MS`` (and on every update), and any process ends an expired one as
-  interrupted (``Writer.tend``); its exit interrupts its own at once (``Writer.release``).
+  interrupted (``tend``); its exit interrupts its own at once (``release``).
 - **Bounds**: a delta or a whole text past ``MAX_TEXT_CHARS`` is -32602; a writer may update one
   reply ``BURST_UPDATES`` times at once and ``UPDATES_PER_SECOND`` a second after that (a client
   sends a few a second), beyond which an update is refused and changes nothing."""
@@ -17,16 +20,19 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, TypeVar
 
 import attrs
 
 from chat_history.errors import InvalidParams, ReplyInProgress
-from chat_history.model import Expected, Key, Message, StoredMessage, ToolCall
+from chat_history.model import Expected, Key, Message, PruneReport, StoredMessage, ToolCall
+from chat_history.policy.retention import RetentionPlan
 from chat_history.policy.tokens import stored_tokens
-from chat_history.service.conversations import check_expected, refigure_turn
+from chat_history.service.edits import check_expected, refigure_turn
+from chat_history.service.manager import ChatHistoryManager, record_in
 from chat_history.store import Transaction
+from chat_history.store.replies import Reply
 from chat_history.store.reply_section import Replies, ReplyReading
 
 #: How long a lease holds after its last renewal (ms): a killed writer's reply is interrupted
@@ -42,6 +48,7 @@ BURST_UPDATES = 200
 UPDATES_PER_SECOND = 50.0
 
 EndStatus = Literal["complete", "interrupted", "discard"]
+T = TypeVar("T")
 
 
 @attrs.frozen(kw_only=True)
@@ -64,13 +71,167 @@ class ReplyChange:
     metadata: Mapping[str, Any] | None = None
 
 
-def begin(
+@attrs.frozen
+class EndResult:
+    """``endReply``: the row as stored (None: discarded), and what retention pruned."""
+
+    message: StoredMessage | None
+    pruned: PruneReport | None
+
+
+# -- the operations --------------------------------------------------------------------------------
+
+
+def writer(manager: ChatHistoryManager) -> Writer:
+    """This process as the writer of ``manager``'s streaming replies (one per manager)."""
+    return manager.kept(Writer)
+
+
+def begin(manager: ChatHistoryManager, key: Key, options: ReplyBegin) -> StoredMessage:
+    """A streaming assistant row (or the interrupted newest row again, ``continue_id``).
+    Raises ReplyInProgress (1004), ConversationChanged, InvalidParams, StorageError."""
+    mine = writer(manager)
+    with manager.lock:
+        now = manager.clock()
+
+        def record(tx: Transaction, message: Message) -> StoredMessage:
+            totals = tx.totals(key)
+            stored, _ = record_in(tx, key, totals, [message], max_tool_result_chars=0, now=now)
+            return stored[0]
+
+        row = manager.write((key,), lambda tx: _begin_in(tx, key, options, mine.name, now, record))
+        mine.started(row.id, key)
+        return row
+
+
+def update(manager: ChatHistoryManager, key: Key, row_id: int, change: ReplyChange) -> int:
+    """Apply an update to this process's streaming row; returns its length (code points).
+    Raises InvalidParams ``id``/``content_delta``, StorageError."""
+    mine = writer(manager)
+    with manager.lock:
+        mine.admit(row_id)
+        now = manager.clock()
+        return _on_reply(
+            manager, key, row_id, mine, lambda tx, reply: _update_in(tx, reply, change, now)
+        )
+
+
+def end(
+    manager: ChatHistoryManager, key: Key, row_id: int, status: EndStatus, change: ReplyChange
+) -> EndResult:
+    """End this process's streaming row: complete or interrupted (then retention runs as
+    after an append), or discarded for good. Raises InvalidParams ``id``, StorageError."""
+    mine = writer(manager)
+    with manager.lock:
+        now = manager.clock()
+
+        def finish(
+            tx: Transaction, reply: Reply
+        ) -> tuple[Key, StoredMessage | None, RetentionPlan]:
+            row = _end_in(tx, reply, status, change, now)
+            plan = manager.retention.apply(tx, reply.key, now, tx.totals(reply.key))
+            return reply.key, row, plan
+
+        where, row, plan = _on_reply(manager, key, row_id, mine, finish)
+        mine.ended(row_id)  # a discard's text is purged at its commit
+        manager.retention.finish(where, plan)  # its trimmed events name where the row is now
+        return EndResult(row, plan.report)
+
+
+def tend(manager: ChatHistoryManager) -> int:
+    """Renew this process's leases and end every expired one as interrupted (a server runs
+    it every ``RENEW_MS``); returns how many it interrupted."""
+    mine = writer(manager)
+    with manager.lock:
+        now = manager.clock()
+        if mine.held:
+            with manager.store.read() as reading:  # where each is now (re-keying moves them)
+                held = held_by(reading, mine.name)
+            mine.still_held([row_id for _, row_id in held])
+            if held:
+                manager.write(
+                    [k for k, _ in held],
+                    lambda tx: Replies(tx).renew(mine.name, [i for _, i in held], now + LEASE_MS),
+                )
+        with manager.store.read() as reading:
+            due = expired(reading, now)
+        return _interrupt(manager, due, now, expired_only=True)
+
+
+def release(manager: ChatHistoryManager) -> int:
+    """This process's streaming rows interrupted at once (its exit); returns how many."""
+    mine = writer(manager)
+    with manager.lock:
+        with manager.store.read() as reading:
+            held = held_by(reading, mine.name)
+        return _interrupt(manager, held, manager.clock(), expired_only=False)
+
+
+def _interrupt(
+    manager: ChatHistoryManager, rows: Sequence[tuple[Key, int]], now: int, *, expired_only: bool
+) -> int:
+    """End each of ``rows`` as interrupted (with ``expired_only``: if its lease is still
+    expired: another process may have renewed it since it was read), each in its own write;
+    returns how many ended. A row another process ended or deleted since is passed over."""
+    done = 0
+    for key, row_id in rows:
+
+        def interrupt(tx: Transaction, reply: Reply) -> StoredMessage | None:
+            if expired_only and reply.lease_until >= now:
+                return None
+            return _end_in(tx, reply, "interrupted", ReplyChange(), now)
+
+        try:
+            row = _on_reply(manager, key, row_id, None, interrupt)
+        except InvalidParams:  # no longer streaming
+            row = None
+        writer(manager).ended(row_id)
+        done += row is not None
+    return done
+
+
+class _Elsewhere(Exception):
+    """The reply is not in the conversation the write locked: re-keying moved it since."""
+
+
+def _on_reply(
+    manager: ChatHistoryManager,
+    key: Key,
+    row_id: int,
+    mine: Writer | None,
+    body: Callable[[Transaction, Reply], T],
+) -> T:
+    """``body(tx, reply)`` in one write on the conversation reply ``row_id`` is in now, once
+    ``_mine`` found it to be the caller's (``mine``; None: the leases' upkeep). The write
+    locks ``key``, where the reply is unless re-keying moved it while it streamed: then it runs
+    again under a lock of the whole database (the store's write locks name the conversations a
+    write changes)."""
+
+    def locked(where: Key | None) -> Callable[[Transaction], T]:
+        def run(tx: Transaction) -> T:
+            reply = _mine(tx, key, row_id, mine)
+            if where is not None and reply.key != where:
+                raise _Elsewhere
+            return body(tx, reply)
+
+        return run
+
+    try:
+        return manager.write((key,), locked(key))
+    except _Elsewhere:
+        return manager.write((), locked(None))
+
+
+# -- the steps, each on the operation's transaction ------------------------------------------------
+
+
+def _begin_in(
     tx: Transaction,
     key: Key,
     options: ReplyBegin,
     writer: str,
     now: int,
-    record: Any,
+    record: Callable[[Transaction, Message], StoredMessage],
 ) -> StoredMessage:
     """Start a streaming row (``record(tx, message)`` stores a new one by the recording rules)
     or make the interrupted newest row ``continue_id`` stream again."""
@@ -87,7 +248,7 @@ def begin(
         return attrs.evolve(row, status="streaming")
     message = options.message or Message(role="assistant")
     placeholder = attrs.evolve(message, content="", status="streaming")
-    stored: StoredMessage = record(tx, placeholder)
+    stored = record(tx, placeholder)
     section.start(key, stored.id, message.content, writer, until)
     return attrs.evolve(stored, content=message.content)
 
@@ -99,23 +260,27 @@ def _continued(tx: Transaction, key: Key, row_id: int) -> StoredMessage:
     return row
 
 
-def _mine(tx: Transaction, key: Key, row_id: int, writer: str | None) -> Replies:
-    section = Replies(tx)
-    streaming = section.streaming(key)
-    if streaming is None or streaming.id != row_id:
+def _mine(tx: Transaction, key: Key, row_id: int, mine: Writer | None) -> Reply:
+    """Reply ``row_id`` as the caller may change it, else -32602 ``id``: the one the leases'
+    upkeep read (``mine`` None), by its id; a writer's own in ``key``, or wherever re-keying
+    took it when ``key`` is the one the writer began it in."""
+    reply = ReplyReading(tx).by_id(row_id)
+    if reply is None:
         raise InvalidParams("id", "is not a streaming reply of this conversation")
-    if writer is not None and streaming.writer != writer:
+    if mine is None:
+        return reply
+    if reply.key != key and mine.held.get(row_id) != key:
+        raise InvalidParams("id", "is not a streaming reply of this conversation")
+    if reply.writer != mine.name:
         raise InvalidParams("id", "is a reply another window is streaming")
-    return section
+    return reply
 
 
-def update(
-    tx: Transaction, key: Key, row_id: int, change: ReplyChange, writer: str, now: int
-) -> int:
+def _update_in(tx: Transaction, reply: Reply, change: ReplyChange, now: int) -> int:
     """Apply an update to the writer's streaming row; returns the text's length."""
-    section = _mine(tx, key, row_id, writer)
+    section, key, row_id = Replies(tx), reply.key, reply.id
     until = now + LEASE_MS
-    length = section.streaming(key).length  # type: ignore[union-attr]
+    length = reply.length
     if change.content is not None:
         length = section.replace(key, row_id, change.content, until)
     elif change.content_delta:
@@ -131,18 +296,12 @@ def update(
     return length
 
 
-def end(
-    tx: Transaction,
-    key: Key,
-    row_id: int,
-    status: EndStatus,
-    change: ReplyChange,
-    writer: str | None,
-    now: int,
+def _end_in(
+    tx: Transaction, reply: Reply, status: EndStatus, change: ReplyChange, now: int
 ) -> StoredMessage | None:
-    """End the streaming row (``writer`` None: whoever streams it, its lease expired): the final
-    fields, its estimate and turn figures; ``discard`` deletes it. Returns the row as stored."""
-    section = _mine(tx, key, row_id, writer)
+    """End the streaming row: the final fields, its estimate and turn figures; ``discard``
+    deletes it. Returns the row as stored."""
+    section, key, row_id = Replies(tx), reply.key, reply.id
     row = tx.row(key, row_id)
     assert row is not None
     if status == "discard":
@@ -176,8 +335,9 @@ class Writer:
     def __init__(self) -> None:
         #: the writer's name in ``replies.writer`` (one per process and store)
         self.name = uuid.uuid4().hex
-        #: the rows this process streams, by conversation
-        self.held: dict[Key, int] = {}
+        #: the rows this process streams, by row id, each with the conversation it began in
+        #: (the one its client names it by: re-keying may have moved it since)
+        self.held: dict[int, Key] = {}
         self._buckets: dict[int, tuple[float, float]] = {}
 
     def admit(self, row_id: int) -> None:
@@ -191,13 +351,18 @@ class Writer:
             )
         self._buckets[row_id] = (tokens - 1, now)
 
-    def started(self, key: Key, row_id: int) -> None:
-        self.held[key] = row_id
+    def started(self, row_id: int, key: Key) -> None:
+        self.held[row_id] = key
 
-    def ended(self, key: Key) -> None:
-        row_id = self.held.pop(key, None)
-        if row_id is not None:
-            self._buckets.pop(row_id, None)
+    def ended(self, row_id: int) -> None:
+        self.held.pop(row_id, None)
+        self._buckets.pop(row_id, None)
+
+    def still_held(self, row_ids: Sequence[int]) -> None:
+        """Of the rows it holds, only ``row_ids`` still stream (the others were deleted by a
+        rewind, or ended by another process after this one stalled past its lease)."""
+        for row_id in self.held.keys() - set(row_ids):
+            self.ended(row_id)
 
 
 def expired(reading: Any, now: int) -> list[tuple[Key, int]]:
@@ -208,15 +373,6 @@ def expired(reading: Any, now: int) -> list[tuple[Key, int]]:
 def held_by(reading: Any, writer: str) -> list[tuple[Key, int]]:
     """Every reply ``writer`` streams, as (conversation, row)."""
     return [(held.key, held.id) for held in ReplyReading(reading).held_by(writer)]
-
-
-def expire_if_due(tx: Transaction, key: Key, row_id: int, now: int) -> StoredMessage | None:
-    """End ``row_id`` as interrupted when its lease is still expired (another process may have
-    renewed or ended it since it was read)."""
-    streaming = ReplyReading(tx).streaming(key)
-    if streaming is None or streaming.id != row_id or streaming.lease_until >= now:
-        return None
-    return end(tx, key, row_id, "interrupted", ReplyChange(), None, now)
 
 
 def check_continue(reading: Any, key: Key, row_id: int | None) -> None:

@@ -46,13 +46,13 @@ _NOTHING_DUE = Due(summary_gone=False, rows=False)
 
 
 class StorageRetention:
-    """Retention of one store under the settings in force (read at each call: the server
-    replaces them when the client's settings change)."""
+    """Retention of one store under ``settings`` (a value: the manager makes one per
+    settings it runs under)."""
 
     def __init__(
         self,
         store: HistoryStore,
-        settings: Callable[[], Settings],
+        settings: Settings,
         notify: Callable[[Key, Sequence[Trimmed]], None],
     ) -> None:
         self._store = store
@@ -62,7 +62,7 @@ class StorageRetention:
     def due(self, tx: Reading, key: Key, now: int, totals: ConversationTotals | None) -> Due:
         """What is due (the summary expired, rows a rule could delete), from the conversation's
         ``totals`` and, only when the age rule is on, its summary's age."""
-        settings = self._settings()
+        settings = self._settings
         if not settings.enable_auto_pruning:
             return _NOTHING_DUE
         # A summary expires only by the age rule: without it, no need to read the summary.
@@ -97,7 +97,7 @@ class StorageRetention:
             return _KEEP_SUMMARY_GONE if summary_gone else _KEEP_ALL
         plan = attrs.evolve(
             plan_retention(
-                tx.row_meta(key), self._settings(), now, ReplyReading(tx).streaming_turns(key)
+                tx.row_meta(key), self._settings, now, ReplyReading(tx).streaming_turns(key)
             ),
             deleted_summary=summary_gone,
         )
@@ -128,7 +128,7 @@ class StorageRetention:
 
     def dry_run(self, key: Key, now: int) -> RetentionPlan:
         """The plan ``run`` would carry out now, on the same row metadata; nothing deleted."""
-        settings = self._settings()
+        settings = self._settings
         with self._store.read() as tx:
             summary = tx.summary(key)
             plan = plan_retention(

@@ -7,7 +7,9 @@ connection's commit moves) re-reads only the conversations whose change marks ar
 counter it last saw (store.changes): a look costs what changed, not the workspace. The store
 tells it of each own write (``store.Store.observer``): at the start, while it holds the write
 lock, the others' commits are caught up (so a write never hides them), and before the commit
-the conversations it touched are re-read (so its own changes are never reported). ``poll``
+the conversations it touched are re-read (so its own changes are never reported), except
+for writes no request asked for (``unasked``: an expired reply its lease's upkeep interrupted),
+which its client hears of as of another process's. ``poll``
 runs while idle and before each request; ``take`` hands out what a write found. Another engine
 needs only ``change_token``, ``change_position``, ``changed_in``, ``fingerprints``,
 ``fingerprint`` and ``growth`` on its readings (``refresh`` reads the marked ones' fingerprints
@@ -23,10 +25,12 @@ workspace costs no statement more than a quiet database."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
+from chat_history.model import Key
 from chat_history.policy.changes import Change, Fingerprint, changes, merge, pace
 from chat_history.store import Reading, Transaction
 from chat_history.store.seam import HistoryStore
@@ -50,6 +54,9 @@ class ChangeWatch:
         self._pending: list[Change] = []
         #: when a "reply" change of each conversation was last told (time.monotonic)
         self._reply_told: dict[str, float] = {}
+        #: the writes now are no request's (``unasked``), and what the last one told
+        self._unasked = False
+        self._told: list[Change] = []
         #: what the last write's ``after_write`` replaced, until the next write begins
         self._undo: (
             tuple[tuple[str, dict[str, Fingerprint]], dict[str, Fingerprint | None]] | None
@@ -84,10 +91,22 @@ class ChangeWatch:
             self._pending = held + self._pending
         return told
 
+    @contextlib.contextmanager
+    def unasked(self) -> Iterator[None]:
+        """The writes within are no request's (issue 43 item 3: an expired reply interrupted by
+        the leases' upkeep): this process's client hears of them at the next look, as of
+        another process's."""
+        self._unasked = True
+        try:
+            yield
+        finally:
+            self._unasked = False
+
     # -- the store's observer -------------------------------------------------------------
 
     def before_write(self, transaction: Transaction) -> None:
         self._undo = None
+        self._told = []
         self._catch_up(transaction)
 
     def after_write(self, transaction: Transaction) -> None:
@@ -106,12 +125,39 @@ class ChangeWatch:
             else:
                 fingerprints[key.conversation] = found
         self._undo = (seen, undo)
+        if self._unasked:
+            self._tell_own(transaction, workspace, undo, fingerprints)
+
+    def _tell_own(
+        self,
+        transaction: Transaction,
+        workspace: str,
+        before: dict[str, Fingerprint | None],
+        after: dict[str, Fingerprint],
+    ) -> None:
+        """An unasked write's changes, found as a look finds another process's (the look
+        itself would not: the engine knows its own commits), told with the next look's; taken
+        back if its commit fails (``write_failed``)."""
+        old = {c: f for c, f in before.items() if f is not None}
+        new = {c: after[c] for c in before if c in after}
+        growth = {
+            c: transaction.growth(Key(workspace, c), old[c].last_id)
+            for c in old.keys() & new.keys()
+            if old[c] != new[c]
+        }
+        self._told = changes(old, new, growth)
+        with self._lock:
+            self._pending += self._told
 
     def write_failed(self) -> None:
         """The write rolled back after ``after_write`` (its commit failed: a deadlock, a lost
         connection, a full disk): its conversations are as before it, so their fingerprints go
         back to what they were; else the next look would report the rollback as another
-        process's change."""
+        process's change. An unasked write's changes are taken back too."""
+        told, self._told = self._told, []
+        if told:
+            with self._lock:
+                self._pending = [c for c in self._pending if not any(c is t for t in told)]
         undo, self._undo = self._undo, None
         if undo is None or undo[0] is not self._seen:
             return

@@ -1,18 +1,21 @@
-"""Identity that follows the project (protocol.md "Version 3" → Workspace identity): each step on
-one store transaction, composing the pure rules (``policy.identity``) with what the folder is in
-git (``gitfolder``). No SQL and no pygls here.
+"""The workspaces family (``wire/methods/workspaces``; protocol.md "Version 3" → Workspace
+identity): identity that follows the project, each operation one transaction on the manager,
+composing the pure rules (``policy.identity``) with what the folder is in git (``gitfolder``).
+No SQL and no pygls here.
 
 - ``resolve``: a session's identity from its raw workspace URI and ``workspaceIdentity`` (a
-  local folder by its real path);
+  local folder by its real path); ``real_identity`` and ``named_workspace`` the same step for a
+  workspace that a request, the CLI's ``--workspace`` or an import names (a symlink, or a path
+  through one, names its target's history);
 - ``open_identity``: run once per identity before the session's first request: re-keys
   conversations stored under an unnormalized spelling of any folder's URI (a conversation id
   already taken under the normalized one moves under a new id, said in the log and, from its
-  stored record, in ``list_workspaces``), and those of
+  stored record, in ``list_all``), and those of
   the symlink the client named to its target folder, takes the history of a moved git folder
   (never from a folder that still exists), records the folder's fingerprint, and in
   ``"repository"`` mode takes the folder's history when the repository identity has none;
-- ``move_workspace``, ``list_workspaces``: the methods of the same names and the CLI's
-  ``move-workspace`` and ``workspaces``.
+- ``move``, ``list_all``: ``moveWorkspace`` and ``listWorkspaces``, and the CLI's
+  ``move-workspace`` and ``workspaces``; ``recall`` and ``has_history``: the MCP server's scope.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from chat_history.policy.identity import (
     repository_identity,
 )
 from chat_history.service.gitfolder import GitFolder, git_folder
+from chat_history.service.manager import ChatHistoryManager
 from chat_history.store import Reading, Transaction
 from chat_history.store.workspaces import FolderRow, RenameRow
 
@@ -90,6 +94,34 @@ class Identity:
     link: str | None = None
 
 
+def real_identity(identity: str) -> str:
+    """``identity`` (normalized) with the local folder it names by its real path: a folder URI
+    that is a symlink, or passes through one, names its target (as a session's does); any other
+    identity (not a local folder, not there, or over the bound once resolved) as it is."""
+    folder = folder_of(identity)
+    if folder is None or not os.path.isdir(folder):
+        return identity
+    try:
+        real = folder_uri(os.path.realpath(folder))
+    except (OSError, ValueError):
+        return identity
+    return real if identity_problem(real) is None else identity
+
+
+def _spelled(raw: str) -> str:
+    """``raw`` normalized, an absolute path of a local folder (a ``rootPath``, a path typed on
+    the command line) as the folder's URI."""
+    if raw.startswith("/") and os.path.isdir(raw) and identity_problem(folder_uri(raw)) is None:
+        return folder_uri(raw)
+    return normalize_uri(raw)
+
+
+def named_workspace(raw: str) -> str:
+    """A workspace as a person or a client names it (the CLI's ``--workspace``, a request's
+    ``workspace``): normalized, a folder's path as its URI, a local folder by its real path."""
+    return real_identity(_spelled(raw))
+
+
 def resolve(raw: str, mode: str) -> Identity:
     """The identity of a session whose workspace is ``raw``, in ``mode`` ("folder" or
     "repository"). A local folder is named by its real path's URI (a symlink by its target, a
@@ -97,16 +129,13 @@ def resolve(raw: str, mode: str) -> Identity:
     identity over the length bound gives way to the folder identity."""
     normalized = normalize_uri(raw)
     spelling = None  # the client's own spelling, when another names the folder
-    if raw.startswith("/") and os.path.isdir(raw) and identity_problem(folder_uri(raw)) is None:
-        normalized, spelling = folder_uri(raw), raw
+    if (uri := _spelled(raw)) != normalized:
+        normalized, spelling = uri, raw
     folder = folder_of(normalized)
     if folder is None or not os.path.isdir(folder):
         return Identity(normalized, normalized, None, None, mode)
-    try:
-        real = folder_uri(os.path.realpath(folder))
-    except (OSError, ValueError):
-        real = normalized
-    if real != normalized and identity_problem(real) is None:
+    real = real_identity(normalized)
+    if real != normalized:
         normalized, spelling = real, spelling or normalized
         folder = folder_of(real) or folder
     git = git_folder(Path(folder))
@@ -116,6 +145,50 @@ def resolve(raw: str, mode: str) -> Identity:
             return Identity(repository, normalized, folder, git, mode, spelling)
         log.warning("the repository identity of %s is too long; the folder identity is used", raw)
     return Identity(normalized, normalized, folder, git, mode, spelling)
+
+
+# -- the operations --------------------------------------------------------------------------------
+
+
+def open_identity(manager: ChatHistoryManager, identity: Identity, machine: str) -> list[str]:
+    """Before a session's first request under ``identity``: re-key other spellings and a
+    moved folder's history, record the fingerprint (one transaction). Returns what moved."""
+    with manager.lock:  # it re-keys across workspaces: the whole database
+        with manager.store.snapshot() as reading:
+            if not needs_opening(reading, identity):
+                return []
+        return manager.write(
+            (), lambda tx: _open_identity_in(tx, identity, machine, manager.clock())
+        )
+
+
+def has_history(manager: ChatHistoryManager, workspace: str) -> bool:
+    """Whether ``workspace`` holds any conversation."""
+    with manager.lock, manager.store.snapshot() as tx:
+        return bool(tx.conversation_ids(workspace))
+
+
+def recall(manager: ChatHistoryManager, identity: Identity, machine: str) -> str:
+    """The workspace whose history a read-only reader of ``identity`` sees (the MCP server's
+    scope): the identity, else its moved folder's history; nothing is moved or recorded."""
+    with manager.lock, manager.store.snapshot() as tx:
+        return _recall_in(tx, identity, machine, manager.clock())
+
+
+def move(manager: ChatHistoryManager, source: str, target: str) -> int:
+    """Re-key every conversation of ``source`` to ``target`` (one transaction); returns how
+    many. Raises InvalidParams ``to`` when a conversation id is in both, StorageError."""
+    with manager.lock:  # every conversation of two workspaces: the whole database
+        return manager.write((), lambda tx: _move_in(tx, source, target))
+
+
+def list_all(manager: ChatHistoryManager, machine: str) -> list[WorkspaceInfo]:
+    """``listWorkspaces``: every workspace with conversations, newest activity first."""
+    with manager.lock, manager.store.snapshot() as tx:
+        return _list_in(tx, machine)
+
+
+# -- the steps, each on the operation's transaction ------------------------------------------------
 
 
 def _take(tx: Transaction, source: str, into: str, why: str, now: int) -> str:
@@ -165,7 +238,7 @@ def needs_opening(reading: Reading, identity: Identity) -> bool:
     return any(normalize_uri(row.workspace) != row.workspace for row in reading.workspace_rows())
 
 
-def open_identity(tx: Transaction, identity: Identity, machine: str, now: int) -> list[str]:
+def _open_identity_in(tx: Transaction, identity: Identity, machine: str, now: int) -> list[str]:
     """The steps run before a session's first request (see the module); returns what moved, as
     log lines."""
     moved = rekey_spellings(tx, now)
@@ -213,7 +286,7 @@ def _follow_git(
     return moved
 
 
-def move_workspace(tx: Transaction, source: str, target: str) -> int:
+def _move_in(tx: Transaction, source: str, target: str) -> int:
     """Re-key every conversation of ``source`` to ``target`` in this transaction; returns how
     many. A conversation id present under both is InvalidParams ``to`` and nothing moves. Both
     are normalized, as a session's identity is, and ``source`` names every spelling stored for
@@ -259,7 +332,7 @@ class WorkspaceInfo:
     renamed: tuple[Renamed, ...] = ()
 
 
-def list_workspaces(reading: Reading, machine: str) -> list[WorkspaceInfo]:
+def _list_in(reading: Reading, machine: str) -> list[WorkspaceInfo]:
     """Every workspace with conversations, newest activity first, with its recorded folder
     (this machine's record first; ``folderExists`` null for one recorded elsewhere) and its
     repository (normalized remote URL, or the one a ``repo:`` identity names), and its
@@ -298,7 +371,7 @@ def list_workspaces(reading: Reading, machine: str) -> list[WorkspaceInfo]:
     return found
 
 
-def recall_workspace(reading: Reading, identity: Identity, machine: str, now: int) -> str:
+def _recall_in(reading: Reading, identity: Identity, machine: str, now: int) -> str:
     """The workspace a read-only reader of ``identity`` (the MCP server) reads: the identity
     itself when it holds history, else the moved folder's history that ``open_identity`` would
     bring to it (the same rule, ``moved_from``), found without moving anything."""

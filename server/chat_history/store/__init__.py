@@ -2,10 +2,12 @@
 PostgreSQL engine (``postgres/``, reusing the shared SQL through its dialect):
 
 - ``seam.py``        ``HistoryStore``: the documented contract of an engine; ``write_retried``
+- ``commit.py``      ``WritePath``: the write section, written once; each engine supplies its steps
 - ``choice.py``      which engine: the ``database`` option, else SQLite in the storage folder
 - ``workspaces.py``  stateless SQL of workspace identities: re-keying, folder fingerprints
 - ``postgres/``      the PostgreSQL engine (its own ``__init__`` lists its files)
-- ``connection.py``  ``Store``: the connection, read/snapshot/write sections, failure mapping
+- ``connection.py``  ``Store``: the connection, read/snapshot sections, SQLite's write steps,
+  failure mapping
 - ``reading.py``     ``Reading``: every query an operation makes; ``sync_cache``
 - ``transaction.py`` ``Transaction``: every change an operation makes; ``removed_text``, purged
   at the commit

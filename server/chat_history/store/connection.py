@@ -1,7 +1,8 @@
 """The store's connection: opened lazily (so a broken file answers StorageError per request while
 the server stays up, and is retried on the next request), WAL, ``secure_delete``, a busy timeout,
-read and snapshot sections that hand out a ``Reading``, write sections that hand out a
-``Transaction``, and SQLite failures mapped to StorageError. The file at the path is the
+read and snapshot sections that hand out a ``Reading``, SQLite's steps of the write section
+(``commit.WritePath``: BEGIN IMMEDIATE, the change marks and COMMIT, ROLLBACK, the WAL reset
+that purges), and SQLite failures mapped to StorageError. The file at the path is the
 database: one deleted, moved away or replaced while open is noticed, and the file at the path
 is opened instead."""
 
@@ -14,11 +15,11 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-from typing import Protocol
 
 from chat_history.errors import StorageError
 from chat_history.model import Key
 from chat_history.store import calibration, changes, failures, files, keys
+from chat_history.store.commit import WriteObserver, WritePath
 from chat_history.store.conversation_cache import ConversationCache
 from chat_history.store.engine import sqlite3
 from chat_history.store.schema import DATABASE_FILE, NewerSchema, check_version, migrate
@@ -53,19 +54,7 @@ def _enable_wal(connection: sqlite3.Connection) -> None:
             time.sleep(0.005)
 
 
-class WriteObserver(Protocol):
-    """Told of each write transaction: at its start, when the others' commits are settled (it
-    holds the write lock), before its commit, when it has made its changes, and when it rolled
-    back after all (then what ``after_write`` saw never happened)."""
-
-    def before_write(self, transaction: Transaction) -> None: ...
-
-    def after_write(self, transaction: Transaction) -> None: ...
-
-    def write_failed(self) -> None: ...
-
-
-class Store:
+class Store(WritePath[sqlite3.Connection]):
     """The database of one user, one connection to it, and what that connection remembers (the
     cache of whole conversations, the tails of recent ones)."""
 
@@ -124,7 +113,7 @@ class Store:
                 yield Reading(connection, self.cache, self._tails, self._ratios)
             except sqlite3.Error as exc:
                 raise self._failure(exc) from exc
-            self._wal.after_operation(self._connection)
+            self._after_operation()
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[Reading]:
@@ -138,48 +127,40 @@ class Store:
                 self._tails.transactions += 1
                 transaction.connection.execute("COMMIT")
 
-    @contextlib.contextmanager
-    def write(self, keys: Collection[Key] = ()) -> Iterator[Transaction]:
-        """One write transaction that takes the write lock up front (BEGIN IMMEDIATE: one writer
-        of the whole database, so the conversations it changes, ``keys``, need no lock of their
-        own). Whatever raises inside rolls it all back: the operation changes nothing, and what
-        this connection remembers is dropped."""
-        with self._lock:
-            connection = self._open()
-            try:
-                connection.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise self._failure(exc) from exc
-            self._tails.transactions += 1
-            self._tails.writes += 1
-            try:
-                sync_cache(self.cache, connection)
-                transaction = Transaction(connection, self.cache, self._tails, self._ratios)
-                if self.observer is not None:
-                    self.observer.before_write(transaction)
-                yield transaction
-                if self.observer is not None:
-                    self.observer.after_write(transaction)
-                transaction.before_commit()
-                changes.mark(connection, transaction.touched, transaction.gone)
-                connection.execute("COMMIT")
-            except BaseException as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    connection.execute("ROLLBACK")
-                if self.observer is not None:
-                    self.observer.write_failed()
-                self.cache.clear()
-                self._tails.clear()
-                self._ratios.clear()
-                if isinstance(exc, sqlite3.Error):
-                    raise self._failure(exc) from exc
-                raise
-            finally:
-                self._tails.transactions += 1
-            if transaction.removed_text:  # deleted means deleted: part of the commit
-                self.purge_deleted()
-            else:
-                self._wal.after_operation(self._connection)
+    # -- the write section's steps (commit.WritePath.write) ------------------------------------
+
+    def _begin_write(self, keys: Collection[Key]) -> sqlite3.Connection:
+        """BEGIN IMMEDIATE: the write lock up front, one writer of the whole database, so the
+        conversations it changes, ``keys``, need no lock of their own."""
+        connection = self._open()
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from exc
+        return connection
+
+    def _transaction(self, connection: sqlite3.Connection) -> Transaction:
+        sync_cache(self.cache, connection)
+        return Transaction(connection, self.cache, self._tails, self._ratios)
+
+    def _commit_write(self, connection: sqlite3.Connection, transaction: Transaction) -> None:
+        changes.mark(connection, transaction.touched, transaction.gone)
+        connection.execute("COMMIT")
+
+    def _rollback(self, connection: sqlite3.Connection) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute("ROLLBACK")
+
+    def _forget(self) -> None:
+        self.cache.clear()
+        self._tails.clear()
+        self._ratios.clear()
+
+    def _storage_error(self, exc: BaseException) -> StorageError | None:
+        return self._failure(exc) if isinstance(exc, sqlite3.Error) else None
+
+    def _after_operation(self) -> None:
+        self._wal.after_operation(self._connection)
 
     def purge_deleted(self) -> bool:
         """The engine's purge of deleted text (``seam.HistoryStore``), run by ``write`` after
@@ -221,11 +202,9 @@ class Store:
         self._connection = connection
         self._file = _file_id(self.path)
         self._sidecars = {suffix: _file_id(f"{self.path}{suffix}") for suffix in _SIDECARS}
-        self.cache.clear()
+        self._forget()
         self.cache.version = None
-        self._tails.clear()
         self._tails.writes += 1  # a new connection counts data_version afresh
-        self._ratios.clear()
         self._secrets.clear()
         return connection
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from chat_history.model import Key, StoredMessage
-from chat_history.policy.search import stored_fold
+from chat_history.policy.search.folding import stored_fold
 from chat_history.store import queries
 from chat_history.store.engine import sqlite3
 from chat_history.store.rows import COLUMNS, STREAMING_TEXT, message_columns, to_message

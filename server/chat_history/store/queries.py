@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from chat_history.model import Key, Message, StoredMessage, Summary
-from chat_history.policy.search import stored_fold
+from chat_history.policy.search.folding import stored_fold
 from chat_history.store import search_index
 from chat_history.store.engine import sqlite3
 from chat_history.store.rows import COLUMNS, message_columns, status_column, to_message

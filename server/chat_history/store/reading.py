@@ -11,8 +11,8 @@ from collections.abc import Collection, Generator, Mapping, Sequence
 
 from chat_history.model import Key, Message, StoredMessage, Summary
 from chat_history.policy.changes import Fingerprint, Growth
-from chat_history.policy.search import SearchQuery
-from chat_history.policy.search_rank import SearchRow, SearchScope
+from chat_history.policy.search.query import SearchQuery
+from chat_history.policy.search.rank import SearchRow, SearchScope
 from chat_history.store import (
     calibration,
     changes,

@@ -12,7 +12,10 @@ never sees it before it ends), and one ``replies`` row holding its text and its 
 - ``writer`` names the process streaming it and ``lease_until`` (epoch ms) how long it is taken
   as alive: the writer renews it while it runs; an expired lease is taken as a writer gone.
 - ``revision`` moves with every change: the change watch's fingerprint reads it.
-- One streaming reply per conversation: a unique index on (workspace, conversation).
+- One streaming reply per conversation: a unique index on (workspace, conversation). The key
+  is the history's (``store.workspaces.KEYED``), so every re-keying (``moveWorkspace``, an old
+  spelling or a symlink re-keyed, an identity change) carries the reply with its row; its
+  writer finds it by its row id (``by_id``), which no re-keying changes.
 - A streaming row deleted by any path (``truncate``, ``deleteTurns``, ``clear``, plain SQL)
   takes its reply and parts with it (a trigger), so no reply outlives its row.
 
@@ -23,6 +26,7 @@ rewritten away by PostgreSQL's purge (``PURGED_TABLES``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -69,13 +73,14 @@ _TEXT = (
 
 @attrs.frozen
 class Reply:
-    """A streaming row's reply: its row id, its length (code points), who streams it and until
-    when its lease holds (epoch ms)."""
+    """A streaming row's reply: its row id, its length (code points), who streams it, until
+    when its lease holds (epoch ms) and the conversation it is in now."""
 
     id: int
     length: int
     writer: str
     lease_until: int
+    key: Key
 
 
 @attrs.frozen
@@ -86,14 +91,28 @@ class Held:
     id: int
 
 
+_REPLY = "SELECT id, length, writer, lease_until, workspace, conversation FROM replies WHERE "
+
+
 def streaming(connection: sqlite3.Connection, key: Key) -> Reply | None:
     """The conversation's streaming reply (None: none streams)."""
-    found = connection.execute(
-        "SELECT id, length, writer, lease_until FROM replies "
-        "WHERE workspace = ? AND conversation = ?",
-        (key.workspace, key.conversation),
-    ).fetchone()
-    return Reply(int(found[0]), int(found[1]), str(found[2]), int(found[3])) if found else None
+    return _reply(
+        connection.execute(
+            _REPLY + "workspace = ? AND conversation = ?", (key.workspace, key.conversation)
+        ).fetchone()
+    )
+
+
+def by_id(connection: sqlite3.Connection, row_id: int) -> Reply | None:
+    """The reply of row ``row_id``, wherever re-keying took it (None: the row is not streaming)."""
+    return _reply(connection.execute(_REPLY + "id = ?", (row_id,)).fetchone())
+
+
+def _reply(found: Any) -> Reply | None:
+    if found is None:
+        return None
+    row_id, length, writer, until, workspace, conversation = found
+    return Reply(int(row_id), int(length), str(writer), int(until), Key(workspace, conversation))
 
 
 def start(

@@ -22,6 +22,10 @@ class ReplyReading:
         """The conversation's streaming reply (None: none streams)."""
         return replies.streaming(self._connection, key)
 
+    def by_id(self, row_id: int) -> Reply | None:
+        """The reply of row ``row_id``, in whichever conversation it is now (None: none)."""
+        return replies.by_id(self._connection, row_id)
+
     def expired(self, now: int) -> list[Held]:
         """Every reply whose lease ended before ``now``."""
         return replies.expired(self._connection, now)

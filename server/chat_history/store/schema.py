@@ -50,8 +50,8 @@ CREATE TABLE summaries (
 ) WITHOUT ROWID;
 """
 
-#: The columns of one turn's figures: policy.context.TurnFigures's fields, in order (asserted by
-#: tests/unit/test_readplan.py; the store does not import the policy).
+#: The columns of one turn's figures: policy.prepare.context.TurnFigures's fields, in order
+#: (asserted by tests/unit/test_readplan.py; the store does not import the policy).
 FIGURES = (
     "turns",
     "spoken_rows",
@@ -64,8 +64,8 @@ FIGURES = (
 )
 
 # Version 2 lets a request read what it sends, not the whole conversation: system rows without
-# the rest, and per completed turn its figures (policy.context.TurnFigures) with the running sums
-# of every earlier turn's, so the totals of any range of old turns take two lookups. A turn
+# the rest, and per completed turn its figures (policy.prepare.context.TurnFigures) with the running
+# sums of every earlier turn's, so the totals of any range of old turns take two lookups. A turn
 # written before version 2 has no figures, and a request that would need them reads every row.
 _V2 = f"""
 CREATE INDEX messages_system ON messages (workspace, conversation, id) WHERE role = 'system';

@@ -1,8 +1,10 @@
 """The manager's seam to the store: what an engine must offer (``HistoryStore``), and the one
-runner of write sections (``write_retried``). Two engines implement it:
+runner of write sections (``write_retried``; the section itself, shared by the engines, is
+``commit.WritePath.write``). Two engines implement it:
 ``store.connection.Store`` (SQLite, the default: one file in the storage folder) and
 ``store.postgres.PostgresStore`` (a PostgreSQL database shared by machines and people). A third
-engine is built from this module alone; what follows is its whole contract.
+engine is built from this module and ``commit.WritePath`` (whose write section it inherits);
+what follows is its whole contract.
 
 **What an engine hands out.** Every query and change an operation makes is a method of
 ``store.transaction.Reading`` (reads) or ``Transaction`` (a ``Reading`` that also writes); the
@@ -48,8 +50,10 @@ text sets ``removed_text``; after the commit of such a transaction (never after 
 which removed nothing) ``write`` calls the engine's ``purge_deleted()``, the step that takes the
 old bytes out of its files (SQLite: the WAL checkpoint-and-truncate, at once; PostgreSQL: a
 table rewrite within its purge interval). No caller purges by hand, so no operation can forget
-to; an engine must do the same in its commit path, as datasette emits a write's events only
-after its commit."""
+to; the shared write section (``commit.WritePath``) does it for every engine, as datasette
+emits a write's events only after its commit. An engine supplies that section's steps only
+(begin, its ``Transaction``, commit with the change marks, rollback, forget, its failures, its
+purge); their order, the write observer's calls and the purge are written once."""
 
 from __future__ import annotations
 
@@ -62,7 +66,7 @@ from typing import Protocol, TypeVar
 
 from chat_history.errors import WriteConflict
 from chat_history.model import Key
-from chat_history.store.connection import WriteObserver
+from chat_history.store.commit import WriteObserver
 from chat_history.store.conversation_cache import ConversationCache
 from chat_history.store.transaction import Reading, Transaction
 

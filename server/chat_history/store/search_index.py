@@ -2,13 +2,13 @@
 
 Design (tests/unit/test_fts_residue.py proved it on real files; README "Search"):
 
-- ``messages.folded`` holds ``policy.search.stored_fold(content)``: NULL where SQLite's built-in
-  ``lower(content)`` already equals the fold (ASCII without NUL: most rows).
+- ``messages.folded`` holds ``policy.search.folding.stored_fold(content)``: NULL where SQLite's
+  built-in ``lower(content)`` already equals the fold (ASCII without NUL: most rows).
 - ``search`` is a contentless FTS5 trigram index over ``coalesce(folded, lower(content))``, with
   FTS5's ``secure-delete``: a deleted entry is removed from the index pages themselves, so no
   trigram of deleted text stays in the file. ``detail=none`` (no positions): a term is looked up
-  by the trigrams that cover it (``policy.search.fts_plan(positions=False)``), and the rows found
-  are checked exactly in SQL (``instr`` on the folded text, the rarest terms first). Measured
+  by the trigrams that cover it (``policy.search.fts.fts_plan(positions=False)``), and the rows
+  found are checked exactly in SQL (``instr`` on the folded text, the rarest terms first). Measured
   against ``detail=full`` with phrase lookups: half the file, 40% less catch-up time, lookups as
   fast or faster.
 - Ranking happens in the database, over every matching row: SQL computes ``policy.search``'s
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from chat_history.policy.search import (
+from chat_history.policy.search.folding import (
     stored_fold,
 )
 from chat_history.store.engine import sqlite3

@@ -12,19 +12,21 @@ import functools
 import heapq
 from collections.abc import Sequence
 
-from chat_history.policy.search import (
-    DAMPING_LENGTHS,
-    RELEVANCE_CAP,
+from chat_history.policy.search.fts import fts_plan
+from chat_history.policy.search.query import (
     SAMPLE_CHARS,
     SAMPLE_ROWS,
-    WORD_BREAKS,
     SearchQuery,
     filter_terms,
-    fts_plan,
     rarest_first,
+)
+from chat_history.policy.search.rank import SearchRow, SearchScope
+from chat_history.policy.search.scoring import (
+    DAMPING_LENGTHS,
+    RELEVANCE_CAP,
+    WORD_BREAKS,
     scored_terms,
 )
-from chat_history.policy.search_rank import SearchRow, SearchScope
 from chat_history.store.engine import sqlite3
 from chat_history.store.search_index import indexed_through
 
@@ -86,7 +88,7 @@ def _score(query: SearchQuery) -> tuple[str, list[object]]:
 def _rarest_first(
     connection: sqlite3.Connection, where: str, params: Sequence[object], terms: Sequence[str]
 ) -> tuple[str, ...]:
-    """``terms`` rarest first in the scope's newest rows (``policy.search.rarest_first``)."""
+    """``terms`` rarest first in the scope's newest rows (``policy.search.query.rarest_first``)."""
     if len(terms) <= 2:
         return tuple(terms)
     sample = connection.execute(
@@ -157,7 +159,7 @@ def best_rows(
 
 @functools.lru_cache(maxsize=4)
 def _band(length: str) -> str:
-    """SQL: ``policy.search.damping`` of the folded length ``length``."""
+    """SQL: ``policy.search.scoring.damping`` of the folded length ``length``."""
     bands = " ".join(f"WHEN {length} < {b} THEN {i}" for i, b in enumerate(DAMPING_LENGTHS, 1))
     return f"CASE {bands} ELSE {len(DAMPING_LENGTHS) + 1} END"
 

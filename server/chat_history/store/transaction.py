@@ -245,13 +245,13 @@ class Transaction(Reading):
         workspace_sql.record_rename(self.connection, row)
 
     def before_commit(self) -> None:
-        """Run by each engine's ``write`` just before its commit: each conversation this
-        transaction changed that no longer exists (cleared, deleted, pruned away, emptied,
-        moved away) forgets its rename record, and its key, with the key a rename record named
-        (an old workspace spelling: a path), goes into ``gone``: the commit deletes their change
-        marks (store.changes), so no name of a forgotten history stays in the files. Only a
-        transaction that removed something or moved a workspace can have made a conversation
-        stop existing: others cost nothing here."""
+        """Run by the write section (``commit.WritePath.write``) just before its commit: each
+        conversation this transaction changed that no longer exists (cleared, deleted, pruned away,
+        emptied, moved away) forgets its rename record, and its key, with the key a rename record
+        named (an old workspace spelling: a path), goes into ``gone``: the commit deletes their
+        change marks (store.changes), so no name of a forgotten history stays in the files. Only a
+        transaction that removed something or moved a workspace can have made a conversation stop
+        existing: others cost nothing here."""
         if not (self.removed_text or self.moved):
             return
         forgotten = workspace_sql.forget_renames(self.connection, self.touched)

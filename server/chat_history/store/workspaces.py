@@ -45,8 +45,16 @@ CREATE TABLE IF NOT EXISTS conversation_renames (
 ) WITHOUT ROWID
 """
 
-#: The tables whose rows are keyed by (workspace, conversation).
-KEYED = ("messages", "conversations", "summaries", "turn_figures", "conversation_renames")
+#: The tables whose rows are keyed by (workspace, conversation): every re-keying moves them all,
+#: a streaming reply's lease and text (``replies``) with its row.
+KEYED = (
+    "messages",
+    "conversations",
+    "summaries",
+    "turn_figures",
+    "conversation_renames",
+    "replies",
+)
 #: A conversation exists (store.records: rows, a summary, a user title or metadata).
 _EXISTS = (
     "(c.message_count > 0 OR c.title IS NOT NULL OR c.metadata IS NOT NULL "

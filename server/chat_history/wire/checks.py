@@ -21,6 +21,7 @@ from chat_history.model import (
     nesting_exceeds,
 )
 from chat_history.policy.identity import checked_identity, request_workspace
+from chat_history.service import workspaces
 from chat_history.wire.protocol import ABSENT, KeyParams, json_type
 
 # Limits (README "Limits"): large enough for real chats, small enough that no request can
@@ -85,10 +86,17 @@ class SessionWorkspace:
     def named(self, value: str | None, field: str = "workspace") -> str:
         """The identity a request's ``workspace`` (``field``) names, checked: the session's when
         absent; else normalized, the session's own folder in any spelling being the session's
-        identity (policy.identity.request_workspace)."""
+        identity (policy.identity.request_workspace), and a local folder named by its real path
+        (a symlink, or a path through one, names its target: service.workspaces.named_workspace)."""
         if value is None:
             return self.identity
-        return request_workspace(check_workspace(value, field), self.identity, self.folder)
+        workspace = request_workspace(check_workspace(value, field), self.identity, self.folder)
+        if workspace == self.identity:
+            return workspace
+        real = workspaces.named_workspace(workspace)
+        if real == workspace:
+            return workspace
+        return request_workspace(real, self.identity, workspaces.real_identity(self.folder))
 
 
 def check_key(params: KeyParams, session: SessionWorkspace) -> tuple[str, str]:

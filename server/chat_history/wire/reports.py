@@ -10,7 +10,7 @@ from chat_history.wire.protocol import wire, wire_summary
 
 if TYPE_CHECKING:  # the manager's result types, translated below (no import at run time)
     from chat_history.service.conversations import ConversationInfo
-    from chat_history.service.manager import GetResult
+    from chat_history.service.history import GetResult
     from chat_history.service.storage_retention import PruneRun
     from chat_history.store import DatabaseStats
 

@@ -65,14 +65,15 @@ async def editor_session(
     env: dict[str, str],
     agent: list[str] | None = None,
     command: list[str] | None = None,
+    cwd: Path | None = None,
 ) -> AsyncIterator[tuple[ClientSideConnection, Editor, asyncio.subprocess.Process]]:
-    """A proxy process (``command``, else ``proxy_command``) and the SDK's client connection to
-    it (initialized)."""
+    """A proxy process (``command``, else ``proxy_command``; started in ``cwd``, else the
+    repository) and the SDK's client connection to it (initialized)."""
     process = await asyncio.create_subprocess_exec(
         *(command or proxy_command(db, agent)),
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
-        cwd=ROOT,
+        cwd=cwd or ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT), **env},
         limit=1 << 28,
     )

@@ -25,6 +25,7 @@ from typing import Any
 
 from chat_history.errors import InvalidParams
 from chat_history.importers.common import json_value
+from chat_history.importers.files import regular
 
 #: How long a read waits for OpenCode's own write to finish before the file counts as locked.
 BUSY_TIMEOUT_S = 1.0
@@ -45,6 +46,7 @@ def sessions(path: Path, limit: int) -> Iterator[tuple[str, bytes]]:
     """Each session of the database at ``path``: (its id, its export's bytes), one at a time;
     InvalidParams ``path`` naming the file when it cannot be read (see the module's notes) or a
     session's rows add up to more than ``limit`` bytes."""
+    regular(path)  # SQLite's open of a FIFO would block: files.NotRegular instead
     try:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
     except sqlite3.Error as exc:

@@ -1,4 +1,6 @@
-"""Tables of history no member can lock whole (schema version 8, issue 35 item 7).
+"""What keeps the database roles apart in the tables of history: row-level security (``owned``,
+every table since version 1) and tables no member can lock whole (``guarded``: schema version 8,
+issue 35 item 7).
 
 ``LOCK TABLE`` in a mode that blocks other writers needs table-level ``UPDATE``, ``DELETE`` or
 ``TRUNCATE`` (column-level ``UPDATE`` does not count; ``INSERT`` reaches ``ROW EXCLUSIVE``, which
@@ -48,6 +50,18 @@ V8_TABLES: dict[str, tuple[str, ...]] = {
 #: The tables version 9 guards: the change marks (counter.py: a gone conversation's are deleted).
 V9_TABLES: dict[str, tuple[str, ...]] = {"change_marks": ("workspace", "conversation")}
 GUARDED: dict[str, tuple[str, ...]] = {**V8_TABLES, **V9_TABLES}
+
+
+def owned(table: str, grant: str = "SELECT, INSERT, UPDATE, DELETE") -> str:
+    """Row-level security on ``table``: each role sees, changes and deletes only its rows (the
+    privileges ``grant`` on it, to every role)."""
+    return f"""
+ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {table} FORCE ROW LEVEL SECURITY;
+CREATE POLICY own_rows ON {table} USING (owner = current_user) WITH CHECK (owner = current_user);
+GRANT {grant} ON {table} TO PUBLIC;
+"""
+
 
 #: The schema of ``{table}`` (a DO block's expression), where its guard's function lives.
 _SCHEMA = "(SELECT relnamespace::regnamespace::text FROM pg_class WHERE oid = '{table}'::regclass)"

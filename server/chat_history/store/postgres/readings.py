@@ -9,8 +9,8 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from chat_history.policy.changes import Fingerprint, Growth
-from chat_history.policy.search import SearchQuery
-from chat_history.policy.search_rank import SearchRow, SearchScope
+from chat_history.policy.search.query import SearchQuery
+from chat_history.policy.search.rank import SearchRow, SearchScope
 from chat_history.store.postgres import search
 from chat_history.store.postgres.dialect import Connection
 from chat_history.store.postgres.folded import Folded

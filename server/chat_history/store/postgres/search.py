@@ -10,16 +10,16 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from chat_history.policy.search import (
+from chat_history.policy.search.query import (
     SAMPLE_CHARS,
     SAMPLE_ROWS,
     SearchQuery,
     filter_terms,
-    folded_relevance,
     rarest_first,
 )
-from chat_history.policy.search_rank import SearchRow, SearchScope
-from chat_history.store.postgres.schema import FOLDED
+from chat_history.policy.search.rank import SearchRow, SearchScope
+from chat_history.policy.search.scoring import folded_relevance
+from chat_history.store.postgres.tables import FOLDED
 
 _COLUMNS = "m.workspace, m.conversation, m.id, m.turn, m.role, m.timestamp, m.content"
 

@@ -1,13 +1,11 @@
 """``PostgresStore``: the store on a PostgreSQL ≥ 14 database (protocol.md "Version 3" → Storage
 engines), with the same sections as the SQLite store (``read``, ``snapshot``, ``write``,
 ``purge_deleted``, ``close``) handing out the same ``Reading``/``Transaction`` over the shared
-SQL (``dialect``).
+SQL (``dialect``); the write section is the shared one (``commit.WritePath``), with
+PostgreSQL's steps here.
 
-- **Connection.** Opened lazily on the first request (a database that cannot be reached answers
-  1002 per request while the server stays up); psycopg 3, autocommit (the sections begin and end
-  their transactions), no server-side prepared statements (safe behind PgBouncer's transaction
-  pooling), ``statement_timeout`` and ``lock_timeout`` bound every statement. A lost connection
-  (the server restarted, the network dropped) fails the request in flight with 1002 (its
+- **Connection** (``link.Link``). Opened lazily; psycopg 3, autocommit (the sections begin and
+  end their transactions). A lost connection fails the request in flight with 1002 (its
   transaction never committed: nothing changed) and the next request connects again; what the
   connection remembered (cache, tails, ratios) is dropped. A connection lost during a write's
   COMMIT is settled by the write's token (``tokens``): the write answers as committed when it
@@ -33,21 +31,20 @@ SQL (``dialect``).
 from __future__ import annotations
 
 import contextlib
-import logging
 import secrets
 import threading
 from collections.abc import Callable, Collection, Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
-from chat_history.errors import StorageError, WriteConflict
+from chat_history.errors import StorageError
 from chat_history.model import Key
 from chat_history.store import calibration, keys
-from chat_history.store.connection import WriteObserver
+from chat_history.store.commit import WriteObserver, WritePath
 from chat_history.store.conversation_cache import ConversationCache
-from chat_history.store.postgres import link, tokens
+from chat_history.store.postgres import tokens
 from chat_history.store.postgres.counter import BUMP, commit_statement
 from chat_history.store.postgres.dialect import Connection
-from chat_history.store.postgres.link import RETRIED_STATES, is_database_error
+from chat_history.store.postgres.link import Link, is_database_error, rollback
 from chat_history.store.postgres.locks import conversation_lock, lock_statements
 from chat_history.store.postgres.marks import Looks
 from chat_history.store.postgres.purge import PURGE_SECONDS, Purge, PurgeSteps
@@ -56,14 +53,10 @@ from chat_history.store.tail import Tails
 from chat_history.store.transaction import Reading, Transaction
 
 if TYPE_CHECKING:
-    import psycopg
-
     from chat_history.store.engine import sqlite3
 
-log = logging.getLogger("chat_history")
 
-
-class PostgresStore(PurgeSteps):
+class PostgresStore(PurgeSteps, WritePath[Connection]):
     """The history in one PostgreSQL database, one connection to it, and what that connection
     remembers (the cache of whole conversations, the tails of recent ones)."""
 
@@ -77,8 +70,7 @@ class PostgresStore(PurgeSteps):
     ) -> None:
         self.url = url
         self.purging = Purge(url, purge_seconds)
-        self._raw: psycopg.Connection[Any] | None = None
-        self._connection: Connection | None = None
+        self.link = Link(url, self.data_version, self._forget)
         self._lock = threading.RLock()
         self.cache = ConversationCache(cache_conversations, cache_rows)
         self.observer: WriteObserver | None = None
@@ -90,12 +82,12 @@ class PostgresStore(PurgeSteps):
         self.looks = Looks(self.cache, self._tails)
         #: inside a section ``data_version`` answers the value its look read as it began,
         #: without a statement (a write's own conversations cannot change under its locks; a
-        #: commit of others in between is found at its commit, ``_commit``; in a read section
-        #: what is read after the look is at least as new as it, so what is remembered under
-        #: it is only read again sooner)
+        #: commit of others in between is found at its commit, ``_commit_write``; in a read
+        #: section what is read after the look is at least as new as it, so what is remembered
+        #: under it is only read again sooner)
         self._pinned = False
         self._secrets: dict[str, bytes] = {}
-        #: the running write's token and the backend that holds it (``_begin_write``)
+        #: the running write's token and the backend that holds it (``_begin_locked``)
         self._token: tuple[bytes, int] | None = None
 
     @property
@@ -108,12 +100,12 @@ class PostgresStore(PurgeSteps):
     @contextlib.contextmanager
     def read(self) -> Iterator[Reading]:
         with self._lock:
-            connection = self._start(self._check_version)
+            connection = self.link.start(self._check_version)
             try:
                 yield self._reading(PostgresReading, connection)
             except Exception as exc:
                 if is_database_error(exc):
-                    raise self._failure(exc) from exc
+                    raise self.link.failure(exc) from exc
                 raise
             finally:
                 self._pinned = False
@@ -122,81 +114,102 @@ class PostgresStore(PurgeSteps):
     def snapshot(self) -> Iterator[Reading]:
         """A read section in one REPEATABLE READ transaction: every query sees one commit."""
         with self._lock:
-            connection = self._start(self._begin_snapshot)
+            connection = self.link.start(self._begin_snapshot)
             self._tails.transactions += 1
             try:
                 yield self._reading(PostgresReading, connection)
                 connection.raw.execute("COMMIT")
             except BaseException as exc:
-                self._rollback(connection)
+                rollback(connection)
                 if isinstance(exc, Exception) and is_database_error(exc):
-                    raise self._failure(exc) from exc
+                    raise self.link.failure(exc) from exc
                 raise
             finally:
                 self._pinned = False
                 self._tails.transactions += 1
 
-    @contextlib.contextmanager
-    def write(self, keys: Collection[Key] = ()) -> Iterator[Transaction]:
-        """One write transaction under the locks of the conversations ``keys`` (none: the whole
-        database). Whatever raises inside rolls it all back: the operation changes nothing, and
-        what this connection remembers is dropped. A deadlock or serialization failure raises
-        ``WriteConflict`` (``seam.write_retried`` runs the write again)."""
-        locks = sorted({conversation_lock(key) for key in keys})
+    def _reading(self, kind: type[Reading], connection: Connection) -> Reading:
+        raw = cast("sqlite3.Connection", connection)
+        reading = kind(raw, self.cache, self._tails, self._ratios)
+        if isinstance(reading, PostgresReading):
+            reading.marks, reading.folded = self.looks.marks, self.looks.folded
+        return reading
+
+    def secret(self, name: str) -> bytes:
+        """The database's key ``name`` (store.keys), read once per connection."""
         with self._lock:
-            connection = self._start(lambda c: self._begin_write(c, locks))
-            self._tails.transactions += 1
-            self._tails.writes += 1  # Reading.revision: this connection's own writes
-            try:
-                transaction = cast(Transaction, self._reading(PostgresTransaction, connection))
-                if self.observer is not None:
-                    self.observer.before_write(transaction)
-                yield transaction
-                if self.observer is not None:
-                    self.observer.after_write(transaction)
-                transaction.before_commit()
-                self._commit(connection, transaction.touched, transaction.gone)
-            except BaseException as exc:
-                self._rollback(connection)
-                if self.observer is not None:
-                    self.observer.write_failed()
-                self._forget()
-                if isinstance(exc, Exception) and is_database_error(exc):
-                    raise self._failure(exc) from exc
-                raise
-            finally:
-                self._pinned = False
-                self._tails.transactions += 1
-            if transaction.removed_text:  # deleted means deleted: part of the commit
-                self.purge_deleted()
+            found = self._secrets.get(name)
+            if found is None:
+                connection = self.link.start(self._look)
+                try:
+                    found = keys.secret(cast("sqlite3.Connection", connection), name)
+                except Exception as exc:
+                    if is_database_error(exc):
+                        raise self.link.failure(exc) from exc
+                    raise StorageError(str(exc)) from exc
+                self._secrets[name] = found
+            return found
 
-    def _start(self, first: Callable[[Connection], object]) -> Connection:
-        """The connection, after the section's first statement ran on it. A connection the
-        database server dropped since the last request (a restart, a network cut) is noticed
-        here, before anything of the operation ran: it is opened again and the statement
-        retried once. Any other failure is 1002."""
+    # -- the write section's steps (commit.WritePath.write) ------------------------------------
+
+    def _begin_write(self, keys: Collection[Key]) -> Connection:
+        """Begin under the locks of the conversations ``keys`` (none: the whole database)."""
+        locks = sorted({conversation_lock(key) for key in keys})
+        return self.link.start(lambda c: self._begin_locked(c, locks))
+
+    def _transaction(self, connection: Connection) -> Transaction:
+        return cast(Transaction, self._reading(PostgresTransaction, connection))
+
+    def _commit_write(self, connection: Connection, transaction: Transaction) -> None:
+        """Bump the role's counter and commit, in one round trip; a write that changed
+        conversations stamps their change marks with the bumped value first (store.changes:
+        under the counter's row lock, so stamps follow commit order), one round trip more. A
+        connection lost there leaves the outcome unknown to this side: the write's token tells
+        (``tokens``); one that committed returns as committed, one that did not raises (1002)."""
         import psycopg
 
-        connection = self._open()
+        touched, gone = transaction.touched, transaction.gone
         try:
-            first(connection)
-            return connection
+            if touched or gone:  # the marks of ``gone`` deleted (counter.py)
+                row = connection.raw.execute(*commit_statement(touched, gone)).fetchone()
+                connection.raw.execute("COMMIT")
+            else:
+                row = connection.raw.execute(f"{BUMP}; COMMIT").fetchone()
         except psycopg.OperationalError as exc:
-            if not (connection.raw.broken or connection.raw.closed):
-                self._rollback(connection)
-                raise self._failure(exc) from exc
-            log.warning("the database connection was lost (%s); connecting again", link.reason(exc))
-            self._close_connection()
-        except psycopg.Error as exc:
-            self._rollback(connection)
-            raise self._failure(exc) from exc
-        connection = self._open()
-        try:
-            first(connection)
-        except psycopg.Error as exc:
-            self._rollback(connection)
-            raise self._failure(exc) from exc
-        return connection
+            if not (connection.raw.broken or connection.raw.closed) or self._token is None:
+                raise
+            if not tokens.settle(lambda: self.link.open().raw, self.link.close, *self._token, exc):
+                raise
+            return
+        self.looks.committed(int(row[0]) if row else 0, touched, bool(gone))
+
+    def _rollback(self, connection: Connection) -> None:
+        rollback(connection)
+
+    def _forget(self) -> None:
+        self.cache.clear()
+        self.cache.version = None
+        self._tails.clear()
+        self._tails.writes += 1  # what was remembered is gone: no revision read before matches
+        self._ratios.clear()
+        self.looks.forget()
+
+    def _storage_error(self, exc: BaseException) -> StorageError | None:
+        if isinstance(exc, Exception) and is_database_error(exc):
+            return self.link.failure(exc)
+        return None
+
+    def _section_ended(self) -> None:
+        self._pinned = False
+
+    # -- the look at the others' commits (marks) ------------------------------------------------
+
+    def data_version(self) -> int:
+        """Moves when another connection committed since this one last looked."""
+        if not self._pinned:
+            assert self.link.connection is not None
+            self._look(self.link.connection)
+        return self.looks.local_version
 
     def _check_version(self, connection: Connection) -> None:
         watched = self.watching() if self.watching else None
@@ -218,7 +231,7 @@ class PostgresStore(PurgeSteps):
         self._look(connection, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ")
         self._pinned = True
 
-    def _begin_write(self, connection: Connection, locks: list[int]) -> None:
+    def _begin_locked(self, connection: Connection, locks: list[int]) -> None:
         # One round trip: begin, the locks in their one order, the write's token (committed with
         # it: its backend's row of write_tokens), then the look (read after the locks: every
         # earlier writer of these conversations has committed and bumped it; marks) and the
@@ -236,115 +249,15 @@ class PostgresStore(PurgeSteps):
         self._token = (token, int(row[3]))  # after the version, the counter and its floor
         self._pinned = True
 
-    def _reading(self, kind: type[Reading], connection: Connection) -> Reading:
-        raw = cast("sqlite3.Connection", connection)
-        reading = kind(raw, self.cache, self._tails, self._ratios)
-        if isinstance(reading, PostgresReading):
-            reading.marks, reading.folded = self.looks.marks, self.looks.folded
-        return reading
-
-    def secret(self, name: str) -> bytes:
-        """The database's key ``name`` (store.keys), read once per connection."""
-        with self._lock:
-            found = self._secrets.get(name)
-            if found is None:
-                connection = self._start(self._look)
-                try:
-                    found = keys.secret(cast("sqlite3.Connection", connection), name)
-                except Exception as exc:
-                    if is_database_error(exc):
-                        raise self._failure(exc) from exc
-                    raise StorageError(str(exc)) from exc
-                self._secrets[name] = found
-            return found
-
-    # -- coherence ------------------------------------------------------------------------------
-
-    def data_version(self) -> int:
-        """Moves when another connection committed since this one last looked."""
-        if not self._pinned:
-            assert self._connection is not None
-            self._look(self._connection)
-        return self.looks.local_version
-
-    def _commit(
-        self, connection: Connection, touched: Collection[Key] = (), gone: Collection[Key] = ()
-    ) -> None:
-        """Bump the role's counter and commit, in one round trip; a write that changed
-        conversations stamps their change marks with the bumped value first (store.changes:
-        under the counter's row lock, so stamps follow commit order), one round trip more. A
-        connection lost there leaves the outcome unknown to this side: the write's token tells
-        (``tokens``); one that committed returns as committed, one that did not raises (1002)."""
-        import psycopg
-
-        try:
-            if touched or gone:  # the marks of ``gone`` deleted (counter.py)
-                row = connection.raw.execute(*commit_statement(touched, gone)).fetchone()
-                connection.raw.execute("COMMIT")
-            else:
-                row = connection.raw.execute(f"{BUMP}; COMMIT").fetchone()
-        except psycopg.OperationalError as exc:
-            if not (connection.raw.broken or connection.raw.closed) or self._token is None:
-                raise
-            if not tokens.settle(
-                lambda: self._open().raw, self._close_connection, *self._token, exc
-            ):
-                raise
-            return
-        self.looks.committed(int(row[0]) if row else 0, touched, bool(gone))
+    # -- closing --------------------------------------------------------------------------------
 
     def close(self) -> None:
         self.purging.close()
         with self._lock:
-            self._close_connection()
+            self.link.close()
 
     def close_after_migrating(self) -> None:
         """Open (migrating the schema) and close: set a database up."""
         with self._lock:
-            self._open()
-            self._close_connection()
-
-    # -- the connection -------------------------------------------------------------------------
-
-    def _open(self) -> Connection:
-        if self._connection is not None:
-            return self._connection
-        raw = link.connect(self.url)
-        self._raw = raw
-        self._connection = Connection(raw, self.data_version)
-        self._forget()
-        return self._connection
-
-    def _forget(self) -> None:
-        self.cache.clear()
-        self.cache.version = None
-        self._tails.clear()
-        self._tails.writes += 1  # what was remembered is gone: no revision read before matches
-        self._ratios.clear()
-        self.looks.forget()
-
-    def _rollback(self, connection: Connection) -> None:
-        with contextlib.suppress(Exception):
-            connection.raw.execute("ROLLBACK")
-
-    def _failure(self, exc: Exception) -> StorageError:
-        """The StorageError for a database error (a lost connection is closed: the next request
-        connects again)."""
-        import psycopg
-
-        broken = self._raw is None or self._raw.closed or self._raw.broken
-        if getattr(exc, "sqlstate", None) in RETRIED_STATES and not broken:
-            return WriteConflict(link.reason(exc))
-        if isinstance(exc, psycopg.OperationalError) or (
-            self._raw is not None and self._raw.closed
-        ):
-            self._close_connection()
-        return StorageError(link.reason(exc))
-
-    def _close_connection(self) -> None:
-        if self._raw is not None:
-            with contextlib.suppress(Exception):
-                self._raw.close()
-        self._raw = None
-        self._connection = None
-        self._forget()
+            self.link.open()
+            self.link.close()

@@ -20,6 +20,12 @@ from chat_history.errors import InvalidParams
 DATABASE_ENV = "CHAT_HISTORY_DATABASE_URL"
 #: The environment variable of the purge interval (``initializationOptions.purgeSeconds``).
 PURGE_ENV = "CHAT_HISTORY_PURGE_SECONDS"
+#: The longest connection string (characters): far beyond any real one, and checked before it is
+#: parsed, so that a hostile one (10 MB) is refused at once instead of read for hours.
+MAX_DATABASE_CHARS = 4_096
+#: The most hosts one string may list (``host=a,b``, ``postgresql://a,b/db``): libpq's connect
+#: timeout applies to each in turn, so their number bounds the time to refuse an unreachable one.
+MAX_HOSTS = 4
 
 
 def check_database(value: object, field: str = "database") -> str:
@@ -27,6 +33,10 @@ def check_database(value: object, field: str = "database") -> str:
     naming ``field`` (the message never quotes the value)."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidParams(field, "must be a non-empty libpq connection string or URI")
+    if len(value) > MAX_DATABASE_CHARS:
+        raise InvalidParams(
+            field, f"must be at most {MAX_DATABASE_CHARS:,} characters ({len(value):,})"
+        )
     from psycopg import conninfo
 
     try:
@@ -41,6 +51,12 @@ def check_database(value: object, field: str = "database") -> str:
             "must not hold a password: use PGPASSWORD, the password file (~/.pgpass), a "
             "service file or a client certificate",
         )
+    hosts = max(len(str(parts.get(name) or "").split(",")) for name in ("host", "hostaddr"))
+    if hosts > MAX_HOSTS:
+        raise InvalidParams(
+            field,
+            f"names {hosts} hosts (at most {MAX_HOSTS}: each may take the connect timeout)",
+        )
     return value
 
 
@@ -49,7 +65,12 @@ _SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
 #: How deep values nested in values are read (a value within a value within the string, ...).
 _MAX_DEPTH = 4
 #: ``scheme://user:secret@`` anywhere in a value, and ``password=`` as a conninfo would say it.
-_URI_SECRET = re.compile(r"[a-z][a-z0-9+.-]*://[^/?#@\s]*:[^/?#@\s]*@", re.IGNORECASE)
+#: Written to match in linear time: a scheme is tried only where a run of scheme characters
+#: starts (its first letter found past any leading digits or ``+.-``), and the user part stops
+#: at its first ``:`` (else each start rescans the run: quadratic, hours on a long value).
+_URI_SECRET = re.compile(
+    r"(?<![a-z0-9+.-])[0-9+.-]*[a-z][a-z0-9+.-]*://[^/?#@\s:]*:[^/?#@\s]*@", re.IGNORECASE
+)
 _KEYWORD_SECRET = re.compile(r"(?:^|[\s&?'\"])(?:ssl)?password\s*=", re.IGNORECASE)
 
 

@@ -16,7 +16,7 @@ from chat_history.wire.protocol import KeyParams
 
 
 class Session(Protocol):
-    """What a handler needs of the server session (``wire.server.ChatHistoryServer``; a protocol
+    """What a handler needs of the server session (``wire.session.ChatHistoryServer``; a protocol
     so that the families do not import the server, which imports them)."""
 
     def key(self, params: KeyParams) -> Key:

@@ -9,6 +9,7 @@ import attrs
 
 from chat_history.errors import InvalidParams
 from chat_history.model import Key
+from chat_history.service import conversations
 from chat_history.service.conversations import ConversationUpdate
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.wire.checks import (
@@ -120,19 +121,19 @@ def wire_page(page: ConversationPage) -> dict[str, Any]:
 def list_page(m: ChatHistoryManager, ls: Session, p: ListParams) -> Any:
     """``chatHistory/listConversations``: a page of the listing (version 1's call, without paging,
     is the whole listing in one page)."""
-    return wire_page(m.list_conversations_page(*list_args(p, ls.session_workspace)))
+    return wire_page(conversations.list_page(m, *list_args(p, ls.session_workspace)))
 
 
 def update_conversation(m: ChatHistoryManager, ls: Session, p: UpdateConversationParams) -> Any:
     """``chatHistory/updateConversation``: set the title and/or replace the metadata."""
-    return wire(m.update_conversation(ls.key(p), update_args(p)))
+    return wire(conversations.update(m, ls.key(p), update_args(p)))
 
 
 def fork(m: ChatHistoryManager, ls: Session, p: ForkParams) -> Any:
     """``chatHistory/fork``: into ``newWorkspace`` when given, else the source's workspace."""
     key = ls.key(p)
     workspace, target, through = fork_args(p, key.workspace, ls.session_workspace)
-    return wire(m.fork(key, Key(workspace, target), through))
+    return wire(conversations.fork(m, key, Key(workspace, target), through))
 
 
 METHODS = (

@@ -8,7 +8,8 @@ from typing import Any
 import attrs
 
 from chat_history.policy.rewind import check_turns
-from chat_history.service.conversations import MessageEdit
+from chat_history.service import edits
+from chat_history.service.edits import MessageEdit
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.wire.checks import (
     MAX_CONTENT_CHARS,
@@ -85,18 +86,18 @@ def edit_args(params: EditMessageParams) -> tuple[int, MessageEdit]:
 def truncate(m: ChatHistoryManager, ls: Session, p: TruncateParams) -> Any:
     """``chatHistory/truncate``: delete row ``fromId`` and every later row."""
     from_id = row_id(p.from_id, "fromId")
-    return wire(m.truncate(ls.key(p), from_id, expected_last(p)))
+    return wire(edits.truncate(m, ls.key(p), from_id, expected_last(p)))
 
 
 def delete_turns(m: ChatHistoryManager, ls: Session, p: DeleteTurnsParams) -> Any:
     """``chatHistory/deleteTurns``: delete every row of the named turns."""
-    return wire(m.delete_turns(ls.key(p), turns_arg(p), expected_last(p)))
+    return wire(edits.delete_turns(m, ls.key(p), turns_arg(p), expected_last(p)))
 
 
 def edit_message(m: ChatHistoryManager, ls: Session, p: EditMessageParams) -> Any:
     """``chatHistory/editMessage``: replace a row's content, attachments or metadata in place."""
     row, edit = edit_args(p)
-    return wire_message(m.edit_message(ls.key(p), row, edit, expected_last(p)))
+    return wire_message(edits.edit_message(m, ls.key(p), row, edit, expected_last(p)))
 
 
 METHODS = (

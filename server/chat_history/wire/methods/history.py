@@ -1,6 +1,6 @@
 """The history family: ``chatHistory/append``, ``get``, ``clear``, ``format``, ``prepare``,
 ``getSummary``, ``saveSummary`` and ``deleteSummary`` — their params, argument checks, result
-translators and handlers (one manager call each)."""
+translators and handlers (one ``service.history`` call each)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import attrs
 
 from chat_history.errors import InvalidParams
 from chat_history.model import Message
+from chat_history.service import history
 from chat_history.service.manager import ChatHistoryManager
-from chat_history.wire import frames
 from chat_history.wire.checks import (
     MAX_MESSAGES,
     MAX_PAGE,
@@ -34,9 +34,10 @@ from chat_history.wire.protocol import (
     wire_prune,
     wire_summary,
 )
+from chat_history.wire.transport import frames
 
 if TYPE_CHECKING:
-    from chat_history.service.manager import AppendResult, GetResult
+    from chat_history.service.history import AppendResult, GetResult
     from chat_history.service.preparation import PrepareOptions
 
 
@@ -166,42 +167,42 @@ def wire_deleted(deleted: bool) -> dict[str, Any]:
 
 def append(m: ChatHistoryManager, ls: Session, p: AppendParams) -> Any:
     """``chatHistory/append``: store the messages (retention runs in the same write)."""
-    return wire_append(m.append(ls.key(p), to_messages(p)))
+    return wire_append(history.append(m, ls.key(p), to_messages(p)))
 
 
 def get(m: ChatHistoryManager, ls: Session, p: GetParams) -> Any:
     """``chatHistory/get``: the history after retention; the newest ``limit`` rows when paged."""
-    return wire_get(m.get(ls.key(p), *get_args(p)))
+    return wire_get(history.get(m, ls.key(p), *get_args(p)))
 
 
 def format_(m: ChatHistoryManager, ls: Session, p: FormatParams) -> Any:
     """``chatHistory/format``: the whole history as one provider's request body."""
-    return wire(m.format(ls.key(p), *format_args(p)))
+    return wire(history.format(m, ls.key(p), *format_args(p)))
 
 
 def prepare(m: ChatHistoryManager, ls: Session, p: PrepareParams) -> Any:
     """``chatHistory/prepare``: the history fitted to the model's window, as a provider request."""
-    return wire(m.prepare(ls.key(p), prepare_options(p)))
+    return wire(history.prepare(m, ls.key(p), prepare_options(p)))
 
 
 def save_summary(m: ChatHistoryManager, ls: Session, p: SaveSummaryParams) -> Any:
     """``chatHistory/saveSummary``: store the conversation's summary, replacing any."""
-    return wire(m.save_summary(ls.key(p), *summary_args(p)))
+    return wire(history.save_summary(m, ls.key(p), *summary_args(p)))
 
 
 def get_summary(m: ChatHistoryManager, ls: Session, p: KeyParams) -> Any:
     """``chatHistory/getSummary``: the summary, or null."""
-    return wire_summary(m.get_summary(ls.key(p)))
+    return wire_summary(history.get_summary(m, ls.key(p)))
 
 
 def delete_summary(m: ChatHistoryManager, ls: Session, p: KeyParams) -> Any:
     """``chatHistory/deleteSummary``: delete the summary; whether there was one."""
-    return wire_deleted(m.delete_summary(ls.key(p)))
+    return wire_deleted(history.delete_summary(m, ls.key(p)))
 
 
 def clear(m: ChatHistoryManager, ls: Session, p: KeyParams) -> Any:
     """``chatHistory/clear``: delete the conversation whole: rows, summary, title, metadata."""
-    return wire_cleared(m.clear(ls.key(p)))
+    return wire_cleared(history.clear(m, ls.key(p)))
 
 
 METHODS = (

@@ -3,7 +3,9 @@ their checks and its handler over ``service.imports``. A dry run unless the clie
 ``dryRun: false``; it reads only the tool's own data folder (a ``path`` elsewhere, or a file
 linking out of it, is -32602 ``path``); without ``path``, the sessions the tool recorded for the
 session's folder. Each session goes into ``workspace`` when given, else the workspace of the
-folder the tool recorded (the session's own folder being the session's identity)."""
+folder the tool recorded (the session's own folder being the session's identity), else — the
+session records none — the session's own workspace. The answer's ``warnings`` name each file
+that yielded nothing, with why (the CLI's ``--json`` prints the same answer)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import attrs
 
 from chat_history.errors import InvalidParams
 from chat_history.policy.identity import folder_of, request_workspace
-from chat_history.service import imports
+from chat_history.service import imports, workspaces
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.wire import checks, protocol
 from chat_history.wire.methods.base import Method
@@ -44,7 +46,12 @@ def source_root(
     home = imports.data_folder(source)
     if params.path is not None:
         raw = checks.check_id(params.path, "path", MAX_PATH_CHARS)
-        path = Path(raw).expanduser()
+        if "\0" in raw:  # before any path operation: each would raise ValueError
+            raise InvalidParams("path", "must not contain NUL")
+        try:
+            path = Path(raw).expanduser()
+        except RuntimeError:  # ~name of no user of this machine
+            raise InvalidParams("path", "must be an absolute path") from None
         if not os.path.isabs(path):
             raise InvalidParams("path", "must be an absolute path")
         return source, home, imports.within(path, home), None
@@ -56,18 +63,28 @@ def source_root(
 
 def import_from(m: ChatHistoryManager, ls: Any, p: ImportFromParams) -> Any:
     """``chatHistory/importFrom``: what the import does (or, in a dry run, would do), one entry
-    per session: ``{"conversations": [...]}``."""
+    per session, and the files that yielded none: ``{"conversations": [...], "warnings":
+    [...]}``. The current folder is the session's own."""
     session = ls.session_workspace
     workspace = session.named(p.workspace) if p.workspace is not None else None
     source, home, root, folder = source_root(p, session.folder)
+    unread: list[imports.Unread] = []
+    here = folder_of(session.folder) if session.folder else None
+    real_folder = workspaces.real_identity(session.folder)  # recorded folders are real paths
     planned = imports.import_sessions(
         m,
-        imports.sessions_of(source, root, folder, confine=home),
+        imports.sessions_of(source, root, folder, confine=home, here=here, unread=unread),
         workspace,
         dry_run=p.dry_run,
-        place=lambda recorded: request_workspace(recorded, session.identity, session.folder),
+        place=lambda recorded: request_workspace(recorded, session.identity, real_folder),
+        default=session.identity,
     )
-    return {"conversations": protocol.wire(planned)}
+    return wire_import(planned, unread)
+
+
+def wire_import(planned: list[imports.PlannedImport], unread: list[imports.Unread]) -> Any:
+    """The answer of ``chatHistory/importFrom`` (and of ``import --from --json``)."""
+    return {"conversations": protocol.wire(planned), "warnings": protocol.wire(unread)}
 
 
 METHODS = (Method("chatHistory/importFrom", ImportFromParams, import_from),)

@@ -1,6 +1,6 @@
 """The wire of replies in flight (protocol.md "Version 4" → Replies in flight):
 ``chatHistory/beginReply``, ``updateReply`` and ``endReply`` — their params, the checks that
-name each bad field, the handlers (one manager call each) and the result translators."""
+name each bad field, the handlers (one ``service.replies`` call each) and the result translators."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import attrs
 from chat_history.errors import InvalidParams
 from chat_history.model import ToolCall
 from chat_history.service import replies
-from chat_history.service.manager import AppendResult, ChatHistoryManager
+from chat_history.service.manager import ChatHistoryManager
 from chat_history.wire import checks, messages, protocol
 from chat_history.wire.messages import MessageIn, ToolCallIn
 from chat_history.wire.methods.base import Method, Session
@@ -112,14 +112,14 @@ def change_of(p: UpdateReplyParams | EndReplyParams) -> replies.ReplyChange:
 
 def begin_reply(m: ChatHistoryManager, ls: Session, p: BeginReplyParams) -> Any:
     """``chatHistory/beginReply`` → the streaming StoredMessage."""
-    return protocol.wire_message(m.begin_reply(ls.key(p), begin_options(p)))
+    return protocol.wire_message(replies.begin(m, ls.key(p), begin_options(p)))
 
 
 def update_reply(m: ChatHistoryManager, ls: Session, p: UpdateReplyParams) -> Any:
     """``chatHistory/updateReply`` → ``{"id", "length"}``."""
     key = ls.key(p)
     row = checks.row_id(p.id, "id")
-    return {"id": row, "length": m.update_reply(key, row, change_of(p))}
+    return {"id": row, "length": replies.update(m, key, row, change_of(p))}
 
 
 def end_reply(m: ChatHistoryManager, ls: Session, p: EndReplyParams) -> Any:
@@ -129,12 +129,12 @@ def end_reply(m: ChatHistoryManager, ls: Session, p: EndReplyParams) -> Any:
     if p.status not in _END_STATUSES:
         raise InvalidParams("status", f"must be one of {', '.join(_END_STATUSES)}")
     status = cast(replies.EndStatus, p.status)
-    return wire_end(m.end_reply(key, row, status, change_of(p)))
+    return wire_end(replies.end(m, key, row, status, change_of(p)))
 
 
-def wire_end(result: AppendResult) -> dict[str, Any]:
+def wire_end(result: replies.EndResult) -> dict[str, Any]:
     """``endReply``'s answer: the row as stored (null when discarded) and what retention did."""
-    row = result.messages[0] if result.messages else None
+    row = result.message
     return {
         "message": protocol.wire_message(row) if row is not None else None,
         "pruned": protocol.wire_prune(result.pruned),

@@ -8,8 +8,9 @@ import attrs
 
 from chat_history.errors import InvalidParams
 from chat_history.model import ROLES
-from chat_history.policy.search import check_query
-from chat_history.policy.search_rank import SearchScope
+from chat_history.policy.search.query import check_query
+from chat_history.policy.search.rank import SearchScope
+from chat_history.service import search as search_service
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.wire.checks import (
     SessionWorkspace,
@@ -19,7 +20,7 @@ from chat_history.wire.checks import (
 from chat_history.wire.methods.base import Method, Session
 
 if TYPE_CHECKING:
-    from chat_history.service.manager import SearchResult
+    from chat_history.service.search import SearchResult
 
 
 @attrs.define
@@ -88,7 +89,7 @@ def wire_search(result: SearchResult) -> dict[str, Any]:
 
 def search(m: ChatHistoryManager, ls: Session, p: SearchParams) -> Any:
     """``chatHistory/search``: full-text search of one conversation, a workspace or all of them."""
-    return wire_search(m.search(*search_args(p, ls.session_workspace)))
+    return wire_search(search_service.search(m, *search_args(p, ls.session_workspace)))
 
 
 METHODS = (Method("chatHistory/search", SearchParams, search),)

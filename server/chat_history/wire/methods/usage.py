@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from chat_history.service import usage
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.wire.checks import (
     model_arg,
@@ -32,13 +33,13 @@ class ReportUsageParams:
 
 def usage_args(params: ReportUsageParams) -> tuple[str | None, str | None, int, int]:
     """``chatHistory/reportUsage``'s (provider, model, estimatedTokens, promptTokens); the
-    figures' range is the manager's rule (policy.calibration.check_usage)."""
+    figures' range is the service's rule (policy.calibration.check_usage)."""
     return params.provider, model_arg(params.model), params.estimated_tokens, params.prompt_tokens
 
 
 def report_usage(m: ChatHistoryManager, ls: Session, p: ReportUsageParams) -> Any:
     """``chatHistory/reportUsage``: a provider's reported usage calibrates later estimates."""
-    return wire(m.report_usage(*usage_args(p)))
+    return wire(usage.report(m, *usage_args(p)))
 
 
 METHODS = (Method("chatHistory/reportUsage", ReportUsageParams, report_usage),)

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from chat_history.service import workspaces
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.wire.checks import (
     check_workspace,
@@ -29,17 +30,21 @@ class MoveWorkspaceParams:
 
 
 def move_args(params: MoveWorkspaceParams) -> tuple[str, str]:
-    return check_workspace(params.from_, "from"), check_workspace(params.to, "to")
+    """(from, to), checked: ``from`` names stored history as listed, ``to`` a folder by its
+    real path (a symlink's target, as every session names it)."""
+    return check_workspace(params.from_, "from"), workspaces.named_workspace(
+        check_workspace(params.to, "to")
+    )
 
 
 def move_workspace(m: ChatHistoryManager, ls: Session, p: MoveWorkspaceParams) -> Any:
     """``chatHistory/moveWorkspace``: re-key one workspace's conversations under another."""
-    return {"conversations": m.move_workspace(*move_args(p))}
+    return {"conversations": workspaces.move(m, *move_args(p))}
 
 
 def list_workspaces(m: ChatHistoryManager, ls: Session, p: NoParams) -> Any:
     """``chatHistory/listWorkspaces``: every workspace, with what this machine knows of each."""
-    return {"workspaces": wire(m.workspace_infos(ls.machine))}
+    return {"workspaces": wire(workspaces.list_all(m, ls.machine))}
 
 
 METHODS = (

@@ -22,10 +22,10 @@ import attrs
 from chat_history.model import StoredMessage
 from chat_history.policy.budget import Route, effective_budget
 from chat_history.policy.calibration import Calibration
-from chat_history.policy.collapse import TurnFigures
-from chat_history.policy.steps import collapse_line, first_kept_turn, steps_of
+from chat_history.policy.prepare.collapse import TurnFigures
+from chat_history.policy.prepare.steps import collapse_line, first_kept_turn, steps_of
+from chat_history.policy.prepare.window import OmittedTurns, turn_floor
 from chat_history.policy.turns import is_real_user
-from chat_history.policy.window import OmittedTurns, turn_floor
 from chat_history.settings import ContextSettings
 
 #: The figures of turns ``first``..``last`` summed, or None when they were not recorded.
@@ -105,8 +105,8 @@ def omitted_ranges(
 def stepped_first_turn(
     context: ContextSettings, limits: ReadLimits, newest_turn: int
 ) -> int | None:
-    """With trimLowWater below 1, the first turn number the turn limit keeps (``policy.steps``)
-    when ``newest_turn`` is running; else None."""
+    """With trimLowWater below 1, the first turn number the turn limit keeps
+    (``policy.prepare.steps``) when ``newest_turn`` is running; else None."""
     steps = steps_of(
         context.trim_low_water,
         max_turns=context.max_history_turns,

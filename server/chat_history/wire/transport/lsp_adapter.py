@@ -27,7 +27,7 @@ from pygls.protocol import (
     default_converter,
 )
 
-from chat_history.wire import frames, memory
+from chat_history.wire.transport import frames, memory
 
 log = logging.getLogger("chat_history")
 
@@ -216,7 +216,7 @@ def fail_server_requests(protocol: JsonRPCProtocol, exc: BaseException) -> None:
             future.set_exception(exc)
 
 
-# -- what server.py needs from the language server ---------------------------------------------
+# -- what the session (wire/session.py) needs from the language server -------------------------
 
 
 def new_stop_event(server: LanguageServer) -> threading.Event:

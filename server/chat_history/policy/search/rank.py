@@ -9,7 +9,8 @@ from collections.abc import Iterable
 
 import attrs
 
-from chat_history.policy.search import SearchQuery, snippet
+from chat_history.policy.search.query import SearchQuery
+from chat_history.policy.search.snippets import snippet
 
 
 @attrs.frozen

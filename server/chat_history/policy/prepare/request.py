@@ -12,14 +12,14 @@ from chat_history.errors import InvalidParams
 from chat_history.model import Message, Summary, ToolSpec, Trimmed
 from chat_history.policy.budget import Route
 from chat_history.policy.calibration import UNCALIBRATED, Calibration
-from chat_history.policy.collapse import TurnFigures
-from chat_history.policy.compaction import (
+from chat_history.policy.prepare.collapse import TurnFigures
+from chat_history.policy.prepare.compaction import (
     Proposal,
     summary_text,
 )
-from chat_history.policy.steps import Steps
+from chat_history.policy.prepare.steps import Steps
+from chat_history.policy.prepare.window import OmittedTurns, RequestTrimReason
 from chat_history.policy.tokens import row_tokens
-from chat_history.policy.window import OmittedTurns, RequestTrimReason
 from chat_history.settings import ContextSettings
 
 

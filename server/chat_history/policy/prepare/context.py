@@ -6,7 +6,7 @@ edits stored rows.
 
 Every step moves whole turns; the running (newest) turn is always sent whole. A dropped or
 covered turn's ``system`` rows are not dropped: they move up to follow the leading system rows,
-and the context note (breadcrumb and summary, ``policy/compaction.py``) follows them, right
+and the context note (breadcrumb and summary, ``policy/prepare/compaction.py``) follows them, right
 before the first retained turn. Every estimate compared with the budget, the compaction trigger
 or the window, and every token figure reported, is calibrated (``policy/calibration.py``).
 
@@ -25,11 +25,11 @@ from collections.abc import Sequence
 
 from chat_history.model import Message
 from chat_history.policy.budget import effective_budget
-from chat_history.policy.collapse import TurnFigures
-from chat_history.policy.compaction import (
+from chat_history.policy.prepare.collapse import TurnFigures
+from chat_history.policy.prepare.compaction import (
     BREADCRUMB as BREADCRUMB,
 )
-from chat_history.policy.compaction import (
+from chat_history.policy.prepare.compaction import (
     Coverage,
     Proposal,
     SpanTurn,
@@ -40,7 +40,7 @@ from chat_history.policy.compaction import (
     precedes,
     propose,
 )
-from chat_history.policy.request import (
+from chat_history.policy.prepare.request import (
     Prepared,
     RequestOptions,
     _check_non_negative,
@@ -48,10 +48,8 @@ from chat_history.policy.request import (
     _Request,
     _summary_parts,
 )
-from chat_history.policy.steps import steps_of
-from chat_history.policy.sweep import sweep_orphans
-from chat_history.policy.tokens import tool_schema_tokens
-from chat_history.policy.trim import (
+from chat_history.policy.prepare.steps import steps_of
+from chat_history.policy.prepare.trim import (
     _assemble,
     _capacity_check,
     _collapse_line,
@@ -61,17 +59,19 @@ from chat_history.policy.trim import (
     _trim,
     _turn_number,
 )
-from chat_history.policy.turns import (
-    Turn,
-    segment,
-)
-from chat_history.policy.window import (
+from chat_history.policy.prepare.window import (
     OmittedTurns,
     OmittedTurnsKept,
     _collapsed,
     _Unit,
     _unit,
     _Window,
+)
+from chat_history.policy.sweep import sweep_orphans
+from chat_history.policy.tokens import tool_schema_tokens
+from chat_history.policy.turns import (
+    Turn,
+    segment,
 )
 
 

@@ -1,5 +1,6 @@
 """Compaction (semantics.md "Version 2": Summary standing in, When compaction is proposed; and
-step 7, the context note): pure rules on a conversation's turns, used by ``policy/context.py``.
+step 7, the context note): pure rules on a conversation's turns, used by
+``policy/prepare/context.py``.
 
 - **Standing in** (step 2½): a summary whose ``coversThroughId`` is X stands in for every
   completed turn whose rows all have ids ≤ X (a prefix of the turns; never the newest turn).

@@ -11,8 +11,8 @@ import attrs
 
 from chat_history.model import Message, Trimmed
 from chat_history.policy.calibration import Calibration
-from chat_history.policy.collapse import TurnFigures, collapse_turn, request_floor
-from chat_history.policy.memo import TurnMemo
+from chat_history.policy.prepare.collapse import TurnFigures, collapse_turn, request_floor
+from chat_history.policy.prepare.memo import TurnMemo
 from chat_history.policy.tokens import row_tokens
 
 #: Which limit trimmed a request (the ``reason`` of its ``RequestTrim``).
@@ -58,8 +58,8 @@ class _Unit:
 
 # A request re-reads mostly the turns the previous one read, as the same row objects (the store
 # remembers a conversation's newest rows), and a turn's collapse, floor and unit depend on its
-# rows alone: these are remembered on the row tuples (policy.memo), bounded in turns and in the
-# bytes of the rows they keep alive.
+# rows alone: these are remembered on the row tuples (policy.prepare.memo), bounded in turns and in
+# the bytes of the rows they keep alive.
 _TURN_CACHE = 256  # turns: a few requests of a few conversations
 _TURN_CACHE_BYTES = 32 * 1024 * 1024
 _collapsed_memo: TurnMemo[tuple[tuple[Message, ...], int]] = TurnMemo(
@@ -126,8 +126,9 @@ class _Window:
     ) -> None:
         self.system_block = list(leading)
         self.units = units
-        #: the units' stored turn numbers and grid positions (``policy.steps``), with trimLowWater
-        #: below 1 only: the positions of the omitted groups' first turns, then of the units
+        #: the units' stored turn numbers and grid positions (``policy.prepare.steps``), with
+        #: trimLowWater below 1 only: the positions of the omitted groups' first turns, then of
+        #: the units
         self.numbers = numbers or []
         self.positions: list[int] = []
         #: each unit's tokens beyond what it adds to the positions (its kept tool context; all

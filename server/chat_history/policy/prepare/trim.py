@@ -8,22 +8,22 @@ from collections.abc import Sequence
 
 from chat_history.errors import ContextOverflow
 from chat_history.model import Message, StoredMessage
-from chat_history.policy import steps as grid
-from chat_history.policy.collapse import TurnFigures
-from chat_history.policy.memo import TurnMemo
-from chat_history.policy.request import RequestOptions, RequestTrim, _Request
-from chat_history.policy.steps import Steps
-from chat_history.policy.tokens import row_tokens
-from chat_history.policy.turns import (
-    Turn,
-)
-from chat_history.policy.window import (
+from chat_history.policy.prepare import steps as grid
+from chat_history.policy.prepare.collapse import TurnFigures
+from chat_history.policy.prepare.memo import TurnMemo
+from chat_history.policy.prepare.request import RequestOptions, RequestTrim, _Request
+from chat_history.policy.prepare.steps import Steps
+from chat_history.policy.prepare.window import (
     _TURN_CACHE,
     _TURN_CACHE_BYTES,
     OmittedTurnsKept,
     _collapsed,
     _Unit,
     _Window,
+)
+from chat_history.policy.tokens import row_tokens
+from chat_history.policy.turns import (
+    Turn,
 )
 from chat_history.settings import ContextSettings
 
@@ -58,8 +58,8 @@ def _position_tokens(rows: tuple[Message, ...], tools: frozenset[str] | None) ->
 def _positions(
     left_out: Sequence[TurnFigures], turns: Sequence[Turn[Message]], request: _Request
 ) -> list[int]:
-    """The budget grid's positions (``policy.steps``) of the window's first turns: each omitted
-    group's, then each sent turn's."""
+    """The budget grid's positions (``policy.prepare.steps``) of the window's first turns: each
+    omitted group's, then each sent turn's."""
     positions: list[int] = []
     position = 0
     for group in left_out:
@@ -88,7 +88,7 @@ def _excess(units: Sequence[_Unit], turns: Sequence[Turn[Message]], request: _Re
 def _trim_stepped(
     window: _Window, steps: Steps, settings: ContextSettings, budget: int, keep_tools: int
 ) -> None:
-    """Steps 4 and 5 on the stable prefix's grids (``policy.steps``). The budget is judged
+    """Steps 4 and 5 on the stable prefix's grids (``policy.prepare.steps``). The budget is judged
     first, from the oldest uncovered turn, so its line does not depend on where the turn
     limit's grid puts the first turn (judged after it, a turn-limit jump could let the first
     sent turn move back)."""
