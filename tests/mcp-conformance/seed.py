@@ -7,12 +7,14 @@ import time
 from pathlib import Path
 
 from chat_history.model import Key, Message
+from chat_history.service import history
 from chat_history.service.manager import ChatHistoryManager
 
 now = int(time.time() * 1000)
 manager = ChatHistoryManager.open(Path(sys.argv[1]))
 try:
-    manager.append(
+    history.append(
+        manager,
         Key(sys.argv[2], "retry"),
         [
             Message(role="user", content="How should the retry logic back off?", timestamp=now),
