@@ -202,6 +202,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/acp.py
 	$(PY) bench/imports.py
 	$(PY) bench/roundtrip.py
+	$(PY) bench/replay.py
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)

@@ -54,6 +54,11 @@ import {
   type EndReplyResult,
   type UpdateReplyParams,
   type UpdateReplyResult,
+  // Version 5: provider state
+  type ReportProviderErrorParams,
+  type ReportProviderErrorResult,
+  type SaveCompactionParams,
+  type SaveCompactionResult,
 } from "./types";
 
 export interface Disposable {
@@ -450,6 +455,24 @@ export class ChatHistoryClient implements Disposable {
    * append), or "discard" (deleted for good; `message` null). */
   endReply(params: EndReplyParams): Promise<EndReplyResult> {
     return this.request(Methods.endReply, params);
+  }
+
+  // Version 5: provider state that stays valid
+
+  /** Stores what a provider's own compaction returned for the rows through `coversThroughId`:
+   * `prepare` sends the items in their place only to the origin that minted them. */
+  saveCompaction(params: SaveCompactionParams): Promise<SaveCompactionResult> {
+    return this.request(Methods.saveCompaction, params);
+  }
+
+  /**
+   * Reports a provider's error answer to a request of this conversation. When it refused
+   * provider state (a thinking signature, encrypted content, a thought signature, a compaction
+   * item), the server fences that state from the target, so that one new `prepare` succeeds;
+   * any other error fences nothing (`reason` null). The error text is never stored or echoed.
+   */
+  reportProviderError(params: ReportProviderErrorParams): Promise<ReportProviderErrorResult> {
+    return this.request(Methods.reportProviderError, params);
   }
 
   /** Subscribes to `chatHistory/trimmed` (storage retention deleted rows, or `prepare` dropped turns). */

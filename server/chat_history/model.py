@@ -155,6 +155,71 @@ def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return dict(value or {})
 
 
+@attrs.frozen(kw_only=True)
+class Origin:
+    """Where a row's ``providerData`` was minted (protocol.md "Version 5" → Provider state that
+    stays valid): the provider kind, the model, the endpoint (base URL, the kind's public API
+    when the client named none) and the state scope (an opaque label of the account or key)."""
+
+    provider: str
+    model: str | None = None
+    endpoint: str
+    scope: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The wire's and the store's JSON form: every field, null where none."""
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "scope": self.scope,
+        }
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> Origin:
+        """An origin from its stored JSON."""
+        return cls(
+            provider=value["provider"],
+            model=value.get("model"),
+            endpoint=value["endpoint"],
+            scope=value.get("scope"),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class Fence:
+    """A piece of a row's provider state (``state``, a name of providers.state_rules) that one
+    target refused (``chatHistory/reportProviderError``): it is no longer sent to that provider
+    kind, endpoint and scope, for ``model`` (None: any model there)."""
+
+    provider: str
+    endpoint: str
+    scope: str | None
+    model: str | None
+    state: str
+
+    def as_json(self) -> dict[str, Any]:
+        """The stored JSON form."""
+        return {
+            "provider": self.provider,
+            "endpoint": self.endpoint,
+            "scope": self.scope,
+            "model": self.model,
+            "state": self.state,
+        }
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> Fence:
+        """A fence from its stored JSON."""
+        return cls(
+            provider=value["provider"],
+            endpoint=value["endpoint"],
+            scope=value.get("scope"),
+            model=value.get("model"),
+            state=value["state"],
+        )
+
+
 @attrs.frozen(kw_only=True, eq=True)
 class Message:
     """A row as a client sends it (after validation; ``timestamp`` is epoch milliseconds)."""
@@ -170,6 +235,10 @@ class Message:
     provider_data: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
     metadata: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
     status: Status = "complete"
+    #: where its ``provider_data`` was minted (None: unknown, version 4's rule applies)
+    origin: Origin | None = None
+    #: the targets that refused a piece of its provider state (reportProviderError)
+    fences: tuple[Fence, ...] = ()
 
     # Mappings are not hashable; identity is enough for sets of rows. object's own identity
     # hash, in C: a prepare hashes a few hundred rows (its memo keys are tuples of them), and a
@@ -204,6 +273,8 @@ class StoredMessage(Message):
             provider_data=message.provider_data,
             metadata=message.metadata,
             status=message.status,
+            origin=message.origin,
+            fences=message.fences,
             id=id,
             turn=turn,
             tokens=tokens,
@@ -254,6 +325,9 @@ def resident_bytes(message: Message) -> int:
         for part in (attachment.mime_type, attachment.data, attachment.uri):
             if part is not None:
                 total += _sizeof(part)
+    if message.origin is not None:
+        total += _PART_OVERHEAD
+    total += _PART_OVERHEAD * len(message.fences)
     return total + json_bytes(message.provider_data) + json_bytes(message.metadata)
 
 
@@ -273,6 +347,20 @@ class Summary:
     summary: str
     updated_at: int
     covers_through_id: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class NativeCompaction:
+    """What a provider's own compaction returned for a conversation (``saveCompaction``): its
+    ``items`` (an OpenAI Responses ``compaction`` item, an Anthropic compaction block), as
+    returned, standing in for the rows through ``covers_through_id`` when a request goes to
+    where they were minted (``origin``); ``fences`` the targets that refused them since."""
+
+    items: tuple[Any, ...]
+    covers_through_id: int
+    origin: Origin
+    saved_at: int
+    fences: tuple[Fence, ...] = ()
 
 
 @attrs.frozen(kw_only=True)

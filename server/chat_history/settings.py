@@ -58,7 +58,8 @@ PROVIDER_KINDS: tuple[str, ...] = _provider_kinds()
 
 @attrs.frozen(kw_only=True)
 class ProviderAlias:
-    """``chatHistory.providers.<name>``: a name for a provider kind with its model and window."""
+    """``chatHistory.providers.<name>``: a name for a provider kind with its model and window,
+    and where its requests go (endpoint, state scope: provider state stays valid only there)."""
 
     #: the provider kind whose request shape the alias uses (one of PROVIDER_KINDS)
     provider: str
@@ -66,6 +67,10 @@ class ProviderAlias:
     model: str | None = None
     #: the model's context window in tokens (None: unknown)
     context_window: int | None = None
+    #: the base URL requests go to (None: the kind's public API; policy.origins)
+    endpoint: str | None = None
+    #: an opaque label of the account or key requests are sent with (None: none)
+    state_scope: str | None = None
 
 
 @attrs.frozen(kw_only=True)

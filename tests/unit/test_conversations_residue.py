@@ -2,7 +2,8 @@
 (no residue in the database files)"): a unique secret is proven on disk first, then each of
 truncate, deleteTurns, editMessage (the old text), deleteSummary, a replaced title and metadata,
 and clear (which now also deletes the title and metadata) leaves no byte of it in the database,
-its -wal or its -shm. Real SQLite files; small rows and rows that spill into overflow pages."""
+its -wal or its -shm; nor does a native compaction (version 5) once a row it covers is deleted
+or it is replaced. Real SQLite files; small rows and rows that spill into overflow pages."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from chat_history.model import Key, Message, ToolCall
-from chat_history.service import conversations, edits, history
+from chat_history.policy.origins import origin
+from chat_history.service import conversations, edits, history, provider_state
 from chat_history.service.conversations import ConversationUpdate
 from chat_history.service.edits import MessageEdit
+from chat_history.service.manager import ChatHistoryManager
 from chat_history.store.schema import DATABASE_FILE
 
 KEY = Key("ws", "conv")
@@ -170,4 +173,46 @@ def test_a_fork_then_truncating_both_leaves_no_residue(make_manager, db_folder: 
     copy = history.get(manager, Key("ws", "copy")).messages
     assert SECRET in copy[2].content  # the fork holds its own copy until it goes too
     edits.truncate(manager, Key("ws", "copy"), copy[2].id)
+    gone(db_folder)
+
+
+def compaction_of_secret(manager: ChatHistoryManager, *, large: bool) -> list[int]:
+    """A conversation whose first turn a native compaction carrying the secret covers; the ids
+    of that turn's rows."""
+    covered = history.append(manager, KEY, [U("old question"), A("old answer")]).messages
+    history.append(manager, KEY, [U("new question"), A("ok")])
+    item = {"type": "compaction", "id": "cmp_1", "encrypted_content": secret_text(large)}
+    made = origin("openai-responses", "gpt-5.2")
+    provider_state.save_compaction(manager, KEY, covered[-1].id, [item], made)
+    return [row.id for row in covered]
+
+
+@SIZES
+@pytest.mark.parametrize("how", ["truncate", "delete_turns", "clear"])
+def test_deleting_a_covered_row_leaves_no_residue_of_the_compaction(
+    make_manager, db_folder: Path, large: bool, how: str
+) -> None:
+    """Version 5: a native compaction goes with the rows it covers, for good."""
+    manager = make_manager()
+    covered = compaction_of_secret(manager, large=large)
+    on_disk(db_folder)
+    if how == "truncate":
+        edits.truncate(manager, KEY, covered[0])
+    elif how == "delete_turns":
+        edits.delete_turns(manager, KEY, [1])
+    else:
+        history.clear(manager, KEY)
+    with manager.store.read() as tx:
+        assert tx.compaction(KEY) is None
+    gone(db_folder)
+
+
+def test_a_replaced_compaction_leaves_no_residue(make_manager, db_folder: Path) -> None:
+    manager = make_manager()
+    covered = compaction_of_secret(manager, large=False)
+    on_disk(db_folder)
+    plain = [{"type": "compaction", "id": "cmp_2", "encrypted_content": "gAAAA-plain"}]
+    provider_state.save_compaction(
+        manager, KEY, covered[-1], plain, origin("openai-responses", "gpt-5.2")
+    )
     gone(db_folder)

@@ -21,7 +21,7 @@ from jsonschema import Draft202012Validator
 from chat_history.cli import export_schema, transfer
 from chat_history.cli.export_schema import check_line
 from chat_history.errors import InvalidParams
-from chat_history.model import Attachment, Key, Message, ToolCall
+from chat_history.model import Attachment, Fence, Key, Message, ToolCall
 from chat_history.service import conversations, history, imports
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.settings import default_settings
@@ -206,3 +206,62 @@ def test_an_attachment_needs_exactly_one_of_data_or_uri_and_the_error_names_it()
 def test_a_schema_keyword_the_checker_lacks_is_refused_when_it_loads() -> None:
     with pytest.raises(ValueError, match="keywords the checker lacks"):
         export_schema._known({"type": "object", "properties": {"x": {"maxLength": 3}}})
+
+
+def test_origins_and_fences_travel_through_an_export(tmp_path: Path) -> None:
+    """Version 5: every message's origin, and the fences a reported refusal set, are written
+    and read back, so an imported conversation sends its state only where it did before."""
+    from chat_history.policy.origins import origin
+    from chat_history.service import provider_state
+    from chat_history.settings import PROVIDER_KINDS
+
+    assert export_schema.schema()["$defs"]["providerKind"]["enum"] == list(PROVIDER_KINDS)
+    settings_off = attrs.evolve(default_settings(), enable_auto_pruning=False)
+    manager = ChatHistoryManager.open(tmp_path / "h.sqlite3", settings_off)
+    made = origin("anthropic", "claude-sonnet-4-5", "https://gw.example", "team-a")
+    thinking = {
+        "anthropic": {"thinking": [{"type": "thinking", "thinking": "t", "signature": "s"}]}
+    }
+    key = Key("file:///w", "c")
+    try:
+        history.append(
+            manager,
+            key,
+            [
+                Message(role="user", content="q"),
+                Message(role="assistant", content="a", provider_data=thinking, origin=made),
+                Message(role="assistant", content="b", provider_data=thinking, origin=made),
+            ],
+        )
+        refused = {"error": {"message": "Invalid `signature` in `thinking` block"}}
+        bare = provider_state.report_error(
+            manager, key, "anthropic", "claude-sonnet-4-5", 400, refused
+        )
+        assert bare.fenced == 0  # the public API is not where they were minted
+        rows, summary = history.whole(manager, key)
+        # The fence a report at the gateway sets.
+        fence = Fence(
+            provider="anthropic",
+            endpoint="https://gw.example",
+            scope="team-a",
+            model="claude-sonnet-4-5",
+            state="anthropic.thinking",
+        )
+        fenced = attrs.evolve(rows[1], fences=(fence,))
+        manager.write((key,), lambda tx: tx.set_fences(key, [fenced]))
+        rows, summary = history.whole(manager, key)
+        lines = [transfer.header_line(), *transfer.conversation_lines(key, rows, summary)]
+    finally:
+        manager.close()
+    wire_lines = json.loads(json.dumps(lines))
+    for line in wire_lines:
+        VALIDATOR.validate(line)
+    assert [line["message"]["origin"] for line in wire_lines[1:]] == [
+        None,
+        made.as_json(),
+        made.as_json(),
+    ]
+    assert "fences" not in wire_lines[3]["message"]
+    [read] = transfer.read_import(transfer.dumps(line).encode() for line in wire_lines)
+    assert [m.origin for m in read.messages] == [None, made, made]
+    assert [m.fences for m in read.messages] == [(), (fence,), ()]

@@ -114,13 +114,15 @@ def v6_database(
         PostgresStore(pg_cluster.url(name, user="keeper")).close_after_migrating()
     # Today's server fills it (``_fill``): its look reads the counter's floor (version 9), which
     # version 6's view lacks; the view gets the column (0), the tables stay version 6's, and the
-    # migration replaces the view.
+    # migration replaces the view. Its rows are written with their origin (version 10), a
+    # column the migration adds where it is missing.
     with psycopg.connect(pg_cluster.url(name, user="keeper"), autocommit=True) as sql:
         sql.execute(
             "CREATE OR REPLACE VIEW change_counter AS SELECT 1 AS only, CASE WHEN count(*) > 1 "
             "THEN -1 ELSE coalesce(max(version), 0) END AS seq, 0::bigint AS floor "
             "FROM store_version"
         )
+        sql.execute("ALTER TABLE messages ADD COLUMN origin TEXT")
     try:
         yield name
     finally:
@@ -174,7 +176,7 @@ def test_a_version_6_database_migrated_keeps_every_history_and_each_roles_delete
         made.clear()
         PostgresStore(url("keeper")).close_after_migrating()  # the owner upgrades, as documented
         with psycopg.connect(url("keeper")) as sql:
-            assert sql.execute("SELECT version FROM schema_version").fetchone() == (9,)
+            assert sql.execute("SELECT version FROM schema_version").fetchone() == (10,)
         alice, bob = manager("alice"), manager("bob")
         # Every history intact.
         for who, opened in (("alice", alice), ("bob", bob)):

@@ -3,6 +3,8 @@
  * and as the server returns them, retention's report and the key of a conversation.
  */
 
+import type { Origin, OriginFields } from "./provider_state";
+
 // ---------------------------------------------------------------------------------------------
 // JSON
 
@@ -60,7 +62,7 @@ export interface UriAttachment extends AttachmentBase {
 export type Attachment = DataAttachment | UriAttachment;
 
 /** Fields every message may carry. */
-interface MessageCommon {
+interface MessageCommon extends OriginFields {
   /** On `tool` rows: the tool's name. */
   name?: string | null;
   attachments?: Attachment[];
@@ -129,6 +131,8 @@ export interface StoredMessage {
   metadata: JsonObject;
   /** Version 4: "streaming" while a reply streams, "interrupted" when it was cut, else "complete". */
   status: MessageStatus;
+  /** Version 5: where its `providerData` was minted; null when the client gave none. */
+  origin: Origin | null;
 }
 
 /** Version 4: where a stored row stands (`beginReply` makes "streaming" rows). */

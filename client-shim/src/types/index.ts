@@ -21,3 +21,4 @@ export * from "./search";
 export * from "./workspaces";
 export * from "./replies";
 export * from "./imports";
+export * from "./provider_state";

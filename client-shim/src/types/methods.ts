@@ -24,6 +24,7 @@ import type {
   SaveSummaryResult,
 } from "./history";
 import type { ImportFromParams, ImportFromResult } from "./imports";
+import type { ReportProviderErrorParams, ReportProviderErrorResult, SaveCompactionParams, SaveCompactionResult } from "./provider_state";
 import type { SearchParams, SearchResult } from "./search";
 import type { ReportUsageParams, ReportUsageResult } from "./usage";
 import type { ListWorkspacesParams, ListWorkspacesResult, MoveWorkspaceParams, MoveWorkspaceResult } from "./workspaces";
@@ -57,6 +58,9 @@ export const Methods = {
   endReply: "chatHistory/endReply",
   // Version 4: history from other tools
   importFrom: "chatHistory/importFrom",
+  // Version 5: provider state that stays valid
+  saveCompaction: "chatHistory/saveCompaction",
+  reportProviderError: "chatHistory/reportProviderError",
 } as const;
 export type Method = (typeof Methods)[keyof typeof Methods];
 
@@ -84,4 +88,6 @@ export interface RequestMap {
   "chatHistory/moveWorkspace": [MoveWorkspaceParams, MoveWorkspaceResult];
   "chatHistory/listWorkspaces": [ListWorkspacesParams, ListWorkspacesResult];
   "chatHistory/importFrom": [ImportFromParams, ImportFromResult];
+  "chatHistory/saveCompaction": [SaveCompactionParams, SaveCompactionResult];
+  "chatHistory/reportProviderError": [ReportProviderErrorParams, ReportProviderErrorResult];
 }

@@ -1,9 +1,10 @@
 /** Replies in flight (version 4): `chatHistory/beginReply`, `updateReply` and `endReply`. */
 
 import type { ConversationKey, JsonObject, ProviderData, PruneReport, StoredMessage, ToolCall } from "./common";
+import type { OriginFields } from "./provider_state";
 
 /** A reply's first fields (`beginReply`'s `message`): the role is always "assistant". */
-export interface ReplyMessage {
+export interface ReplyMessage extends OriginFields {
   content?: string;
   toolCalls?: ToolCall[];
   providerData?: ProviderData;
@@ -37,7 +38,7 @@ export interface UpdateReplyResult {
 }
 
 export type EndReplyStatus = "complete" | "interrupted" | "discard";
-export interface EndReplyParams extends ConversationKey {
+export interface EndReplyParams extends ConversationKey, OriginFields {
   id: number;
   status: EndReplyStatus;
   content?: string;

@@ -45,6 +45,10 @@ export interface ProviderAlias {
   model?: string;
   /** The model's context window in tokens (applies only to `model`). */
   contextWindow?: number;
+  /** Version 5: the base URL the client sends to (default: the kind's public API); provider state goes back only there. */
+  endpoint?: string;
+  /** Version 5: an opaque label of the account, organisation or key (never the key); provider state goes back only within it. */
+  stateScope?: string;
 }
 
 export type PromptCacheSetting = "auto" | "off";

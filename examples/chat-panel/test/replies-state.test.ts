@@ -23,6 +23,7 @@ function row(id: number, role: StoredMessage["role"], content: string, status: S
     providerData: {},
     metadata: {},
     status,
+    origin: null,
   };
 }
 

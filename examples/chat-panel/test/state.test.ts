@@ -23,6 +23,7 @@ function row(role: StoredMessage["role"], content: string, extra: Partial<Stored
     providerData: {},
     metadata: {},
     status: "complete",
+    origin: null,
     ...extra,
   };
 }

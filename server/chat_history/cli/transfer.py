@@ -1,8 +1,9 @@
 """The JSONL file of ``chat-history export`` / ``import`` (docs-cli.md, "Export format"): one JSON
 object a line; messages in protocol.md's wire shape without the database's ``id``, ``turn`` and
-``tokens``, so that the same validation as ``chatHistory/append`` reads them back. The export
-format's own translator: the one module besides ``wire/protocol`` that spells camelCase keys
-(docs/architecture.md)."""
+``tokens``, so that the same validation as ``chatHistory/append`` reads them back, and with
+the targets that refused their provider state (``fences``, protocol version 5), which append
+never takes. The export format's own translator: the one module besides ``wire/protocol`` that
+spells camelCase keys (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import attrs
 
 from chat_history.cli.export_schema import check_line
 from chat_history.errors import InvalidParams
-from chat_history.model import Key, Message, StoredMessage, Summary
+from chat_history.model import Fence, Key, Message, StoredMessage, Summary
 from chat_history.service.import_writes import ImportedSummary
 from chat_history.wire import checks, messages, protocol
 
@@ -45,6 +46,8 @@ def conversation_lines(
             del message[field]
         if message["status"] == "streaming":  # what was stored so far: a cut reply in the file
             message["status"] = "interrupted"
+        if row.fences:
+            message["fences"] = [fence.as_json() for fence in row.fences]
         yield {"type": "message", **keys, "message": message}
     if summary is not None:
         through = summary.covers_through_id
@@ -107,14 +110,30 @@ def _key(line: dict[str, Any]) -> Key:
 def _message(raw: Any) -> Message:
     if not isinstance(raw, dict):
         raise InvalidParams("message", "expected an object")
+    fences = raw.get("fences") or []
     try:
-        structured = protocol.structure(raw, messages.MessageIn)
+        structured = protocol.structure(
+            {k: v for k, v in raw.items() if k != "fences"}, messages.MessageIn
+        )
     except InvalidParams as exc:
         raise InvalidParams(f"message.{exc.field}", exc.why) from None
     if structured.timestamp is None:
         # A re-import recognises a message by every field, its timestamp included.
         raise InvalidParams("message.timestamp", "is required in an import file")
-    return messages.to_message(structured, "message")
+    message = messages.to_message(structured, "message")
+    if not fences:
+        return message
+    return attrs.evolve(message, fences=_fences(fences))
+
+
+def _fences(raw: Any) -> tuple[Fence, ...]:
+    """A message's ``fences`` (the schema, checked after, says the rest of their shape)."""
+    named = ("provider", "endpoint", "state")
+    if not isinstance(raw, list) or not all(
+        isinstance(f, dict) and all(isinstance(f.get(k), str) for k in named) for f in raw
+    ):
+        raise InvalidParams("message.fences", "expected fences {provider, endpoint, state, …}")
+    return tuple(Fence.from_json(f) for f in raw)
 
 
 def _summary(raw: Any) -> ImportedSummary:

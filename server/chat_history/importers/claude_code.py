@@ -12,10 +12,11 @@ The format as observed (builds 1.0.x to 2.1.x; no published schema):
 - An assistant reply is written over several lines that share ``message.id``, one content
   block each in newer builds: merged into one row here.
 - Blocks: ``text``; ``thinking`` with its ``signature`` and ``redacted_thinking`` (kept as
-  ``providerData.anthropic.thinking`` so that only Anthropic, which signed them, gets them
-  back); ``tool_use`` (``id``, ``name``, ``input``) → a tool call; ``tool_result`` (in a user
-  line: ``tool_use_id``, ``content`` a string or blocks, ``is_error``) → a tool row; ``image``
-  (base64 ``source``) → an attachment.
+  ``providerData.anthropic.thinking``, each reply with its origin: Anthropic, the line's
+  ``message.model``, scope ``import:claude-code``, so that only where that scope is named
+  gets them back); ``tool_use`` (``id``, ``name``, ``input``) → a tool call; ``tool_result``
+  (in a user line: ``tool_use_id``, ``content`` a string or blocks, ``is_error``) → a tool
+  row; ``image`` (base64 ``source``) → an attachment.
 - Not messages, counted as skipped: ``summary`` lines (their text becomes the title),
   ``file-history-snapshot``, ``queue-operation``, ``progress``, ``system`` lines, and
   ``isMeta`` user lines (text the tool inserted: caveats, command output, reminders).
@@ -41,7 +42,8 @@ from chat_history.importers.common import (
     timestamp_ms,
 )
 from chat_history.importers.source import Importer
-from chat_history.model import Attachment, Message, ToolCall
+from chat_history.model import Attachment, Message, Origin, ToolCall
+from chat_history.policy.origins import import_origin
 
 SOURCE = "claude-code"
 NOT_MESSAGES = {"file-history-snapshot", "queue-operation", "progress", "system", "attachment"}
@@ -138,10 +140,12 @@ class Builder:
             else:
                 self.tally.skip(f"{kind or 'unknown'} block", "not carried over")
         reply = message.get("id") if isinstance(message.get("id"), str) else None
+        model = message.get("model") if isinstance(message.get("model"), str) else None
         if reply is not None and reply == self.reply_id and self.rows:
             self._extend_last(texts, calls, thinking)
         else:
-            self.rows.append(_assistant_row(texts, calls, thinking, at))
+            origin = import_origin(SOURCE, "anthropic", model or None)
+            self.rows.append(_assistant_row(texts, calls, thinking, at, origin))
         self.reply_id = reply
         self.pending.update(call.id for call in calls)
 
@@ -152,12 +156,16 @@ class Builder:
         earlier = list(last.provider_data.get("anthropic", {}).get("thinking", ()))
         text = "\n\n".join(t for t in [last.content, *texts] if t)
         self.rows[-1] = _assistant_row(
-            [text], [*last.tool_calls, *calls], [*earlier, *thinking], last.timestamp
+            [text], [*last.tool_calls, *calls], [*earlier, *thinking], last.timestamp, last.origin
         )
 
 
 def _assistant_row(
-    texts: Iterable[str], calls: list[ToolCall], thinking: list[dict[str, Any]], at: int | None
+    texts: Iterable[str],
+    calls: list[ToolCall],
+    thinking: list[dict[str, Any]],
+    at: int | None,
+    origin: Origin | None,
 ) -> Message:
     provider_data = {"anthropic": {"thinking": thinking}} if thinking else {}
     return Message(
@@ -166,6 +174,7 @@ def _assistant_row(
         tool_calls=tuple(calls),
         timestamp=at,
         provider_data=provider_data,
+        origin=origin,
     )
 
 

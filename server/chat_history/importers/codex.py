@@ -18,6 +18,8 @@ The format as observed (codex-cli 0.2x to 0.5x; its protocol types are Rust, no 
   ``encrypted_content``), kept as ``providerData["openai-responses"].reasoning`` on the row
   after it, so that only the Responses API, which encrypted it, gets it back — when it has an
   ``id`` (older rollouts): newer ones drop it, and an input item without one is refused.
+  Each reply's origin: the Responses API, the turn's model (``turn_context``), scope
+  ``import:codex``.
 - Not carried over (counted): ``developer`` messages and the user messages Codex writes itself
   (``<environment_context>``, ``<user_instructions>``, AGENTS.md instructions), ``web_search_call``
   and other items this reader does not know, and every ``event_msg``.
@@ -42,6 +44,7 @@ from chat_history.importers.common import (
 )
 from chat_history.importers.source import Importer
 from chat_history.model import Message, ToolCall
+from chat_history.policy.origins import import_origin
 
 SOURCE = "codex"
 KIND = "openai-responses"
@@ -71,6 +74,8 @@ class _Builder:
     rows: list[Message] = attrs.field(factory=list)
     pending: set[str] = attrs.field(factory=set)
     reasoning: list[dict[str, Any]] = attrs.field(factory=list)
+    #: the model of the turn (``turn_context``), the origin of the replies after it
+    model: str | None = None
 
     def _data(self) -> dict[str, Any]:
         if not self.reasoning:
@@ -130,6 +135,7 @@ class _Builder:
                     tool_calls=calls,
                     timestamp=at,
                     provider_data=data,
+                    origin=import_origin(SOURCE, KIND, self.model),
                 )
             )
         if call:
@@ -200,6 +206,8 @@ def read(data: bytes, session_id: str) -> list[Session]:
             folder = folder or (payload.get("cwd") if isinstance(payload.get("cwd"), str) else None)
         elif kind == "turn_context" and isinstance(payload, dict):
             folder = folder or (payload.get("cwd") if isinstance(payload.get("cwd"), str) else None)
+            model = payload.get("model")
+            builder.model = model if isinstance(model, str) and model else builder.model
         elif kind == "response_item" and isinstance(payload, dict):
             builder.item(payload, at)
         elif kind == "event_msg":

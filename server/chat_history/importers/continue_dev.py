@@ -13,7 +13,8 @@ The format as observed (Continue's ``Session`` and ``ChatHistoryItem`` types in
   text}``, ``{type: "imageUrl", imageUrl: {url}}`` — a data URL is an image), ``assistant``
   (``content``, ``toolCalls: [{id, type: "function", function: {name, arguments (a JSON
   string)}}]``), ``thinking`` (``content``, with Anthropic's ``signature`` or
-  ``redactedThinking``: kept as ``providerData.anthropic.thinking`` of the next assistant row),
+  ``redactedThinking``: kept as ``providerData.anthropic.thinking`` of the next assistant row,
+  whose origin is then Anthropic in scope ``import:continue``),
   ``tool`` (``content``, ``toolCallId``), ``system``.
 - A tool call's result is its ``tool`` message; builds that kept it only in the call's
   ``toolCallStates[].output`` (context items with ``content``) are read from there.
@@ -45,6 +46,7 @@ from chat_history.importers.common import (
 from chat_history.importers.files import SIDE_FILE_BYTES, read_regular
 from chat_history.importers.source import Importer
 from chat_history.model import Attachment, Message, ToolCall
+from chat_history.policy.origins import import_origin
 
 SOURCE = "continue"
 _DATA_URL = re.compile(r"^data:(image/[a-z0-9.+-]+);base64,(.+)$", re.S)
@@ -148,9 +150,15 @@ def _rows(history: list[Any], tally: Tally) -> list[Message]:
             data = {"anthropic": {"thinking": thinking}} if thinking else {}
             thinking = []
             if text or calls:
+                # Signed thinking is Anthropic's; the model is not recorded.
+                made = import_origin(SOURCE, "anthropic", None) if data else None
                 rows.append(
                     Message(
-                        role="assistant", content=text, tool_calls=tuple(calls), provider_data=data
+                        role="assistant",
+                        content=text,
+                        tool_calls=tuple(calls),
+                        provider_data=data,
+                        origin=made,
                     )
                 )
             outputs = _state_outputs(item)

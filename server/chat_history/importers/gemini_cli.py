@@ -51,6 +51,7 @@ from chat_history.importers.files import SIDE_FILE_BYTES, listed, read_regular
 from chat_history.importers.places import same_folder
 from chat_history.importers.source import Importer
 from chat_history.model import Attachment, Message, ToolCall
+from chat_history.policy.origins import import_origin
 
 SOURCE = "gemini-cli"
 NOTICES = {"info", "error", "warning"}
@@ -173,7 +174,14 @@ def _gemini(record: dict[str, Any], at: int | None, tally: Tally) -> list[Messag
     if not text and not calls:
         tally.skip("gemini message", "no text and no tool call")
         return []
-    row = Message(role="assistant", content=text, tool_calls=tuple(calls), timestamp=at)
+    model = record.get("model") if isinstance(record.get("model"), str) else None
+    row = Message(
+        role="assistant",
+        content=text,
+        tool_calls=tuple(calls),
+        timestamp=at,
+        origin=import_origin(SOURCE, "gemini", model or None),
+    )
     return [row, *results]
 
 

@@ -19,12 +19,16 @@ UNKNOWN_WINDOW_FALLBACK = 32_000
 @attrs.frozen
 class Route:
     """Where a request goes: ``name`` as the request gave it (kind or alias), the provider
-    ``kind`` whose shape the body takes, the model, and the context window (None = unknown)."""
+    ``kind`` whose shape the body takes, the model, and the context window (None = unknown);
+    the alias's ``endpoint`` (None: the kind's public API) and state ``scope``, which say
+    where provider state stays valid (``providers.state_rules``)."""
 
     name: str
     kind: str
     model: str | None
     context_window: int | None
+    endpoint: str | None = None
+    scope: str | None = None
 
 
 def resolve_route(name: str, model: str | None, settings: Settings) -> Route:
@@ -39,6 +43,8 @@ def resolve_route(name: str, model: str | None, settings: Settings) -> Route:
             kind=alias.provider,
             model=model if model is not None else alias.model,
             context_window=alias.context_window if known else None,
+            endpoint=alias.endpoint,
+            scope=alias.state_scope,
         )
     if name in PROVIDER_KINDS:
         return Route(name=name, kind=name, model=model, context_window=None)

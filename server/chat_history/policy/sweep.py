@@ -51,7 +51,10 @@ def sweep_orphans(rows: Sequence[Message]) -> list[Message]:
             if len(calls) == len(row.tool_calls):
                 out.append(row)
             elif calls or row.content.strip():
-                out.append(attrs.evolve(row, tool_calls=calls))
+                # A row sent changed carries no provider state: a thinking signature or a
+                # thought signature is bound to the calls the model made with it
+                # (providers.state_rules).
+                out.append(attrs.evolve(row, tool_calls=calls, provider_data={}))
             continue
         out.append(row)
     return out

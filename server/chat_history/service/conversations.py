@@ -227,8 +227,8 @@ def _fork_in(
     now: int,
 ) -> ConversationInfo:
     """Copy the source's rows through ``through_id`` (default: all; inside a tool exchange,
-    through its last answer: ``fork_end``) into ``target``, with the summary when its coverage
-    lies within the copy, the metadata and the user title."""
+    through its last answer: ``fork_end``) into ``target``, with the summary and the native
+    compaction when their coverage lies within the copy, the metadata and the user title."""
     if tx.record(target) is not None:
         raise InvalidParams("new_conversation_id", "names a conversation that already exists")
     named = None if through_id is None else tx.row(source, through_id)
@@ -242,6 +242,13 @@ def _fork_in(
         cover = fork_summary_cover(covers, through, covered, base)
         if cover is not None:
             tx.save_summary(target, attrs.evolve(summary, covers_through_id=cover))
+    native = tx.compaction(source)  # a provider's own compaction goes with its rows, as the summary
+    if native is not None:
+        covers = native.covers_through_id
+        covered = tx.rows_through(source, covers) if covers <= through else 0
+        cover = fork_summary_cover(covers, through, covered, base)
+        if cover is not None:
+            tx.save_compaction(target, attrs.evolve(native, covers_through_id=cover))
     record = tx.record(source)
     if record is not None:
         if record.title is not None:

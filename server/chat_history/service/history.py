@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # preparation and providers load every provider: imported whe
         PreparedRequest,
         PrepareOptions,
         ProviderRequest,
+        StandingIn,
     )
 
 
@@ -110,17 +111,18 @@ def format(
     None) for ``model``. Raises InvalidParams (an unknown provider), StorageError."""
     # Lazily: the providers (every one of them) load with the first request that formats.
     from chat_history.providers import format_body
+    from chat_history.providers.state_rules import Target
     from chat_history.service.preparation import ProviderRequest
 
     settings = manager.settings
     route = resolve_route(provider or settings.active_provider, model, settings)
     rows, _ = whole(manager, key)
     breakpoints = settings.context.prompt_cache == "auto"
+    body = format_body(
+        route.kind, rows, route.model, breakpoints=breakpoints, target=Target.of(route)
+    )
     return ProviderRequest(
-        provider=route.name,
-        model=route.model,
-        body=format_body(route.kind, rows, route.model, breakpoints=breakpoints),
-        cache_key=cache_key(manager, key),
+        provider=route.name, model=route.model, body=body, cache_key=cache_key(manager, key)
     )
 
 
@@ -151,13 +153,15 @@ def prepare(manager: ChatHistoryManager, key: Key, options: PrepareOptions) -> P
         memo = manager.kept(preparation.ProposalMemo)
         key_of_cache = cache_key(manager, key)
 
-        def prepare_in(tx: Reading) -> tuple[Prepared, CompactionProposal | None]:
+        def prepare_in(
+            tx: Reading,
+        ) -> tuple[Prepared, CompactionProposal | None, StandingIn]:
             replies.check_continue(tx, key, options.continue_id)
             return preparation.prepare_in(
                 tx, settings, key, route, options, cache_key=key_of_cache, memo=memo
             )
 
-        prepared, compaction = manager.retained_read(key, lambda tx, _: prepare_in(tx))
+        prepared, compaction, standing = manager.retained_read(key, lambda tx, _: prepare_in(tx))
     if prepared.events:
         manager.notify(key, prepared.events)
     return preparation.prepared_request(
@@ -167,6 +171,7 @@ def prepare(manager: ChatHistoryManager, key: Key, options: PrepareOptions) -> P
         cache_key=key_of_cache,
         breakpoints=settings.context.prompt_cache == "auto",
         continuing=options.continue_id is not None,
+        standing=standing,
     )
 
 

@@ -16,15 +16,21 @@ from collections.abc import Sequence
 
 import attrs
 
-from chat_history.model import Key, Message, StoredMessage, Summary, ToolSpec
+from chat_history.model import Key, Message, NativeCompaction, StoredMessage, Summary, ToolSpec
 from chat_history.policy.budget import Route, effective_budget
 from chat_history.policy.calibration import UNCALIBRATED, Calibration, calibration_of, key_of
 from chat_history.policy.prepare import readplan
-from chat_history.policy.prepare.compaction import Proposal, honoured_coverage, note_of
+from chat_history.policy.prepare.compaction import (
+    SUMMARY_HEADER,
+    Proposal,
+    honoured_coverage,
+    note_of,
+)
 from chat_history.policy.prepare.context import prepare_rows
 from chat_history.policy.prepare.request import Prepared, RequestOptions, RequestTrim
 from chat_history.policy.prepare.window import OmittedTurns, OmittedTurnsKept
-from chat_history.providers import continuation, format_body
+from chat_history.providers import continuation, format_body, native_compaction
+from chat_history.providers.state_rules import Target, compaction_sent
 from chat_history.settings import Settings
 from chat_history.store import Reading
 
@@ -123,13 +129,61 @@ def request_options(
     )
 
 
+@attrs.frozen
+class StandingIn:
+    """What stands in for a request's oldest turns: the summary ``prepare_rows`` is given (the
+    stored one, or a native compaction's stand-in), and the native compaction whose items
+    replace it in the body (None: the summary is sent as itself)."""
+
+    summary: Summary | None
+    native: NativeCompaction | None = None
+
+    def replaced_at(self, rows: Sequence[Message]) -> int | None:
+        """When what stands in the body ``rows`` make was saved (None: nothing stands in):
+        provider state bound to the conversation's prefix stays out of rows stored before."""
+        note = note_of(rows)
+        if self.summary is None or note is None or SUMMARY_HEADER not in note.content:
+            return None
+        return self.summary.updated_at
+
+    def items(self) -> native_compaction.Native | None:
+        """The native compaction's items and the stand-in text they replace."""
+        if self.native is None or self.summary is None:
+            return None
+        return native_compaction.Native(self.summary.summary, self.native.items)
+
+
+def standing_in(tx: Reading, key: Key, route: Route) -> StandingIn:
+    """What stands in for ``route``'s oldest turns: the native compaction where its items go
+    (``state_rules.compaction_sent``), else the stored summary (protocol.md "Version 5" →
+    Native compaction)."""
+    summary = tx.summary(key)
+    native = tx.compaction(key)
+    if native is None or not compaction_sent(native, Target.of(route)):
+        return StandingIn(summary)
+    stand_in = Summary(
+        summary=native_compaction.stand_in(native.items),
+        updated_at=native.saved_at,
+        covers_through_id=native.covers_through_id,
+    )
+    return StandingIn(stand_in, native)
+
+
 def request_rows(
-    tx: Reading, settings: Settings, key: Key, route: Route, options: PrepareOptions
+    tx: Reading,
+    settings: Settings,
+    key: Key,
+    route: Route,
+    options: PrepareOptions,
+    standing: StandingIn | None = None,
 ) -> RequestRows:
     """What ``prepare`` reads in ``tx``: the newest turns it can send, all older system rows
     and the figures of the older turns (so the cost follows the request, not the history), or
-    every row when those figures are missing or do not add up to the store's totals."""
-    summary = tx.summary(key)
+    every row when those figures are missing or do not add up to the store's totals; with what
+    stands in for the turns it covers (``standing``, else ``standing_in``'s)."""
+    if standing is None:
+        standing = standing_in(tx, key, route)
+    summary = standing.summary
     window = _window(tx, settings, key, route, options, summary)
     if window is None:
         return tx.all_rows(key), None, summary
@@ -176,24 +230,27 @@ def prepare_in(
     *,
     cache_key: str,
     memo: ProposalMemo | None = None,
-) -> tuple[Prepared, CompactionProposal | None]:
-    """The request and its compaction proposal (formatted with ``cache_key`` and the settings'
-    breakpoints), in one snapshot: the proposal ``memo`` remembers for this conversation when
-    nothing it was made of changed, else the new one (then remembered)."""
+) -> tuple[Prepared, CompactionProposal | None, StandingIn]:
+    """The request, its compaction proposal (formatted with ``cache_key`` and the settings'
+    breakpoints) and what stands in for its oldest turns, in one snapshot: the proposal
+    ``memo`` remembers for this conversation when nothing it was made of changed, else the new
+    one (then remembered)."""
     made_of = (tx.revision(), route, options, settings.context, cache_key)
     known = memo.get(key, made_of) if memo is not None else None
-    prepared = _prepared_in(tx, settings, key, route, options, propose=known is None)
+    standing = standing_in(tx, key, route)
+    prepared = _prepared_in(tx, settings, key, route, options, standing, propose=known is None)
     if known is not None:
-        return prepared, known[0]
+        return prepared, known[0], standing
     compaction = _compaction(
         route,
         prepared.compaction,
         cache_key=cache_key,
         breakpoints=settings.context.prompt_cache == "auto",
+        standing=standing,
     )
     if memo is not None:
         memo.put(key, made_of, compaction)
-    return prepared, compaction
+    return prepared, compaction, standing
 
 
 def _prepared_in(
@@ -202,12 +259,14 @@ def _prepared_in(
     key: Key,
     route: Route,
     options: PrepareOptions,
+    standing: StandingIn,
     *,
     propose: bool,
 ) -> Prepared:
     """``prepare_rows`` on what the read plan reads, in one snapshot: the window; with the
-    oldest uncovered turns too when a due proposal needs them; else every row."""
-    rows, omitted, summary = request_rows(tx, settings, key, route, options)
+    oldest uncovered turns too when a due proposal needs them; else every row. ``standing``
+    stands in for the turns it covers."""
+    rows, omitted, summary = request_rows(tx, settings, key, route, options, standing)
     calibration_key = key_of(route)
     request = request_options(
         settings,
@@ -335,17 +394,20 @@ def _head(
 
 
 def _continued_body(
-    route: Route, rows: Sequence[Message], *, breakpoints: bool
+    route: Route, rows: Sequence[Message], *, breakpoints: bool, standing: StandingIn
 ) -> tuple[dict[str, object], str]:
     """The body continuing the newest row (providers.continuation), and what was cut from it."""
     found = continuation.continued(route.kind, route.model, rows)
-    body = _body(route, found.rows, breakpoints=breakpoints)
+    body = _body(route, found.rows, breakpoints=breakpoints, standing=standing)
     return continuation.finish(route.kind, found, body), found.trimmed
 
 
-def _body(route: Route, rows: Sequence[Message], *, breakpoints: bool) -> dict[str, object]:
+def _body(
+    route: Route, rows: Sequence[Message], *, breakpoints: bool, standing: StandingIn
+) -> dict[str, object]:
     """Rows formatted for the route, with the prompt-cache breakpoints when ``breakpoints``
-    (protocol.md "Version 3")."""
+    (protocol.md "Version 3"), each row's provider state only where it stays valid, and the
+    native compaction's items in place of its stand-in (protocol.md "Version 5")."""
     return format_body(
         route.kind,
         rows,
@@ -353,11 +415,19 @@ def _body(route: Route, rows: Sequence[Message], *, breakpoints: bool) -> dict[s
         swept=True,
         breakpoints=breakpoints,
         note=note_of(rows) if breakpoints else None,
+        target=Target.of(route),
+        replaced_at=standing.replaced_at(rows),
+        native=standing.items(),
     )
 
 
 def _compaction(
-    route: Route, proposal: Proposal | None, *, cache_key: str, breakpoints: bool
+    route: Route,
+    proposal: Proposal | None,
+    *,
+    cache_key: str,
+    breakpoints: bool,
+    standing: StandingIn,
 ) -> CompactionProposal | None:
     """A compaction proposal with its request formatted for the route (breakpoints and the
     conversation's ``cache_key`` as on every request)."""
@@ -371,7 +441,7 @@ def _compaction(
             request=ProviderRequest(
                 provider=route.name,
                 model=route.model,
-                body=_body(route, proposal.rows, breakpoints=breakpoints),
+                body=_body(route, proposal.rows, breakpoints=breakpoints, standing=standing),
                 cache_key=cache_key,
             ),
         )
@@ -386,14 +456,20 @@ def prepared_request(
     cache_key: str,
     breakpoints: bool,
     continuing: bool = False,
+    standing: StandingIn | None = None,
 ) -> PreparedRequest:
     """``prepare``'s result: the rows formatted for the route, with the prompt-cache
     breakpoints when ``breakpoints``, the conversation's ``cache_key``, and the proposal
-    (``prepare_in`` formatted it, or found it remembered); ``continuing`` the newest row."""
+    (``prepare_in`` formatted it, or found it remembered); ``continuing`` the newest row;
+    ``standing``: what stood in for the oldest turns (``prepare_in``'s)."""
+    standing = standing if standing is not None else StandingIn(None)
     if continuing:
-        body, trimmed = _continued_body(route, prepared.rows, breakpoints=breakpoints)
+        body, trimmed = _continued_body(
+            route, prepared.rows, breakpoints=breakpoints, standing=standing
+        )
     else:
-        body, trimmed = _body(route, prepared.rows, breakpoints=breakpoints), None
+        body = _body(route, prepared.rows, breakpoints=breakpoints, standing=standing)
+        trimmed = None
     return PreparedRequest(
         provider=route.name,
         model=route.model,

@@ -26,7 +26,15 @@ from typing import Any, Literal, TypeVar
 import attrs
 
 from chat_history.errors import InvalidParams, ReplyInProgress
-from chat_history.model import Expected, Key, Message, PruneReport, StoredMessage, ToolCall
+from chat_history.model import (
+    Expected,
+    Key,
+    Message,
+    Origin,
+    PruneReport,
+    StoredMessage,
+    ToolCall,
+)
 from chat_history.policy.retention import RetentionPlan
 from chat_history.policy.tokens import stored_tokens
 from chat_history.service.edits import check_expected, refigure_turn
@@ -69,6 +77,8 @@ class ReplyChange:
     tool_calls: tuple[ToolCall, ...] | None = None
     provider_data: Mapping[str, Any] | None = None
     metadata: Mapping[str, Any] | None = None
+    #: an end's origin of its providerData (version 5)
+    origin: Origin | None = None
 
 
 @attrs.frozen
@@ -315,6 +325,7 @@ def _end_in(
         tool_calls=row.tool_calls if change.tool_calls is None else change.tool_calls,
         provider_data=row.provider_data if change.provider_data is None else change.provider_data,
         metadata=row.metadata if change.metadata is None else change.metadata,
+        origin=row.origin if change.origin is None else change.origin,
         status=status,
     )
     fresh = Message(**{f.name: getattr(ended, f.name) for f in attrs.fields(Message)})

@@ -16,9 +16,15 @@ from collections.abc import Sequence
 
 from chat_history.model import Key, StoredMessage
 from chat_history.policy.search.folding import stored_fold
-from chat_history.store import queries
+from chat_history.store import provider_state, queries
 from chat_history.store.engine import sqlite3
-from chat_history.store.rows import COLUMNS, STREAMING_TEXT, message_columns, to_message
+from chat_history.store.rows import (
+    COLUMNS,
+    STREAMING_TEXT,
+    message_columns,
+    origin_column,
+    to_message,
+)
 from chat_history.store.schema import FIGURES
 
 _WHERE = "workspace = ? AND conversation = ?"
@@ -33,11 +39,11 @@ ID_BEFORE_COPY = f"SELECT {_NEXT_ID}"
 COPY_ROWS = (
     "INSERT INTO messages (id, workspace, conversation, turn, role, content, tool_calls, "
     "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded, "
-    "status) SELECT ? + ROW_NUMBER() OVER (ORDER BY id), ?, ?, turn, role, "
+    "status, origin) SELECT ? + ROW_NUMBER() OVER (ORDER BY id), ?, ?, turn, role, "
     f"CASE WHEN status = 'streaming' THEN {STREAMING_TEXT} ELSE content END, tool_calls, "
     "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded, "
     # A reply streaming in the source is a cut reply in the copy (nothing streams into it).
-    "CASE WHEN status IS NULL THEN NULL ELSE 'interrupted' END "
+    "CASE WHEN status IS NULL THEN NULL ELSE 'interrupted' END, origin "
     f"FROM messages WHERE {_WHERE} AND id <= ? ORDER BY id"
 )
 
@@ -91,6 +97,7 @@ def delete(
             f"DELETE FROM messages WHERE {_WHERE} AND id IN ({','.join('?' * len(chunk))})",
             (*_key(key), *chunk),
         )
+    provider_state.forget_covering(connection, key, ids)
     count = totals.message_count - len(deleted)
     tokens = totals.tokens - sum(r.tokens for r in deleted)
     oldest = totals.oldest_timestamp
@@ -147,19 +154,20 @@ def turn_rows(connection: sqlite3.Connection, key: Key, turn: int) -> list[Store
 
 
 def update_row(connection: sqlite3.Connection, key: Key, edited: StoredMessage) -> None:
-    """Store ``edited``'s content, attachments, metadata and tokens in its row."""
+    """Store ``edited``'s content, attachments, metadata, tokens and origin in its row."""
     _, content, _, _, _, attachments, _, _, metadata = message_columns(edited, 0)
     # The fold goes with the text (search_index.py): without it the stale-fold trigger leaves the
     # row indexed by lower(content), and an accent-insensitive search would miss the new text.
     connection.execute(
-        f"UPDATE messages SET content = ?, folded = ?, attachments = ?, metadata = ?, tokens = ? "
-        f"WHERE id = ? AND {_WHERE}",
+        f"UPDATE messages SET content = ?, folded = ?, attachments = ?, metadata = ?, tokens = ?, "
+        f"origin = ? WHERE id = ? AND {_WHERE}",
         (
             content,
             stored_fold(edited.content),
             attachments,
             metadata,
             edited.tokens,
+            origin_column(edited),
             edited.id,
             *_key(key),
         ),

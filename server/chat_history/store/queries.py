@@ -9,7 +9,7 @@ import attrs
 
 from chat_history.model import Key, Message, StoredMessage, Summary
 from chat_history.policy.search.folding import stored_fold
-from chat_history.store import search_index
+from chat_history.store import provider_state, search_index
 from chat_history.store.engine import sqlite3
 from chat_history.store.rows import COLUMNS, message_columns, status_column, to_message
 from chat_history.store.schema import FIGURES
@@ -26,9 +26,9 @@ _LAST_FIGURES = (
 #: A new row's id is one more than any id the table holds or ever deleted (schema v3).
 _INSERT_MESSAGE = (
     "INSERT INTO messages (id, workspace, conversation, turn, role, content, tool_calls, "
-    "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded, status) "
-    "VALUES ((SELECT MAX(highest_deleted, COALESCE((SELECT MAX(id) FROM messages), 0)) + 1 "
-    "FROM id_floor), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded, status, "
+    "origin) VALUES ((SELECT MAX(highest_deleted, COALESCE((SELECT MAX(id) FROM messages), 0)) "
+    "+ 1 FROM id_floor), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _UPDATE_TOTALS = (
     "UPDATE conversations SET message_count = ?, tokens = ?, last_turn = ?, turn_start_id = ?, "
@@ -200,6 +200,7 @@ def insert_row(
             tokens,
             stored_fold(message.content),
             status_column(message),
+            provider_state.origin_text(message.origin, message.fences),
         ),
     )
     return int(cursor.lastrowid or 0)
@@ -239,6 +240,7 @@ def delete_rows(connection: sqlite3.Connection, key: Key, ids: Sequence[int]) ->
         )
     if bulk:
         search_index.end_bulk_delete(connection)
+    provider_state.forget_covering(connection, key, ids)
     count, tokens, oldest = connection.execute(
         "SELECT COUNT(*), COALESCE(SUM(tokens), 0), MIN(timestamp) FROM messages "
         "WHERE workspace = ? AND conversation = ?",
@@ -266,7 +268,7 @@ def clear(connection: sqlite3.Connection, key: Key) -> int:
     deleted = connection.execute(f"DELETE FROM messages WHERE {where}", params).rowcount
     if bulk:
         search_index.end_bulk_delete(connection)
-    for table in ("summaries", "conversations", "turn_figures"):
+    for table in ("summaries", "conversations", "turn_figures", "compactions"):
         connection.execute(
             f"DELETE FROM {table} WHERE workspace = ? AND conversation = ?",
             (key.workspace, key.conversation),

@@ -9,7 +9,7 @@ import contextlib
 import itertools
 from collections.abc import Collection, Generator, Mapping, Sequence
 
-from chat_history.model import Key, Message, StoredMessage, Summary
+from chat_history.model import Key, Message, NativeCompaction, StoredMessage, Summary
 from chat_history.policy.changes import Fingerprint, Growth
 from chat_history.policy.search.query import SearchQuery
 from chat_history.policy.search.rank import SearchRow, SearchScope
@@ -19,6 +19,7 @@ from chat_history.store import (
     edits,
     keys,
     overview,
+    provider_state,
     queries,
     records,
     search_index,
@@ -175,6 +176,10 @@ class Reading:
     def summary(self, key: Key) -> Summary | None:
         """The conversation's summary, or None."""
         return queries.summary(self.connection, key)
+
+    def compaction(self, key: Key) -> NativeCompaction | None:
+        """The conversation's native compaction (``saveCompaction``), or None."""
+        return provider_state.compaction(self.connection, key)
 
     # -- version 2: conversation records, rows by id and turn (store.records, store.edits) ----
 

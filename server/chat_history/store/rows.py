@@ -15,6 +15,7 @@ from chat_history.model import (
     tool_calls_json,
 )
 from chat_history.store.engine import sqlite3
+from chat_history.store.provider_state import origin_of, origin_text
 
 #: A streaming row's text: its reply's folded text and the parts sent since (store.replies);
 #: the ``messages`` column holds "" until the reply ends, so search never sees it before.
@@ -27,7 +28,7 @@ STREAMING_TEXT = (
 COLUMNS = (
     f"id, turn, role, CASE WHEN status = 'streaming' THEN {STREAMING_TEXT} ELSE content END, "
     "tool_calls, tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, "
-    "status"
+    "status, origin"
 )
 
 
@@ -53,7 +54,9 @@ def to_message(row: sqlite3.Row | tuple[Any, ...]) -> StoredMessage:
         metadata,
         tokens,
         status,
+        origin,
     ) = row
+    found, fences = origin_of(origin)
     return StoredMessage(
         id=id_,
         turn=turn,
@@ -72,6 +75,8 @@ def to_message(row: sqlite3.Row | tuple[Any, ...]) -> StoredMessage:
         metadata=json.loads(metadata) if metadata else {},
         tokens=tokens,
         status=status or "complete",
+        origin=found,
+        fences=fences,
     )
 
 
@@ -89,6 +94,11 @@ def message_columns(message: Message, timestamp: int) -> tuple[Any, ...]:
         _dump(dict(message.provider_data)),
         _dump(dict(message.metadata)),
     )
+
+
+def origin_column(message: Message) -> str | None:
+    """The ``origin`` column of ``message``: its origin and fences (NULL: neither)."""
+    return origin_text(message.origin, message.fences)
 
 
 def status_column(message: Message) -> str | None:

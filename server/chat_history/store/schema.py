@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from chat_history.store import calibration, changes, keys, replies, search_index, workspaces
+from chat_history.store import (
+    calibration,
+    changes,
+    keys,
+    provider_state,
+    replies,
+    search_index,
+    workspaces,
+)
 from chat_history.store.engine import sqlite3
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -181,6 +189,11 @@ MIGRATIONS[11] = workspaces.RENAMES_SCHEMA
 # deleted at its commit, so its name leaves the file (store/changes.py). Readers below the floor
 # check which of their conversations still exist.
 MIGRATIONS[12] = changes.FLOOR_SCHEMA
+
+# Version 14 (issue 42; the branch's number, renumbered after the conversation trees' step at
+# the merge): each row's origin and fences, and a conversation's native compaction
+# (store/provider_state.py). Every older row has no origin: version 4's rule sends its state.
+MIGRATIONS[13] = provider_state.SCHEMA
 
 
 def statements(script: str) -> list[str]:

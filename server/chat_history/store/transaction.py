@@ -9,10 +9,11 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from chat_history.model import Key, Message, StoredMessage, Summary
+from chat_history.model import Key, Message, NativeCompaction, StoredMessage, Summary
 from chat_history.store import (
     calibration,
     edits,
+    provider_state,
     queries,
     records,
     search_index,
@@ -141,6 +142,30 @@ class Transaction(Reading):
         deleted = edits.delete_summary(self.connection, key)
         self.removed_text |= deleted
         return deleted
+
+    # -- version 5: provider state (store.provider_state) -----------------------------------
+
+    def set_fences(self, key: Key, rows: Sequence[StoredMessage]) -> None:
+        """Store each of ``rows``' fences (rows of the conversation, read in this transaction,
+        with their fences changed)."""
+        self.touched.add(key)
+        for row in rows:
+            provider_state.set_origin(self.connection, key, row.id, row.origin, row.fences)
+        if rows:
+            self._cache.drop(key)
+            self._tails.drop(key)
+
+    def save_compaction(self, key: Key, saved: NativeCompaction) -> bool:
+        """Save the conversation's native compaction; returns whether it replaced one."""
+        self.touched.add(key)
+        replaced = provider_state.save_compaction(self.connection, key, saved)
+        self.removed_text |= replaced  # the old items go
+        return replaced
+
+    def fence_compaction(self, key: Key, saved: NativeCompaction) -> None:
+        """Store the compaction's fences (``saved``: it as read, with its fences changed)."""
+        self.touched.add(key)
+        provider_state.fence_compaction(self.connection, key, saved)
 
     # -- version 2: records and edits (store.records, store.edits) --------------------------
 

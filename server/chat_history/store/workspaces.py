@@ -54,6 +54,7 @@ KEYED = (
     "turn_figures",
     "conversation_renames",
     "replies",
+    "compactions",
 )
 #: A conversation exists (store.records: rows, a summary, a user title or metadata).
 _EXISTS = (

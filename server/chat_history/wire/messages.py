@@ -8,7 +8,7 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -20,14 +20,17 @@ from chat_history.model import (
     ROLES,
     Attachment,
     Message,
+    Origin,
     Status,
     ToolCall,
     ToolSpec,
 )
-from chat_history.settings import empty_object
+from chat_history.policy import origins
+from chat_history.settings import PROVIDER_KINDS, ProviderAlias, empty_object
 from chat_history.wire.checks import (
     MAX_ATTACHMENT_CHARS,
     MAX_CONTENT_CHARS,
+    MAX_ID_CHARS,
     MAX_JSON_FIELD_CHARS,
     MAX_TOOLS,
     check_depth,
@@ -75,6 +78,9 @@ class MessageIn:
     metadata: dict[str, Any] | None = None
     #: "complete" (absent) or "interrupted": a cut reply the client kept (version 4)
     status: Any = None
+    #: version 5: where its providerData was minted, or the alias the client sent to
+    origin: Any = None
+    origin_alias: Any = None
 
 
 @attrs.define
@@ -145,9 +151,53 @@ def to_attachment(raw: AttachmentIn, field: str) -> Attachment:
     return Attachment(mime_type=mime, uri=check_text(raw.uri, f"{field}.uri", MAX_CONTENT_CHARS))
 
 
-def to_message(raw: MessageIn, field: str) -> Message:
+#: The fields of an origin (protocol.md "Version 5").
+_ORIGIN_FIELDS = ("provider", "model", "endpoint", "scope")
+#: The longest model id, endpoint and scope an origin holds (an ARN, a URL, a label).
+MAX_ORIGIN_CHARS = {"model": 2_048, "endpoint": 2_048, "scope": MAX_ID_CHARS}
+
+
+def to_origin(
+    raw: Any, alias: Any, field: str, aliases: Mapping[str, ProviderAlias] | None = None
+) -> Origin | None:
+    """A message's ``origin`` (an object) or ``originAlias`` (an alias of
+    ``chatHistory.providers``, or a bare kind, filled from the settings ``aliases``), checked;
+    None when it gives neither. InvalidParams names ``field.origin.<key>`` or
+    ``field.originAlias``."""
+    if alias is not None:
+        if raw is not None:
+            raise InvalidParams(f"{field}.originAlias", "is not allowed with origin")
+        if not isinstance(alias, str):
+            raise InvalidParams(f"{field}.originAlias", "must be a non-empty string")
+        check_id(alias, f"{field}.originAlias")
+        return origins.alias_origin(alias, aliases or {}, f"{field}.originAlias")
+    raw = empty_object(raw)
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise InvalidParams(f"{field}.origin", "expected an object")
+    extra = sorted(set(raw) - set(_ORIGIN_FIELDS))
+    if extra:
+        raise InvalidParams(f"{field}.origin.{extra[0]}", "is not a field of an origin")
+    if raw.get("provider") not in PROVIDER_KINDS:
+        raise InvalidParams(
+            f"{field}.origin.provider", f"must be a provider kind: {', '.join(PROVIDER_KINDS)}"
+        )
+    values: dict[str, str | None] = {}
+    for name, limit in MAX_ORIGIN_CHARS.items():
+        value = raw.get(name)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise InvalidParams(f"{field}.origin.{name}", "must be a non-empty string or null")
+        values[name] = None if value is None else check_text(value, f"{field}.origin.{name}", limit)
+    return origins.origin(raw["provider"], values["model"], values["endpoint"], values["scope"])
+
+
+def to_message(
+    raw: MessageIn, field: str, aliases: Mapping[str, ProviderAlias] | None = None
+) -> Message:
     """One wire message checked field by field into a Message; InvalidParams names the path of the
-    first bad field under ``field`` (``messages[3].toolCalls[0].id``)."""
+    first bad field under ``field`` (``messages[3].toolCalls[0].id``). ``aliases`` (the
+    settings' ``chatHistory.providers``) fill an ``originAlias``."""
     if raw.role not in ROLES:
         raise InvalidParams(f"{field}.role", f"unknown role; expected one of {', '.join(ROLES)}")
     role = raw.role
@@ -189,6 +239,7 @@ def to_message(raw: MessageIn, field: str) -> Message:
         provider_data=check_json(raw.provider_data or {}, f"{field}.providerData"),
         metadata=check_json(raw.metadata or {}, f"{field}.metadata"),
         status=_status(raw, field),
+        origin=to_origin(raw.origin, raw.origin_alias, field, aliases),
     )
 
 

@@ -229,6 +229,7 @@ def wire_message(row: StoredMessage) -> dict[str, Any]:
         "providerData": dict(row.provider_data),
         "metadata": dict(row.metadata),
         "status": row.status,
+        "origin": row.origin.as_json() if row.origin is not None else None,
     }
 
 

@@ -10,7 +10,8 @@ against its ``packages/opencode/src/session/message-v2.ts``):
   sub-agent's session: a conversation of its own), ``title``, ``time.created``/``updated``
   (epoch ms).
 - A message: ``id`` (ascending in time), ``sessionID``, ``role`` (``user``/``assistant``),
-  ``time.created``, and for replies ``modelID``, ``providerID``, ``error``.
+  ``time.created``, and for replies ``modelID``, ``providerID`` (the reply's origin, scope
+  ``import:opencode``, where it names a kind: ``KINDS``), ``error``.
 - Parts, in id order: ``text`` (``text``; ``synthetic`` when OpenCode wrote it), ``reasoning``
   (``text``, ``metadata`` with the provider's data: Anthropic's ``signature`` kept as
   ``providerData.anthropic.thinking``), ``tool`` (``callID``, ``tool``, ``state``: ``status``
@@ -27,11 +28,15 @@ import re
 from typing import Any
 
 from chat_history.importers.common import Session, Tally, first_line_title, json_value, timestamp_ms
-from chat_history.model import Attachment, Message, ToolCall
+from chat_history.model import Attachment, Message, Origin, ToolCall
+from chat_history.policy.origins import import_origin
 
 SOURCE = "opencode"
 BOOKKEEPING = {"step-start", "step-finish", "snapshot", "patch", "agent", "compaction", "retry"}
 _DATA_URL = re.compile(r"^data:(image/[a-z0-9.+-]+);base64,(.+)$", re.S)
+#: OpenCode's ``providerID`` of a reply → the provider kind whose API it speaks (OpenCode sends
+#: OpenAI's models through the Responses API); another provider leaves the reply's origin unknown.
+KINDS = {"anthropic": "anthropic", "openai": "openai-responses", "google": "gemini"}
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -76,8 +81,8 @@ def _user(parts: list[Any], at: int | None, tally: Tally) -> list[Message]:
 class _Reply:
     """An assistant message's parts as rows: text and calls, each call's result after them."""
 
-    def __init__(self, at: int | None, tally: Tally) -> None:
-        self.at, self.tally = at, tally
+    def __init__(self, at: int | None, tally: Tally, origin: Origin | None = None) -> None:
+        self.at, self.tally, self.origin = at, tally, origin
         self.rows: list[Message] = []
         self.texts: list[str] = []
         self.calls: list[ToolCall] = []
@@ -95,6 +100,7 @@ class _Reply:
                     tool_calls=tuple(self.calls),
                     timestamp=self.at,
                     provider_data=data,
+                    origin=self.origin,
                 )
             )
             self.rows.extend(self.results)
@@ -145,6 +151,12 @@ class _Reply:
         self.results.append(Message(role="tool", content=text, tool_call_id=cid, timestamp=when))
 
 
+def _origin(head: dict[str, Any]) -> Origin | None:
+    """A reply's origin: its provider's kind and ``modelID``, scope ``import:opencode``."""
+    kind = KINDS.get(_str(head.get("providerID")))
+    return import_origin(SOURCE, kind, _str(head.get("modelID")) or None) if kind else None
+
+
 def read(data: bytes, session_id: str) -> list[Session]:
     """The conversation of one OpenCode session in ``opencode export``'s shape."""
     tally = Tally()
@@ -167,7 +179,7 @@ def read(data: bytes, session_id: str) -> list[Session]:
         if head.get("role") == "user":
             rows.extend(_user(parts, at, tally))
         elif head.get("role") == "assistant":
-            reply = _Reply(at, tally)
+            reply = _Reply(at, tally, _origin(head))
             for part in parts:
                 reply.part(part)
             reply.flush()

@@ -41,7 +41,7 @@ BY_NAME: dict[str, str] = {
     "queries._INSERT_MESSAGE": (
         "INSERT INTO messages (workspace, conversation, turn, role, content, tool_calls, "
         "tool_call_id, name, attachments, timestamp, provider_data, metadata, tokens, folded, "
-        "status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+        "status, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
     ),
     # The sequence never hands out an id twice: nothing to raise.
     "queries._RAISE_ID_FLOOR": "SELECT 1",

@@ -49,7 +49,9 @@ V8_TABLES: dict[str, tuple[str, ...]] = {
 #: guarded by a later migration (``guarded(table, key)`` there) is added here.
 #: The tables version 9 guards: the change marks (counter.py: a gone conversation's are deleted).
 V9_TABLES: dict[str, tuple[str, ...]] = {"change_marks": ("workspace", "conversation")}
-GUARDED: dict[str, tuple[str, ...]] = {**V8_TABLES, **V9_TABLES}
+#: The tables version 10 guards: native compactions (store/provider_state.py, issue 42).
+V10_TABLES: dict[str, tuple[str, ...]] = {"compactions": ("workspace", "conversation")}
+GUARDED: dict[str, tuple[str, ...]] = {**V8_TABLES, **V9_TABLES, **V10_TABLES}
 
 
 def owned(table: str, grant: str = "SELECT, INSERT, UPDATE, DELETE") -> str:
@@ -127,3 +129,25 @@ CREATE TRIGGER messages_forget_reply AFTER UPDATE OF gone ON messages
 
 # Version 9: the change marks guarded, and the counter's floor (counter.py).
 V9 = "".join(guarded(table, key) for table, key in V9_TABLES.items()) + SCHEMA_V9
+
+# Version 10 (issue 42; the branch's number, renumbered after the conversation trees' step at
+# the merge): each row's origin and fences (a column of the guarded ``messages``: its member
+# grant again), and the native compactions, owned and guarded (store/provider_state.py).
+V10 = (
+    """
+ALTER TABLE messages ADD COLUMN IF NOT EXISTS origin TEXT;
+CREATE TABLE compactions (
+    workspace TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    covers_through_id BIGINT NOT NULL,
+    items TEXT NOT NULL,
+    origin TEXT NOT NULL,
+    saved_at BIGINT NOT NULL,
+    owner TEXT NOT NULL DEFAULT current_user,
+    PRIMARY KEY (owner, workspace, conversation)
+);
+"""
+    + owned("compactions")
+    + member_columns("messages")
+    + "".join(guarded(table, key) for table, key in V10_TABLES.items())
+)

@@ -28,6 +28,7 @@ PURGED_TABLES = (
     "replies",
     "reply_parts",
     "conversation_renames",
+    "compactions",
 )
 
 

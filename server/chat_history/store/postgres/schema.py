@@ -1,7 +1,7 @@
 """The PostgreSQL schema's version and the runner of its migrations (``schema_version``; run under
 an advisory lock in one transaction, so several servers starting at once migrate once and the
 others wait, then find it done). The texts: version 1 in ``tables``, versions 2 to 7 in
-``migrations``, 8 and 9 in ``guard`` (with the role setup every version uses: ``owned``,
+``migrations``, 8 to 10 in ``guard`` (with the role setup every version uses: ``owned``,
 ``guarded``); ``MIGRATIONS`` indexes them. Version 1 holds what SQLite's version 6 holds, with
 PostgreSQL's own parts:
 
@@ -40,7 +40,7 @@ from typing import Any
 from chat_history.store import keys
 from chat_history.store.postgres import guard, migrations, tables
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 #: pg_advisory_xact_lock key of migrations ('chmi').
 MIGRATION_LOCK = 0x63686D69
 
@@ -55,6 +55,7 @@ MIGRATIONS: dict[int, str] = {
     6: migrations.V7,
     7: guard.V8,  # guard.py: the tables no member can lock
     8: guard.V9,
+    9: guard.V10,  # guard.py: origins and native compactions (issue 42)
 }
 
 

@@ -9,6 +9,7 @@ from chat_history.wire.methods import (
     edits,
     history,
     imports,
+    provider_state,
     replies,
     search,
     usage,
@@ -26,4 +27,5 @@ METHODS: tuple[Method, ...] = (
     *workspaces.METHODS,
     *replies.METHODS,
     *imports.METHODS,
+    *provider_state.METHODS,
 )

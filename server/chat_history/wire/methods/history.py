@@ -4,6 +4,7 @@ translators and handlers (one ``service.history`` call each)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -12,6 +13,7 @@ from chat_history.errors import InvalidParams
 from chat_history.model import Message
 from chat_history.service import history
 from chat_history.service.manager import ChatHistoryManager
+from chat_history.settings import ProviderAlias
 from chat_history.wire.checks import (
     MAX_MESSAGES,
     MAX_PAGE,
@@ -86,13 +88,16 @@ class SaveSummaryParams(KeyParams):
     covers_through_id: int | None = None
 
 
-def to_messages(params: AppendParams) -> list[Message]:
-    """``append``'s messages checked into Messages, in order."""
+def to_messages(
+    params: AppendParams, aliases: Mapping[str, ProviderAlias] | None = None
+) -> list[Message]:
+    """``append``'s messages checked into Messages, in order (``aliases``: the settings'
+    ``chatHistory.providers``, which fill an ``originAlias``)."""
     if not 1 <= len(params.messages) <= MAX_MESSAGES:
         raise InvalidParams(
             "messages", f"must hold 1 to {MAX_MESSAGES:,} messages (got {len(params.messages):,})"
         )
-    return [to_message(m, f"messages[{i}]") for i, m in enumerate(params.messages)]
+    return [to_message(m, f"messages[{i}]", aliases) for i, m in enumerate(params.messages)]
 
 
 def get_args(params: GetParams) -> tuple[int | None, int | None]:
@@ -167,7 +172,7 @@ def wire_deleted(deleted: bool) -> dict[str, Any]:
 
 def append(m: ChatHistoryManager, ls: Session, p: AppendParams) -> Any:
     """``chatHistory/append``: store the messages (retention runs in the same write)."""
-    return wire_append(history.append(m, ls.key(p), to_messages(p)))
+    return wire_append(history.append(m, ls.key(p), to_messages(p, m.settings.providers)))
 
 
 def get(m: ChatHistoryManager, ls: Session, p: GetParams) -> Any:

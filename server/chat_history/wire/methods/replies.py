@@ -4,14 +4,16 @@ name each bad field, the handlers (one ``service.replies`` call each) and the re
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, cast
 
 import attrs
 
 from chat_history.errors import InvalidParams
-from chat_history.model import ToolCall
+from chat_history.model import Origin, ToolCall
 from chat_history.service import replies
 from chat_history.service.manager import ChatHistoryManager
+from chat_history.settings import ProviderAlias
 from chat_history.wire import checks, messages, protocol
 from chat_history.wire.messages import MessageIn, ToolCallIn
 from chat_history.wire.methods.base import Method, Session
@@ -48,14 +50,22 @@ class EndReplyParams(KeyParams):
     tool_calls: list[ToolCallIn] | None = None
     provider_data: dict[str, Any] | None = None
     metadata: dict[str, Any] | None = None
+    #: version 5: where the reply's providerData was minted, or the alias it was sent to
+    origin: Any = None
+    origin_alias: Any = None
 
 
 _END_STATUSES = ("complete", "interrupted", "discard")
-_MESSAGE_FIELDS = frozenset({"content", "toolCalls", "providerData", "metadata"})
+_MESSAGE_FIELDS = frozenset(
+    {"content", "toolCalls", "providerData", "metadata", "origin", "originAlias"}
+)
 
 
-def begin_options(p: BeginReplyParams) -> replies.ReplyBegin:
-    """``beginReply``'s arguments checked (``continue_id``, ``message.*``)."""
+def begin_options(
+    p: BeginReplyParams, aliases: Mapping[str, ProviderAlias] | None = None
+) -> replies.ReplyBegin:
+    """``beginReply``'s arguments checked (``continue_id``, ``message.*``; ``aliases`` fill
+    ``message.originAlias``)."""
     expected = checks.expected_last(cast(Any, p))
     if p.continue_id is not None:
         if p.message is not None:
@@ -71,7 +81,9 @@ def begin_options(p: BeginReplyParams) -> replies.ReplyBegin:
     raw = protocol.structure({**p.message, "role": "assistant"}, MessageIn)
     if raw.content is None:
         raw.content = ""
-    return replies.ReplyBegin(message=messages.to_message(raw, "message"), expected=expected)
+    return replies.ReplyBegin(
+        message=messages.to_message(raw, "message", aliases), expected=expected
+    )
 
 
 def _calls(raw: list[ToolCallIn] | None) -> tuple[ToolCall, ...] | None:
@@ -83,8 +95,11 @@ def _calls(raw: list[ToolCallIn] | None) -> tuple[ToolCall, ...] | None:
     return checked
 
 
-def change_of(p: UpdateReplyParams | EndReplyParams) -> replies.ReplyChange:
-    """The fields an update or end carries, checked (``content_delta``, ``tool_calls[i]``, …)."""
+def change_of(
+    p: UpdateReplyParams | EndReplyParams, aliases: Mapping[str, ProviderAlias] | None = None
+) -> replies.ReplyChange:
+    """The fields an update or end carries, checked (``content_delta``, ``tool_calls[i]``, …;
+    an end's ``origin``, or ``originAlias`` filled from ``aliases``)."""
     delta = getattr(p, "content_delta", None)
     if delta is not None and p.content is not None:
         raise InvalidParams("content", "is not allowed with content_delta")
@@ -107,12 +122,26 @@ def change_of(p: UpdateReplyParams | EndReplyParams) -> replies.ReplyChange:
             else None
         ),
         metadata=checks.check_json(metadata, "metadata") if metadata is not None else None,
+        origin=_origin(p, aliases),
     )
+
+
+def _origin(
+    p: UpdateReplyParams | EndReplyParams, aliases: Mapping[str, ProviderAlias] | None
+) -> Origin | None:
+    """An end's ``origin``/``originAlias``, checked (an update carries none)."""
+    if not isinstance(p, EndReplyParams):
+        return None
+    try:
+        return messages.to_origin(p.origin, p.origin_alias, "reply", aliases)
+    except InvalidParams as exc:  # reply.origin.provider → origin.provider
+        raise InvalidParams(exc.field.removeprefix("reply."), exc.why) from None
 
 
 def begin_reply(m: ChatHistoryManager, ls: Session, p: BeginReplyParams) -> Any:
     """``chatHistory/beginReply`` → the streaming StoredMessage."""
-    return protocol.wire_message(replies.begin(m, ls.key(p), begin_options(p)))
+    options = begin_options(p, m.settings.providers)
+    return protocol.wire_message(replies.begin(m, ls.key(p), options))
 
 
 def update_reply(m: ChatHistoryManager, ls: Session, p: UpdateReplyParams) -> Any:
@@ -129,7 +158,7 @@ def end_reply(m: ChatHistoryManager, ls: Session, p: EndReplyParams) -> Any:
     if p.status not in _END_STATUSES:
         raise InvalidParams("status", f"must be one of {', '.join(_END_STATUSES)}")
     status = cast(replies.EndStatus, p.status)
-    return wire_end(replies.end(m, key, row, status, change_of(p)))
+    return wire_end(replies.end(m, key, row, status, change_of(p, m.settings.providers)))
 
 
 def wire_end(result: replies.EndResult) -> dict[str, Any]:
