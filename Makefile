@@ -15,7 +15,7 @@ ifneq ($(NODE_HEADERS),)
 export npm_config_nodedir := $(patsubst %/include/node/node.h,%,$(NODE_HEADERS))
 endif
 
-.PHONY: demo test check lint node-suites e2e-tools pytest shim-test mcp-inspector panel-test e2e e2e-install shim-build bench clean wheels-check vsix vsix-all dist dist-check postgresql
+.PHONY: demo test check lint node-suites e2e-tools pytest shim-test mcp-inspector mcp-conformance panel-test e2e e2e-install shim-build bench clean wheels-check vsix vsix-all dist dist-check postgresql
 
 demo: $(BASE)
 	$(PY) -m chat_history.demo
@@ -25,18 +25,18 @@ demo: $(BASE)
 # beside lint, then pytest (CPU-bound on both cores) beside the short node suites and the
 # packaging check, then the two editor suites alone, since they time what a person sees.
 test:
-	$(MAKE) --no-print-directory $(DEV) $(NODE) $(PANEL_NODE) $(ACP_AGENTS) $(MCP_INSPECTOR) postgresql
+	$(MAKE) --no-print-directory $(DEV) $(NODE) $(PANEL_NODE) $(ACP_AGENTS) $(MCP_INSPECTOR) $(MCP_CONFORMANCE) postgresql
 	$(MAKE) --no-print-directory -j2 --output-sync=target lint wheels-check
 	$(MAKE) --no-print-directory -j2 --output-sync=recurse pytest node-suites
 	$(MAKE) --no-print-directory e2e
 	$(MAKE) --no-print-directory e2e-install
 
-# The shim's, the MCP Inspector's and the panel's suites, the packages' check and the editor
+# The shim's, the MCP Inspector's, the MCP conformance and the panel's suites, the packages' check and the editor
 # suites' tools (chromium with apt, code-server into $(PANEL)/.e2e-cache), one by one.
 # A make of its own with -j1: they share client-shim/dist (its tests rebuild it), so they must not
 # run at once with each other, only beside pytest.
 node-suites:
-	$(MAKE) --no-print-directory -j1 shim-test mcp-inspector panel-test dist-check e2e-tools
+	$(MAKE) --no-print-directory -j1 shim-test mcp-inspector mcp-conformance panel-test dist-check e2e-tools
 
 e2e-tools:
 	cd $(PANEL) && bash e2e/install-code-server.sh .e2e-cache
@@ -85,6 +85,63 @@ mcp-inspector: $(DEV) $(MCP_INSPECTOR)
 
 $(MCP_INSPECTOR): tests/mcp-inspector/package-lock.json
 	cd tests/mcp-inspector && npm ci --no-audit --no-fund
+	touch $@
+
+# `chat-history mcp --http` checked by the MCP project's conformance suite
+# (tests/mcp-conformance), at 2025-11-25 and at 2026-07-28: every server scenario the suite's
+# frozen requirements list for each revision. The suite needs Node 22: npm installs it from the
+# registry (the node-<platform> package of the host, an optional dependency), never from
+# nodejs.org; `npm test` runs with it first on the PATH. A scenario with a failed check fails
+# the target, except what is excluded below, by scenario or by scenario/check, each for its
+# reason: they test the suite's own fixture server (its tools, prompts and resources by name,
+# or protocol features a read-only history server does not offer), and our own tests cover the
+# feature they stand for where we have it (tests/e2e/test_mcp*.py).
+# logging (deprecated at 2026-07-28): the server offers no logging capability.
+MCP_CONFORMANCE_EXCLUDE := logging-set-level tools-call-with-logging
+# the fixture's tools returning images, audio and embedded resources; ours answer text and
+# resource links.
+MCP_CONFORMANCE_EXCLUDE += tools-call-image tools-call-audio tools-call-embedded-resource
+MCP_CONFORMANCE_EXCLUDE += tools-call-mixed-content
+# the fixture's tools that report progress, reconnect an SSE stream mid-call (needs an event
+# store for resumption, which this server does not keep), or take x-mcp-header parameters.
+MCP_CONFORMANCE_EXCLUDE += tools-call-with-progress server-sse-polling
+MCP_CONFORMANCE_EXCLUDE += http-custom-header-server-validation
+# the fixture's tools that ask the client for sampling, elicitation or roots (2025 requests,
+# 2026 input_required results): a recall server asks its client for nothing.
+MCP_CONFORMANCE_EXCLUDE += tools-call-sampling tools-call-elicitation
+MCP_CONFORMANCE_EXCLUDE += elicitation-sep1034-defaults elicitation-sep1330-enums
+MCP_CONFORMANCE_EXCLUDE += input-required-result-basic-elicitation
+MCP_CONFORMANCE_EXCLUDE += input-required-result-basic-sampling
+MCP_CONFORMANCE_EXCLUDE += input-required-result-basic-list-roots
+MCP_CONFORMANCE_EXCLUDE += input-required-result-request-state
+MCP_CONFORMANCE_EXCLUDE += input-required-result-multiple-input-requests
+MCP_CONFORMANCE_EXCLUDE += input-required-result-multi-round
+MCP_CONFORMANCE_EXCLUDE += input-required-result-non-tool-request
+MCP_CONFORMANCE_EXCLUDE += input-required-result-result-type
+MCP_CONFORMANCE_EXCLUDE += input-required-result-tampered-state
+MCP_CONFORMANCE_EXCLUDE += input-required-result-capability-check
+# ... and the 2026 stateless scenario's two checks that call the fixture's diagnostic tool
+# test_missing_capability (its 26 other checks count).
+MCP_CONFORMANCE_EXCLUDE += server-stateless/sep-2575-server-rejects-undeclared-capability
+MCP_CONFORMANCE_EXCLUDE += server-stateless/sep-2575-missing-capability-http-400
+# the fixture's resources by URI (test://static-text, test://static-binary,
+# test://template/{id}/data) and its JSON Schema 2020-12 tool; ours are read by name in
+# tests/e2e/test_mcp_resources.py.
+MCP_CONFORMANCE_EXCLUDE += resources-read-text resources-read-binary resources-templates-read
+MCP_CONFORMANCE_EXCLUDE += json-schema-2020-12
+# prompts: the server offers none (so neither their completion, which it refuses as an
+# invalid prompt name, -32602, nor the caching check of prompts/list; the other caching
+# checks count).
+MCP_CONFORMANCE_EXCLUDE += prompts-list prompts-get-simple prompts-get-with-args
+MCP_CONFORMANCE_EXCLUDE += prompts-get-embedded-resource prompts-get-with-image
+MCP_CONFORMANCE_EXCLUDE += completion-complete caching/sep-2549-prompts-list-caching-hints
+MCP_CONFORMANCE := tests/mcp-conformance/node_modules/.installed
+mcp-conformance: $(DEV) $(MCP_CONFORMANCE)
+	cd tests/mcp-conformance && CHAT_HISTORY_PYTHON="$(CURDIR)/$(PY)" \
+	  MCP_CONFORMANCE_EXCLUDE="$(MCP_CONFORMANCE_EXCLUDE)" npm test
+
+$(MCP_CONFORMANCE): tests/mcp-conformance/package-lock.json
+	cd tests/mcp-conformance && npm ci --no-audit --no-fund
 	touch $@
 
 # The sample chat panel (examples/chat-panel): unit tests of its pure modules, then the
@@ -173,4 +230,4 @@ $(PANEL_NODE): $(PANEL)/package-lock.json $(NODE)
 	touch $@
 
 clean:
-	rm -rf build dist $(VENV) client-shim/node_modules tests/mcp-inspector/node_modules tests/acp-agents/node_modules client-shim/dist $(PANEL)/node_modules $(PANEL)/dist $(PANEL)/dist-test
+	rm -rf build dist $(VENV) client-shim/node_modules tests/mcp-inspector/node_modules tests/mcp-conformance/node_modules tests/acp-agents/node_modules client-shim/dist $(PANEL)/node_modules $(PANEL)/dist $(PANEL)/dist-test

@@ -86,6 +86,7 @@ CAMEL_ALLOWED = {
     "wire/transport/frames.py",
     "cli/transfer.py",
     "mcp/tools.py",
+    "mcp/resources.py",
     "mcp/server.py",
     "acp/rows.py",
     "acp/listing.py",

@@ -1,6 +1,7 @@
-"""The CLI's commands for agents: ``chat-history mcp`` (the MCP recall server on stdio) and
-``chat-history acp -- AGENT …`` (the recording proxy in front of an ACP agent). Each SDK is
-imported only when its command runs, so the rest of the CLI starts without it."""
+"""The CLI's commands for agents: ``chat-history mcp`` (the MCP recall server on stdio, or on
+local Streamable HTTP with ``--http``) and ``chat-history acp -- AGENT …`` (the recording proxy
+in front of an ACP agent). Each SDK is imported only when its command runs, so the rest of the
+CLI starts without it."""
 
 from __future__ import annotations
 
@@ -40,6 +41,17 @@ def max_tokens(text: str) -> int:
     return value
 
 
+def http_port(text: str) -> int:
+    """``--http``: a TCP port (0: any free one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a port number") from None
+    if not 0 <= value <= 65_535:
+        raise argparse.ArgumentTypeError("must be from 0 to 65535")
+    return value
+
+
 def check_store(location: tuple[Path, str], *, given: bool) -> None:
     """``mcp``'s SQLite store before anything opens it (``location``: its folder and file name,
     ``given``: named by ``--db``). The server only reads: a store that ``--db`` names must hold a
@@ -75,19 +87,27 @@ def check_store(location: tuple[Path, str], *, given: bool) -> None:
 
 
 def serve_mcp(args: argparse.Namespace, manager: ChatHistoryManager, machine: str) -> int:
-    """``mcp``: serve the recall tools on stdio over ``manager`` until the client closes it."""
+    """``mcp``: serve the recall tools and resources over ``manager`` on stdio until the
+    client closes it, or with ``--http`` on 127.0.0.1 until interrupted."""
     from chat_history.mcp.server import RecallServer, serve
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(message)s")
+    http = args.http
     recall = RecallServer(
         manager,
         workspace=args.workspace,
         all_workspaces=args.all_workspaces,
         max_tokens=args.max_tokens,
         machine=machine,
+        ask_roots=http is None,
     )
     try:
-        serve(recall)
+        if http is None:
+            serve(recall)
+        else:
+            from chat_history.mcp.http import serve_http
+
+            serve_http(recall, http, args.token_file)
     finally:
         manager.close()
     return 0
@@ -112,7 +132,9 @@ def serve_acp(args: argparse.Namespace, manager: ChatHistoryManager, machine: st
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    """``mcp``: the recall server on stdio, read-only (storage retention off)."""
+    """``mcp``: the recall server on stdio (or local HTTP), read-only (storage retention off)."""
+    if args.token_file is not None and args.http is None:
+        raise SystemExit("chat-history mcp: --token-file needs --http")
     if cli_database(args) is None:
         check_store(database_location(args.db), given=args.db is not None)
     manager = open_manager(args, reading(default_settings()), create=True)
@@ -146,6 +168,19 @@ def _mcp_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"bound of each answer in estimated tokens (default {DEFAULT_MAX_TOKENS})",
     )
+    p.add_argument(
+        "--http",
+        type=http_port,
+        metavar="PORT",
+        help="serve Streamable HTTP on 127.0.0.1:PORT (0: any free port) instead of stdio, "
+        "each request with the bearer token made for this run",
+    )
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="PATH",
+        help="with --http: write the bearer token to PATH (mode 0600) instead of stderr",
+    )
 
 
 def _acp_arguments(p: argparse.ArgumentParser) -> None:
@@ -156,8 +191,8 @@ def _acp_arguments(p: argparse.ArgumentParser) -> None:
 
 MCP = Subcommand(
     "mcp",
-    "serve this workspace's history to agents over MCP (stdio): search_history, "
-    "list_conversations, read_conversation",
+    "serve this workspace's history to agents over MCP (stdio, or local HTTP with --http): "
+    "search_history, list_conversations, read_conversation, and each conversation as a resource",
     cmd_mcp,
     _mcp_arguments,
 )

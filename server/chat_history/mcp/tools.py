@@ -2,7 +2,8 @@
 ``ChatHistoryManager`` and free of the MCP SDK: each checks its arguments (an ``InvalidParams``
 names the argument as the tool's schema spells it), reads one workspace's history (or every
 workspace's, when the command line says so), and answers structured content and its text
-rendering, both within the token bound, saying what was left out.
+rendering, both within the token bound, saying what was left out. A search's answer also links
+each conversation it found as a resource (uris.py), so a client can attach it whole.
 
 This module is the MCP tools' own wire: it alone spells their camelCase names."""
 
@@ -17,6 +18,8 @@ import attrs
 from typing_extensions import TypedDict
 
 from chat_history.errors import InvalidParams
+from chat_history.mcp import uris
+from chat_history.mcp.uris import ID_CHARS
 from chat_history.model import Key, StoredMessage
 from chat_history.policy.recording import truncate_tool_result
 from chat_history.policy.search.query import check_query
@@ -38,7 +41,6 @@ SEARCH_ROLES = ("user", "assistant")
 #: A row's content, a call's arguments and a tool result are cut to this many characters each in
 #: ``read_conversation`` (as tool results are cut on append), so one huge row cannot fill it.
 ROW_CHARS = 4_000
-ID_CHARS = 256
 #: The largest row id a client can name (what a JSON number holds exactly).
 MAX_ROW_ID = 2**53 - 1
 
@@ -52,6 +54,10 @@ class Scope:
 
     workspace: str | None
     max_tokens: int = DEFAULT_MAX_TOKENS
+
+    @property
+    def every_workspace(self) -> bool:
+        return self.workspace is None
 
     def key(self, conversation: str) -> Key | None:
         """The conversation's key in this scope (None: every workspace; the caller looks)."""
@@ -117,11 +123,30 @@ class ReadOutput(TypedDict):
 
 
 @attrs.frozen
+class Link:
+    """A ``resource_link`` content item: a conversation the answer names, as a resource."""
+
+    uri: str
+    name: str
+    title: str | None
+    mime_type: str
+
+    def wire(self) -> dict[str, Any]:
+        """The item as the MCP wire spells it (what it costs the agent)."""
+        item = {"type": "resource_link", "uri": self.uri, "name": self.name}
+        if self.title is not None:
+            item["title"] = self.title
+        return item | {"mimeType": self.mime_type}
+
+
+@attrs.frozen
 class Answer:
-    """A tool's answer: its structured content and the text rendering of the same."""
+    """A tool's answer: its structured content, the text rendering of the same, and the
+    conversations it links."""
 
     structured: dict[str, Any]
     text: str
+    links: tuple[Link, ...] = ()
 
 
 # -- arguments -----------------------------------------------------------------------------------
@@ -180,24 +205,33 @@ def cut(text: str, limit: int = ROW_CHARS) -> str:
     return truncate_tool_result(text, limit)
 
 
-def tokens_of(structured: dict[str, Any], text: str) -> int:
-    """What an answer costs the agent: the larger of its two renderings."""
-    return max(text_tokens(text), text_tokens(json.dumps(structured, ensure_ascii=False)))
+def tokens_of(answer: Answer) -> int:
+    """What an answer costs the agent: the larger of its two renderings (the text counted with
+    the links that come with it as content)."""
+    links = sum(text_tokens(json.dumps(link.wire(), ensure_ascii=False)) for link in answer.links)
+    return max(
+        text_tokens(answer.text) + links,
+        text_tokens(json.dumps(answer.structured, ensure_ascii=False)),
+    )
 
 
 def bounded(
-    items: Sequence[T], build: Callable[[Sequence[T]], Answer], max_tokens: int
+    items: Sequence[T],
+    build: Callable[[Sequence[T]], Answer],
+    max_tokens: int,
+    cost: Callable[[Answer], int] = tokens_of,
 ) -> tuple[Answer, int]:
-    """The answer of the longest prefix of ``items`` within ``max_tokens`` (at least the answer
-    of none), and how many items were left out. Binary search: the cost grows with the prefix."""
+    """The answer of the longest prefix of ``items`` within ``max_tokens`` by ``cost`` (at least
+    the answer of none), and how many items were left out. Binary search: the cost grows with
+    the prefix."""
     low, high = 0, len(items)
     best = build(items[:0])
-    if tokens_of(best.structured, best.text) > max_tokens:
+    if cost(best) > max_tokens:
         return best, len(items)
     while low < high:
         mid = (low + high + 1) // 2
         answer = build(items[:mid])
-        if tokens_of(answer.structured, answer.text) <= max_tokens:
+        if cost(answer) <= max_tokens:
             low, best = mid, answer
         else:
             high = mid - 1
@@ -263,7 +297,16 @@ def search_history(manager: ChatHistoryManager, scope: Scope, arguments: dict[st
         text = "\n".join(lines) if lines else "No messages match."
         if result.has_more:
             text += "\n(More messages match: raise the limit or narrow the query.)"
-        return Answer(dict(output), text + left_out(omitted, "results"))
+        links = tuple(
+            Link(
+                uris.conversation_uri(key, every_workspace=scope.every_workspace),
+                key.conversation,
+                titles[key],
+                uris.MARKDOWN,
+            )
+            for key in dict.fromkeys(Key(hit.workspace, hit.conversation) for hit in hits)
+        )
+        return Answer(dict(output), text + left_out(omitted, "results"), links)
 
     answer, _ = bounded(result.hits, build, scope.max_tokens)
     return answer
@@ -349,7 +392,8 @@ def _arguments_text(arguments: Any) -> str:
     return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
 
 
-def _row(row: StoredMessage) -> RowItem:
+def row_item(row: StoredMessage) -> RowItem:
+    """A row as ``read_conversation`` and the conversation resources show it (contents cut)."""
     item: RowItem = {
         "id": row.id,
         "role": row.role,
@@ -421,7 +465,7 @@ def read_conversation(
 
     def build(taken: Sequence[int]) -> Answer:
         chosen = sorted(taken)
-        items = [_row(rows[n]) for n in chosen]
+        items = [row_item(rows[n]) for n in chosen]
         before = chosen[0] if chosen else len(rows)
         after = len(rows) - 1 - chosen[-1] if chosen else 0
         output: ReadOutput = {
