@@ -102,16 +102,8 @@ class Transaction(Reading):
                 )
             )
             parent = row_id
-        after = ConversationTotals(
-            count,
-            tokens,
-            last_turn,
-            turn_start,
-            oldest,
-            now_ms,
-            totals.branches if totals else 0,
-            totals.branch_expiry if totals else None,
-        )
+        branches = (totals.branches, totals.branch_expiry) if totals else (0, None)
+        after = ConversationTotals(count, tokens, last_turn, turn_start, oldest, now_ms, *branches)
         queries.write_totals(self.connection, key, after, existed=totals is not None)
         if created:
             records.set_created(self.connection, key, now_ms)
