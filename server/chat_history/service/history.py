@@ -215,10 +215,8 @@ def save_summary(
 def get_summary(manager: ChatHistoryManager, key: Key) -> Summary | None:
     """The conversation's summary after retention (an expired one is deleted), or None.
     Raises StorageError."""
-    with manager.lock:
-        manager.retention.before_read(key, manager.clock())
-        with manager.store.read() as tx:
-            return tx.summary(key)
+    with manager.lock:  # one snapshot when retention has nothing due (the common case)
+        return manager.retained_read(key, lambda tx, _pruned: tx.summary(key))
 
 
 def delete_summary(manager: ChatHistoryManager, key: Key) -> bool:
