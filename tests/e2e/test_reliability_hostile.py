@@ -353,7 +353,9 @@ def test_fuzzed_text_is_stored_exactly_or_refused_by_field(
     )
     # What the server reads: \u escapes of a surrogate pair decode to one valid character.
     conversation, sent = json.loads(json.dumps([conversation, sent]))
-    bad = ["conversationId"] if _has_surrogate(conversation) else []
+    # A conversation id holding NUL is refused (version 5: the store keys a conversation's other
+    # branches by its id and a NUL, which no client may name).
+    bad = ["conversationId"] if _has_surrogate(conversation) or "\x00" in conversation else []
     for i, message in enumerate(sent):
         bad += [
             f"messages[{i}].{k}" for k in ("content", "metadata") if _has_surrogate(message.get(k))
@@ -451,9 +453,9 @@ def test_numbers_too_large_for_any_field_are_refused_by_field(server: Server) ->
 
 def test_nul_text_round_trips_and_lone_surrogates_are_refused_by_field(server: Server) -> None:
     text = "before\x00after"
-    stored = server.append(text, user(text, metadata={text: text}, name=text))
+    stored = server.append("nul-text", user(text, metadata={text: text}, name=text))
     assert stored["messages"][0]["content"] == text
-    row = server.get(text)[0]
+    row = server.get("nul-text")[0]
     assert (row["content"], row["metadata"], row["name"]) == (text, {text: text}, text)
     for params, field in (
         ({"conversationId": "s", "messages": [user("a\ud800b")]}, "messages[0].content"),
@@ -467,6 +469,11 @@ def test_nul_text_round_trips_and_lone_surrogates_are_refused_by_field(server: S
         body = request_body(0, "chatHistory/append", params)
         assert b"\\ud8" in body or b"\\udf" in body  # sent as escapes, as a client would
         assert_invalid(raw_request(server, "chatHistory/append", params), field)
+    # NUL is text, but not in a conversation id (version 5), refused naming it.
+    answer = raw_request(
+        server, "chatHistory/append", {"conversationId": "a\x00b", "messages": [user("a")]}
+    )
+    assert_invalid(answer, "conversationId")
 
 
 def test_ids_naming_paths_or_sql_are_only_keys(server: Server, root: Path) -> None:
@@ -477,7 +484,6 @@ def test_ids_naming_paths_or_sql_are_only_keys(server: Server, root: Path) -> No
         "/tmp/escape-conversation",
         "'; DROP TABLE messages; --",
         "x' OR '1'='1",
-        "NUL\x00byte",
     ]
     for conversation in hostile:
         server.append(conversation, user(f"in {conversation}"), workspace="../../escape-ws")
@@ -491,6 +497,14 @@ def test_ids_naming_paths_or_sql_are_only_keys(server: Server, root: Path) -> No
         for name in ("escape-conversation", "escape-ws"):
             assert not (base / ".." / ".." / name).exists()
     assert not Path("/tmp/escape-conversation").exists()
+    # A NUL in an id is refused, naming it (version 5), and creates nothing.
+    refused = raw_request(
+        server,
+        "chatHistory/append",
+        {"conversationId": "NUL\x00byte", "messages": [user("x")], "workspace": "../../escape-ws"},
+    )
+    assert_invalid(refused, "conversationId")
+    assert tree(root) == before
 
 
 MALFORMED: list[tuple[str, bytes, int | None, int]] = [

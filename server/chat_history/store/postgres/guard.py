@@ -53,7 +53,7 @@ V9_TABLES: dict[str, tuple[str, ...]] = {"change_marks": ("workspace", "conversa
 V10_TABLES: dict[str, tuple[str, ...]] = {"compactions": ("workspace", "conversation")}
 #: The table version 11 guards: the inactive branches of conversation trees (store/tree.py).
 V11_TABLES: dict[str, tuple[str, ...]] = {"branches": ("workspace", "conversation", "head")}
-GUARDED: dict[str, tuple[str, ...]] = {**V8_TABLES, **V9_TABLES, **V10_TABLES}
+GUARDED: dict[str, tuple[str, ...]] = {**V8_TABLES, **V9_TABLES, **V10_TABLES, **V11_TABLES}
 
 
 def owned(table: str, grant: str = "SELECT, INSERT, UPDATE, DELETE") -> str:
