@@ -112,6 +112,21 @@ def path_through(manager: ChatHistoryManager, key: Key, row_id: int) -> PathRead
         return manager.retained_read(key, lambda tx, _: _path_through_in(tx, key, row_id))
 
 
+def tree_rows(manager: ChatHistoryManager, key: Key) -> tuple[StoredMessage, ...]:
+    """Every row of the conversation, on every branch, in id order (after retention, as every
+    read). Raises StorageError."""
+    with manager.lock:
+        return manager.retained_read(key, lambda tx, _: _tree_rows_in(tx, key))
+
+
+def _tree_rows_in(tx: Reading, key: Key) -> tuple[StoredMessage, ...]:
+    active = tx.all_rows(key)
+    totals = tx.totals(key)
+    if totals is None or not totals.branches:
+        return tuple(active)
+    return tuple(sorted([*active, *TreeReading(tx).parked_rows(key)], key=lambda row: row.id))
+
+
 def _path_through_in(tx: Reading, key: Key, row_id: int) -> PathRead:
     section = TreeReading(tx)
     node = section.node(key, row_id)
