@@ -5,6 +5,7 @@ share one database. Nothing is lost or doubled, and nobody waits forever."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -128,6 +129,40 @@ async def test_editor_leaves_mid_reply(tmp_path: Path, cwd: Path) -> None:
     assert (role, status) == ("assistant", "interrupted") and text.startswith("Let me")
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid.read_text()), 0)
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    with contextlib.suppress(OSError):
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return True
+
+
+@pytest.mark.skipif(os.name != "posix", reason="process groups are POSIX's")
+async def test_what_the_agent_started_stops_with_the_proxy(tmp_path: Path, cwd: Path) -> None:
+    """An agent behind a wrapper (``npx`` starting codex-acp's binary) leaves a process the
+    proxy did not start itself: it stops with the agent's process group when the editor
+    leaves."""
+    db, pid, child = tmp_path / "h.db", tmp_path / "agent.pid", tmp_path / "child.pid"
+    env = {"ACP_AGENT_PID": str(pid), "ACP_AGENT_CHILD": str(child)}
+    async with editor_session(db, env) as (conn, _, process):
+        await conn.new_session(cwd=str(cwd))  # the agent runs, and its child
+        started = int(child.read_text())
+        assert running(started)
+        assert process.stdin is not None
+        process.stdin.close()
+        assert await asyncio.wait_for(process.wait(), 15) == 0
+    assert not running(int(pid.read_text()))
+    for _ in range(100):  # a kill is delivered at once; its reaping may come a moment later
+        if not running(started):
+            break
+        await asyncio.sleep(0.05)
+    assert not running(started)
 
 
 async def test_two_editors_on_one_database(tmp_path: Path, cwd: Path) -> None:

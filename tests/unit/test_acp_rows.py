@@ -141,3 +141,42 @@ def test_session_ids_and_conversation_ids() -> None:
     assert rows.conversation_id("abc") == "acp:abc"
     assert rows.session_of("acp:abc") == "abc"
     assert rows.session_of("panel-1") is None
+
+
+def test_chunks_of_one_message_merge_and_a_new_message_id_starts_another() -> None:
+    reply = rows.Reply()
+    for update in (
+        chunk("a", messageId="m1"),
+        chunk("b", messageId="m1"),
+        chunk("c", messageId="m2"),
+        chunk("d"),  # no id: not the message before it
+    ):
+        reply.add(update)
+    assert [(u["content"]["text"], u.get("messageId")) for u in reply.updates] == [
+        ("ab", "m1"),
+        ("c", "m2"),
+        ("d", None),
+    ]
+
+
+def test_the_row_a_message_id_names() -> None:
+    prompt = stored(rows.prompt_row([{"type": "text", "text": "hi"}], "p-1"), 7)
+    reply = rows.Reply()
+    reply.add(chunk("hello", messageId="r-1"))
+    answer = stored(
+        Message(role="assistant", content="hello", provider_data=reply.provider_data()), 8
+    )
+    plain = stored(rows.prompt_row([{"type": "text", "text": "again"}]), 12)
+    tree = [prompt, answer, plain]
+    assert rows.message_row(tree, "p-1") == 7
+    assert rows.message_row(tree, "r-1") == 8
+    assert rows.message_row(tree, "12") == 12  # the store's id, written in decimal
+    assert rows.message_row(tree, "8") == 8
+    for unknown in ("13", "p-2", "", "-8", "٨", "r-1 "):
+        assert rows.message_row(tree, unknown) is None
+    # a recorded id wins over a row id that happens to read the same
+    named = stored(rows.prompt_row([{"type": "text", "text": "x"}], "7"), 20)
+    assert rows.message_row([prompt, named], "7") == 20
+    # a replay gives the prompt's id back on its chunks
+    assert rows.replay([prompt])[0]["messageId"] == "p-1"
+    assert "messageId" not in rows.replay([plain])[0]

@@ -82,14 +82,20 @@ class Recorder:
         """The key ``bind`` gave ``session_id``; None: a session not recorded."""
         return self.keys.get(session_id)
 
-    def prompt(self, session_id: str, blocks: Sequence[Mapping[str, Any]]) -> None:
-        """A ``session/prompt`` the editor sent: its user row and a streaming reply."""
+    def prompt(
+        self,
+        session_id: str,
+        blocks: Sequence[Mapping[str, Any]],
+        message_id: str | None = None,
+    ) -> None:
+        """A ``session/prompt`` the editor sent (``message_id``: its ``messageId``): its user row
+        and a streaming reply."""
         key = self.keys.get(session_id)
         if key is None:
             return
         self.end(session_id, "interrupted")  # a prompt whose answer never came
         try:
-            history.append(self.manager, key, [rows.prompt_row(blocks)])
+            history.append(self.manager, key, [rows.prompt_row(blocks, message_id)])
             row = replies.begin(self.manager, key, replies.ReplyBegin())
         except ChatHistoryError as error:
             log.warning("acp: the prompt was not recorded: %s", error)

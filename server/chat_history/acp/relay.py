@@ -14,7 +14,9 @@
   interrupted; the next request starts the agent again (``initialize`` replayed) and a session
   of the dead agent gets a new agent session seeded with its history. Lines that are not JSON
   objects are dropped and logged; over-long lines pass in pieces, unparsed. The editor's exit
-  interrupts what streams and stops the agent."""
+  interrupts what streams and stops the agent with everything it started: the agent runs in a
+  process group of its own (POSIX), which goes with it (an ``npx`` wrapper's real binary
+  included)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ import contextlib
 import inspect
 import itertools
 import logging
+import os
+import signal
 import time
 from typing import Any
 
@@ -38,6 +42,12 @@ OWN = "chat-history-acp/"
 AGENT_GONE = -32603
 #: The agent's requests that wait on the user (their session is ``requires_action``).
 QUESTIONS = ("session/request_permission",)
+#: How long the agent has to exit once its stdin is closed, and what it started to go after a
+#: ``SIGTERM``, before each is killed.
+STOP_GRACE_S = 3.0
+GROUP_GRACE_S = 1.0
+#: Whether the agent gets a process group of its own (stopped whole; POSIX only).
+GROUPS = os.name == "posix"
 #: Ticks (0.05 s) between two looks for changes of the watched folders' lists.
 LIST_TICKS = 10
 #: How long the editor has sent nothing before the list's rows are made ahead (s).
@@ -193,7 +203,10 @@ class Relay(sessions.Link):
                 return
             try:
                 self.process = await asyncio.create_subprocess_exec(
-                    *self.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+                    *self.argv,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    start_new_session=GROUPS,
                 )
             except OSError as error:
                 log.warning("acp: the agent could not be started: %s", error.strerror)
@@ -319,17 +332,47 @@ class Relay(sessions.Link):
                     log.warning("acp: the leases were not renewed: %s", error)
 
     async def _stop_agent(self) -> None:
+        """Close the agent's stdin and give it ``STOP_GRACE_S`` to exit, else kill it; then
+        stop what it started and left running (its process group: ``_end_group``)."""
         process = self.process
-        if process is None or process.returncode is not None:
+        if process is None:
             return
         self.process = None
-        if process.stdin is not None:
-            process.stdin.close()
-        try:
-            await asyncio.wait_for(process.wait(), 3)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
+        if process.returncode is None:
+            if process.stdin is not None:
+                process.stdin.close()
+            try:
+                await asyncio.wait_for(process.wait(), STOP_GRACE_S)
+            except TimeoutError:
+                if not _signal_group(process.pid, signal.SIGKILL):
+                    process.kill()
+                await process.wait()
+        await _end_group(process.pid)
+
+
+def _signal_group(group: int, sig: int) -> bool:
+    """Send ``sig`` to the agent's process group ``group`` (its pid); False when no process of
+    it is left (or groups are not used)."""
+    if not GROUPS:
+        return False
+    try:
+        os.killpg(group, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+async def _end_group(group: int) -> None:
+    """The processes left in the agent's group once it exited (what it started: a wrapper's
+    real binary, a helper) stopped: ``SIGTERM``, then ``SIGKILL`` after ``GROUP_GRACE_S``."""
+    if not _signal_group(group, signal.SIGTERM):
+        return
+    deadline = time.monotonic() + GROUP_GRACE_S
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        if not _signal_group(group, 0):
+            return
+    _signal_group(group, signal.SIGKILL)
 
 
 async def serve(argv: list[str], recorder: Recorder) -> int:

@@ -11,7 +11,12 @@ that finished with content. Replaying a user row sends its blocks as ``user_mess
 assistant row sends its stored updates. When a reply ends, the conversation's metadata notes
 under ``"acp"`` when (``lastTurnEndedAt``, epoch ms) and the newest ``usage_update`` the agent
 sent (its ``cost``, and ``used`` and ``size``): a history view reads them from the record alone,
-not from the rows."""
+not from the rows.
+
+A message's ``messageId`` (the ACP draft's message ids: a prompt's, given by the editor, and the
+one every chunk of a reply carries, given by the agent) is kept with its row, and ``message_row``
+finds the row a ``session/fork``'s ``messageId`` names: by those ids, else by the store's row id
+written in decimal (the id the panel, the MCP tools and ``getTree`` show)."""
 
 from __future__ import annotations
 
@@ -56,10 +61,43 @@ def block_text(block: Mapping[str, Any]) -> str:
     return ""
 
 
-def prompt_row(blocks: Sequence[Mapping[str, Any]]) -> Message:
-    """The user row of a ``session/prompt``."""
+def prompt_row(blocks: Sequence[Mapping[str, Any]], message_id: str | None = None) -> Message:
+    """The user row of a ``session/prompt`` (``message_id``: the prompt's ``messageId``)."""
     text = "\n".join(t for t in (block_text(b) for b in blocks) if t)
-    return Message(role="user", content=text, provider_data={ACP: {"prompt": list(blocks)}})
+    data: dict[str, Any] = {"prompt": list(blocks)}
+    if message_id is not None:
+        data["messageId"] = message_id
+    return Message(role="user", content=text, provider_data={ACP: data})
+
+
+def message_row(rows: Iterable[StoredMessage], message_id: str) -> int | None:
+    """The id of the row of ``rows`` (a conversation's, on every branch) that ``message_id``
+    names: the prompt whose ``messageId`` it is, or the reply whose chunks carry it; else the
+    row whose id it writes in decimal. None: no row."""
+    by_number: int | None = None
+    number = int(message_id) if message_id.isascii() and message_id.isdigit() else None
+    for row in rows:
+        if message_id in _message_ids(row):
+            return row.id
+        if row.id == number:
+            by_number = row.id
+    return by_number
+
+
+def _message_ids(row: StoredMessage) -> set[str]:
+    """The ACP message ids recorded with ``row``."""
+    data = row.provider_data.get(ACP) if row.provider_data else None
+    if not isinstance(data, Mapping):
+        return set()
+    if row.role == "user":
+        own = data.get("messageId")
+        return {own} if isinstance(own, str) else set()
+    updates = data.get("updates")
+    return {
+        update["messageId"]
+        for update in (updates if isinstance(updates, list) else ())
+        if isinstance(update, Mapping) and isinstance(update.get("messageId"), str)
+    }
 
 
 @attrs.define
@@ -90,8 +128,9 @@ class Reply:
                 last is not None
                 and last.get("sessionUpdate") == kind
                 and _is_text(last.get("content"))
-                and set(update) == {"sessionUpdate", "content"}
+                and set(update) <= {"sessionUpdate", "content", "messageId"}
                 and set(last) == set(update)
+                and last.get("messageId") == update.get("messageId")
             ):
                 last["content"] = {"type": "text", "text": last["content"]["text"] + text}
                 return
@@ -158,8 +197,10 @@ def replay(rows: Iterable[StoredMessage]) -> list[dict[str, Any]]:
         data = row.provider_data.get(ACP) if row.provider_data else None
         if row.role == "user":
             blocks = data.get("prompt") if isinstance(data, Mapping) else None
+            own = data.get("messageId") if isinstance(data, Mapping) else None
+            named = {"messageId": own} if isinstance(own, str) else {}
             for block in blocks or [{"type": "text", "text": row.content}]:
-                updates.append({"sessionUpdate": "user_message_chunk", "content": block})
+                updates.append({"sessionUpdate": "user_message_chunk", "content": block, **named})
         elif row.role == "assistant":
             stored = data.get("updates") if isinstance(data, Mapping) else None
             if stored is None:  # a row another client wrote: its text

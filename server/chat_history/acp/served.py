@@ -14,7 +14,7 @@ from typing import Any
 from acp.schema import SessionNotification
 
 from chat_history.acp import rows
-from chat_history.acp.sessions import NOT_FOUND, AgentError, Link, attach
+from chat_history.acp.sessions import NOT_FOUND, AgentError, Link, attach, fork_at, fork_point
 from chat_history.errors import ChatHistoryError, InvalidParams
 from chat_history.model import Key
 from chat_history.service import conversations, history
@@ -134,7 +134,9 @@ async def session_resume(link: Link, message: dict[str, Any]) -> None:
 
 async def session_fork(link: Link, message: dict[str, Any]) -> None:
     """``session/fork``: forwarded when the agent forks, else the stored conversation forked into
-    a new session id and a new agent session seeded with it."""
+    a new session id and a new agent session seeded with it. With ``messageId`` (the ACP draft's
+    fork at a message) the copy is the path through that message, on whichever branch of the
+    stored tree it is (``sessions.fork_point``); the source is left as it was."""
     if link.state.has("fork"):
         await _forward(link, message)
         return
@@ -142,12 +144,14 @@ async def session_fork(link: Link, message: dict[str, Any]) -> None:
     source, cwd = str(params.get("sessionId")), str(params.get("cwd") or ".")
 
     async def work() -> Any:
+        message_id = fork_at(params)
         key, stored = _history(link, source, cwd)
         if not stored:
             await _missing(link, message)
             return None
+        through = None if message_id is None else fork_point(link.recorder, key, message_id)
         target = str(uuid.uuid4())
-        conversations.fork(link.recorder.manager, key, link.recorder.bind(target, cwd))
+        conversations.fork(link.recorder.manager, key, link.recorder.bind(target, cwd), through)
         result = await attach(link, target, params)
         return {"sessionId": target, **result}
 

@@ -24,9 +24,9 @@ import attrs
 from chat_history.acp import rows
 from chat_history.acp.listing import Listings
 from chat_history.acp.recorder import Recorder
-from chat_history.errors import ChatHistoryError
+from chat_history.errors import ChatHistoryError, InvalidParams
 from chat_history.model import Key
-from chat_history.service import conversations, history
+from chat_history.service import branches, conversations, history
 from chat_history.service.preparation import PrepareOptions
 
 log = logging.getLogger("chat_history.acp")
@@ -162,7 +162,8 @@ async def prompt(link: Link, message: dict[str, Any], data: bytes) -> None:
             await link.answer(message["id"], error=error.error)
             return
     blocks = list(params.get("prompt") or [])
-    link.recorder.prompt(session, blocks)
+    own = params.get("messageId")
+    link.recorder.prompt(session, blocks, own if isinstance(own, str) else None)
     seed = link.state.seeds.pop(session, None)
     link.pending[message["id"]] = ("session/prompt", params)
     try:
@@ -202,6 +203,26 @@ def seed(recorder: Recorder, key: Key) -> dict[str, str] | None:
     if not isinstance(messages, list) or not messages:
         return None
     return rows.context_block(messages)
+
+
+def fork_at(params: dict[str, Any]) -> str | None:
+    """A ``session/fork``'s ``messageId`` (the ACP draft's: fork at that message), None when
+    absent. Raises InvalidParams ``messageId``."""
+    value = params.get("messageId")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InvalidParams("messageId", "must be a message id (a non-empty string)")
+    return value
+
+
+def fork_point(recorder: Recorder, key: Key, message_id: str) -> int:
+    """The stored row ``message_id`` names in ``key``'s conversation, on any of its branches
+    (``rows.message_row``). Raises InvalidParams ``messageId`` (no such message)."""
+    found = rows.message_row(branches.tree_rows(recorder.manager, key), message_id)
+    if found is None:
+        raise InvalidParams("messageId", "names no message of this session")
+    return found
 
 
 def completed(link: Link, method: str, params: dict[str, Any], answer: dict[str, Any]) -> Any:
@@ -249,6 +270,12 @@ def forked(link: Link, source: str, target: str, params: dict[str, Any]) -> None
     cwd = str(params.get("cwd") or link.state.cwd.get(source) or ".")
     link.state.cwd[target] = cwd
     try:
-        conversations.fork(link.recorder.manager, key, link.recorder.bind(target, cwd))
+        message_id = fork_at(params)
+        through = None if message_id is None else fork_point(link.recorder, key, message_id)
+    except ChatHistoryError as error:  # the agent knows a message the store does not: all of it
+        log.warning("acp: the fork's message is not in the store (%s); copied whole", error)
+        through = None
+    try:
+        conversations.fork(link.recorder.manager, key, link.recorder.bind(target, cwd), through)
     except ChatHistoryError as error:
         log.warning("acp: the fork was not recorded: %s", error)

@@ -87,7 +87,9 @@ TOOLS: dict[str, tuple[str, dict[str, Any], type, Tool]] = {
         "Search this workspace's past chat conversations (what the user and the assistant "
         "said). Words must all occur (any order, accents and case ignored); put a phrase in "
         "double quotes. Best matches first, each with its conversation id, title, message id, "
-        "time and a snippet; read around a hit with read_conversation.",
+        "time, a snippet and whether it is on the conversation's active path (false: another "
+        "branch, such as a reply that was regenerated or a prompt that was edited); read "
+        "around a hit with read_conversation.",
         _schema(
             {
                 "query": {"type": "string", "minLength": 1, "description": 'words and "phrases"'},
@@ -116,7 +118,7 @@ TOOLS: dict[str, tuple[str, dict[str, Any], type, Tool]] = {
     "read_conversation": (
         "Read a past conversation as text: role, time and content of each message, tool calls "
         "as name(arguments), long contents cut. The newest messages, or those around a message "
-        "id (from search_history).",
+        "id (from search_history; one on another branch reads that branch's path).",
         _schema(
             {
                 "conversationId": {"type": "string", "minLength": 1},

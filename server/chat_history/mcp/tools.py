@@ -25,7 +25,7 @@ from chat_history.policy.recording import truncate_tool_result
 from chat_history.policy.search.query import check_query
 from chat_history.policy.search.rank import SearchHit, SearchScope
 from chat_history.policy.tokens import text_tokens
-from chat_history.service import conversations, history, search
+from chat_history.service import branches, conversations, history, search
 from chat_history.service.conversations import ConversationInfo
 from chat_history.service.manager import ChatHistoryManager
 
@@ -72,6 +72,9 @@ class Hit(TypedDict):
     role: str
     time: str
     snippet: str
+    #: on its conversation's active path (false: on another branch; ``read_conversation`` with
+    #: ``aroundId`` reads that branch's path)
+    onActivePath: bool
 
 
 class SearchOutput(TypedDict):
@@ -120,6 +123,9 @@ class ReadOutput(TypedDict):
     #: rows of the conversation before and after those shown, left out by ``limit`` or the bound
     omittedBefore: int
     omittedAfter: int
+    #: ``read_conversation``: whether the rows are the active path (false: another branch's
+    #: path, read around a row of it)
+    onActivePath: NotRequired[bool]
 
 
 @attrs.frozen
@@ -284,6 +290,7 @@ def search_history(manager: ChatHistoryManager, scope: Scope, arguments: dict[st
                 "role": hit.role,
                 "time": when(hit.timestamp) or "",
                 "snippet": hit.snippet,
+                "onActivePath": hit.on_active_path,
             }
             for hit in hits
         ]
@@ -291,7 +298,9 @@ def search_history(manager: ChatHistoryManager, scope: Scope, arguments: dict[st
         output: SearchOutput = {"results": items, "omitted": omitted, "hasMore": result.has_more}
         lines = [
             f'{n}. [{item["conversationId"]}] "{item["title"] or "untitled"}" · message '
-            f"{item['messageId']} · {item['role']} · {item['time']}\n   {item['snippet']}"
+            f"{item['messageId']} · {item['role']} · {item['time']}"
+            + ("" if item["onActivePath"] else " · on another branch")
+            + f"\n   {item['snippet']}"
             for n, item in enumerate(items, 1)
         ]
         text = "\n".join(lines) if lines else "No messages match."
@@ -445,7 +454,8 @@ def read_conversation(
 ) -> Answer:
     """``read_conversation {conversationId, aroundId?, limit?}``: the conversation's rows as text
     — the newest ``limit``, or those around ``aroundId`` — widened from the centre while they fit
-    the bound."""
+    the bound. The rows are the active path's, or, when ``aroundId`` names a row of another
+    branch, that row's path (``branches.path_through``: nothing is switched)."""
     conversation = text_arg(
         arguments.get("conversationId"), "conversationId", ID_CHARS, required=True
     )
@@ -455,12 +465,14 @@ def read_conversation(
     key = find_conversation(manager, scope, conversation)
     rows = list(history.get(manager, key).messages)
     title = conversations.info(manager, key).title
+    active = True
     if around is None:
         centre = len(rows) - 1
     else:
         centre = next((n for n, row in enumerate(rows) if row.id >= around), -1)
         if centre < 0 or rows[centre].id != around:
-            raise InvalidParams("aroundId", "no message with this id in the conversation")
+            rows, active = _other_path(manager, key, around)
+            centre = next(n for n, row in enumerate(rows) if row.id == around)
     order = _widening(centre, len(rows), limit)
 
     def build(taken: Sequence[int]) -> Answer:
@@ -475,8 +487,11 @@ def read_conversation(
             "rows": items,
             "omittedBefore": before if chosen else len(rows),
             "omittedAfter": after,
+            "onActivePath": active,
         }
         text = f'Conversation {key.conversation} "{title or "untitled"}"'
+        if not active:
+            text += "\n(Another branch's path, not the conversation's active path.)"
         if chosen and before:
             text += f"\n({before} earlier messages not shown.)"
         text += "\n\n" + "\n\n".join(_row_text(item) for item in items)
@@ -486,6 +501,18 @@ def read_conversation(
 
     answer, _ = bounded(order, build, scope.max_tokens)
     return answer
+
+
+def _other_path(
+    manager: ChatHistoryManager, key: Key, around: int
+) -> tuple[list[StoredMessage], bool]:
+    """The path through ``around``, a row off the rows read (another branch's, or one that came
+    onto the active path since). Raises InvalidParams ``aroundId`` (no row of the conversation)."""
+    try:
+        path = branches.path_through(manager, key, around)
+    except InvalidParams:
+        raise InvalidParams("aroundId", "no message with this id in the conversation") from None
+    return list(path.messages), path.on_active_path
 
 
 def _widening(centre: int, count: int, limit: int) -> list[int]:

@@ -1,7 +1,8 @@
 """The branches family (``wire/methods/branches``; protocol.md "Version 5" → Conversation trees):
 ``switchBranch`` (another path becomes the active path, one write transaction) and ``getTree``
-(the whole tree, a page of it in id order, one snapshot). The rules are ``policy.tree``'s, the
-steps on a transaction ``tree_steps``'."""
+(the whole tree, a page of it in id order, one snapshot); ``path_through`` reads another
+branch's path without making it the active one (MCP ``read_conversation``). The rules are
+``policy.tree``'s, the steps on a transaction ``tree_steps``'."""
 
 from __future__ import annotations
 
@@ -92,6 +93,52 @@ def switch(
             return _path_page(tx, key, limit)
 
         return manager.write((key,), switch_in)
+
+
+@attrs.frozen
+class PathRead:
+    """The path through a row: its rows in path order, and whether it is the active path."""
+
+    messages: tuple[StoredMessage, ...]
+    on_active_path: bool
+
+
+def path_through(manager: ChatHistoryManager, key: Key, row_id: int) -> PathRead:
+    """The path through row ``row_id``, read without changing anything: the active path when the
+    row is on it; else from a first row down to it, then the rows ``switchBranch`` would follow
+    below it (its newest-active or newest child at each fork) to a leaf. Retention runs first, as
+    for every read. Raises InvalidParams ``id`` (no row of this conversation), StorageError."""
+    with manager.lock:
+        return manager.retained_read(key, lambda tx, _: _path_through_in(tx, key, row_id))
+
+
+def tree_rows(manager: ChatHistoryManager, key: Key) -> tuple[StoredMessage, ...]:
+    """Every row of the conversation, on every branch, in id order (after retention, as every
+    read). Raises StorageError."""
+    with manager.lock:
+        return manager.retained_read(key, lambda tx, _: _tree_rows_in(tx, key))
+
+
+def _tree_rows_in(tx: Reading, key: Key) -> tuple[StoredMessage, ...]:
+    active = tx.all_rows(key)
+    totals = tx.totals(key)
+    if totals is None or not totals.branches:
+        return tuple(active)
+    return tuple(sorted([*active, *TreeReading(tx).parked_rows(key)], key=lambda row: row.id))
+
+
+def _path_through_in(tx: Reading, key: Key, row_id: int) -> PathRead:
+    section = TreeReading(tx)
+    node = section.node(key, row_id)
+    if node is None:
+        raise InvalidParams("id", "is not a message of this conversation")
+    active = tx.all_rows(key)
+    if node.active:
+        return PathRead(tuple(active), True)
+    switch = parked_switch(section.parked_nodes(key), row_id, down=True)
+    fork = switch.fork
+    shared = [] if fork is None else [row for row in active if row.id <= fork]
+    return PathRead(tuple(shared + section.parked_rows(key, switch.arriving)), False)
 
 
 def _path_page(tx: Reading, key: Key, limit: int | None) -> SwitchResult:

@@ -29,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from chat_history.model import Key
+from chat_history.model import Key, StoredMessage
 from chat_history.policy.tree import Branch, Node, inactive_branches, subtree
 from chat_history.store import queries
 from chat_history.store.engine import sqlite3
@@ -80,6 +80,11 @@ def parked_nodes(connection: sqlite3.Connection, key: Key) -> list[Node]:
             (key.workspace, parked(key)),
         )
     ]
+
+
+def parked_rows(connection: sqlite3.Connection, key: Key, first_id: int) -> list[StoredMessage]:
+    """The parked rows of the conversation with ids from ``first_id`` on, in id order."""
+    return queries.rows_from(connection, Key(key.workspace, parked(key)), first_id)
 
 
 def node(connection: sqlite3.Connection, key: Key, row_id: int) -> Node | None:

@@ -32,6 +32,14 @@ class TreeReading:
         """The rows off the active path as nodes, in id order."""
         return tree.parked_nodes(self._connection, key)
 
+    def parked_rows(self, key: Key, ids: Iterable[int] | None = None) -> list[StoredMessage]:
+        """The rows off the active path (those of ``ids`` only, when given), in id order."""
+        wanted = None if ids is None else set(ids)
+        if wanted is not None and not wanted:
+            return []
+        rows = tree.parked_rows(self._connection, key, 0 if wanted is None else min(wanted))
+        return rows if wanted is None else [row for row in rows if row.id in wanted]
+
     def branches(self, key: Key) -> list[Branch]:
         """The conversation's inactive branches (none read when its totals say it has none)."""
         totals = self._reading.totals(key)

@@ -9,13 +9,19 @@ that reads a file and its completion, and a plan. Environment:
   first (``session/request_permission``) and logs the outcome;
 - a prompt whose text contains ``crash`` makes it exit after the first chunk (a crash
   mid-reply); ``slow`` makes it sleep 0.5 s between chunks; ``usage`` makes it report the
-  session's usage (``usage_update``: 1,200 of 200,000 tokens used, a cost of 0.25 USD)."""
+  session's usage (``usage_update``: 1,200 of 200,000 tokens used, a cost of 0.25 USD);
+- ``ACP_AGENT_MESSAGE_IDS``: each reply's message chunks carry a ``messageId`` of their own (the
+  ACP draft's message ids), logged with the prompt;
+- ``ACP_AGENT_CHILD``: a file that gets the pid of a child process it starts, which sleeps
+  (as an npx wrapper's real agent binary does, it outlives the agent unless it is stopped)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import uuid
 from typing import Any
 
@@ -33,7 +39,7 @@ from acp import (
     update_tool_call,
 )
 from acp.interfaces import Client
-from acp.schema import Cost, PermissionOption, ToolCallUpdate, UsageUpdate
+from acp.schema import AgentMessageChunk, Cost, PermissionOption, ToolCallUpdate, UsageUpdate
 
 
 class ScriptedAgent(Agent):
@@ -59,15 +65,28 @@ class ScriptedAgent(Agent):
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         assert self.client is not None
         texts = [getattr(block, "text", "") for block in prompt]
+        reply = f"reply-{uuid.uuid4()}" if os.environ.get("ACP_AGENT_MESSAGE_IDS") else None
         log = os.environ.get("ACP_AGENT_LOG")
         if log:
+            entry: dict[str, Any] = {"session": session_id, "texts": texts}
+            if reply is not None:
+                entry["messageId"] = reply
             with open(log, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"session": session_id, "texts": texts}) + "\n")
+                f.write(json.dumps(entry) + "\n")
         asked = texts[-1] if texts else ""
         slow = 0.5 if "slow" in asked else 0.0
         send = self.client.session_update
+
+        def said(text: str) -> AgentMessageChunk:
+            if reply is None:
+                return update_agent_message_text(text)
+            kind = "agent_message_chunk"
+            return AgentMessageChunk(
+                session_update=kind, content=text_block(text), message_id=reply
+            )
+
         for piece in ("Let me ", "look at ", "that."):
-            await send(session_id, update_agent_message_text(piece))
+            await send(session_id, said(piece))
             if "crash" in asked:
                 os._exit(3)
             await asyncio.sleep(slow)
@@ -97,7 +116,7 @@ class ScriptedAgent(Agent):
             ),
         )
         for piece in ("Done: ", asked):
-            await send(session_id, update_agent_message_text(piece))
+            await send(session_id, said(piece))
         if "usage" in asked:
             cost = Cost(amount=0.25, currency="USD")
             usage = UsageUpdate(session_update="usage_update", used=1200, size=200000, cost=cost)
@@ -110,6 +129,15 @@ def main() -> None:
     if pid:
         with open(pid, "w", encoding="utf-8") as f:
             f.write(str(os.getpid()))
+    child = os.environ.get("ACP_AGENT_CHILD")
+    if child:
+        sleeper = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(600)"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+        with open(child, "w", encoding="utf-8") as f:
+            f.write(str(sleeper.pid))
     asyncio.run(run_agent(ScriptedAgent()))
 
 
