@@ -1,14 +1,16 @@
 """The registry of import sources (importers/__init__.py): every module that declares an
-``IMPORTER`` is in it, in the spec's order, and documented; a name not in it is refused naming
-every source; and a source the service has never heard of — declared here, registered, nothing
-else — is found, bounded, read, filtered by project and written by the service's import, which
-is what adding a source takes (docs/imports.md, "Adding a source")."""
+``IMPORTER`` is in it, in the spec's order (the shim's ``IMPORT_SOURCES``, read here: one list
+to keep), and documented; a name not in it is refused naming every source; and a source the
+service has never heard of — declared here, registered, nothing else — is found, bounded, read,
+filtered by project and written by the service's import, which is what adding a source takes
+(docs/imports.md, "Adding a source")."""
 
 from __future__ import annotations
 
 import importlib
 import json
 import pkgutil
+import re
 from pathlib import Path
 
 import attrs
@@ -22,19 +24,17 @@ from chat_history.service import imports
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.settings import default_settings
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "imports.md"
-#: protocol.md "History from other tools": ``SOURCE``, in its order.
-SPEC_ORDER = (
-    "claude-code",
-    "codex",
-    "copilot-chat",
-    "copilot-cli",
-    "gemini-cli",
-    "cline",
-    "roo-code",
-    "continue",
-    "opencode",
-)
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "imports.md"
+#: The shim's list of sources (protocol.md "History from other tools": ``SOURCE``, in its order).
+SHIM_SOURCES = ROOT / "client-shim" / "src" / "types" / "imports.ts"
+
+
+def shim_sources() -> tuple[str, ...]:
+    """The shim's ``IMPORT_SOURCES``, as its source file writes them."""
+    found = re.search(r"IMPORT_SOURCES = \[(.*?)\] as const;", SHIM_SOURCES.read_text(), re.S)
+    assert found is not None, f"no IMPORT_SOURCES list in {SHIM_SOURCES}"
+    return tuple(re.findall(r'"([^"]+)"', found.group(1)))
 
 
 def test_every_module_declaring_an_importer_is_registered_in_the_specs_order() -> None:
@@ -45,7 +45,7 @@ def test_every_module_declaring_an_importer_is_registered_in_the_specs_order() -
             declared[found.source] = found
     assert sorted(declared) == sorted(SOURCES)
     assert all(IMPORTERS[source] is found for source, found in declared.items())
-    assert SOURCES == SPEC_ORDER
+    assert shim_sources() == SOURCES  # the spec's order, as the shim's clients see it
 
 
 def test_every_source_has_its_row_in_the_docs() -> None:
@@ -60,7 +60,7 @@ def test_a_source_not_registered_is_refused_naming_every_source() -> None:
         importer("Claude-Code")
     assert (caught.value.field, caught.value.why) == (
         "source",
-        f"must be one of {', '.join(SPEC_ORDER)}",
+        f"must be one of {', '.join(SOURCES)}",
     )
 
 
