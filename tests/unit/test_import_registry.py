@@ -13,8 +13,8 @@ import pkgutil
 import re
 from pathlib import Path
 
-import attrs
 import pytest
+from import_fixtures import manager
 
 from chat_history import importers
 from chat_history.errors import InvalidParams
@@ -22,12 +22,14 @@ from chat_history.importers import IMPORTERS, SOURCES, Importer, Session, import
 from chat_history.model import Message
 from chat_history.service import imports
 from chat_history.service.manager import ChatHistoryManager
-from chat_history.settings import default_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "imports.md"
 #: The shim's list of sources (protocol.md "History from other tools": ``SOURCE``, in its order).
 SHIM_SOURCES = ROOT / "client-shim" / "src" / "types" / "imports.ts"
+
+
+__all__ = ["manager"]  # the fixture, imported for pytest
 
 
 def shim_sources() -> tuple[str, ...]:
@@ -84,7 +86,7 @@ TOY = Importer(
 
 
 def test_a_source_the_service_never_heard_of_imports_through_its_importer_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, manager: ChatHistoryManager
 ) -> None:
     monkeypatch.setitem(IMPORTERS, "toy", TOY)
     home = tmp_path / ".toy"
@@ -98,18 +100,12 @@ def test_a_source_the_service_never_heard_of_imports_through_its_importer_alone(
     assert imports.data_folder("toy", {"HOME": "/h", "TOY_HOME": "/t"}) == Path("/t")
     every = [(p.name, s.conversation_id) for p, s in imports.sessions_of("toy", home, None)]
     assert every == [("a.toy", "toy:a"), ("b.toy", "toy:b")]
-    manager = ChatHistoryManager.open(
-        tmp_path / "h.sqlite3", attrs.evolve(default_settings(), enable_auto_pruning=False)
-    )
-    try:
-        runs = [
-            imports.import_sessions(
-                manager, imports.sessions_of("toy", home, "/home/me/shop"), None, dry_run=False
-            )
-            for _ in range(2)
-        ]
-    finally:
-        manager.close()
+    runs = [
+        imports.import_sessions(
+            manager, imports.sessions_of("toy", home, "/home/me/shop"), None, dry_run=False
+        )
+        for _ in range(2)
+    ]
     assert [(p.conversation_id, p.workspace, p.status, p.new_messages) for p in runs[0]] == [
         ("toy:a", "file:///home/me/shop", "new", 2)
     ]
