@@ -54,6 +54,17 @@ def rows(wire: Wire, conversation: str = "c") -> list[dict[str, Any]]:
     return found
 
 
+def row_of(wire: Wire, row_id: int, conversation: str = "c") -> tuple[str, str] | None:
+    """(status, content) of row ``row_id`` as ``wire``'s workspace reads it (None: not there)."""
+    found = [r for r in rows(wire, conversation) if r["id"] == row_id]
+    return (found[0]["status"], found[0]["content"]) if found else None
+
+
+def status_of(wire: Wire, row_id: int, conversation: str = "c") -> str | None:
+    found = row_of(wire, row_id, conversation)
+    return None if found is None else found[0]
+
+
 def begin(wire: Wire, conversation: str = "c", **params: Any) -> dict[str, Any]:
     row: dict[str, Any] = wire.call(
         "chatHistory/beginReply", {"conversationId": conversation, **params}

@@ -18,7 +18,9 @@ from tests.e2e.replies_helpers import (
     begin,
     end,
     open_window,
+    row_of,
     rows,
+    status_of,
     update,
     wait_until,
 )
@@ -31,11 +33,6 @@ pytestmark = pytest.mark.engines
 # -- the lease -----------------------------------------------------------------------------------
 
 
-def status_of(wire: Wire, row_id: int) -> tuple[str, str]:
-    row = next(r for r in rows(wire) if r["id"] == row_id)
-    return row["status"], row["content"]
-
-
 def test_a_killed_servers_reply_is_interrupted_for_every_reader(
     open_window: Callable[..., Wire],
 ) -> None:
@@ -43,14 +40,14 @@ def test_a_killed_servers_reply_is_interrupted_for_every_reader(
     ask(writer)
     row = begin(writer, message={"content": "what the user saw"})
     update(writer, row["id"], contentDelta=" before the crash")
-    assert status_of(reader, row["id"]) == ("streaming", "what the user saw before the crash")
+    assert row_of(reader, row["id"]) == ("streaming", "what the user saw before the crash")
     writer.process.send_signal(signal.SIGKILL)
     writer.finish()
 
-    waited = wait_until(lambda: status_of(reader, row["id"])[0] == "interrupted", 15)
+    waited = wait_until(lambda: status_of(reader, row["id"]) == "interrupted", 15)
 
     assert waited < 10  # the lease here is 1.2 s (the default's bound: the test below)
-    assert status_of(reader, row["id"]) == ("interrupted", "what the user saw before the crash")
+    assert row_of(reader, row["id"]) == ("interrupted", "what the user saw before the crash")
     # The reader may continue it now.
     assert begin(reader, continueId=row["id"])["status"] == "streaming"
 
@@ -65,9 +62,9 @@ def test_the_default_lease_interrupts_a_killed_servers_reply_within_30_seconds(
     first.process.send_signal(signal.SIGKILL)
     killed = time.monotonic()
     first.finish()
-    wait_until(lambda: status_of(second, row["id"])[0] == "interrupted", 40)
+    wait_until(lambda: status_of(second, row["id"]) == "interrupted", 40)
     assert time.monotonic() - killed <= 30
-    assert status_of(second, row["id"]) == ("interrupted", "long answer")
+    assert row_of(second, row["id"]) == ("interrupted", "long answer")
 
 
 @pytest.mark.parametrize("how", ["shutdown", "pipe", "sigterm"])
@@ -86,7 +83,7 @@ def test_a_clean_exit_interrupts_its_reply_at_once(
         writer.process.send_signal(signal.SIGTERM)
         writer.finish()
     # At once: the lease (10 minutes here) never had to expire.
-    assert status_of(reader, row["id"]) == ("interrupted", "cut")
+    assert row_of(reader, row["id"]) == ("interrupted", "cut")
 
 
 # -- other windows -------------------------------------------------------------------------------
@@ -147,7 +144,7 @@ def test_every_window_hears_of_an_expired_lease_the_one_that_ended_it_too(
         # idle: its own look (at most 2 s after the commit) tells it
         wait_until(lambda w=watcher, s=since: bool(told_reply(w, s)), 15)
         assert told_reply(watcher, since)[-1]["lastId"] == row["id"]
-        assert status_of(watcher, row["id"]) == ("interrupted", "seen so far")
+        assert row_of(watcher, row["id"]) == ("interrupted", "seen so far")
 
 
 @pytest.mark.sqlite_only

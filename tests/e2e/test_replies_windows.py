@@ -18,8 +18,10 @@ from tests.e2e.replies_helpers import (
     begin,
     end,
     open_window,
+    row_of,
     rows,
     search,
+    status_of,
     update,
     wait_until,
 )
@@ -31,17 +33,6 @@ pytestmark = pytest.mark.engines
 
 HOME = "file:///ws"
 MOVED = "file:///ws-moved"
-
-
-def row_of(wire: Wire, row_id: int, conversation: str) -> tuple[str, str] | None:
-    """(status, content) of row ``row_id`` as ``wire``'s workspace reads it (None: not there)."""
-    found = [r for r in rows(wire, conversation) if r["id"] == row_id]
-    return (found[0]["status"], found[0]["content"]) if found else None
-
-
-def status_of(wire: Wire, row_id: int, conversation: str) -> str | None:
-    found = row_of(wire, row_id, conversation)
-    return None if found is None else found[0]
 
 
 def prepared_texts(wire: Wire, conversation: str) -> list[str]:

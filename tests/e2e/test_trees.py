@@ -8,38 +8,16 @@ search says which hits are on the active path, and another window hears of a swi
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.conftest import Databases
+from tests.e2e.test_windows import CHANGED, WORKSPACE, windows
 from tests.e2e.wire import Wire
 
-WORKSPACE = "file:///home/ada/project"
-CHANGED = "chatHistory/changed"
-
+__all__ = ["windows"]  # the fixture, imported for pytest
 pytestmark = pytest.mark.engines
-
-
-@pytest.fixture
-def windows(tmp_path: Path, databases: Databases | None) -> Iterator[tuple[Wire, Wire]]:
-    """Two servers (two editor windows) on one database."""
-    opened: list[Wire] = []
-    options: dict[str, Any] = {"workspace": WORKSPACE}
-    if databases is not None:
-        options["database"] = databases.url(tmp_path)
-    try:
-        for _ in range(2):
-            wire = Wire(tmp_path)
-            opened.append(wire)
-            wire.initialize(configuration=False, options=options)
-        yield opened[0], opened[1]
-    finally:
-        for wire in opened:
-            with contextlib.suppress(Exception):
-                wire.close()
 
 
 def user(text: str) -> dict[str, Any]:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
-import attrs
 import pytest
+from import_fixtures import manager
 from test_import_readers import assert_every_provider_accepts, skipped
 
 from chat_history.importers import continue_dev
@@ -23,7 +22,6 @@ from chat_history.model import Key
 from chat_history.providers import KINDS
 from chat_history.service import history, imports
 from chat_history.service.manager import ChatHistoryManager
-from chat_history.settings import default_settings
 
 SESSIONS_DIR = (
     Path(__file__).resolve().parents[1] / "fixtures" / "imports" / "continue" / "sessions"
@@ -32,14 +30,7 @@ OLD = SESSIONS_DIR / "3b9e2f10-6c4d-4e8a-9b1f-2d3c4e5f6a7b.json"
 NEW = SESSIONS_DIR / "d4c3b2a1-0f9e-4d8c-b7a6-958473625140.json"
 
 
-@pytest.fixture
-def manager(tmp_path: Path) -> Iterator[ChatHistoryManager]:
-    settings = attrs.evolve(default_settings(), enable_auto_pruning=False)
-    opened = ChatHistoryManager.open(tmp_path / "h.sqlite3", settings)
-    try:
-        yield opened
-    finally:
-        opened.close()
+__all__ = ["manager"]  # the fixture, imported for pytest
 
 
 def placed(path: Path) -> Session:

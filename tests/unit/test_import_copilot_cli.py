@@ -13,8 +13,8 @@ import json
 import shutil
 from pathlib import Path
 
-import attrs
 import pytest
+from import_fixtures import manager
 from test_import_readers import assert_every_provider_accepts, skipped
 
 from chat_history.errors import InvalidParams
@@ -23,7 +23,6 @@ from chat_history.importers.common import Session, timestamp_ms
 from chat_history.providers import KINDS
 from chat_history.service import imports
 from chat_history.service.manager import ChatHistoryManager
-from chat_history.settings import default_settings
 
 HOME = Path(__file__).resolve().parents[1] / "fixtures" / "imports" / "copilot-cli"
 STATE = HOME / "session-state"
@@ -34,6 +33,9 @@ SINGLE = "4d3c2b1a-0f9e-4d8c-b7a6-5e4d3c2b1a09"
 SINGLE_FILE = OLDER / f"session_{SINGLE}_1760000100000.json"
 TIMELINE = "9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b"
 TIMELINE_FILE = HOME / "timeline-only" / f"session_{TIMELINE}_1759250400000.json"
+
+
+__all__ = ["manager"]  # the fixture, imported for pytest
 
 
 def sessions() -> dict[str, Session]:
@@ -243,18 +245,13 @@ def test_older_files_record_no_folder_and_a_session_in_both_is_read_from_its_eve
     assert imports.data_folder("copilot-cli", {"HOME": "/h", "COPILOT_HOME": "/c"}) == Path("/c")
 
 
-def test_importing_an_older_file_again_adds_nothing(tmp_path: Path) -> None:
-    settings = attrs.evolve(default_settings(), enable_auto_pruning=False)
-    manager = ChatHistoryManager.open(tmp_path / "h.sqlite3", settings)
-    try:
-        runs = [
-            imports.import_sessions(
-                manager, imports.sessions_of("copilot-cli", OLDER, None), "file:///w", dry_run=False
-            )
-            for _ in range(2)
-        ]
-    finally:
-        manager.close()
+def test_importing_an_older_file_again_adds_nothing(manager: ChatHistoryManager) -> None:
+    runs = [
+        imports.import_sessions(
+            manager, imports.sessions_of("copilot-cli", OLDER, None), "file:///w", dry_run=False
+        )
+        for _ in range(2)
+    ]
     [(first,), (second,)] = runs
     assert (first.status, first.new_messages) == ("new", 9)
     assert (second.status, second.new_messages) == ("unchanged", 0)

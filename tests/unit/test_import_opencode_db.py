@@ -12,8 +12,8 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-import attrs
 import pytest
+from import_fixtures import manager
 from test_import_readers import assert_every_provider_accepts
 from tests.opencode_db import PART_DATA, SCHEMA, build
 
@@ -23,11 +23,13 @@ from chat_history.importers.opencode.database import sessions
 from chat_history.providers import KINDS
 from chat_history.service import imports
 from chat_history.service.manager import ChatHistoryManager
-from chat_history.settings import default_settings
 
 STORAGE = Path(__file__).resolve().parents[1] / "fixtures" / "imports" / "opencode" / "storage"
 MAIN = "ses_6a1b2c3d4e5fAbCdEf012345"
 CHILD = "ses_6a1b2c3d4e60ChildSess0001"
+
+
+__all__ = ["manager"]  # the fixture, imported for pytest
 
 
 def by_id(root: Path) -> dict[str, tuple[Path, Session]]:
@@ -59,21 +61,16 @@ def test_a_session_in_the_database_and_the_tree_is_read_from_the_database(
 
 
 def test_importing_from_the_database_again_adds_nothing_and_leaves_the_file_as_it_was(
-    tmp_path: Path,
+    tmp_path: Path, manager: ChatHistoryManager
 ) -> None:
     database = build(tmp_path / "opencode" / "opencode.db")
     before = database.read_bytes()
-    settings = attrs.evolve(default_settings(), enable_auto_pruning=False)
-    manager = ChatHistoryManager.open(tmp_path / "h.sqlite3", settings)
-    try:
-        runs = [
-            imports.import_sessions(
-                manager, imports.sessions_of("opencode", database, None), None, dry_run=False
-            )
-            for _ in range(2)
-        ]
-    finally:
-        manager.close()
+    runs = [
+        imports.import_sessions(
+            manager, imports.sessions_of("opencode", database, None), None, dry_run=False
+        )
+        for _ in range(2)
+    ]
     assert sorted((p.status, p.new_messages) for p in runs[0]) == [("new", 2), ("new", 7)]
     assert sorted((p.status, p.new_messages) for p in runs[1]) == [("unchanged", 0)] * 2
     assert database.read_bytes() == before

@@ -1,18 +1,20 @@
 """The registry of import sources (importers/__init__.py): every module that declares an
-``IMPORTER`` is in it, in the spec's order, and documented; a name not in it is refused naming
-every source; and a source the service has never heard of — declared here, registered, nothing
-else — is found, bounded, read, filtered by project and written by the service's import, which
-is what adding a source takes (docs/imports.md, "Adding a source")."""
+``IMPORTER`` is in it, in the spec's order (the shim's ``IMPORT_SOURCES``, read here: one list
+to keep), and documented; a name not in it is refused naming every source; and a source the
+service has never heard of — declared here, registered, nothing else — is found, bounded, read,
+filtered by project and written by the service's import, which is what adding a source takes
+(docs/imports.md, "Adding a source")."""
 
 from __future__ import annotations
 
 import importlib
 import json
 import pkgutil
+import re
 from pathlib import Path
 
-import attrs
 import pytest
+from import_fixtures import manager
 
 from chat_history import importers
 from chat_history.errors import InvalidParams
@@ -20,21 +22,21 @@ from chat_history.importers import IMPORTERS, SOURCES, Importer, Session, import
 from chat_history.model import Message
 from chat_history.service import imports
 from chat_history.service.manager import ChatHistoryManager
-from chat_history.settings import default_settings
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "imports.md"
-#: protocol.md "History from other tools": ``SOURCE``, in its order.
-SPEC_ORDER = (
-    "claude-code",
-    "codex",
-    "copilot-chat",
-    "copilot-cli",
-    "gemini-cli",
-    "cline",
-    "roo-code",
-    "continue",
-    "opencode",
-)
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "imports.md"
+#: The shim's list of sources (protocol.md "History from other tools": ``SOURCE``, in its order).
+SHIM_SOURCES = ROOT / "client-shim" / "src" / "types" / "imports.ts"
+
+
+__all__ = ["manager"]  # the fixture, imported for pytest
+
+
+def shim_sources() -> tuple[str, ...]:
+    """The shim's ``IMPORT_SOURCES``, as its source file writes them."""
+    found = re.search(r"IMPORT_SOURCES = \[(.*?)\] as const;", SHIM_SOURCES.read_text(), re.S)
+    assert found is not None, f"no IMPORT_SOURCES list in {SHIM_SOURCES}"
+    return tuple(re.findall(r'"([^"]+)"', found.group(1)))
 
 
 def test_every_module_declaring_an_importer_is_registered_in_the_specs_order() -> None:
@@ -45,7 +47,7 @@ def test_every_module_declaring_an_importer_is_registered_in_the_specs_order() -
             declared[found.source] = found
     assert sorted(declared) == sorted(SOURCES)
     assert all(IMPORTERS[source] is found for source, found in declared.items())
-    assert SOURCES == SPEC_ORDER
+    assert shim_sources() == SOURCES  # the spec's order, as the shim's clients see it
 
 
 def test_every_source_has_its_row_in_the_docs() -> None:
@@ -60,7 +62,7 @@ def test_a_source_not_registered_is_refused_naming_every_source() -> None:
         importer("Claude-Code")
     assert (caught.value.field, caught.value.why) == (
         "source",
-        f"must be one of {', '.join(SPEC_ORDER)}",
+        f"must be one of {', '.join(SOURCES)}",
     )
 
 
@@ -84,7 +86,7 @@ TOY = Importer(
 
 
 def test_a_source_the_service_never_heard_of_imports_through_its_importer_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, manager: ChatHistoryManager
 ) -> None:
     monkeypatch.setitem(IMPORTERS, "toy", TOY)
     home = tmp_path / ".toy"
@@ -98,18 +100,12 @@ def test_a_source_the_service_never_heard_of_imports_through_its_importer_alone(
     assert imports.data_folder("toy", {"HOME": "/h", "TOY_HOME": "/t"}) == Path("/t")
     every = [(p.name, s.conversation_id) for p, s in imports.sessions_of("toy", home, None)]
     assert every == [("a.toy", "toy:a"), ("b.toy", "toy:b")]
-    manager = ChatHistoryManager.open(
-        tmp_path / "h.sqlite3", attrs.evolve(default_settings(), enable_auto_pruning=False)
-    )
-    try:
-        runs = [
-            imports.import_sessions(
-                manager, imports.sessions_of("toy", home, "/home/me/shop"), None, dry_run=False
-            )
-            for _ in range(2)
-        ]
-    finally:
-        manager.close()
+    runs = [
+        imports.import_sessions(
+            manager, imports.sessions_of("toy", home, "/home/me/shop"), None, dry_run=False
+        )
+        for _ in range(2)
+    ]
     assert [(p.conversation_id, p.workspace, p.status, p.new_messages) for p in runs[0]] == [
         ("toy:a", "file:///home/me/shop", "new", 2)
     ]

@@ -12,19 +12,18 @@ import os
 import shutil
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-import attrs
 import pytest
+from import_fixtures import manager
 
 from chat_history.errors import InvalidParams
 from chat_history.importers.files import NotRegular, TooLarge, read_regular
 from chat_history.model import Key, Message
 from chat_history.service import conversations, history, imports
 from chat_history.service.manager import ChatHistoryManager
-from chat_history.settings import default_settings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "imports"
 SHOP = FIXTURES / "claude-code" / "-home-me-shop"
@@ -34,6 +33,9 @@ SINGLE = "4d3c2b1a-0f9e-4d8c-b7a6-5e4d3c2b1a09"
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="FIFOs and /dev are POSIX")
 
 T = TypeVar("T")
+
+
+__all__ = ["manager"]  # the fixture, imported for pytest
 
 
 def within_seconds(work: Callable[[], T], seconds: float, fifo: Path | None = None) -> T:
@@ -58,16 +60,6 @@ def within_seconds(work: Callable[[], T], seconds: float, fifo: Path | None = No
     if failed:
         raise failed[0]
     return done[0]
-
-
-@pytest.fixture
-def manager(tmp_path: Path) -> Iterator[ChatHistoryManager]:
-    settings = attrs.evolve(default_settings(), enable_auto_pruning=False)
-    opened = ChatHistoryManager.open(tmp_path / "h.sqlite3", settings)
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 @posix_only

@@ -33,8 +33,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from chat_history.importers.common import (
     Session,
     Tally,
@@ -45,7 +43,7 @@ from chat_history.importers.common import (
 )
 from chat_history.importers.files import SIDE_FILE_BYTES, listed, read_regular
 from chat_history.importers.places import vscode_user
-from chat_history.importers.source import Importer
+from chat_history.importers.source import Importer, folder_or
 from chat_history.model import Message, ToolCall
 from chat_history.policy.identity import normalize_uri
 
@@ -282,18 +280,11 @@ def _workspace_uri(workspace: Path) -> str | None:
     return normalize_uri(uri) if uri else None
 
 
-def _place(
-    path: Path, sessions: list[Session], folder: str | None, here: str | None
-) -> list[Session]:
-    """The sessions record no folder: the one they were found for, else workspace.json's."""
-    where = folder or _workspace_uri(path.parent.parent)
-    return [attrs.evolve(s, folder=where) if s.folder is None else s for s in sessions]
-
-
 IMPORTER = Importer(
     source=SOURCE,
     read=read,
     locate=lambda env, home: vscode_user(env, home) / "workspaceStorage",
     discover=_discover,
-    place=_place,
+    # the sessions record no folder: the one they were found for, else workspace.json's
+    place=folder_or(lambda path, here: _workspace_uri(path.parent.parent)),
 )

@@ -37,8 +37,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from chat_history.importers.common import (
     Session,
     Tally,
@@ -49,7 +47,7 @@ from chat_history.importers.common import (
 )
 from chat_history.importers.files import SIDE_FILE_BYTES, listed, read_regular
 from chat_history.importers.places import same_folder
-from chat_history.importers.source import Importer
+from chat_history.importers.source import Importer, folder_or
 from chat_history.model import Attachment, Message, ToolCall
 from chat_history.policy.origins import import_origin
 
@@ -287,20 +285,13 @@ def _session_id(path: Path) -> str:
     return path.stem
 
 
-def _place(
-    path: Path, sessions: list[Session], folder: str | None, here: str | None
-) -> list[Session]:
-    """The sessions record no folder: the one they were found for, else the one their project
-    folder's name stands for (projects.json's, or the current folder's hash)."""
-    where = folder or _recorded_folder(path, here)
-    return [attrs.evolve(s, folder=where) if s.folder is None else s for s in sessions]
-
-
 IMPORTER = Importer(
     source=SOURCE,
     read=read,
     locate=_locate,
     discover=_discover,
     session_id=_session_id,
-    place=_place,
+    # the sessions record no folder: the one they were found for, else the one their project
+    # folder's name stands for (projects.json's, or the current folder's hash)
+    place=folder_or(_recorded_folder),
 )

@@ -18,6 +18,9 @@ from chat_history.importers.files import read_regular
 
 #: A session file's bytes and the session id its path gives in, its sessions out.
 Reader = Callable[[bytes, str], list[Session]]
+#: A file's path, its sessions, the project folder they were found for and the current folder
+#: in, the sessions placed out (``Importer.place``).
+Placer = Callable[[Path, list[Session], str | None, str | None], list[Session]]
 
 
 def _stem(path: Path) -> str:
@@ -32,6 +35,20 @@ def _as_read(
 
 def _always(path: Path) -> bool:
     return True
+
+
+def folder_or(beside: Callable[[Path, str | None], str | None]) -> Placer:
+    """The ``place`` of a tool whose sessions record no folder: each session without one takes
+    the project folder it was found for, else ``beside(path, here)``: the folder the tool keeps
+    beside the file (from the current folder ``here`` too; None: none is known)."""
+
+    def place(
+        path: Path, sessions: list[Session], folder: str | None, here: str | None
+    ) -> list[Session]:
+        where = folder or beside(path, here)
+        return [attrs.evolve(s, folder=where) if s.folder is None else s for s in sessions]
+
+    return place
 
 
 @attrs.frozen
@@ -58,7 +75,8 @@ class Importer:
     #: folder they were found for (the third argument), from files beside them, or from what
     #: the tool keeps of the current folder (the fourth: Gemini CLI's hash of it); a session
     #: still without a folder goes into the current folder's workspace (``service.imports``)
-    place: Callable[[Path, list[Session], str | None, str | None], list[Session]] = _as_read
+    #: (``folder_or``: the one they were found for, else what the tool keeps beside them)
+    place: Placer = _as_read
     #: what a file that is not one session's own bytes holds: each session's id and bytes, each
     #: within the given bound (OpenCode's storage tree and database); None: the file's bytes
     gather: Callable[[Path, int], Iterator[tuple[str, bytes]]] | None = None
