@@ -190,16 +190,10 @@ async def test_ids_kept_apart(tmp_path: Path, cwd: Path) -> None:
     proxy's own requests (a served load's session/new) are under way."""
     import json
 
-    from tests.e2e.acp_peers.client import ROOT, proxy_command
+    from tests.e2e.acp_peers.client import start_proxy
 
-    process = await asyncio.create_subprocess_exec(
-        *proxy_command(tmp_path / "h.db", RAW),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "ACP_RAW_MODE": "stream",
-             "ACP_RAW_UPDATES": "0", "ACP_RAW_RATE": "1"},
-    )  # fmt: skip
+    raw = {"ACP_RAW_MODE": "stream", "ACP_RAW_UPDATES": "0", "ACP_RAW_RATE": "1"}
+    process = await start_proxy(tmp_path / "h.db", RAW, env=raw)
     assert process.stdin is not None and process.stdout is not None
 
     async def send(rid: object, method: str, params: dict[str, object]) -> None:
@@ -260,15 +254,9 @@ async def test_permission_requests_and_cancel_pass_through(tmp_path: Path, cwd: 
 async def test_an_agent_that_cannot_start(tmp_path: Path) -> None:
     """Each request gets an error, not a hang; the proxy exits when the editor leaves."""
     from acp import PROTOCOL_VERSION, connect_to_agent
-    from tests.e2e.acp_peers.client import ROOT, Editor, proxy_command
+    from tests.e2e.acp_peers.client import Editor, start_proxy
 
-    process = await asyncio.create_subprocess_exec(
-        *proxy_command(tmp_path / "h.db", [str(tmp_path / "no-such-agent")]),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    process = await start_proxy(tmp_path / "h.db", [str(tmp_path / "no-such-agent")])
     assert process.stdin is not None and process.stdout is not None
     conn = connect_to_agent(Editor(), process.stdin, process.stdout)
     for _ in range(2):
@@ -443,15 +431,9 @@ async def test_answers_with_ids_no_request_has(tmp_path: Path, cwd: Path) -> Non
     gets an answer all the same), which goes on answering; the question is gone with them."""
     import json
 
-    from tests.e2e.acp_peers.client import ROOT, proxy_command
+    from tests.e2e.acp_peers.client import start_proxy
 
-    process = await asyncio.create_subprocess_exec(
-        *proxy_command(tmp_path / "h.db"),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    process = await start_proxy(tmp_path / "h.db")
     assert process.stdin is not None and process.stdout is not None
 
     async def send(line: dict[str, object]) -> None:

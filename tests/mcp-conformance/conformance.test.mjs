@@ -45,7 +45,8 @@ function scenariosOf(revision) {
 const folder = mkdtempSync(join(tmpdir(), "mcp-conformance-"));
 const db = join(folder, "history.sqlite3");
 const tokenFile = join(folder, "token");
-execFileSync(python, [join(here, "seed.py"), db, workspace]);
+// The MCP Inspector test's history: one seed for both suites.
+execFileSync(python, [join(here, "..", "mcp-inspector", "seed.py"), db, workspace]);
 
 /** Start the server on a free port; resolves to its URL once it says where it listens. */
 function startServer() {

@@ -1,4 +1,5 @@
-"""A small history for the MCP Inspector test: ``python seed.py DB WORKSPACE``."""
+"""A small history for the MCP Inspector test and the conformance run
+(tests/mcp-conformance): ``python seed.py DB WORKSPACE``."""
 
 from __future__ import annotations
 

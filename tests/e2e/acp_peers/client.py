@@ -36,6 +36,28 @@ def proxy_command(db: Path, agent: list[str] | None = None) -> list[str]:
     ]
 
 
+async def start_proxy(
+    db: Path,
+    agent: list[str] | None = None,
+    *,
+    command: list[str] | None = None,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    **options: Any,
+) -> asyncio.subprocess.Process:
+    """A proxy process (``command``, else ``proxy_command(db, agent)``) on pipes, started in
+    ``cwd`` (else the repository) with the repository importable and ``env`` added; ``options``
+    go to ``asyncio.create_subprocess_exec``."""
+    return await asyncio.create_subprocess_exec(
+        *(command or proxy_command(db, agent)),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        cwd=cwd or ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        **options,
+    )
+
+
 class Editor(Client):
     """What an editor does with the agent's calls: keep updates, allow the first option."""
 
@@ -80,14 +102,7 @@ async def editor_session(
     """A proxy process (``command``, else ``proxy_command``; started in ``cwd``, else the
     repository) and the SDK's client connection to it (initialized; declaring that it takes
     ``session/list_changed`` with ``listens``)."""
-    process = await asyncio.create_subprocess_exec(
-        *(command or proxy_command(db, agent)),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        cwd=cwd or ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
-        limit=1 << 28,
-    )
+    process = await start_proxy(db, agent, command=command, cwd=cwd, env=env, limit=1 << 28)
     assert process.stdin is not None and process.stdout is not None
     editor = Editor()
     conn = connect_to_agent(editor, process.stdin, process.stdout, use_unstable_protocol=True)
