@@ -53,10 +53,10 @@ def build_tree(manager: ChatHistoryManager) -> dict[str, int]:
         KEY,
         [Message(role="system", content="Be brief.", timestamp=at(0)), U("q1", 1), A("a1", 2)],
     ).messages
-    q2, a2 = history.append(manager, KEY, [U("q2", 3), A("a2", 4)]).messages
+    _, a2 = history.append(manager, KEY, [U("q2", 3), A("a2", 4)]).messages
     [a1b] = history.append(manager, KEY, [A("a1 again", 5)], follow=Follow(q1.id)).messages
     call = ToolCall(id="call_1", name="read_file", arguments={"path": "main.py"})
-    q2b, a2b, tool, a3b = history.append(
+    *_, a3b = history.append(
         manager,
         KEY,
         [
