@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from jsonschema import Draft202012Validator
 
@@ -429,3 +430,17 @@ def test_a_linear_claude_code_session_imports_as_before(make_manager):
         assert all(wire_message(row)["siblings"]["count"] == 1 for row in rows)
         assert not branches.whole_tree(manager, key).rows[len(rows) :]
         assert json.dumps(_contents(rows))
+
+
+def test_a_session_stored_as_a_line_before_version_5_gains_nothing_from_its_tree(make_manager):
+    manager = make_manager(OFF)
+    found = list(imports.sessions_of("claude-code", REWINDS, None))
+    as_line = [(path, attrs.evolve(s, parents=None, active=None)) for path, s in found]
+    [first] = imports.import_sessions(manager, as_line, None, dry_run=False)
+    key = Key(first.workspace, first.conversation_id)
+    rows = history.get(manager, key).messages
+    assert len(rows) == first.messages == 15  # every branch's rows, one after the other
+    before = shape(manager, key)
+    [again] = imports.import_sessions(manager, found, None, dry_run=False)
+    assert (again.status, again.new_messages) == ("unchanged", 0)
+    assert shape(manager, key) == before
