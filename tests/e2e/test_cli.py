@@ -17,8 +17,8 @@ import attrs
 import pytest
 
 from chat_history.cli.settings_file import section_of, strip_jsonc
-from chat_history.model import Attachment, Message, ToolCall
-from chat_history.service import conversations, history
+from chat_history.model import Attachment, Follow, Message, ToolCall
+from chat_history.service import branches, conversations, history
 from chat_history.service.conversations import ConversationUpdate
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.settings import default_settings
@@ -302,6 +302,38 @@ def test_export_import_export_is_identical(tmp_path: Path, env: dict[str, str]) 
     # The summary still covers the same rows in the new database.
     shown = json.loads(run(env, "show", "chat-1", "--db", target, "--json").stdout)
     assert shown["summary"]["coversThroughId"] == shown["messages"][2]["id"]
+
+
+def test_export_tree_keeps_every_branch_and_import_restores_it(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    source, target = tmp_path / "source", tmp_path / "target"
+    populate(source)
+    m = manager(source)
+    rows, _ = history.whole(m, PROJECT)
+    # Edit & resend of the prompt: a second branch; the first stays the active one.
+    history.append(
+        m,
+        PROJECT,
+        [Message(role="user", content="What does it print, in short?", timestamp=T + 5_000)],
+        follow=Follow(rows[0].id),
+    )
+    branches.switch(m, PROJECT, rows[-1].id)
+    m.store.close()
+    line = export(env, source)
+    tree = export(env, source, "--tree")
+    assert "What does it print, in short?" in tree and "in short" not in line
+    assert '"parentId"' in tree and '"parentId"' not in line
+    assert '{"type":"conversation","workspace":"file:///home/ada/project","conversationId":' in tree
+    dump = tmp_path / "tree.jsonl"
+    dump.write_text(tree, encoding="utf-8")
+    imported = run(env, "import", dump, "--db", target)
+    assert imported.returncode == 0, imported.stderr
+    assert "Imported 9 message(s)" in imported.stdout
+    assert export(env, target, "--tree") == tree
+    assert export(env, target) == line
+    again = run(env, "import", dump, "--db", target)
+    assert "Imported 0 message(s)" in again.stdout, again.stdout
 
 
 def test_reimport_adds_nothing_and_a_newer_export_adds_only_its_tail(

@@ -31,7 +31,7 @@ from chat_history.cli.transfer import (
     read_import,
 )
 from chat_history.errors import InvalidParams
-from chat_history.service import history, import_writes
+from chat_history.service import branches, history, import_writes
 from chat_history.service.workspaces import named_workspace
 from chat_history.settings import default_settings
 from chat_history.wire import protocol
@@ -46,7 +46,7 @@ def _write_lines(lines: Iterator[dict[str, Any]], sink: Any, progress: Progress)
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``export``: the conversations (all, or those named) as JSONL on stdout, in the export format
-    of ``cli/transfer.py``."""
+    of ``cli/transfer.py``: each one's active path, or with ``--tree`` every branch."""
     manager = open_manager(args, reading(default_settings()))
     found = records(manager, args.workspace)
     keys = list(found)
@@ -58,8 +58,15 @@ def cmd_export(args: argparse.Namespace) -> int:
     with Progress("exporting", total) as progress:
         sink.write((dumps(header_line()) + "\n").encode("utf-8"))
         for key in keys:
-            result = history.get(manager, key)
-            _write_lines(conversation_lines(key, result.messages, result.summary), sink, progress)
+            if args.tree:
+                whole = branches.whole_tree(manager, key)
+                lines = conversation_lines(
+                    key, whole.rows, whole.summary, tree=True, active_leaf_id=whole.active_leaf_id
+                )
+            else:
+                result = history.get(manager, key)
+                lines = conversation_lines(key, result.messages, result.summary)
+            _write_lines(lines, sink, progress)
     sink.flush()
     return 0
 
@@ -96,9 +103,14 @@ def cmd_import(args: argparse.Namespace) -> int:
     with Progress("importing", total) as progress:
         for entry in conversations:
             try:
-                result = import_writes.import_conversation(
-                    manager, entry.key, entry.messages, entry.summary
-                )
+                if entry.tree is not None and not entry.tree.is_line:
+                    result = import_writes.import_tree(
+                        manager, entry.key, entry.tree, entry.summary
+                    )
+                else:
+                    result = import_writes.import_conversation(
+                        manager, entry.key, entry.messages, entry.summary
+                    )
             except InvalidParams as exc:
                 failures.append(
                     f"{args.file}:{entry.line_of(exc.field)}: {protocol.wire_field(exc.field)}: "
@@ -125,6 +137,12 @@ def cmd_import(args: argparse.Namespace) -> int:
 def _export_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("conversations", nargs="*", metavar="CONVERSATION", help="default: all")
     p.add_argument("--workspace", metavar="W", type=named_workspace, help="only this workspace")
+    p.add_argument(
+        "--tree",
+        action="store_true",
+        help="every branch of each conversation, each message with its parentId, and the active "
+        "leaf (default: the active path, as a line)",
+    )
 
 
 def _import_arguments(p: argparse.ArgumentParser) -> None:

@@ -16,7 +16,7 @@ import attrs
 from chat_history.cli.export_schema import check_line
 from chat_history.errors import InvalidParams
 from chat_history.model import Fence, Key, Message, StoredMessage, Summary
-from chat_history.service.import_writes import ImportedSummary
+from chat_history.service.import_writes import ImportedSummary, ImportTree
 from chat_history.wire import checks, messages, protocol
 
 FORMAT = "chat-history"
@@ -38,19 +38,35 @@ def header_line() -> dict[str, Any]:
 
 
 def conversation_lines(
-    key: Key, rows: Sequence[StoredMessage], summary: Summary | None
+    key: Key,
+    rows: Sequence[StoredMessage],
+    summary: Summary | None,
+    *,
+    tree: bool = False,
+    active_leaf_id: int | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """A conversation's message lines in id order, then its summary line."""
+    """A conversation's message lines in id order, then its summary line. With ``tree`` (the
+    rows of every branch, ``export --tree``): each message numbered in the file (``id``: 1, 2,
+    … in file order) with the number of the row it follows (``parentId``), and a conversation
+    line naming the active leaf ``active_leaf_id`` by its number, before the summary."""
     keys = {"workspace": key.workspace, "conversationId": key.conversation}
+    numbers: dict[int, int] = {}
     for row in rows:
         message = protocol.wire_message(row)
         for field in DATABASE_FIELDS:
             del message[field]
+        if tree:
+            numbers[row.id] = len(numbers) + 1
+            parent = None if row.parent_id is None else numbers.get(row.parent_id)
+            message = {"id": numbers[row.id], "parentId": parent, **message}
         if message["status"] == "streaming":  # what was stored so far: a cut reply in the file
             message["status"] = "interrupted"
         if row.fences:
             message["fences"] = [fence.as_json() for fence in row.fences]
         yield {"type": "message", **keys, "message": message}
+    leaf = None if active_leaf_id is None else numbers.get(active_leaf_id)
+    if tree and leaf is not None:
+        yield {"type": "conversation", **keys, "activeLeafId": leaf}
     if summary is not None:
         through = summary.covers_through_id
         covers = None if through is None else sum(1 for row in rows if row.id <= through)
@@ -86,6 +102,15 @@ class ConversationImport:
     lines: list[int] = attrs.field(factory=list)
     summary: ImportedSummary | None = None
     summary_line: int = 0
+    #: each message's ``id`` and ``parentId`` in the file (an export with ``--tree``): None
+    #: when absent (the parent: ``_FOLLOWS``, the message before it)
+    ids: list[int | None] = attrs.field(factory=list)
+    parent_refs: list[int | None] = attrs.field(factory=list)
+    #: the conversation line's ``activeLeafId`` and its line (None, 0: none)
+    active_ref: int | None = None
+    active_line: int = 0
+    #: set by ``read_import`` once every line is read: the messages as a tree (None: a line)
+    tree: ImportTree | None = None
 
     def line_of(self, field: str) -> int:
         """The line of ``messages[i]...`` named by an InvalidParams field."""
@@ -109,13 +134,31 @@ def _key(line: dict[str, Any]) -> Key:
     return Key(checks.check_workspace(workspace), checks.check_conversation_id(conversation))
 
 
+#: A tree message's ``parentId`` when the line leaves it out: the message before it.
+_FOLLOWS = -1
+#: The keys of a message that the export format adds to append's Message.
+_FILE_FIELDS = frozenset({"fences", "id", "parentId"})
+
+
+def _tree_refs(raw: dict[str, Any]) -> tuple[int | None, int | None]:
+    """A message's ``id`` and ``parentId`` in the file (``_FOLLOWS``: no ``parentId``)."""
+    number, parent = raw.get("id"), raw.get("parentId", _FOLLOWS)
+    if number is not None and (isinstance(number, bool) or not isinstance(number, int)):
+        raise InvalidParams("message.id", "expected an integer")
+    if parent is not None and (isinstance(parent, bool) or not isinstance(parent, int)):
+        raise InvalidParams("message.parentId", "expected an integer or null")
+    if number is None and "parentId" in raw:
+        raise InvalidParams("message.parentId", "needs the message's id")
+    return number, parent
+
+
 def _message(raw: Any) -> Message:
     if not isinstance(raw, dict):
         raise InvalidParams("message", "expected an object")
     fences = raw.get("fences") or []
     try:
         structured = protocol.structure(
-            {k: v for k, v in raw.items() if k != "fences"}, messages.MessageIn
+            {k: v for k, v in raw.items() if k not in _FILE_FIELDS}, messages.MessageIn
         )
     except InvalidParams as exc:
         raise InvalidParams(f"message.{exc.field}", exc.why) from None
@@ -175,9 +218,19 @@ def _read_line(text: str, number: int, conversations: dict[Key, ConversationImpo
         elif kind == "message":
             key = _key(line)
             message = _message(line.get("message"))
+            number_in_file, parent = _tree_refs(line["message"])
             entry = conversations.setdefault(key, ConversationImport(key))
             entry.messages.append(message)
             entry.lines.append(number)
+            entry.ids.append(number_in_file)
+            entry.parent_refs.append(parent)
+        elif kind == "conversation":
+            key = _key(line)
+            leaf = line.get("activeLeafId")
+            if isinstance(leaf, bool) or not isinstance(leaf, int):
+                raise InvalidParams("activeLeafId", "expected the id of a message")
+            entry = conversations.setdefault(key, ConversationImport(key))
+            entry.active_ref, entry.active_line = leaf, number
         elif kind == "summary":
             key = _key(line)
             summary = _summary(line.get("summary"))
@@ -185,7 +238,10 @@ def _read_line(text: str, number: int, conversations: dict[Key, ConversationImpo
             if entry.summary is None or entry.summary.updated_at < summary.updated_at:
                 entry.summary, entry.summary_line = summary, number
         else:
-            raise InvalidParams("type", f'expected "header", "message" or "summary", got {kind!r}')
+            raise InvalidParams(
+                "type",
+                f'expected "header", "message", "conversation" or "summary", got {kind!r}',
+            )
         check_line(line)  # what the rules of append let through, the published format may not
     except InvalidParams as exc:
         raise ImportFileError(number, str(exc)) from None
@@ -207,6 +263,7 @@ def read_import(
         if text.strip():
             _read_line(text, number, conversations)
     for entry in conversations.values():
+        entry.tree = _tree_of(entry)
         summary = entry.summary
         if summary is not None and (summary.covers_messages or 0) > len(entry.messages):
             raise ImportFileError(
@@ -215,3 +272,44 @@ def read_import(
                 f"{len(entry.messages)} message(s) of the conversation in the file",
             )
     return list(conversations.values())
+
+
+def _tree_of(entry: ConversationImport) -> ImportTree | None:
+    """The conversation's messages as a tree when the file numbers them (``--tree``), None when
+    it is a line; ImportFileError at the first line whose ``id``, ``parentId`` or
+    ``activeLeafId`` names nothing, or when some messages are numbered and others not."""
+    numbered = [number is not None for number in entry.ids]
+    if not any(numbered):
+        if entry.active_ref is not None:
+            raise ImportFileError(
+                entry.active_line, "activeLeafId: the conversation's messages have no id"
+            )
+        return None
+    index_of: dict[int, int] = {}
+    parents: list[int | None] = []
+    for index, (number, parent) in enumerate(zip(entry.ids, entry.parent_refs, strict=True)):
+        line = entry.lines[index]
+        if number is None:
+            raise ImportFileError(line, "message.id: the conversation's other messages have one")
+        if number in index_of:
+            raise ImportFileError(line, f"message.id: {number} is another message's already")
+        if parent == _FOLLOWS:
+            parents.append(index - 1 if index else None)
+        elif parent is None:
+            parents.append(None)
+        elif parent in index_of:
+            parents.append(index_of[parent])
+        else:
+            raise ImportFileError(
+                line, f"message.parentId: {parent} is no earlier message of the conversation"
+            )
+        index_of[number] = index
+    active = None
+    if entry.active_ref is not None:
+        if entry.active_ref not in index_of:
+            raise ImportFileError(
+                entry.active_line,
+                f"activeLeafId: {entry.active_ref} is no message of the conversation",
+            )
+        active = index_of[entry.active_ref]
+    return ImportTree(tuple(entry.messages), tuple(parents), active)

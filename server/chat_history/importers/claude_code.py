@@ -23,6 +23,14 @@ The format as observed (builds 1.0.x to 2.1.x; no published schema):
 - ``isSidechain`` lines (older builds: a sub-agent inside the main file) form a conversation of
   their own, ``<session id>/sidechain``; a ``subagents/agent-<id>.jsonl`` file is read as the
   session ``<session id>/agent-<id>`` (its path names it).
+- Rewinds (protocol version 5): ``parentUuid`` chains every line, a line that is no message too
+  (a ``compact_boundary`` ``system`` line starts a new chain: its ``logicalParentUuid`` names the
+  line before it). A rewound prompt is written after the rest, its ``parentUuid`` the line it
+  went back to: the file is a tree. A prompt (a user line with text or an image) whose parent
+  line is not where the rows so far end starts a branch at that line's row; every other line
+  follows the rows as they come (parallel tool calls chain their lines oddly in some builds,
+  and a reply's lines are one row). The session keeps every branch, the newest line's branch
+  active; one without a rewind is a line, as before version 5. A sidechain stays a line.
 """
 
 from __future__ import annotations
@@ -58,12 +66,47 @@ class Builder:
     rows: list[Message] = attrs.field(factory=list)
     pending: set[str] = attrs.field(factory=set)
     reply_id: str | None = None
+    #: the row each row follows (None: a first row), and the row new rows follow now
+    parents: list[int | None] = attrs.field(factory=list)
+    tip: int | None = None
+    #: the tool calls still unanswered after each row (a branch picks them up again)
+    pending_after: dict[int, frozenset[str]] = attrs.field(factory=dict)
+    #: each line's uuid → the row it ended at (None: before the first row)
+    row_of: dict[str, int | None] = attrs.field(factory=dict)
+
+    def _add(self, row: Message) -> None:
+        self.rows.append(row)
+        self.parents.append(self.tip)
+        self.tip = len(self.rows) - 1
+
+    def branch_to(self, row: int | None) -> None:
+        """New rows follow ``row`` (a rewind went back to it): its unanswered calls again."""
+        if row == self.tip:
+            return
+        self.tip = row
+        self.pending = set(self.pending_after.get(row, ())) if row is not None else set()
+        self.reply_id = None
+
+    def settle(self, uuid: Any, at: int | None) -> None:
+        """After a line: the calls pending at the row it ended at, and where line ``uuid`` is
+        (``at``: the row it leaves the rows at)."""
+        if self.tip is not None:
+            self.pending_after[self.tip] = frozenset(self.pending)
+        if isinstance(uuid, str):
+            self.row_of[uuid] = at
+
+    def tree(self) -> tuple[tuple[int | None, ...] | None, int | None]:
+        """The rows' parents and the active row, or (None, None) for a line."""
+        line = all(parent == index - 1 for index, parent in enumerate(self.parents) if index)
+        if line and self.tip == len(self.rows) - 1:
+            return None, None
+        return tuple(self.parents), self.tip
 
     def user(self, line: dict[str, Any], content: Any, at: int | None) -> None:
         self.reply_id = None
         if isinstance(content, str):
             if content.strip():
-                self.rows.append(Message(role="user", content=content, timestamp=at))
+                self._add(Message(role="user", content=content, timestamp=at))
             return
         if not isinstance(content, list):
             self.tally.skip("user line", "content is neither text nor blocks")
@@ -86,9 +129,7 @@ class Builder:
                 self.tally.skip(f"{kind or 'unknown'} block", "not carried over")
         text = "\n\n".join(t for t in texts if t)
         if text or images:
-            self.rows.append(
-                Message(role="user", content=text, attachments=tuple(images), timestamp=at)
-            )
+            self._add(Message(role="user", content=text, attachments=tuple(images), timestamp=at))
 
     def _tool_result(self, block: dict[str, Any], at: int | None) -> None:
         call_id = block.get("tool_use_id")
@@ -104,7 +145,7 @@ class Builder:
             self.tally.skip("image in a tool result", "kept as text only")
         if block.get("is_error") is True:
             text = f"Error: {text}" if text else "Error"
-        self.rows.append(Message(role="tool", content=text, tool_call_id=call_id, timestamp=at))
+        self._add(Message(role="tool", content=text, tool_call_id=call_id, timestamp=at))
 
     def assistant(self, message: dict[str, Any], at: int | None) -> None:
         content = message.get("content")
@@ -141,21 +182,22 @@ class Builder:
                 self.tally.skip(f"{kind or 'unknown'} block", "not carried over")
         reply = message.get("id") if isinstance(message.get("id"), str) else None
         model = message.get("model") if isinstance(message.get("model"), str) else None
-        if reply is not None and reply == self.reply_id and self.rows:
+        if reply is not None and reply == self.reply_id and self.tip is not None:
             self._extend_last(texts, calls, thinking)
         else:
             origin = import_origin(SOURCE, "anthropic", model or None)
-            self.rows.append(_assistant_row(texts, calls, thinking, at, origin))
+            self._add(_assistant_row(texts, calls, thinking, at, origin))
         self.reply_id = reply
         self.pending.update(call.id for call in calls)
 
     def _extend_last(
         self, texts: list[str], calls: list[ToolCall], thinking: list[dict[str, Any]]
     ) -> None:
-        last = self.rows[-1]
+        assert self.tip is not None
+        last = self.rows[self.tip]
         earlier = list(last.provider_data.get("anthropic", {}).get("thinking", ()))
         text = "\n\n".join(t for t in [last.content, *texts] if t)
-        self.rows[-1] = _assistant_row(
+        self.rows[self.tip] = _assistant_row(
             [text], [*last.tool_calls, *calls], [*earlier, *thinking], last.timestamp, last.origin
         )
 
@@ -204,42 +246,89 @@ def read(data: bytes, session_id: str) -> list[Session]:
             if isinstance(line.get("summary"), str) and line["summary"].strip():
                 titles.append(line["summary"].strip())
             continue
+        builder = side if line.get("isSidechain") is True and not agent_file else main
+        known, parent = _parent_row(builder, line)
+        uuid = line.get("uuid")
+        message = line.get("message")
         if kind in NOT_MESSAGES:
             tally.skip(f"{kind} line", "not a message")
-            continue
-        if kind not in {"user", "assistant"}:
+        elif kind not in {"user", "assistant"}:
             tally.skip(f"{kind or 'untyped'} line", "unknown to this reader")
-            continue
-        message = line.get("message")
-        if not isinstance(message, dict):
+        elif not isinstance(message, dict):
             tally.skip(f"{kind} line", "no message")
-            continue
-        if folder is None and isinstance(line.get("cwd"), str) and line["cwd"]:
-            folder = line["cwd"]
-        if named is None and isinstance(line.get("sessionId"), str) and line["sessionId"]:
-            named = line["sessionId"]
-        builder = side if line.get("isSidechain") is True and not agent_file else main
-        at = timestamp_ms(line.get("timestamp"))
-        if kind == "user":
-            if line.get("isMeta") is True:
-                tally.skip("meta line", "inserted by the tool, not typed by the user")
-                continue
-            builder.user(line, message.get("content"), at)
         else:
-            builder.assistant(message, at)
+            if folder is None and isinstance(line.get("cwd"), str) and line["cwd"]:
+                folder = line["cwd"]
+            if named is None and isinstance(line.get("sessionId"), str) and line["sessionId"]:
+                named = line["sessionId"]
+            at = timestamp_ms(line.get("timestamp"))
+            if kind == "assistant":
+                builder.assistant(message, at)
+                builder.settle(uuid, builder.tip)
+                continue
+            if line.get("isMeta") is not True:
+                if builder is main and known and _prompt(message.get("content")):
+                    builder.branch_to(parent)
+                builder.user(line, message.get("content"), at)
+                builder.settle(uuid, builder.tip)
+                continue
+            tally.skip("meta line", "inserted by the tool, not typed by the user")
+        # a line that is no row: the lines that follow it follow its parent's row
+        builder.settle(uuid, parent if known else builder.tip)
     sid = session_id if named is None or session_id.startswith(f"{named}/") else named
-    sessions = [_session(sid, folder, titles, main.rows, tally)]
+    parents, active = main.tree()
+    sessions = [_session(sid, folder, titles, main.rows, tally, parents, active)]
     if side.rows:
         sessions.append(_session(f"{sid}/sidechain", folder, [], side.rows, Tally()))
     return [s for s in sessions if s.messages]
 
 
+def _parent_row(builder: Builder, line: dict[str, Any]) -> tuple[bool, int | None]:
+    """Whether the line's parent line is known, and the row it ended at (None: a first line, a
+    typed prompt with a null ``parentUuid`` that no compaction wrote). Not known (the line follows
+    the rows as they come): no ``parentUuid`` (older builds), a line not in the file, a null
+    one on another line."""
+    if "parentUuid" not in line:
+        return False, None
+    parent = line.get("parentUuid")
+    if parent is None:
+        parent = line.get("logicalParentUuid")  # a compaction's new chain: the line before it
+    if parent is None:
+        typed = line.get("type") == "user" and line.get("isMeta") is not True
+        return typed and line.get("isCompactSummary") is not True, None
+    if not isinstance(parent, str) or parent not in builder.row_of:
+        return False, None
+    return True, builder.row_of[parent]
+
+
+def _prompt(content: Any) -> bool:
+    """Whether a user line's content is a prompt (text or an image), not only tool results."""
+    if isinstance(content, str):
+        return bool(content.strip())
+    if not isinstance(content, list):
+        return False
+    return any(
+        isinstance(block, dict)
+        and (
+            (block.get("type") == "text" and isinstance(block.get("text"), str) and block["text"])
+            or block.get("type") == "image"
+        )
+        for block in content
+    )
+
+
 def _session(
-    sid: str, folder: str | None, titles: list[str], rows: list[Message], tally: Tally
+    sid: str,
+    folder: str | None,
+    titles: list[str],
+    rows: list[Message],
+    tally: Tally,
+    parents: tuple[int | None, ...] | None = None,
+    active: int | None = None,
 ) -> Session:
     first = next((row.content for row in rows if row.role == "user" and row.content), "")
     title = titles[-1] if titles else first_line_title(first)
-    return Session(SOURCE, sid, folder, title, tuple(rows), tally.items())
+    return Session(SOURCE, sid, folder, title, tuple(rows), tally.items(), parents, active)
 
 
 def project_folder_name(folder: str) -> str:

@@ -41,6 +41,11 @@ class Session:
     title: str | None
     messages: tuple[Message, ...]
     skipped: tuple[Skipped, ...]
+    #: a tool whose transcript is a tree (Claude Code's rewinds): ``parents[i]`` the index of the
+    #: message that message i follows (lower; None: a first row), ``active`` the index of the
+    #: tool's last leaf. None: a line, each message after the one before it.
+    parents: tuple[int | None, ...] | None = None
+    active: int | None = None
 
     @property
     def conversation_id(self) -> str:

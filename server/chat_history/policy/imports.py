@@ -5,6 +5,12 @@ start), so two copies of one conversation differ by a head and a tail. A message
 every field a client sent (role, content, tool calls, ids, attachments, timestamp, providerData,
 metadata); the import skips the incoming messages up to the last one already stored and records
 the rest. Re-importing a file, or an older export, therefore adds nothing.
+
+A tree (protocol.md "Version 5": an export with ``--tree``, a Claude Code session with rewinds)
+is matched row by row (``match_tree``): a message stored on any branch is that row; one that is
+not stored but has a stored row below it was deleted (retention) and stays deleted, with the new
+rows below it (an alternative to a turn that is gone is gone); the rest are new, each following
+its parent's row.
 """
 
 from __future__ import annotations
@@ -108,3 +114,63 @@ def retention_after_import(
         at = message.timestamp if message.timestamp is not None else now_ms
         rows.append(_Row(last_id + index, turn, message.role, stored_tokens(message), at))
     return plan_retention(rows, settings, now_ms).report
+
+
+@attrs.frozen
+class TreeMatch:
+    """A tree import against the stored rows of every branch: ``stored_ids[i]`` the row that
+    ``incoming[i]`` already is (None: not stored); ``new`` the indices of the messages to insert,
+    in order (each one's parent before it); ``gone`` those left out, deleted here since."""
+
+    stored_ids: tuple[int | None, ...]
+    new: tuple[int, ...]
+    gone: frozenset[int]
+
+
+def match_tree(
+    stored: Sequence[StoredMessage],
+    incoming: Sequence[Message],
+    parents: Sequence[int | None],
+) -> TreeMatch:
+    """Which of ``incoming`` (a tree: ``parents[i]`` the index of message i's parent, always
+    lower, None: a first row) the conversation holds (``stored``: its rows on every branch),
+    which are new and which were deleted since (see the module's docstring)."""
+    ids = {fingerprint(row): row.id for row in stored}
+    found = [ids.get(fingerprint(m)) for m in incoming]
+    held_below = [row is not None for row in found]  # itself or a row below it is stored
+    for index in range(len(incoming) - 1, -1, -1):
+        parent = parents[index]
+        if parent is not None and held_below[index]:
+            held_below[parent] = True
+    gone: set[int] = set()
+    new: list[int] = []
+    for index, row in enumerate(found):
+        if row is not None:
+            continue
+        parent = parents[index]
+        if held_below[index] or (parent is not None and parent in gone):
+            gone.add(index)
+        else:
+            new.append(index)
+    return TreeMatch(tuple(found), tuple(new), frozenset(gone))
+
+
+def tree_covered_id(covers_messages: int | None, ids: Sequence[int | None]) -> int | None:
+    """A summary's ``coversThroughId`` for a tree import, for a summary that covered the
+    first ``covers_messages`` incoming messages (``ids``: each one's row here, None: not
+    stored): the Nth message's row, else the newest row among the first N (0: none stored)."""
+    if covers_messages is None:
+        return None
+    if 0 < covers_messages <= len(ids) and ids[covers_messages - 1] is not None:
+        return ids[covers_messages - 1]
+    return max((i for i in ids[:covers_messages] if i is not None), default=0)
+
+
+def path_indices(parents: Sequence[int | None], leaf: int | None) -> list[int]:
+    """The indices from a first message down to ``leaf`` (None: none)."""
+    path: list[int] = []
+    at = leaf
+    while at is not None:
+        path.append(at)
+        at = parents[at]
+    return path[::-1]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import attrs
 
 from chat_history.errors import InvalidParams, ReplyInProgress
-from chat_history.model import Expected, Key, StoredMessage
+from chat_history.model import Expected, Key, StoredMessage, Summary
 from chat_history.policy.tree import Node, children
 from chat_history.service.edits import check_expected
 from chat_history.service.manager import ChatHistoryManager
@@ -58,6 +58,28 @@ class TreePage:
     nodes: tuple[TreeNode, ...]
     active_leaf_id: int | None
     has_more: bool
+
+
+@attrs.frozen
+class WholeTree:
+    """Every row of a conversation on every branch, in id order (each with its ``parent_id``),
+    its active leaf and its summary: what ``export --tree`` writes."""
+
+    rows: tuple[StoredMessage, ...]
+    active_leaf_id: int | None
+    summary: Summary | None
+
+
+def whole_tree(manager: ChatHistoryManager, key: Key) -> WholeTree:
+    """The conversation's rows on every branch after retention (one snapshot), its active
+    leaf and its summary. Raises StorageError."""
+    with manager.lock:
+        return manager.retained_read(
+            key,
+            lambda tx, _: WholeTree(
+                tuple(row for row, _ in TreeReading(tx).rows(key)), tx.last_id(key), tx.summary(key)
+            ),
+        )
 
 
 def switch(

@@ -4,8 +4,10 @@ read and how): the files found, only regular ones, each read within a size bound
 (``importers.files``), and each session written as one conversation in one transaction —
 idempotent: the conversation id is ``SOURCE:`` + the tool's session id, and what is already
 stored is skipped (``policy.imports``), so importing again adds nothing and a longer session adds
-only its tail. A conversation of that id that an import did not create (the user's own) is never
-merged into: the session goes beside it (``SOURCE:<id>~2``). What yields no message is said,
+only its tail. A session whose transcript is a tree (Claude Code's rewinds: ``Session.parents``)
+keeps every branch, the tool's last leaf active (``import_writes.import_tree``). A conversation
+of that id that an import did not create (the user's own) is never merged into: the session goes
+beside it (``SOURCE:<id>~2``). What yields no message is said,
 file by file (``Unread``); a session that records no folder goes into the current folder's
 workspace, and the answer says so.
 
@@ -25,9 +27,16 @@ from chat_history.importers.files import NotRegular, TooLarge, regular
 from chat_history.importers.places import folder_key
 from chat_history.model import Key, Message, PruneReport, StoredMessage
 from chat_history.policy.identity import normalize_uri
-from chat_history.policy.imports import fingerprint, match_stored, retention_after_import
-from chat_history.service import conversations, history, import_writes
+from chat_history.policy.imports import (
+    fingerprint,
+    match_stored,
+    match_tree,
+    path_indices,
+    retention_after_import,
+)
+from chat_history.service import branches, conversations, history, import_writes
 from chat_history.service.conversations import ConversationInfo, ConversationUpdate, empty_info
+from chat_history.service.import_writes import ImportTree
 from chat_history.service.manager import ChatHistoryManager, now_ms
 from chat_history.service.workspaces import real_identity
 
@@ -241,11 +250,19 @@ def import_sessions(
     for path, session in sessions:
         own = Key(workspace_of(session, workspace, place, default), session.conversation_id)
         key, stored, messages = _own_conversation(manager, own, session, path)
-        start = match_stored(stored, messages).start if stored else 0
-        new = len(messages) - start
+        tree = _tree(manager, key, session, messages, stored)
+        if tree is None:
+            start = match_stored(stored, messages).start if stored else 0
+            adding = messages[start:]
+        else:
+            adding = tree[1]
+        new = len(adding)
         status = "new" if not stored else ("updated" if new else "unchanged")
         if not dry_run and new:
-            import_writes.import_conversation(manager, key, messages)
+            if tree is None:
+                import_writes.import_conversation(manager, key, messages)
+            else:
+                import_writes.import_tree(manager, key, tree[0])
             if status == "new":
                 _describe(manager, key, session)
         planned.append(
@@ -261,13 +278,40 @@ def import_sessions(
                 skipped=session.skipped,
                 oldest=min((m.timestamp for m in messages if m.timestamp), default=None),
                 retention=retention_after_import(
-                    stored, messages[start:], manager.settings, now_ms()
+                    stored,
+                    adding if tree is None else tree[2],
+                    manager.settings,
+                    now_ms(),
                 ),
                 workspace_from=_workspace_from(session, workspace),
                 beside=own.conversation if key != own else None,
             )
         )
     return planned
+
+
+def _tree(
+    manager: ChatHistoryManager,
+    key: Key,
+    session: Session,
+    messages: tuple[Message, ...],
+    stored: list[StoredMessage],
+) -> tuple[ImportTree, tuple[Message, ...], tuple[Message, ...]] | None:
+    """A session whose transcript is a tree (``Session.parents``): the tree, the messages an
+    import adds (policy.imports.match_tree against the rows of every branch) and those of
+    them on its active path (what retention weighs). None: a line."""
+    if session.parents is None:
+        return None
+    tree = ImportTree(messages, session.parents, session.active)
+    every = list(branches.whole_tree(manager, key).rows) if stored else []
+    adding = match_tree(every, messages, session.parents).new
+    active = len(messages) - 1 if session.active is None else session.active
+    on_path = set(path_indices(session.parents, active))
+    return (
+        tree,
+        tuple(messages[i] for i in adding),
+        tuple(messages[i] for i in adding if i in on_path),
+    )
 
 
 def _workspace_from(session: Session, given: str | None) -> str:

@@ -78,12 +78,14 @@ def parked_switch(parked: Sequence[Node], row_id: int, *, down: bool = False) ->
 
 
 def follow_in(
-    tx: Transaction, key: Key, follow: Follow | None, now: int
+    tx: Transaction, key: Key, follow: Follow | None, now: int, *, quiet: bool = False
 ) -> ConversationTotals | None:
     """Make the row ``follow`` names the active leaf, so that new rows follow it (None: they
     follow the active leaf as they are): a row on the active path parks what comes after it, a
-    row off it brings its path on, a new first row parks the whole path. Returns the totals.
-    Raises InvalidParams ``parent_id`` (not a row of this conversation), ReplyInProgress."""
+    row off it brings its path on, a new first row parks the whole path. ``quiet``: as
+    ``activate_in``'s (an import's steps, which settle the active path at their end). Returns
+    the totals. Raises InvalidParams ``parent_id`` (not a row of this conversation),
+    ReplyInProgress."""
     totals = tx.totals(key)
     if follow is None:
         return totals
@@ -92,14 +94,15 @@ def follow_in(
     if parent == leaf:
         return totals
     if parent is None:
-        return activate_in(tx, key, Switch(None, ()), now)
+        return activate_in(tx, key, Switch(None, ()), now, quiet=quiet)
     section = TreeReading(tx)
     node = section.node(key, parent)
     if node is None:
         raise InvalidParams("parent_id", "is not a message of this conversation")
     if node.active:
-        return activate_in(tx, key, Switch(parent, ()), now)
-    return activate_in(tx, key, parked_switch(section.parked_nodes(key), parent, down=False), now)
+        return activate_in(tx, key, Switch(parent, ()), now, quiet=quiet)
+    switch = parked_switch(section.parked_nodes(key), parent, down=False)
+    return activate_in(tx, key, switch, now, quiet=quiet)
 
 
 def settle_in(tx: Transaction, key: Key, parent: int | None, now: int) -> ConversationTotals | None:

@@ -33,7 +33,7 @@ from chat_history.model import Key, StoredMessage
 from chat_history.policy.tree import Branch, Node, inactive_branches, subtree
 from chat_history.store import queries
 from chat_history.store.engine import sqlite3
-from chat_history.store.rows import STREAMING_TEXT, parked_key
+from chat_history.store.rows import COLUMNS, STREAMING_TEXT, parked_key, to_message
 
 _CHUNK = 500
 
@@ -293,6 +293,19 @@ def switched(connection: sqlite3.Connection, key: Key) -> None:
         "UPDATE conversations SET switches = switches + 1 WHERE workspace = ? AND conversation = ?",
         (key.workspace, key.conversation),
     )
+
+
+def tree_rows(connection: sqlite3.Connection, key: Key) -> list[tuple[StoredMessage, bool]]:
+    """Every row of the conversation, on every branch, in id order, each with whether it is on
+    the active path (an export of the whole tree)."""
+    return [
+        (to_message(row[:-1]), row[-1] == key.conversation)
+        for row in connection.execute(
+            f"SELECT {COLUMNS}, conversation FROM messages "
+            "WHERE workspace = ? AND conversation IN (?, ?) ORDER BY id",
+            (key.workspace, key.conversation, parked(key)),
+        )
+    ]
 
 
 def tree_page(

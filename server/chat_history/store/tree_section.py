@@ -58,6 +58,10 @@ class TreeReading:
         """The id of the active path's first row of ``turn`` (None: it has none)."""
         return edits.first_of_turn(self._connection, key, turn)
 
+    def rows(self, key: Key) -> list[tuple[StoredMessage, bool]]:
+        """Every row of the whole tree in id order, each with whether it is on the active path."""
+        return tree.tree_rows(self._connection, key)
+
     def page(self, key: Key, after_id: int, limit: int) -> list[tuple[Node, str]]:
         """Up to ``limit`` rows of the whole tree after ``after_id``, with their text's start."""
         return tree.tree_page(self._connection, key, after_id, limit)
@@ -110,6 +114,10 @@ class TreeWriting(TreeReading):
         if switched:
             tree.switched(connection, key)
         return queries.totals(connection, key), lowest
+
+    def mark_switched(self, key: Key) -> None:
+        """The active path changed other than at its end (the change watch's ``"branch"``)."""
+        tree.switched(self._connection, key)
 
     def delete_subtrees(self, key: Key, tops: Sequence[int]) -> int:
         """Delete the rows off the active path ``tops`` and every row below each, for good;
