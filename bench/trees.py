@@ -532,8 +532,39 @@ def report(figures: dict[str, Any], sizes: Sequence[int]) -> str:
                 f"{found['tree'] / found['line']:.2f}×",
             ]
         lines.append(f"| {size:,} | {' | '.join(cells)} |")
-    lines += ["", *targets(figures, sizes), ""]
+    lines += ["", *targets(figures, sizes), "", *WHERE, ""]
     return "\n".join(lines)
+
+
+#: What a profile found (cProfile of 40 toggles and 20 first pages at 10,000 rows, in process;
+#: load ~8 on 2 CPUs), and why the switches and the tree view are not flat.
+WHERE = [
+    "Where the time goes (cProfile in process at 10,000 rows, load ~8):",
+    "",
+    "- **switchBranch** reads every row off the active path twice per switch, whatever it "
+    "moves: `service.branches.switch` hands all of them to `tree_steps.parked_switch` (to find "
+    "the row's ancestors and the path below it: `policy.tree.descend`, `_recency`, `children` "
+    "over every parked row), then `TreeWriting.activate` ends with `store.tree.refresh`, which "
+    "reads them all again (`parked_nodes`: a `Node` per row, ~50 % of the switch) and works "
+    "every inactive branch out again (`policy.tree.inactive_branches`). The one-row toggle "
+    "costs what a quarter-of-the-rows switch costs. A switch could read only the branch it "
+    "touches (the ancestors by primary key, the branch's rows bounded by its `branches` row "
+    "count) and update the `branches` rows of the branches it merges or splits instead of "
+    "`refresh`; that touches `service/tree_steps.py` as well and was not done here.",
+    "- **getTree** counts each node's children from every parked row "
+    "(`service.branches._child_counts` → `parked_nodes` + `policy.tree.children`: ~75 % of a "
+    "first page), so a page of 100 from the middle costs nearly what the whole tree does. "
+    "Counting in SQL would cut the constant, not the growth: `messages` has no index on "
+    "`parent_id`, so any count of a row's children scans the conversation's parked rows. "
+    "Flat needs an index on (workspace, conversation, parent_id) (a schema step on both "
+    "engines) or children counts kept with the rows.",
+    "- **prepare** reads the active path only (the parked rows are under another key), so the "
+    "tree costs what the line does; the stdio figure at 10,000 moved with the machine's load "
+    "(in process: 0.98×).",
+    "- **Storage**: a parked row's `conversation` value carries the 9-byte parked suffix in the "
+    "row and in both indexes keyed by it, every row stores `parent_id`, and each inactive "
+    "branch has a `branches` row; no row is stored twice.",
+]
 
 
 def targets(figures: dict[str, Any], sizes: Sequence[int]) -> list[str]:
