@@ -203,6 +203,7 @@ bench: $(VENV)/.installed-bench
 	$(PY) bench/imports.py
 	$(PY) bench/roundtrip.py
 	$(PY) bench/replay.py
+	$(PY) bench/trees.py
 	$(PY) bench/startup.py
 
 $(VENV)/bin/python:

@@ -6,8 +6,9 @@ formats) for a target under a settings mode and judges the body; a refusal the s
 injected (a revocation, a Gemini 3 the server cannot name) is reported once, and the next
 prepare must be taken.
 
-A branch switch (version 5's trees) is an operation of the same kind: when it lands it joins
-``OPERATIONS`` with a method of ``History``."""
+A branch switch (version 5's trees) is an operation of the same kind: ``regenerate`` (a reply
+minted again at a turn's prompt, by any target, beside the one it replaces) and
+``switch_branch`` (the active path moved to a sibling of one of its rows)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,16 @@ import attrs
 import state_oracle as oracle
 
 from chat_history.cli import transfer
-from chat_history.model import Key, Message, StoredMessage, ToolCall
+from chat_history.model import Follow, Key, Message, StoredMessage, ToolCall
 from chat_history.providers.state_rules import BY_NAME, Target, fenced, rules_of
-from chat_history.service import conversations, edits, history, import_writes, provider_state
+from chat_history.service import (
+    branches,
+    conversations,
+    edits,
+    history,
+    import_writes,
+    provider_state,
+)
 from chat_history.service.edits import MessageEdit
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.preparation import PrepareOptions
@@ -42,6 +50,8 @@ OPERATIONS = (
     "delete_turn",
     "truncate",
     "revoke",
+    "regenerate",
+    "switch_branch",
 )
 
 
@@ -117,9 +127,15 @@ class History:
     def turn(self, target: str, steps: int = 0, calls: int = 1) -> None:
         """A prompt and ``target``'s answer: ``steps`` tool-loop steps of ``calls`` calls each
         (every call answered), then a closing reply."""
-        rows: list[Message] = [
-            Message(role="user", content=f"please {self._marker()}", timestamp=self.clock.tick())
-        ]
+        prompt = Message(
+            role="user", content=f"please {self._marker()}", timestamp=self.clock.tick()
+        )
+        history.append(self.manager, self.key, [prompt, *self._answer(target, steps, calls)])
+
+    def _answer(self, target: str, steps: int, calls: int) -> list[Message]:
+        """``target``'s answer to a prompt: ``steps`` tool-loop steps of ``calls`` calls each
+        (every call answered), then a closing reply."""
+        rows: list[Message] = []
         for step in range(steps):
             made = [
                 ToolCall(id=f"c{self.made}x{step}x{n}", name="read_file", arguments={"n": n})
@@ -141,7 +157,7 @@ class History:
             )
         marker = self._marker()
         rows.append(oracle.reply(self.registry, target, marker, "done", (), self.clock.tick()))
-        history.append(self.manager, self.key, rows)
+        return rows
 
     def summary(self, fraction: float) -> None:
         """A summary (the client's, from a compaction proposal) covering the rows up to a point."""
@@ -206,6 +222,25 @@ class History:
         if row is not None and len(prompts) > 1:
             edits.truncate(self.manager, self.key, row.id)
 
+    def regenerate(self, target: str, fraction: float, steps: int = 0, calls: int = 1) -> None:
+        """A turn's reply regenerated (``beginReply``'s ``parentId`` = its prompt, here an
+        ``append`` after it) by ``target``, maybe another model or provider than the one that
+        answered: the rows after the prompt leave the active path, kept as a branch, and the
+        new answer is the active leaf."""
+        prompt = self._pick(fraction, [r for r in self.rows() if r.role == "user"])
+        if prompt is not None:
+            rows = self._answer(target, steps, calls)
+            history.append(self.manager, self.key, rows, Follow(prompt.id))
+
+    def switch_branch(self, fraction: float) -> None:
+        """``switchBranch`` from a row of the active path that has siblings to the next of them
+        (‹ 1/2 › → 2/2; twice: back and forth)."""
+        rows = [r for r in self.rows() if r.siblings is not None and r.siblings.count > 1]
+        row = self._pick(fraction, rows)
+        if row is not None and row.siblings is not None:
+            ids = row.siblings.ids
+            branches.switch(self.manager, self.key, ids[(row.siblings.index + 1) % len(ids)])
+
     def revoke(self, target: str) -> None:
         """``target`` refuses every state it took so far (a key rotated, a signature expired)."""
         self.registry.revoke(target)
@@ -224,37 +259,39 @@ class History:
         return found
 
     def check(self, target: str, mode: str, body_check: BodyCheck | None = None) -> Outcome:
-        """``prepare`` for ``target`` under ``mode`` judged by the simulated provider (an
-        injected refusal reported once, then one new prepare), and ``format`` after it."""
+        """``prepare`` for ``target`` under ``mode`` judged by the simulated provider, and
+        ``format`` after it: an injected refusal of either reported once, then one new body.
+        (``format`` sends state ``prepare`` may leave out, such as what a summary stands in
+        for: a revocation can show there first, as it would to a client that formats.)"""
         outcome = Outcome()
         manager = self.manager.under(oracle.settings(**MODES[mode]))
         standing = self._here()
-        body = _prepared(manager, self.key, target)
-        refused = oracle.refusal(target, body, self.registry, standing)
-        if refused is not None and refused.injected:
-            outcome.injected += 1
-            answer = provider_state.report_error(
-                manager, self.key, target, None, refused.status, refused.body
-            )
-            body = _prepared(manager, self.key, target)
-            again = oracle.refusal(target, body, self.registry, standing)
-            if again is None and answer.reason is not None:
-                outcome.recovered += 1
-            refused = again
-        formatted = history.format(manager, self.key, target).body
-        for what, judged in (("prepare", body), ("format", formatted)):
+        bodies = {
+            "prepare": lambda: _prepared(manager, self.key, target),
+            "format": lambda: _json(history.format(manager, self.key, target).body),
+        }
+        for what, make in bodies.items():
+            judged = make()
+            refused = oracle.refusal(target, judged, self.registry, standing)
+            if refused is not None and refused.injected:
+                outcome.injected += 1
+                answer = provider_state.report_error(
+                    manager, self.key, target, None, refused.status, refused.body
+                )
+                judged = make()
+                again = oracle.refusal(target, judged, self.registry, standing)
+                if again is None and answer.reason is not None:
+                    outcome.recovered += 1
+                refused = again
             outcome.bodies += 1
-            verdict = (
-                refused
-                if what == "prepare"
-                else oracle.refusal(target, judged, self.registry, standing)
-            )
-            if verdict is not None:
-                outcome.refused.append(f"{target}/{mode}/{what}: {verdict.why}")
+            if refused is not None:
+                outcome.refused.append(f"{target}/{mode}/{what}: {refused.why}")
             if body_check is not None:
                 outcome.sdk += [
                     f"{target}/{what}: {p}" for p in body_check(oracle.kind_of(target), judged)
                 ]
+            if what == "prepare":
+                body = judged
         fenced_now = self.fenced_uids(target)
         valid = oracle.valid_uids(target, body, self.registry, standing, fenced_now)
         present = {facts["u"] for facts in oracle.tokens_in(body)}
@@ -270,8 +307,13 @@ def _route(target: str) -> Any:
 
 
 def _prepared(manager: ChatHistoryManager, key: Key, target: str) -> dict[str, Any]:
-    body: dict[str, Any] = history.prepare(manager, key, PrepareOptions(provider=target)).body
-    return json.loads(json.dumps(body))
+    return _json(history.prepare(manager, key, PrepareOptions(provider=target)).body)
+
+
+def _json(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` as a provider reads it (through JSON)."""
+    loaded: dict[str, Any] = json.loads(json.dumps(body))
+    return loaded
 
 
 def state_names() -> list[str]:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -52,3 +53,29 @@ def test_the_docs_quote_the_economy_figures_of_the_bench_output():
     doc = (ROOT / "docs" / "semantics.md").read_text(encoding="utf-8")
     quoted = doc.split(economy.FIGURES_START, 1)[1].split(economy.FIGURES_END, 1)[0]
     assert quoted == sentence
+
+
+def test_the_trees_bench_runs_small():
+    """bench/trees.py's smoke run (tiny sizes, a few calls; its figures are not judged here, the
+    bench reports them): the storage compared row for row, each size's tree of 100 inactive
+    branches built and read whole, every switch landing on the leaf it named and the branchy
+    conversation's ``prepare`` body equal to the line's (the bench asserts both as it runs),
+    in process and over stdio."""
+    done = subprocess.run(
+        [sys.executable, "bench/trees.py", "--smoke", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    stored = figures["storage"]
+    assert stored["rows"] == 270 and stored["regenerations"] == 20
+    assert stored["bytes"]["tree"] > stored["bytes"]["empty"] < stored["bytes"]["line"]
+    for size, shape in figures["shapes"].items():
+        assert abs(shape["rows"] - int(size)) <= int(size) // 20
+        assert shape["active"] < shape["rows"]
+    for how in ("in-process", "stdio"):
+        assert set(figures[how]) >= {"switchBranch ‹ 1/2 › (1 row each way)", "prepare at 800"}
+    assert "## Conversation trees" in done.stdout

@@ -1,8 +1,9 @@
 """The provider state replay (bench/replay.py) on a handful of sessions of every shape: no body
 carries state its target refuses, every piece of state the target takes is kept (the bench's
-target is 95 %; a small run keeps all of it), every injected refusal is recovered by one report
-and one prepare, and the SDK types and structural rules accept every body. ``make bench`` runs
-it on 200 sessions and writes the figures into BENCHMARKS.md."""
+target is 95 %; a small run keeps all of it), every injected refusal (in a ``prepare`` body or
+a ``format`` one) is recovered by one report and one new body, and the SDK types and structural
+rules accept every body. ``make bench`` runs it on 200 sessions and writes the figures into
+BENCHMARKS.md."""
 
 from __future__ import annotations
 
