@@ -43,7 +43,7 @@ test("the server pulls workspace/configuration after initialized and applies the
   // didChangeConfiguration with the section (vscode-languageclient's synchronize.configurationSection): used directly.
   await server.didChangeConfiguration({ maxMessages: 2 });
   const again = await client.append({ conversationId: "cfg", messages: turn(4) });
-  assert.deepEqual(again.pruned, { droppedMessages: 4, droppedTurns: 2, retainedTurns: 1, reasons: ["count"] });
+  assert.deepEqual(again.pruned, { droppedMessages: 4, droppedTurns: 2, retainedTurns: 1, reasons: ["count"], droppedBranches: 0 });
   assert.equal(server.configurationRequests.length, 2, "a pushed section needs no pull");
 });
 

@@ -26,7 +26,7 @@ test("search finds rows case- and accent-insensitively, with snippets and code-p
   assert.equal(found.hasMore, false);
   assert.deepEqual(found.results.map((r) => r.id).sort((a, b) => a - b), stored.messages.map((m) => m.id));
   for (const result of found.results) {
-    assert.deepEqual(Object.keys(result).sort(), ["conversationId", "highlights", "id", "role", "snippet", "timestamp", "turn", "workspace"]);
+    assert.deepEqual(Object.keys(result).sort(), ["conversationId", "highlights", "id", "onActivePath", "role", "snippet", "timestamp", "turn", "workspace"]);
     assert.equal(result.workspace, "file:///ws-main");
     assert.equal(result.conversationId, "c1");
     const [start, end] = codePointSpanToUtf16(result.snippet, result.highlights[0]!);

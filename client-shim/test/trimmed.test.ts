@@ -14,7 +14,7 @@ test("storage retention (maxMessages 2) prunes whole turns and notifies scope st
   const first = await client.append({ conversationId: "t", messages: turn(1) });
   assert.equal(first.pruned, null);
   const second = await client.append({ conversationId: "t", messages: turn(2) });
-  assert.deepEqual(second.pruned, { droppedMessages: 2, droppedTurns: 1, retainedTurns: 1, reasons: ["count"] });
+  assert.deepEqual(second.pruned, { droppedMessages: 2, droppedTurns: 1, retainedTurns: 1, reasons: ["count"], droppedBranches: 0 });
   assert.equal(second.messages.length, 2, "the append answers its own rows");
 
   await until(() => events.length >= 1, 3_000, "chatHistory/trimmed");
@@ -32,7 +32,7 @@ test("storage retention (maxMessages 2) prunes whole turns and notifies scope st
   });
 
   const third = await client.append({ conversationId: "t", messages: [...turn(3), ...turn(4)] });
-  assert.deepEqual(third.pruned, { droppedMessages: 4, droppedTurns: 2, retainedTurns: 1, reasons: ["count"] });
+  assert.deepEqual(third.pruned, { droppedMessages: 4, droppedTurns: 2, retainedTurns: 1, reasons: ["count"], droppedBranches: 0 });
   assert.equal(third.messages.length, 4, "rows retention deleted in the same request are still answered");
   await until(() => events.length >= 2, 3_000, "second chatHistory/trimmed");
   assert.equal(events.length, 2, "one notification per reason");
