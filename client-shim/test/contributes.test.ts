@@ -92,6 +92,7 @@ const TYPED_KEYS: Record<Leaves<ChatHistorySettings>, true> = {
   maxAgeHours: true,
   maxMessages: true,
   maxTokens: true,
+  maxInactiveBranches: true,
   preserveSystemMessages: true,
   maxToolResultChars: true,
   "context.maxContextTokens": true,

@@ -82,6 +82,8 @@ export interface ChatHistorySettings {
   maxAgeHours?: number;
   maxMessages?: number;
   maxTokens?: number;
+  /** Version 5: branches kept off a conversation's active path (default 50; 0 keeps none). */
+  maxInactiveBranches?: number;
   preserveSystemMessages?: boolean;
   maxToolResultChars?: number;
   context?: ChatHistoryContextSettings;
