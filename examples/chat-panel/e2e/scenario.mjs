@@ -178,8 +178,8 @@ async function runCommand(title, { opensQuickInput = false } = {}) {
 }
 
 /** The chat webview's inner frame (webviews are nested iframes). */
-async function chatFrame() {
-  const deadline = Date.now() + STEP_TIMEOUT;
+async function chatFrame(timeoutMs = STEP_TIMEOUT) {
+  const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     for (const frame of page.frames()) {
       try {
@@ -199,6 +199,23 @@ async function shot(name, { editorOnly = false } = {}) {
   await page.screenshot({ path: join(ARTIFACTS, `${name}.png`) });
   // The editor area alone, small enough for the README (examples/chat-panel/media/).
   if (editorOnly) await page.locator(".part.editor").screenshot({ path: join(ARTIFACTS, `${name}-panel.png`) });
+}
+
+/**
+ * Opens the conversation whose list row holds `text` in a window that has just loaded, and
+ * returns its chat frame. A row clicked while that window's list is still refreshing is a stale
+ * item (VS Code logs "command not found" and opens nothing): clicked again until the panel shows.
+ */
+async function openFromFreshList(text) {
+  for (let attempt = 1; ; attempt++) {
+    await page.locator(".monaco-list-row", { hasText: text }).first().click();
+    try {
+      return await chatFrame(attempt < 4 ? 10_000 : STEP_TIMEOUT);
+    } catch (error) {
+      if (attempt >= 4) throw error;
+      log(`the list row "${text}" opened nothing (a stale item); clicking it again`);
+    }
+  }
 }
 
 const assistantCount = (frame) => frame.locator("article.role-assistant").count();
@@ -892,8 +909,7 @@ try {
     let frameTwo;
     try {
       await showChatList();
-      await listRow("[redacted]").click();
-      frameTwo = await chatFrame();
+      frameTwo = await openFromFreshList("[redacted]");
       await frameTwo.waitForFunction(() => document.querySelectorAll("article.msg").length === 2);
       await waitFor("the second window's history server", async () => historyServers().length === 2, 60_000);
     } finally {
@@ -1123,8 +1139,7 @@ try {
     page = two;
     try {
       await showChatList();
-      await listRow(text).click();
-      const frameTwo = await chatFrame();
+      const frameTwo = await openFromFreshList(text);
       await frameTwo.waitForFunction((t) => document.body.innerText.includes(t), waitText);
       return { context2, two, frameTwo };
     } finally {
