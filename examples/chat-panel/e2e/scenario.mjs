@@ -1298,8 +1298,8 @@ try {
   const noSpace = (t) => t.replace(/\s+/g, "");
   async function openFromList(text) {
     await showChatList();
-    await listRow(text).click();
-    frame = await chatFrame();
+    // (after a reload the list refreshes as its server starts: a click can hit a stale item)
+    frame = await openFromFreshList(text);
     await frame.waitForFunction((t) => document.body.innerText.includes(t), text);
   }
   /** The cut reply as the panel shows it once it is interrupted, and its offer. */
