@@ -59,6 +59,11 @@ import {
   type ReportProviderErrorResult,
   type SaveCompactionParams,
   type SaveCompactionResult,
+  // Version 5: conversation trees
+  type GetTreeParams,
+  type GetTreeResult,
+  type SwitchBranchParams,
+  type SwitchBranchResult,
 } from "./types";
 
 export interface Disposable {
@@ -386,8 +391,9 @@ export class ChatHistoryClient implements Disposable {
     return this.request(Methods.updateConversation, params);
   }
 
-  /** Deletes row `fromId` and every later row (edit and resend, regenerate, rewind); with
-   * `expectedLastId`, only while that is still the newest row (else `ConversationChangedError`). */
+  /** Deletes row `fromId` and every later row (version 5: its subtree; edit and resend and
+   * regenerate make branches there instead); with `expectedLastId`, only while that is still the
+   * newest row (the active leaf) (else `ConversationChangedError`). */
   truncate(params: TruncateParams): Promise<TruncateResult> {
     return this.request(Methods.truncate, params);
   }
@@ -473,6 +479,23 @@ export class ChatHistoryClient implements Disposable {
    */
   reportProviderError(params: ReportProviderErrorParams): Promise<ReportProviderErrorResult> {
     return this.request(Methods.reportProviderError, params);
+  }
+
+  // Version 5: conversation trees
+
+  /**
+   * Makes the path through row `id` the active path (the branch a panel's `‹ 2/3 ›` picks) and
+   * answers it (its newest `limit` rows); with `expectedLastId`, only while that is still the
+   * active leaf (else `ConversationChangedError`); a reply streaming in the conversation is
+   * `ReplyInProgressError`. Other windows hear of it as `changed` reason "branch".
+   */
+  switchBranch(params: SwitchBranchParams): Promise<SwitchBranchResult> {
+    return this.request(Methods.switchBranch, params);
+  }
+
+  /** A page of every branch's rows (id order), for a tree view. */
+  getTree(params: GetTreeParams): Promise<GetTreeResult> {
+    return this.request(Methods.getTree, params);
   }
 
   /** Subscribes to `chatHistory/trimmed` (storage retention deleted rows, or `prepare` dropped turns). */

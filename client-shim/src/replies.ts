@@ -45,6 +45,12 @@ export interface StreamReplyOptions extends BeginReplyParams {
   signal?: AbortSignal;
   /** The row's metadata at its end (e.g. the model, usage). */
   metadata?: JsonObject;
+  /**
+   * A streaming row the caller began already (`beginReply`, e.g. with version 5's `parentId` for
+   * a Regenerate, so that the `prepare` after it reads the new branch): streamed into, not begun
+   * again (the begin params are then unused).
+   */
+  begun?: StoredMessage;
   /** Called with the streaming row once it is stored (its id is the bubble's). */
   onBegin?: (row: StoredMessage) => void;
   /** Called after each committed flush with the stored length (code points). */
@@ -72,10 +78,10 @@ export interface StreamReplyResult {
  * `ReplyInProgressError`, `ConversationChangedError`): then nothing was stored.
  */
 export async function streamReply(client: ChatHistoryClient, options: StreamReplyOptions): Promise<StreamReplyResult> {
-  const { deltas, flushesPerSecond = 4, signal, metadata, onBegin, onFlush, decide, ...begin } = options;
+  const { deltas, flushesPerSecond = 4, signal, metadata, onBegin, onFlush, decide, begun, ...begin } = options;
   if (!(flushesPerSecond > 0)) throw new RangeError("flushesPerSecond must be above 0");
   const key = { conversationId: begin.conversationId, workspace: begin.workspace };
-  const row = await client.beginReply(begin);
+  const row = begun ?? (await client.beginReply(begin));
   onBegin?.(row);
   const flusher = new Flusher(client, { ...key, id: row.id }, 1000 / flushesPerSecond, onFlush);
   let error: unknown;

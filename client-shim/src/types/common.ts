@@ -133,6 +133,23 @@ export interface StoredMessage {
   status: MessageStatus;
   /** Version 5: where its `providerData` was minted; null when the client gave none. */
   origin: Origin | null;
+  /** Version 5: the row it follows (null: a first row of the conversation). */
+  parentId: number | null;
+  /**
+   * Version 5: the rows with the same parent (first rows: the other first rows), oldest first,
+   * itself included; on every row of the active path that `get`, `append`, `beginReply`,
+   * `endReply`, `editMessage` and `switchBranch` answer. A panel draws `‹ index+1/count ›`.
+   */
+  siblings: Siblings;
+}
+
+/** Version 5: a row's place among its siblings (`count` 1 when it has none). */
+export interface Siblings {
+  /** Its index in `ids` (0-based). */
+  index: number;
+  count: number;
+  /** Every sibling's id, oldest first, itself included. */
+  ids: number[];
 }
 
 /** Version 4: where a stored row stands (`beginReply` makes "streaming" rows). */
@@ -151,6 +168,8 @@ export interface PruneReport {
   droppedTurns: number;
   retainedTurns: number;
   reasons: StorageTrimReason[];
+  /** Version 5: inactive branches (subtrees off the active path) deleted whole. */
+  droppedBranches: number;
 }
 
 // ---------------------------------------------------------------------------------------------

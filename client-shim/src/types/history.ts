@@ -74,6 +74,12 @@ export interface CompactionProposal<B = ProviderBody> {
 export interface AppendParams extends ConversationKey {
   /** 1 to 1,000 messages, stored atomically. */
   messages: Message[];
+  /**
+   * Version 5: the row the first new message follows (absent: the active leaf; null: a new first
+   * row). A row that is not the active leaf starts a new branch there (Edit & resend: the edited
+   * prompt's parent); the last new row becomes the active leaf. Nothing is deleted.
+   */
+  parentId?: number | null;
 }
 export interface AppendResult {
   /** One per request message, in order (including rows retention deleted in the same request). */

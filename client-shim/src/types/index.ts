@@ -22,3 +22,4 @@ export * from "./workspaces";
 export * from "./replies";
 export * from "./imports";
 export * from "./provider_state";
+export * from "./branches";

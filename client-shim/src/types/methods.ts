@@ -3,6 +3,7 @@
  * a new method is a line in each table here and its types in its family's file.
  */
 
+import type { GetTreeParams, GetTreeResult, SwitchBranchParams, SwitchBranchResult } from "./branches";
 import type { ForkParams, ForkResult, ListConversationsParams, ListConversationsResult, UpdateConversationParams, UpdateConversationResult } from "./conversations";
 import type { DeleteTurnsParams, DeleteTurnsResult, EditMessageParams, EditMessageResult, TruncateParams, TruncateResult } from "./edits";
 import type {
@@ -61,11 +62,14 @@ export const Methods = {
   // Version 5: provider state that stays valid
   saveCompaction: "chatHistory/saveCompaction",
   reportProviderError: "chatHistory/reportProviderError",
+  // Version 5: conversation trees
+  switchBranch: "chatHistory/switchBranch",
+  getTree: "chatHistory/getTree",
 } as const;
 export type Method = (typeof Methods)[keyof typeof Methods];
 
 /** The protocol version this package speaks (`capabilities.experimental.chatHistory.protocolVersion`). */
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 5;
 
 /** Params and result type of every request, by method name. */
 export interface RequestMap {
@@ -90,4 +94,6 @@ export interface RequestMap {
   "chatHistory/importFrom": [ImportFromParams, ImportFromResult];
   "chatHistory/saveCompaction": [SaveCompactionParams, SaveCompactionResult];
   "chatHistory/reportProviderError": [ReportProviderErrorParams, ReportProviderErrorResult];
+  "chatHistory/switchBranch": [SwitchBranchParams, SwitchBranchResult];
+  "chatHistory/getTree": [GetTreeParams, GetTreeResult];
 }

@@ -42,7 +42,10 @@ export type ChangeReason =
   | "title"
   | "clear"
   /** Version 4: a reply streams (at most twice a second per conversation), ended or was interrupted. */
-  | "reply";
+  | "reply"
+  /** Version 5: another window changed the active path other than at its end (a branch switch, a
+   * new branch, a subtree truncated): read the conversation again. */
+  | "branch";
 
 /**
  * `chatHistory/changed` params (version 3): another process changed a conversation of this

@@ -16,6 +16,11 @@ export interface BeginReplyParams extends ConversationKey {
   expectedLastId?: number | null;
   /** The conversation's newest row, an interrupted reply: it streams again, continued in place. */
   continueId?: number;
+  /**
+   * Version 5: the row the reply follows (absent: the active leaf). Regenerate is `parentId` =
+   * the prompt: a sibling of the replies it had, none deleted. Never with `continueId`.
+   */
+  parentId?: number | null;
   message?: ReplyMessage;
 }
 /** The streaming row (`status` "streaming"). */

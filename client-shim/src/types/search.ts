@@ -33,6 +33,8 @@ export interface SearchResultItem {
   snippet: string;
   /** `[start, end)` code point offsets (not UTF-16 units) of the matched text in `snippet`. */
   highlights: Array<[number, number]>;
+  /** Version 5: whether the row is on its conversation's active path (else `switchBranch` to it). */
+  onActivePath: boolean;
 }
 export interface SearchResult {
   /** Most relevant first, then newest. */

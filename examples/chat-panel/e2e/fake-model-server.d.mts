@@ -9,6 +9,8 @@ export interface FakeModelServer {
   requests: RecordedRequest[];
   /** Compaction requests answered (the server's summarizing prompt). */
   readonly compactions: number;
+  /** Requests refused for a thinking signature ("[refuse-signature]"). */
+  readonly refusals: number;
   close(): Promise<void>;
 }
 export function startFakeModelServer(options?: { chunkDelayMs?: number }): Promise<FakeModelServer>;

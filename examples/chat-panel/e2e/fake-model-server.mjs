@@ -17,6 +17,12 @@
  *   "[cut-text]"      → the first request streams a few words and ends the body cleanly without
  *                       a finish reason or [DONE] (OpenAI format); the next one answers normally;
  *   "[slow]"          → a long reply streamed slowly (for Stop);
+ *   "[think]"         → (Anthropic format) the reply starts with a signed `thinking` block
+ *                       (`thinking_delta`, `signature_delta`), as extended thinking streams it;
+ *   "[refuse-signature]" → (Anthropic format) the first request for that prompt whose history
+ *                       sends a `thinking` block back answers Anthropic's 400 for a signature it
+ *                       cannot verify (`messages.N.content.M: Invalid \`signature\` in
+ *                       \`thinking\` block`, as the API words it); counted in `refusals`;
  *   a request whose last message is the assistant's (Continue of an interrupted reply: a
  *                       prefill, or the last message of the history) → " and that is the rest of
  *                       the reply." (leading space: the continuation of a cut word list);
@@ -42,7 +48,7 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
   const requests = [];
   const overflowed = new Set();
   let replies = 0;
-  const counters = { compactions: 0 };
+  const counters = { compactions: 0, refusals: 0 };
 
   const server = createServer((req, res) => {
     let raw = "";
@@ -86,6 +92,14 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
       counters.compactions++;
       return { type: "text", text: `SUMMARY (fake): the person asked ${prompts(body).map((p) => JSON.stringify(p)).join(", ")}.` };
     }
+    if (prompt.includes("[refuse-signature]") && !overflowed.has(`refuse:${prompt}`)) {
+      const at = signedThinking(body);
+      if (at !== null) {
+        overflowed.add(`refuse:${prompt}`);
+        counters.refusals++;
+        return { type: "refuse-signature", at };
+      }
+    }
     if (prompt.includes("[overflow]") && !overflowed.has(prompt)) {
       overflowed.add(prompt);
       return { type: "overflow" };
@@ -99,10 +113,24 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
     if (prompt.includes("[slow]")) {
       return { type: "text", slow: true, text: `A slow reply to: ${prompt}\n\n${"word ".repeat(200)}` };
     }
+    if (prompt.includes("[think]")) {
+      return { type: "text", thinking: `The person asked: ${prompt}. Answer briefly.`, text: `Reply #${++replies} to: ${prompt}\n\nThought about it first.` };
+    }
     if (toolResult === null && prompt.includes("read hello.txt")) return { type: "tool", name: "read_file", args: { path: "hello.txt" } };
     if (toolResult !== null) return { type: "text", text: `The file says: **${toolResult.split("\n")[0]}**` };
     if (prompt.includes("[echo]")) return { type: "text", text: prompt };
     return { type: "text", text: `Reply #${++replies} to: ${prompt}\n\nSome *Markdown*: \`code\` and a list:\n- one\n- two` };
+  }
+
+  /** Where a request sends a `thinking` block back ("messages.N.content.M"), or null. */
+  function signedThinking(body) {
+    const messages = body.messages ?? [];
+    for (let n = 0; n < messages.length; n++) {
+      const blocks = Array.isArray(messages[n].content) ? messages[n].content : [];
+      const m = blocks.findIndex((b) => b?.type === "thinking");
+      if (m >= 0) return `messages.${n}.content.${m}`;
+    }
+    return null;
   }
 
   const ROUTES = { "/v1/chat/completions": "openai", "/v1/messages": "anthropic", "/api/chat": "ollama" };
@@ -196,6 +224,12 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
   }
 
   async function anthropicAnswer(res, body, plan, promptTokens, n) {
+    if (plan.type === "refuse-signature") {
+      return json(res, 400, {
+        type: "error",
+        error: { type: "invalid_request_error", message: `${plan.at}: Invalid \`signature\` in \`thinking\` block` },
+      });
+    }
     if (plan.type === "overflow") {
       return json(res, 400, {
         type: "error",
@@ -218,13 +252,24 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
       event("content_block_stop", { index: 0 });
       output = 10;
     } else {
-      event("content_block_start", { index: 0, content_block: { type: "text", text: "" } });
+      let index = 0;
+      if (plan.thinking) {
+        event("content_block_start", { index, content_block: { type: "thinking", thinking: "", signature: "" } });
+        for (const word of words(plan.thinking)) {
+          await sleep(chunkDelayMs);
+          event("content_block_delta", { index, delta: { type: "thinking_delta", thinking: word } });
+        }
+        event("content_block_delta", { index, delta: { type: "signature_delta", signature: `EqQBCkYIARgCKkBfake${n}signature` } });
+        event("content_block_stop", { index });
+        index++;
+      }
+      event("content_block_start", { index, content_block: { type: "text", text: "" } });
       for (const word of words(plan.text)) {
         await sleep(chunkDelayMs);
-        event("content_block_delta", { index: 0, delta: { type: "text_delta", text: word } });
+        event("content_block_delta", { index, delta: { type: "text_delta", text: word } });
         output++;
       }
-      event("content_block_stop", { index: 0 });
+      event("content_block_stop", { index });
     }
     event("message_delta", { delta: { stop_reason: plan.type === "tool" ? "tool_use" : "end_turn", stop_sequence: null }, usage: { output_tokens: output } });
     event("message_stop", {});
@@ -259,6 +304,10 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
     /** Compaction requests answered (the server's summarizing prompt). */
     get compactions() {
       return counters.compactions;
+    },
+    /** Requests refused for a thinking signature ("[refuse-signature]"). */
+    get refusals() {
+      return counters.refusals;
     },
     close: () =>
       new Promise((resolve) => {

@@ -178,8 +178,8 @@ async function runCommand(title, { opensQuickInput = false } = {}) {
 }
 
 /** The chat webview's inner frame (webviews are nested iframes). */
-async function chatFrame() {
-  const deadline = Date.now() + STEP_TIMEOUT;
+async function chatFrame(timeoutMs = STEP_TIMEOUT) {
+  const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     for (const frame of page.frames()) {
       try {
@@ -199,6 +199,23 @@ async function shot(name, { editorOnly = false } = {}) {
   await page.screenshot({ path: join(ARTIFACTS, `${name}.png`) });
   // The editor area alone, small enough for the README (examples/chat-panel/media/).
   if (editorOnly) await page.locator(".part.editor").screenshot({ path: join(ARTIFACTS, `${name}-panel.png`) });
+}
+
+/**
+ * Opens the conversation whose list row holds `text` in a window that has just loaded, and
+ * returns its chat frame. A row clicked while that window's list is still refreshing is a stale
+ * item (VS Code logs "command not found" and opens nothing): clicked again until the panel shows.
+ */
+async function openFromFreshList(text) {
+  for (let attempt = 1; ; attempt++) {
+    await page.locator(".monaco-list-row", { hasText: text }).first().click();
+    try {
+      return await chatFrame(attempt < 4 ? 10_000 : STEP_TIMEOUT);
+    } catch (error) {
+      if (attempt >= 4) throw error;
+      log(`the list row "${text}" opened nothing (a stale item); clicking it again`);
+    }
+  }
 }
 
 const assistantCount = (frame) => frame.locator("article.role-assistant").count();
@@ -636,19 +653,46 @@ try {
     await shot("13-renamed", { editorOnly: false });
   });
 
-  await step("Edit and resend: the prompt and all after it are replaced (truncate), the new prompt is answered", async () => {
+  /** The `i/n` beside the last article of `role` holding `text` (null: no variant arrows). */
+  const variantOf = async (role, text) => {
+    const count = frame.locator(`article.role-${role}`, { hasText: text }).last().locator(".branch-count");
+    return (await count.count()) === 0 ? null : count.innerText();
+  };
+  const replyBodies = () => frame.evaluate(() => [...document.querySelectorAll("article.role-assistant .body")].map((b) => b.textContent));
+
+  await step("Edit and resend: a sibling prompt (‹ 2/2 ›) is answered; the old prompt and its turns stay stored, a variant away", async () => {
     await messageAction(frame, "user", "Tell me about bananas", "Edit");
     await answerInputBox("Tell me about blueberries");
     await waitTurn(frame, "Tell me about blueberries");
     assert.deepEqual(await userTexts(frame), ["Tell me about apples", "Tell me about blueberries"]);
     const sent = JSON.stringify(fake.requests.at(-1).body.messages);
-    assert.ok(!/bananas|cherries/.test(sent), `the replaced turns are not sent: ${sent}`);
+    assert.ok(!/bananas|cherries/.test(sent), `the other branch is not sent: ${sent}`);
+    // Version 5: a branch, nothing truncated: the edited prompt is the second of two variants.
+    await frame.waitForFunction(() => [...document.querySelectorAll("article.role-user")].at(-1)?.querySelector(".branch-count")?.textContent === "2/2");
+    const prompt = frame.locator("article.role-user", { hasText: "Tell me about blueberries" }).last();
+    assert.equal(await prompt.locator("button.branch-prev").isDisabled(), false, "‹ leads to the first variant");
+    assert.equal(await prompt.locator("button.branch-next").isDisabled(), true, "› : this is the last");
+    assert.equal(await variantOf("user", "Tell me about apples"), null, "a row without variants has no arrows");
     await shot("14-edit-and-resend", { editorOnly: true });
   });
 
-  await step("Regenerate: the last reply is replaced by a new answer to the same prompt", async () => {
+  await step("branches: ‹ on the edited prompt shows the first variant (bananas, then cherries) again; › comes back", async () => {
+    await frame.locator("article.role-user", { hasText: "Tell me about blueberries" }).last().locator("button.branch-prev").click();
+    await frame.waitForFunction(() => document.body.innerText.includes("Tell me about cherries") && !document.body.innerText.includes("Tell me about blueberries"));
+    assert.deepEqual(await userTexts(frame), ["Tell me about apples", "Tell me about bananas", "Tell me about cherries"], "nothing was truncated");
+    assert.equal(await variantOf("user", "Tell me about bananas"), "1/2");
+    await shot("80-edit-first-variant", { editorOnly: true });
+    await frame.locator("article.role-user", { hasText: "Tell me about bananas" }).last().locator("button.branch-next").click();
+    await frame.waitForFunction(() => document.body.innerText.includes("Tell me about blueberries") && !document.body.innerText.includes("Tell me about cherries"));
+    assert.equal(await variantOf("user", "Tell me about blueberries"), "2/2");
+  });
+
+  let firstReply = "";
+  let secondReply = "";
+  await step("Regenerate: a new answer to the same prompt, shown as the reply's ‹ 2/2 ›; the first one stays stored", async () => {
     const lastReply = () => frame.evaluate(() => [...document.querySelectorAll("article.role-assistant .body")].at(-1)?.textContent ?? "");
     const before = await lastReply();
+    firstReply = before;
     const requests = fake.requests.length;
     await messageAction(frame, "assistant", "Tell me about blueberries", "Regenerate");
     await frame.waitForFunction(
@@ -659,12 +703,47 @@ try {
       before,
     );
     const after = await lastAssistantText(frame);
+    secondReply = (await replyBodies()).at(-1);
     assert.notEqual(after, before);
     assert.match(after, /Reply #\d+ to: Tell me about blueberries/);
     assert.equal(fake.requests.length, requests + 1);
     assert.deepEqual(await userTexts(frame), ["Tell me about apples", "Tell me about blueberries"], "the prompt is not stored twice");
     assert.equal(await frame.locator("article.role-assistant").count(), 2);
+    await frame.waitForFunction(() => [...document.querySelectorAll("article.role-assistant")].at(-1)?.querySelector(".branch-count")?.textContent === "2/2");
     await shot("15-regenerated", { editorOnly: true });
+  });
+
+  await step("branches: ‹ on the regenerated reply shows the first reply; after a reload of the window it is still the one shown", async () => {
+    await frame.locator("article.role-assistant").last().locator("button.branch-prev").click();
+    await frame.waitForFunction((text) => [...document.querySelectorAll("article.role-assistant .body")].at(-1)?.textContent === text, firstReply);
+    assert.equal(await variantOf("assistant", "Tell me about blueberries"), "1/2");
+    assert.equal(await frame.locator("article.role-assistant").count(), 2);
+    await shot("81-regenerate-first-reply", { editorOnly: true });
+    await page.reload();
+    await page.waitForSelector(".monaco-workbench", { timeout: 90_000 });
+    await openFromList("Fruit talk");
+    await frame.waitForFunction((text) => [...document.querySelectorAll("article.role-assistant .body")].at(-1)?.textContent === text, firstReply);
+    assert.equal(await variantOf("assistant", "Tell me about blueberries"), "1/2");
+    assert.deepEqual(await userTexts(frame), ["Tell me about apples", "Tell me about blueberries"]);
+    await shot("82-branch-after-reload", { editorOnly: true });
+  });
+
+  await step("branches: on the focused reply Alt+Right and Alt+Left switch variants (the keyboard stays on it)", async () => {
+    const reply = frame.locator("article.role-assistant").last();
+    await reply.focus();
+    await page.keyboard.press("Alt+ArrowRight");
+    await frame.waitForFunction((text) => [...document.querySelectorAll("article.role-assistant .body")].at(-1)?.textContent === text, secondReply);
+    assert.equal(await variantOf("assistant", "Tell me about blueberries"), "2/2");
+    // The focus came back to the reply drawn anew, so the next key goes on switching.
+    await frame.waitForFunction(() => Boolean(document.activeElement?.closest("article.role-assistant")));
+    await page.keyboard.press("Alt+ArrowLeft");
+    await frame.waitForFunction((text) => [...document.querySelectorAll("article.role-assistant .body")].at(-1)?.textContent === text, firstReply);
+    assert.equal(await variantOf("assistant", "Tell me about blueberries"), "1/2");
+    assert.ok(page.url().includes(`127.0.0.1:${port}`), "the workbench did not navigate (Alt+Left is not Back here)");
+    await shot("83-alt-left-switched", { editorOnly: true });
+    // Back to the newest reply for the steps that follow.
+    await page.keyboard.press("Alt+ArrowRight");
+    await frame.waitForFunction((text) => [...document.querySelectorAll("article.role-assistant .body")].at(-1)?.textContent === text, secondReply);
   });
 
   await step("Fork from here: a new conversation with the rows through that message opens", async () => {
@@ -830,8 +909,7 @@ try {
     let frameTwo;
     try {
       await showChatList();
-      await listRow("[redacted]").click();
-      frameTwo = await chatFrame();
+      frameTwo = await openFromFreshList("[redacted]");
       await frameTwo.waitForFunction(() => document.querySelectorAll("article.msg").length === 2);
       await waitFor("the second window's history server", async () => historyServers().length === 2, 60_000);
     } finally {
@@ -1042,6 +1120,14 @@ try {
       window.__hold = false;
       window.__post({ type: "view", view: window.__held.at(-1) }, "*");
     });
+  /** Clicks (`click`) on the held screen, waits until the extension answered it, then draws the last view. */
+  async function releaseViewsAfter(f, click) {
+    const held = await f.evaluate(() => window.__held.length);
+    await click();
+    await f.waitForFunction((n) => window.__held.length > n, held, { timeout: 15_000 });
+    await sleep(500);
+    await releaseViews(f);
+  }
   /** A second window on this code-server, showing the conversation whose list row holds `text`. */
   async function secondWindow(text, waitText) {
     const context2 = await browser.newContext({ viewport: { width: 1400, height: 1800 } });
@@ -1053,8 +1139,7 @@ try {
     page = two;
     try {
       await showChatList();
-      await listRow(text).click();
-      const frameTwo = await chatFrame();
+      const frameTwo = await openFromFreshList(text);
       await frameTwo.waitForFunction((t) => document.body.innerText.includes(t), waitText);
       return { context2, two, frameTwo };
     } finally {
@@ -1213,8 +1298,8 @@ try {
   const noSpace = (t) => t.replace(/\s+/g, "");
   async function openFromList(text) {
     await showChatList();
-    await listRow(text).click();
-    frame = await chatFrame();
+    // (after a reload the list refreshes as its server starts: a click can hit a stale item)
+    frame = await openFromFreshList(text);
     await frame.waitForFunction((t) => document.body.innerText.includes(t), text);
   }
   /** The cut reply as the panel shows it once it is interrupted, and its offer. */
@@ -1382,6 +1467,33 @@ try {
     }
   });
 
+  await step("replies: a provider's refusal of signed thinking (Anthropic format) is reported and retried once, with a note; the retried reply is shown and stored", async () => {
+    if (ONLY) {
+      // Run alone: this window's model is an Anthropic-format one, as after the step before.
+      writeFileSync(settingsFile, JSON.stringify({ ...openaiSettings, "chatPanel.provider": "anthropic", "chatPanel.baseUrl": fake.url, "chatPanel.model": "claude-sonnet-4-5" }, null, 2));
+      await freshCodeServer();
+      writeFileSync(settingsFile, JSON.stringify(openaiSettings, null, 2));
+    }
+    await runCommand("Chat Panel: New Chat");
+    frame = await chatFrame();
+    await send(frame, "Think first [think]");
+    assert.equal(fake.requests.at(-1).path, "/v1/messages", "the Anthropic format");
+    assert.match(await lastAssistantText(frame), /Reply #\d+ to: Think first \[think\]/);
+    const before = fake.requests.length;
+    const refusals = fake.refusals;
+    await send(frame, "And now? [refuse-signature]");
+    assert.equal(fake.refusals, refusals + 1, "the model refused once");
+    assert.equal(fake.requests.length, before + 2, "one refused request, one retry");
+    const [refused, retried] = fake.requests.slice(before).map((r) => JSON.stringify(r.body.messages));
+    assert.match(refused, /"type":"thinking"/, "the refused request sent the signed thinking back");
+    assert.doesNotMatch(retried, /"type":"thinking"/, "the retry sent it no more");
+    assert.match(await lastAssistantText(frame), /Reply #\d+ to: And now\? \[refuse-signature\]/);
+    const notices = await noticeTexts(frame);
+    assert.ok(notices.some((t) => /Invalid `signature` in `thinking` block/.test(t) && /retrying once without it/.test(t)), notices.join(" | "));
+    assert.equal(await frame.locator("article.role-user").count(), 2, "the prompt is stored once");
+    await shot("84-provider-refusal-retried", { editorOnly: true });
+  });
+
   /**
    * The conversation whose list row holds `text`, read again from the store: another chat first,
    * then the list's row (once the list has settled: a row clicked while the list refreshes after
@@ -1546,6 +1658,114 @@ try {
     assert.match(await page.locator(".settings-editor .setting-item-contents").first().innerText(), /Token cap for a stored conversation/);
     assert.equal(await input.inputValue(), "4000000");
     await shot("30-panel-defaults");
+  });
+
+  // --- Version 5 (issue 41): conversation trees in a chat of their own, two windows on it ----------
+  // `E2E_ONLY='workbench loads|trees'` runs only these (after the first start of code-server).
+  const rowOf = (f, role, text) => f.locator(`article.role-${role}`, { hasText: text }).last();
+  const variantIn = (f, role, text) => rowOf(f, role, text).locator(".branch-count").innerText();
+  /** Waits until the panel is idle and the last `role` row shows variant `label` ("2/2"). */
+  const variantShown = (f, role, label) =>
+    f.waitForFunction(
+      ([r, l]) => !document.body.classList.contains("busy") && [...document.querySelectorAll(`article.role-${r}`)].at(-1)?.querySelector(".branch-count")?.textContent === l,
+      [role, label],
+    );
+  const arrow = (f, role, which) => f.locator(`article.role-${role}`).last().locator(`button[data-branch="${which}"]`);
+  let firstRiver = "";
+  let secondRiver = "";
+
+  await step("trees: Regenerate keeps the first reply as a variant (‹ 2/2 ›, nothing deleted); ‹ shows the earlier reply; Alt+Right and Alt+Left on the focused reply switch too", async () => {
+    await runCommand("Chat Panel: New Chat");
+    frame = await chatFrame();
+    await send(frame, "Tell me about rivers of Europe");
+    firstRiver = await lastAssistantText(frame);
+    const requests = fake.requests.length;
+    await messageAction(frame, "assistant", "to: Tell me about rivers of Europe", "Regenerate");
+    await variantShown(frame, "assistant", "2/2");
+    secondRiver = await lastAssistantText(frame);
+    assert.notEqual(secondRiver, firstRiver);
+    assert.match(secondRiver, /Reply #\d+ to: Tell me about rivers of Europe/);
+    assert.equal(fake.requests.length, requests + 1);
+    assert.deepEqual(fake.requests.at(-1).body.messages.map((m) => m.role), ["user"], "the regenerated request holds the prompt, not the earlier reply");
+    assert.deepEqual(await userTexts(frame), ["Tell me about rivers of Europe"], "the prompt is not stored twice");
+    assert.equal(await frame.locator("article.role-assistant").count(), 1);
+    assert.equal(await arrow(frame, "assistant", "next").isDisabled(), true, "the newest variant is the last");
+    await shot("85-trees-regenerated-2-of-2", { editorOnly: true });
+
+    await arrow(frame, "assistant", "prev").click();
+    await variantShown(frame, "assistant", "1/2");
+    assert.equal(await lastAssistantText(frame), firstRiver, "the earlier reply, as stored");
+    await shot("86-trees-variant-1-of-2", { editorOnly: true });
+
+    // The keyboard: the reply is focusable; Alt+Right / Alt+Left switch, and the focus stays on it.
+    await rowOf(frame, "assistant", "to: Tell me about rivers").press("Alt+ArrowRight");
+    await variantShown(frame, "assistant", "2/2");
+    assert.equal(await lastAssistantText(frame), secondRiver);
+    await frame.waitForFunction(() => document.activeElement?.closest("article")?.classList.contains("role-assistant") === true);
+    await frame.locator("article.role-assistant").last().press("Alt+ArrowLeft");
+    await variantShown(frame, "assistant", "1/2");
+    assert.equal(await lastAssistantText(frame), firstRiver);
+    assert.ok(page.url().includes("127.0.0.1"), "the browser did not navigate Back");
+  });
+
+  await step("trees: Edit & resend makes a sibling prompt (‹ 2/2 ›); ‹ shows the first prompt again with the reply last chosen under it", async () => {
+    await messageAction(frame, "user", "Tell me about rivers of Europe", "Edit");
+    await answerInputBox("Tell me about rivers of Asia");
+    await waitTurn(frame, "Tell me about rivers of Asia");
+    await variantShown(frame, "user", "2/2");
+    assert.deepEqual(await userTexts(frame), ["Tell me about rivers of Asia"]);
+    assert.equal(await frame.locator("article.role-assistant").count(), 1);
+    const sent = JSON.stringify(fake.requests.at(-1).body.messages);
+    assert.ok(!/Europe/.test(sent), `the other branch is not sent: ${sent}`);
+    await shot("87-trees-sibling-prompt", { editorOnly: true });
+
+    await arrow(frame, "user", "prev").click();
+    await variantShown(frame, "user", "1/2");
+    assert.deepEqual(await userTexts(frame), ["Tell me about rivers of Europe"]);
+    assert.equal(await lastAssistantText(frame), firstRiver, "the reply last shown under it");
+    assert.equal(await variantIn(frame, "assistant", "to: Tell me about rivers"), "1/2");
+    await shot("88-trees-first-prompt-again", { editorOnly: true });
+  });
+
+  await step("trees: a second window follows a switch; a click on its stale screen switches nothing: it reloads and says so", async () => {
+    const one = page;
+    const frameOne = frame;
+    const { context2, two, frameTwo } = await secondWindow("Tell me about rivers", "to: Tell me about rivers of Europe");
+    try {
+      await waitFor("the second window's history server", async () => historyServers().length === 2, 60_000);
+      // Window one switches to the other prompt; window two shows it, untouched.
+      await arrow(frameOne, "user", "next").click();
+      await variantShown(frameOne, "user", "2/2");
+      await frameTwo.waitForFunction(() => [...document.querySelectorAll("article.role-user .plain")].map((p) => p.textContent).join() === "Tell me about rivers of Asia", null, { timeout: 15_000 });
+      await variantShown(frameTwo, "user", "2/2");
+      page = two;
+      await shot("89-second-window-followed-switch", { editorOnly: true });
+      page = one;
+
+      // Window two's screen falls behind while window one regenerates the reply there: window
+      // two's ‹ (to Europe) is clicked on what it saw, a stale active leaf (1003).
+      await holdViews(frameTwo);
+      const before = await lastAssistantText(frameOne);
+      await messageAction(frameOne, "assistant", "to: Tell me about rivers of Asia", "Regenerate");
+      await variantShown(frameOne, "assistant", "2/2");
+      const regenerated = await lastAssistantText(frameOne);
+      assert.notEqual(regenerated, before);
+      await frameTwo.waitForFunction(() => window.__held.some((v) => v.messages.some((m) => m.branch?.count === 2 && m.role === "assistant")), null, { timeout: 15_000 });
+      assert.equal(await frameTwo.locator("article.role-assistant .branch").count(), 0, "window two's screen is behind");
+      const requests = fake.requests.length;
+      await releaseViewsAfter(frameTwo, () => arrow(frameTwo, "user", "prev").click());
+      await noticeShown(frameTwo, /This chat changed in another window, so nothing was changed here/);
+      await variantShown(frameTwo, "assistant", "2/2");
+      assert.deepEqual(await userTexts(frameTwo), ["Tell me about rivers of Asia"], "the stale click switched nothing");
+      assert.equal(await lastAssistantText(frameTwo), regenerated, "it shows the conversation as stored");
+      assert.equal(fake.requests.length, requests);
+      assert.deepEqual(await userTexts(frameOne), ["Tell me about rivers of Asia"]);
+      page = two;
+      await shot("90-stale-switch-refused", { editorOnly: true });
+    } finally {
+      page = one;
+      await context2.close();
+    }
   });
 
   // --- Version 3 (issue 24): history of other workspaces, and moving it here ---------------------

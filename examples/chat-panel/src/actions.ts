@@ -11,6 +11,7 @@ import * as E from "./edits";
 import { newConversationId, type PanelHost } from "./host";
 import * as R from "./replies";
 import * as S from "./state";
+import * as T from "./stream";
 import type { Turn } from "./turn";
 import * as V from "./view";
 
@@ -29,12 +30,12 @@ export class MessageActions {
    * painted). Undefined when the view was stale: the server changed nothing (1003), and the panel
    * reloads and says so. A server from before version 3 gets the request without the field.
    */
-  private async guarded<T>(seen: number | null, run: (expected: { expectedLastId?: number | null }) => Promise<T>): Promise<T | undefined> {
+  private async guarded<T>(seen: number | null, run: (expected: { expectedLastId?: number | null }) => Promise<T>, whole = false): Promise<T | undefined> {
     try {
       return await run(this.expectedLastIdKnown ? { expectedLastId: seen } : {});
     } catch (error) {
       if (error instanceof ConversationChangedError) {
-        await this.changedElsewhere();
+        await this.changedElsewhere(whole);
         return undefined;
       }
       if (this.expectedLastIdKnown && error instanceof InvalidParamsError && error.message.includes("expectedLastId")) {
@@ -50,8 +51,8 @@ export class MessageActions {
    * (the row clicked is gone, the newest row seen is not the one the click would act on).
    * Nothing changed; the panel shows what is stored and says so.
    */
-  private async changedElsewhere(): Promise<void> {
-    await this.host.reload();
+  private async changedElsewhere(whole = false): Promise<void> {
+    await this.host.reload(false, whole);
     this.host.update(
       S.addNotice(
         this.host.state,
@@ -106,12 +107,16 @@ export class MessageActions {
     if (kind === "edit") {
       const edited = await vscode.window.showInputBox({
         title: "Edit and resend",
-        prompt: "This prompt and everything after it are replaced; the model answers the new one.",
+        prompt:
+          this.host.protocolVersion() >= 5
+            ? "The new prompt is a variant of this one: the model answers it, and ‹ › beside it shows the earlier one again."
+            : "This prompt and everything after it are replaced; the model answers the new one.",
         value: target.content,
       });
       if (edited === undefined || edited.trim() === "") return;
       text = edited;
     }
+    if (this.host.protocolVersion() >= 5) return this.branch(id, kind, text, seen);
     const rewind = E.rewindFor(this.host.state, id, kind, text);
     if (rewind === null) return;
     const conversationId = this.host.state.conversationId;
@@ -120,6 +125,55 @@ export class MessageActions {
     if (done === undefined) return;
     this.host.update(E.truncated(this.host.state, rewind.fromId));
     await this.turn.send(rewind.prompt, rewind.promptStored);
+  }
+
+  /**
+   * Version 5: Regenerate and Edit & resend make a branch, nothing is deleted (./edits'
+   * branchFor). Regenerate begins the new reply after the prompt (`beginReply` `parentId`, with
+   * `expectedLastId`: a stale screen changes nothing, 1003) before the request is prepared, so
+   * that it reads the new branch; Edit & resend appends the new prompt after the edited one's
+   * parent (`append` takes no `expectedLastId`: the click acts only when the screen showed the
+   * newest row the panel holds) and runs its turn.
+   */
+  private async branch(id: number, kind: "edit" | "regenerate", text: string, seen: number | null): Promise<void> {
+    const host = this.host;
+    const branch = E.branchFor(host.state, id, kind, text);
+    if (branch === null) return;
+    const conversationId = host.state.conversationId;
+    const client = await host.client();
+    if (kind === "regenerate") {
+      const row = await this.guarded(seen, (expected) => client.beginReply({ conversationId, parentId: branch.parentId, ...expected }), true);
+      if (row === undefined || conversationId !== host.state.conversationId) return;
+      host.update(E.branched(host.state, branch.keep));
+      await this.turn.send(branch.prompt, true, undefined, row);
+      return;
+    }
+    if (seen !== S.newestId(host.state)) return this.changedElsewhere(true);
+    const stored = await client.append({ conversationId, parentId: branch.parentId, messages: [{ role: "user", content: branch.prompt }] });
+    if (conversationId !== host.state.conversationId) return;
+    host.update(T.rowsStored(E.branched(host.state, branch.keep), stored.messages));
+    host.list.refresh();
+    await this.turn.send(branch.prompt, true);
+  }
+
+  /**
+   * Version 5: `‹ ›` on a row with variants: the path through the sibling `id` becomes the active
+   * path (`switchBranch`, with `expectedLastId`: a stale screen changes nothing and the panel
+   * reloads and says so), shown at that row.
+   */
+  async switchBranch(id: number, seenId: unknown): Promise<void> {
+    const host = this.host;
+    if (host.state.elsewhere !== null || host.state.busy || host.protocolVersion() < 5) return;
+    const seen = S.seenLastId(seenId);
+    if (seen === undefined) return this.changedElsewhere(true);
+    const conversationId = host.state.conversationId;
+    const client = await host.client();
+    const limit = Math.max(host.state.messages.filter((m) => m.id !== null).length, 1) + 50;
+    const switched = await this.guarded(seen, (expected) => client.switchBranch({ conversationId, id, limit: Math.min(10_000, limit), ...expected }), true);
+    if (switched === undefined || conversationId !== host.state.conversationId) return;
+    host.update(S.branchShown(host.state, switched, id));
+    // A variant of the first prompt is the automatic title: the tab and the list follow.
+    await host.refreshTitle();
   }
 
   /**

@@ -7,11 +7,13 @@
 
 import { randomBytes } from "node:crypto";
 import { ConversationChangedError, InvalidParamsError, streamReply } from "chat-history-client";
-import type { ChatHistoryClient, CompactionProposal, JsonObject, Message, PreparedRequest, ReplyDelta, StoredMessage, ToolCall } from "chat-history-client";
+import type { ChatHistoryClient, CompactionProposal, JsonObject, Message, PreparedRequest, ProviderData, ReplyDelta, StoredMessage, ToolCall } from "chat-history-client";
 import {
   buildRequest,
+  errorBody,
   errorMessage,
   isContextLengthError,
+  mayRefuseProviderState,
   ModelStreamError,
   parseStream,
   type ModelSettings,
@@ -37,7 +39,12 @@ export type TurnEvent =
   | { type: "stored"; rows: StoredMessage[] }
   | { type: "usage"; promptTokens: number; cachedTokens: number | null }
   | { type: "calibrated"; calibration: { factor: number; samples: number } }
-  | { type: "retry"; reason: string };
+  /**
+   * The request is sent once more: `overflow`, the model said it was too long (prepared again
+   * with `overflowRecovery`); `providerState`, the model refused provider state the request sent
+   * back, the history server fenced it (`reportProviderError`), and it is prepared again.
+   */
+  | { type: "retry"; reason: string; kind: "overflow" | "providerState" };
 
 export interface TurnOptions {
   client: ChatHistoryClient;
@@ -128,6 +135,8 @@ export class ModelRequestError extends Error {
     message: string,
     readonly status: number,
     readonly contextLength: boolean,
+    /** The provider's answer as received (reported to the history server, never shown whole). */
+    readonly body = "",
   ) {
     super(message);
     this.name = "ModelRequestError";
@@ -166,6 +175,8 @@ interface Progress {
   promptTokens: number | null;
   /** Known only when the stream ended (a cut stream's half-written calls are never parsed). */
   inToolCall: boolean;
+  /** The reply's provider state (signed thinking), stored with it; null: none. */
+  providerData: JsonObject | null;
 }
 
 /** Sends the request; the answer's body once the model server answered 2xx. */
@@ -189,6 +200,7 @@ async function open(options: TurnOptions, request: PreparedRequest, signal = opt
       failureWords(http.url, response.status, response.statusText, text),
       response.status,
       isContextLengthError(response.status, text),
+      text,
     );
   }
   return response.body;
@@ -218,6 +230,8 @@ async function* replyDeltas(options: TurnOptions, body: ReadableStream<Uint8Arra
         progress.text += text;
         options.on({ type: "delta", text });
         yield text;
+      } else if (event.type === "state") {
+        progress.providerData = event.providerData;
       } else if (event.type === "usage") {
         progress.promptTokens = event.promptTokens;
         options.on({ type: "usage", promptTokens: event.promptTokens, cachedTokens: event.cachedTokens });
@@ -244,10 +258,15 @@ async function* replyDeltas(options: TurnOptions, body: ReadableStream<Uint8Arra
   // a call the provider sent without one gets a fresh id.
   progress.toolCalls = toolCalls.map((call) => (call.id === "" ? { ...call, id: `call_${randomBytes(6).toString("hex")}` } : call));
   options.on({ type: "streamEnd", toolCalls: progress.toolCalls });
-  if (progress.toolCalls.length > 0) yield { toolCalls: progress.toolCalls };
+  if (progress.toolCalls.length > 0 || progress.providerData !== null) {
+    yield {
+      ...(progress.toolCalls.length > 0 ? { toolCalls: progress.toolCalls } : {}),
+      ...(progress.providerData !== null ? { providerData: progress.providerData as ProviderData } : {}),
+    };
+  }
 }
 
-const newProgress = (): Progress => ({ text: "", toolCalls: [], promptTokens: null, inToolCall: false });
+const newProgress = (): Progress => ({ text: "", toolCalls: [], promptTokens: null, inToolCall: false, providerData: null });
 
 /** An older server: the reply is read to its end, and the caller appends it once complete. */
 async function ask(options: TurnOptions, request: PreparedRequest): Promise<Answer> {
@@ -264,7 +283,7 @@ async function ask(options: TurnOptions, request: PreparedRequest): Promise<Answ
  * {@link InterruptedReply} carries it; a reply that showed nothing, or that the provider
  * refused in its stream, is discarded (a continued one always keeps its row).
  */
-async function askStored(options: TurnOptions, request: PreparedRequest, continueId: number | undefined): Promise<Answer> {
+async function askStored(options: TurnOptions, request: PreparedRequest, continueId: number | undefined, pending: { row?: StoredMessage } = {}): Promise<Answer> {
   // The model is read only while its reply can be stored: once the store fails (the history
   // server stopped), the request is cut and nothing more of it is shown.
   const reading = new AbortController();
@@ -274,9 +293,13 @@ async function askStored(options: TurnOptions, request: PreparedRequest, continu
   let live = true;
   const streaming: TurnOptions = { ...options, on: (event) => live && options.on(event) };
   let begun: number | null = null;
+  // A row the caller began (a Regenerate's branch): streamed into; from here on streamReply ends it.
+  const row = pending.row;
+  pending.row = undefined;
   const result = await streamReply(options.client, {
     conversationId: options.conversationId,
     ...(continueId === undefined ? {} : { continueId }),
+    ...(row === undefined ? {} : { begun: row }),
     deltas: replyDeltas(streaming, body, progress, continueId === undefined ? "" : (request.continueTrimmed ?? "")),
     signal: options.signal,
     metadata: { model: options.model.model },
@@ -340,6 +363,27 @@ export async function settleCutReply(client: ChatHistoryClient, conversationId: 
 }
 
 /**
+ * Version 5: a model's refusal of provider state the request sent back (a thinking signature,
+ * encrypted content…) reported to the history server (`reportProviderError`), which fences that
+ * state from this target. True when it fenced something (a new `prepare` then succeeds); false
+ * when the error was of another kind, or the server could not say (an older one).
+ */
+export async function fenceRefusedState(options: Pick<TurnOptions, "client" | "conversationId" | "historyProvider" | "model">, error: ModelRequestError): Promise<boolean> {
+  try {
+    const report = await options.client.reportProviderError({
+      conversationId: options.conversationId,
+      provider: options.historyProvider,
+      model: options.model.model,
+      status: error.status,
+      body: errorBody(error.body),
+    });
+    return report.fenced > 0;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * After every model reply: tell the server what the provider counted for the request it
  * prepared (`rawEstimatedTokens` against the reported prompt tokens), so its estimates for this
  * provider and model are calibrated. A failure here never fails the turn.
@@ -386,12 +430,31 @@ export async function summarize(
  * Runs one turn for `prompt`; resolves when the reply is recorded. With `promptStored` (a
  * regenerate) the prompt is already the conversation's last row and is not appended again. With
  * `continueId` (version 4, `storeReplies`: Continue of an interrupted reply, the conversation's
- * newest row) the model carries on from that reply, streamed into the same row.
+ * newest row) the model carries on from that reply, streamed into the same row. With `begun`
+ * (version 5, a Regenerate: the streaming row the caller began after the prompt, a new branch)
+ * the reply streams into that row; a turn that fails before it streams discards it, and the
+ * reply it would have replaced is the conversation's again.
  */
 export async function runTurn(
   options: TurnOptions,
   prompt: string,
-  { promptStored = false, continueId }: { promptStored?: boolean; continueId?: number } = {},
+  { promptStored = false, continueId, begun }: { promptStored?: boolean; continueId?: number; begun?: StoredMessage } = {},
+): Promise<void> {
+  const pending: { row?: StoredMessage } = options.storeReplies && begun !== undefined ? { row: begun } : {};
+  try {
+    await turnRounds(options, prompt, { promptStored, continueId }, pending);
+  } catch (error) {
+    const row = pending.row;
+    if (row !== undefined) await options.client.endReply({ conversationId: options.conversationId, id: row.id, status: "discard" }).catch(() => undefined);
+    throw error;
+  }
+}
+
+async function turnRounds(
+  options: TurnOptions,
+  prompt: string,
+  { promptStored, continueId }: { promptStored: boolean; continueId?: number },
+  pending: { row?: StoredMessage },
 ): Promise<void> {
   const { client, conversationId } = options;
   if (!promptStored && continueId === undefined) {
@@ -400,6 +463,7 @@ export async function runTurn(
   }
   const maxRounds = options.maxToolRounds ?? 5;
   let retried = false;
+  let stateReported = false;
   let overflowRecovery = false;
   let continuing = options.storeReplies ? continueId : undefined;
   for (let round = 0; ; round++) {
@@ -416,12 +480,20 @@ export async function runTurn(
     options.on({ type: "prepared", request });
     let answer: Answer;
     try {
-      answer = options.storeReplies ? await askStored(options, request, continuing) : await ask(options, request);
+      answer = options.storeReplies ? await askStored(options, request, continuing, pending) : await ask(options, request);
     } catch (error) {
       if (error instanceof ModelRequestError && error.contextLength && !retried) {
         retried = true;
         overflowRecovery = true;
-        options.on({ type: "retry", reason: error.message });
+        options.on({ type: "retry", reason: error.message, kind: "overflow" });
+        round--;
+        continue;
+      }
+      if (error instanceof ModelRequestError && !stateReported && mayRefuseProviderState(error.status, error.body) && (await fenceRefusedState(options, error))) {
+        // The history server stopped sending the refused state to this model: prepared again
+        // without it, once.
+        stateReported = true;
+        options.on({ type: "retry", reason: error.message, kind: "providerState" });
         round--;
         continue;
       }

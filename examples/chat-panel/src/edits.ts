@@ -45,6 +45,53 @@ export function rewindFor(state: PanelState, id: number, kind: "edit" | "regener
   return { fromId: after.id, prompt: state.messages[promptIndex].content, promptStored: true };
 }
 
+/**
+ * Version 5: what Regenerate and Edit & resend make: a new branch, nothing deleted. Regenerate is
+ * `beginReply` with `parentId` = the turn's prompt (a sibling of its replies); Edit & resend
+ * `append` of the new prompt with `parentId` = the edited prompt's parent (a sibling prompt).
+ */
+export interface Branch {
+  /** The row the new branch follows (null: a new first row). */
+  parentId: number | null;
+  /** The prompt to run: the edited text (edit) or the stored prompt (regenerate). */
+  prompt: string;
+  /** Whether the prompt is stored already (regenerate) or is appended as the branch's first row (edit). */
+  promptStored: boolean;
+  /** The rows shown that stay (the new branch replaces the ones after them on screen). */
+  keep: number;
+}
+
+/**
+ * Version 5: the branch Edit & resend on the user row `id` (`text`) or Regenerate on any row of a
+ * turn makes. Null when the row is not loaded, or the server gave no `parentId` (an older one),
+ * or (regenerate) the turn's prompt is not loaded.
+ */
+export function branchFor(state: PanelState, id: number, kind: "edit" | "regenerate", text = ""): Branch | null {
+  const index = state.messages.findIndex((m) => m.id === id);
+  const target = state.messages[index];
+  if (target === undefined || target.id === null) return null;
+  if (kind === "edit") {
+    if (target.role !== "user" || target.parentId === undefined) return null;
+    return { parentId: target.parentId, prompt: text, promptStored: false, keep: index };
+  }
+  let promptIndex = -1;
+  for (let i = index; i >= 0; i--) {
+    const m = state.messages[i];
+    if (m.role === "user" && m.turn === target.turn) {
+      promptIndex = i;
+      break;
+    }
+  }
+  const prompt = state.messages[promptIndex];
+  if (prompt?.id == null) return null;
+  return { parentId: prompt.id, prompt: prompt.content, promptStored: true, keep: promptIndex + 1 };
+}
+
+/** Version 5: the rows shown once a new branch starts after the first `keep` ones (the others stay stored, a variant away). */
+export function branched(state: PanelState, keep: number): PanelState {
+  return withoutStaleRetry({ ...state, messages: state.messages.slice(0, keep) });
+}
+
 /** Rows of the panel that a `truncate` from `fromId` removed. */
 export function truncated(state: PanelState, fromId: number): PanelState {
   return withoutStaleRetry({ ...state, messages: state.messages.filter((m) => m.id === null || m.id < fromId) });

@@ -53,8 +53,11 @@ export interface PanelHost {
   readonly serverStarts: () => number;
   /** The state becomes `next` and is posted to the webview (at most every 30 ms). */
   update(next: S.PanelState): void;
-  /** The open conversation as stored now (only its rows with `rowsOnly`). */
-  reload(rowsOnly?: boolean): Promise<void>;
+  /**
+   * The open conversation as stored now (only its rows with `rowsOnly`); `whole`: its newest rows
+   * replace the ones shown (another branch may be the active path now), else they are merged.
+   */
+  reload(rowsOnly?: boolean, whole?: boolean): Promise<void>;
   /** The title after a change, from the server: the panel's tab and the list follow. */
   refreshTitle(): Promise<void>;
   /** Opens a conversation (a new one without an id). */

@@ -19,6 +19,8 @@ export type FromWebview =
   | { type: "dismiss"; id: number; seenId?: number | null }
   /** `id`: the stored row whose action the person clicked. */
   | { type: "action"; action: string; id: number; seenId?: number | null }
+  /** Version 5: `‹ ›` of a row with variants: `id` is the sibling to show. */
+  | { type: "switchBranch"; id: number; seenId?: number | null }
   | { type: "openLink"; href: string }
   | { type: "newChat" }
   /** The page could not take the focus itself (after a "focusPrompt" that asked it to confirm). */

@@ -104,13 +104,13 @@ export class ChatPanel implements PanelHost {
    * refused): the rows from the oldest one shown on, replacing them in place, with its title and
    * summary.
    */
-  async reload(rowsOnly = false): Promise<void> {
+  async reload(rowsOnly = false, whole = false): Promise<void> {
     const id = this.state.conversationId;
     const shown = this.state.messages.filter((m) => m.id !== null).length;
     // Enough to reach back to the oldest row shown, with room for what was added since.
     const page = await (await this.client()).get({ ...S.keyOf(this.state), limit: Math.min(10_000, shown + this.pageSize()) });
     if (id !== this.state.conversationId) return;
-    this.update(S.reloaded(this.state, page));
+    this.update(whole ? S.branchShown(this.state, page) : S.reloaded(this.state, page));
     if (rowsOnly) return;
     await this.refreshTitle().catch(() => undefined);
     await this.loadSummary().catch(() => undefined);
@@ -123,6 +123,9 @@ export class ChatPanel implements PanelHost {
       return;
     }
     if (this.state.busy) this.reloadAfterTurn = true;
+    // Version 5: another window switched branch (or began one above the end): the active path
+    // as stored now replaces the rows shown.
+    else if (event.reason === "branch") void this.reload(false, true).catch((e) => this.fail(e));
     // A reply growing in another window (at most twice a second): its rows only.
     else void this.reload(event.reason === "reply").catch((e) => this.fail(e));
   }
@@ -270,6 +273,8 @@ export class ChatPanel implements PanelHost {
       }
       case "action":
         return this.actions.run(String(message.action), Number(message.id), message.seenId);
+      case "switchBranch":
+        return this.actions.switchBranch(Number(message.id), message.seenId);
       case "search":
         return this.search(String(message.query));
       case "closeSearch":

@@ -5,7 +5,7 @@
  * NDJSON. No `vscode` import; the parsers are pure and unit-tested on real wire text.
  */
 
-import type { JsonObject, ToolCall } from "chat-history-client";
+import type { JsonObject, JsonValue, ToolCall } from "chat-history-client";
 
 export type ModelKind = "openai" | "anthropic" | "ollama";
 export const MODEL_KINDS: readonly ModelKind[] = ["openai", "anthropic", "ollama"];
@@ -108,6 +108,9 @@ export function buildRequest(
 export type ModelEvent =
   | { type: "text"; text: string }
   | { type: "usage"; promptTokens: number; completionTokens: number | null; cachedTokens: number | null }
+  /** Opaque provider state of the reply, to store as its `providerData` (Anthropic's signed
+   * thinking blocks): the history server sends it back only where it stays valid. */
+  | { type: "state"; providerData: JsonObject }
   | { type: "done"; toolCalls: ToolCall[]; finishReason: string | null };
 
 /** Splits a text stream into lines, across chunk boundaries. */
@@ -196,6 +199,8 @@ async function* openaiEvents(chunks: AsyncIterable<string>): AsyncGenerator<Mode
 
 async function* anthropicEvents(chunks: AsyncIterable<string>): AsyncGenerator<ModelEvent> {
   const blocks: { id: string; name: string; args: string }[] = [];
+  // Thinking blocks (extended thinking) with their signatures, as the API wants them back.
+  const thinking: ({ type: "thinking"; thinking: string; signature: string } | { type: "redacted_thinking"; data: string })[] = [];
   let promptTokens: number | null = null;
   let cachedTokens: number | null = null;
   let finishReason: string | null = null;
@@ -212,12 +217,20 @@ async function* anthropicEvents(chunks: AsyncIterable<string>): AsyncGenerator<M
       case "content_block_start":
         if (payload.content_block?.type === "tool_use") {
           blocks[payload.index] = { id: payload.content_block.id, name: payload.content_block.name, args: "" };
+        } else if (payload.content_block?.type === "thinking") {
+          thinking[payload.index] = { type: "thinking", thinking: payload.content_block.thinking ?? "", signature: payload.content_block.signature ?? "" };
+        } else if (payload.content_block?.type === "redacted_thinking") {
+          thinking[payload.index] = { type: "redacted_thinking", data: payload.content_block.data ?? "" };
         }
         break;
       case "content_block_delta":
         if (payload.delta?.type === "text_delta") yield { type: "text", text: payload.delta.text };
         else if (payload.delta?.type === "input_json_delta" && blocks[payload.index]) {
           blocks[payload.index].args += payload.delta.partial_json;
+        } else if (payload.delta?.type === "thinking_delta" && thinking[payload.index]?.type === "thinking") {
+          (thinking[payload.index] as { thinking: string }).thinking += payload.delta.thinking;
+        } else if (payload.delta?.type === "signature_delta" && thinking[payload.index]?.type === "thinking") {
+          (thinking[payload.index] as { signature: string }).signature = payload.delta.signature;
         }
         break;
       case "message_delta":
@@ -231,6 +244,8 @@ async function* anthropicEvents(chunks: AsyncIterable<string>): AsyncGenerator<M
     }
   }
   const toolCalls = blocks.filter((b) => b !== undefined).map((b) => ({ id: b.id, name: b.name, arguments: toolArguments(b.args) }));
+  const signed: JsonObject[] = thinking.filter((b) => b !== undefined).map((b) => ({ ...b }));
+  if (signed.length > 0) yield { type: "state", providerData: { anthropic: { thinking: signed } } };
   yield { type: "done", toolCalls, finishReason };
 }
 
@@ -280,6 +295,26 @@ export function isContextLengthError(status: number, bodyText: string): boolean 
   return /context_length_exceeded|context length|context window|maximum context|prompt is too long|too many tokens|exceeds the context/i.test(
     bodyText,
   );
+}
+
+/**
+ * Whether a failed response may be a refusal of provider state the request sent back (an invalid
+ * thinking signature, encrypted content it cannot verify, a missing thought signature, a
+ * compaction item it did not mint): worth reporting to the history server
+ * (`reportProviderError`), which tells for sure and fences what caused it.
+ */
+export function mayRefuseProviderState(status: number, bodyText: string): boolean {
+  if (status !== 400 && status !== 422) return false;
+  return /signature|encrypted[_ ]content|thought_signature|compaction/i.test(bodyText);
+}
+
+/** A provider's error body as `reportProviderError` takes it: the parsed JSON, else the text. */
+export function errorBody(bodyText: string): JsonValue {
+  try {
+    return JSON.parse(bodyText) as JsonValue;
+  } catch {
+    return bodyText;
+  }
 }
 
 /** The message of a provider's error body (OpenAI/Anthropic `{error: {message}}`, Ollama `{error}`), else the text. */

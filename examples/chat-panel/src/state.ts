@@ -6,7 +6,7 @@
  */
 
 import { codePointSpanToUtf16 } from "chat-history-client";
-import type { MessageStatus, PreparedRequest, SearchResultItem, StoredMessage, ToolCall, TrimmedNotification } from "chat-history-client";
+import type { MessageStatus, PreparedRequest, SearchResultItem, Siblings, StoredMessage, ToolCall, TrimmedNotification } from "chat-history-client";
 import { newestStoredId } from "./rows";
 
 /** A row of the conversation as the panel holds it: a stored row, or one not stored yet. */
@@ -27,6 +27,10 @@ export interface PanelMessage {
   interrupted?: boolean;
   /** Version 4: the stored row's status ("interrupted": a cut reply stored as far as it got). */
   status?: MessageStatus;
+  /** Version 5: the row it follows (null: a first row); absent from an older server. */
+  parentId?: number | null;
+  /** Version 5: its variants (rows with the same parent), for `‹ 2/3 ›`; absent from an older server. */
+  siblings?: Siblings;
 }
 
 export interface ContextMeter {
@@ -90,6 +94,18 @@ export interface RetryOffer {
 
 /** The key of the notice of a failed or interrupted turn (cleared by the next turn that completes). */
 export const TURN_NOTICE = "turn";
+/** The key of the notice that a refused request is being sent once more. */
+export const RETRY_NOTICE = "retrying";
+
+/**
+ * Version 5: the note while a request the model refused for provider state it sent back (a
+ * thinking signature, encrypted reasoning…) is sent once more without it (`reason`: the panel's
+ * words for the refusal, with the provider's).
+ */
+export function providerStateRetryText(reason: string): string {
+  return `${reason} — the model refused saved provider state from earlier replies. The chat history server stopped sending it to this model; retrying once without it.`;
+}
+
 /** The key of the notice that the conversation changed in another window. */
 export const CHANGED_NOTICE = "changed";
 
@@ -178,7 +194,19 @@ export function fromStored(row: StoredMessage): PanelMessage {
     name: row.name,
     streaming: row.status === "streaming",
     status: row.status,
+    ...(row.parentId === undefined ? {} : { parentId: row.parentId }),
+    ...(row.siblings === undefined ? {} : { siblings: row.siblings }),
   };
+}
+
+/**
+ * Version 5: the active path after a switch of branch (`switchBranch`'s answer, or the newest
+ * page read again after another window switched): it replaces the rows shown (rows not stored go
+ * with the branch they belonged to); with `focusId`, the view shows that row.
+ */
+export function branchShown(state: PanelState, page: { messages: StoredMessage[]; hasMore: boolean }, focusId: number | null = null): PanelState {
+  const next = pageLoaded({ ...state, messages: state.messages.filter((m) => m.id !== null) }, page, false);
+  return withoutStaleRetry({ ...next, focusId, cutWords: null });
 }
 
 /** The newest stored row the panel's state holds (null: none). */

@@ -77,8 +77,18 @@ export class Turn {
     await this.send("", true, cut.reply.id!);
   }
 
-  async send(text: string, promptStored = false, continueId?: number): Promise<void> {
+  /**
+   * Runs a turn for `text` (`promptStored`: its prompt is the conversation's newest row; with
+   * `continueId`, Continue of that cut reply; with `begun`, version 5's Regenerate: the streaming
+   * row begun after the prompt, a new branch, that the reply streams into).
+   */
+  async send(text: string, promptStored = false, continueId?: number, begun?: StoredMessage): Promise<void> {
     const host = this.host;
+    if (begun !== undefined && (host.state.busy || host.state.elsewhere !== null)) {
+      // Not run after all: the branch begun for it goes (the reply it would replace shows again).
+      await (await host.client()).endReply({ conversationId: host.state.conversationId, id: begun.id, status: "discard" }).catch(() => undefined);
+      return;
+    }
     if (host.state.busy || (text.trim() === "" && continueId === undefined)) return;
     if (host.state.elsewhere !== null) {
       host.update(S.addNotice(host.state, "info", "Nothing was sent: this chat belongs to another workspace. Continue it in this workspace to reply."));
@@ -127,6 +137,9 @@ export class Turn {
         case "usage":
           return host.update(S.usageReported(host.state, event.promptTokens, event.cachedTokens));
         case "retry":
+          if (event.kind === "providerState") {
+            return host.update(S.addNotice(host.state, "info", S.providerStateRetryText(event.reason), S.RETRY_NOTICE));
+          }
           return host.update(S.addNotice(host.state, "info", "The model said the request was too long; trying once more with a shorter history."));
       }
     };
@@ -149,7 +162,7 @@ export class Turn {
           signal: running.signal,
         },
         text,
-        { promptStored, ...(continueId === undefined ? {} : { continueId }) },
+        { promptStored, ...(continueId === undefined ? {} : { continueId }), ...(begun === undefined ? {} : { begun }) },
       );
       // The proposal is carried out after the reply, in the background (the panel is free).
       if (proposal !== null) void this.compact(conversationId, proposal);
@@ -162,6 +175,11 @@ export class Turn {
         await this.settle(conversationId, error.unsettled, stopped, model.model);
       } else if (conversationId !== host.state.conversationId) {
         // Another chat is shown now.
+      } else if (begun !== undefined && !(error instanceof InterruptedReply && error.stored !== null)) {
+        // A Regenerate's new reply that showed nothing was discarded: the reply it would have
+        // replaced is the conversation's again, and shows.
+        await host.reload(false, true).catch(() => undefined);
+        host.update(S.addNotice(T.turnFinished(host.state), "error", `${turnFailureWords(error)} The earlier reply is shown again: Regenerate to try once more.`, S.TURN_NOTICE));
       } else if (error instanceof InterruptedReply && error.stored !== null) {
         // Stored as far as it got: Continue, Retry and Keep are offered for it.
         host.update(R.cutStored(T.turnFinished(host.state), error.reason));

@@ -71,6 +71,33 @@ export interface MessageView {
   failed: boolean;
   toolCalls: ToolCallView[];
   actions: string[];
+  /** Version 5: the row's variants, drawn `‹ 2/3 ›`; null when it has none (or the server has no trees). */
+  branch: BranchView | null;
+}
+
+/** `‹ index/count ›` of a row with siblings: the arrows switch to the previous or next one. */
+export interface BranchView {
+  /** 1-based, as shown. */
+  index: number;
+  count: number;
+  /** The sibling the ‹ arrow switches to (null: this is the first). */
+  prev: number | null;
+  /** The sibling the › arrow switches to (null: this is the last). */
+  next: number | null;
+}
+
+/** The branch arrows of a row (version 5): on a stored, settled row with siblings. */
+export function branchOf(message: PanelMessage, protocolVersion: number): BranchView | null {
+  const siblings = message.siblings;
+  if (protocolVersion < 5 || siblings === undefined || siblings.count < 2 || message.id === null || message.streaming) return null;
+  const at = siblings.ids.indexOf(message.id);
+  const index = at < 0 ? siblings.index : at;
+  return {
+    index: index + 1,
+    count: siblings.count,
+    prev: index > 0 ? (siblings.ids[index - 1] ?? null) : null,
+    next: index < siblings.ids.length - 1 ? (siblings.ids[index + 1] ?? null) : null,
+  };
 }
 
 export interface MeterView {
@@ -170,6 +197,7 @@ export function viewOf(state: PanelState, protocolVersion = 1): PanelView {
         result: results.get(call.id) ?? null,
       })),
       actions: actionsFor(m, protocolVersion, MESSAGE_ACTIONS, state.elsewhere !== null),
+      branch: state.elsewhere !== null ? null : branchOf(m, protocolVersion),
     });
   }
   return {

@@ -254,3 +254,69 @@ test("Stop aborts a running reply: nothing of it is stored", async (t) => {
   assert.equal(fake.requests.length, 1);
   assert.deepEqual((await server.client.get({ conversationId: "s" })).messages.map((m) => m.role), ["user"]);
 });
+
+// --- Version 5: branches and provider state that stays valid -----------------------------------
+
+function turnOptions(server: Awaited<ReturnType<typeof setup>>["server"], model: Awaited<ReturnType<typeof setup>>["model"], events: TurnEvent[], conversationId: string) {
+  return {
+    client: server.client,
+    conversationId,
+    model,
+    historyProvider: model.kind,
+    tools: [],
+    runTool: async () => "",
+    fetch,
+    on: (e: TurnEvent) => events.push(e),
+    storeReplies: true,
+  };
+}
+
+test("Regenerate (version 5): the reply streams into a row begun after the prompt; the old reply stays a sibling and is not sent", async (t) => {
+  const { server, fake, events, model } = await setup(t);
+  const options = turnOptions(server, model, events, "r1");
+  await runTurn(options, "Tell me about pears");
+  const [prompt, first] = (await server.client.get({ conversationId: "r1" })).messages;
+  const begun = await server.client.beginReply({ conversationId: "r1", parentId: prompt!.id, expectedLastId: first!.id });
+  await runTurn(options, prompt!.content, { promptStored: true, begun });
+  const sent = fake.requests.at(-1)!.body.messages;
+  assert.deepEqual(sent.map((m) => m.role), ["user"], "the request holds the prompt, not the reply it regenerates");
+  const { messages } = await server.client.get({ conversationId: "r1" });
+  assert.deepEqual(messages.map((m) => m.id), [prompt!.id, begun.id], "the new reply is the begun row");
+  assert.match(messages[1]!.content, /Reply #2 to: Tell me about pears/);
+  assert.deepEqual(messages[1]!.siblings, { index: 1, count: 2, ids: [first!.id, begun.id] });
+  assert.equal(messages[1]!.status, "complete");
+});
+
+test("Regenerate (version 5) whose request fails discards the begun row: the earlier reply is the conversation's again", async (t) => {
+  const { server, events, model } = await setup(t);
+  await runTurn(turnOptions(server, model, events, "r2"), "Tell me about plums");
+  const [prompt, first] = (await server.client.get({ conversationId: "r2" })).messages;
+  const begun = await server.client.beginReply({ conversationId: "r2", parentId: prompt!.id });
+  const broken = { ...turnOptions(server, { ...model, baseUrl: `${model.baseUrl}/nowhere` }, events, "r2") };
+  await assert.rejects(runTurn(broken, prompt!.content, { promptStored: true, begun }), ModelRequestError);
+  const { messages } = await server.client.get({ conversationId: "r2" });
+  assert.deepEqual(messages.map((m) => [m.id, m.status]), [[prompt!.id, "complete"], [first!.id, "complete"]]);
+  const tree = await server.client.getTree({ conversationId: "r2" });
+  assert.equal(tree.nodes.length, 2, "nothing of the discarded reply is left");
+});
+
+test("anthropic: signed thinking is stored with the reply; a refusal of its signature is reported, fenced and retried once without it", async (t) => {
+  const { server, fake, events, model } = await setup(t, "anthropic");
+  const options = turnOptions(server, model, events, "s1");
+  await runTurn(options, "Think first [think]");
+  const reply = (await server.client.get({ conversationId: "s1" })).messages.at(-1)!;
+  const thinking = (reply.providerData.anthropic as { thinking: { type: string; signature: string }[] }).thinking;
+  assert.deepEqual(thinking.map((b) => [b.type, b.signature.startsWith("EqQBCkYIARgCKkBfake")]), [["thinking", true]]);
+  assert.match(reply.content, /Reply #1 to: Think first \[think\]/);
+
+  const before = fake.requests.length;
+  await runTurn(options, "And now? [refuse-signature]");
+  const [refused, retried] = fake.requests.slice(before).map((r) => JSON.stringify(r.body.messages));
+  assert.equal(fake.requests.length, before + 2, "one refused request, one retry");
+  assert.equal(fake.refusals, 1);
+  assert.match(refused!, /"type":"thinking"/, "the refused request sent the thinking block back");
+  assert.doesNotMatch(retried!, /"type":"thinking"/, "the retry sends it no more");
+  const retry = events.find((e) => e.type === "retry");
+  assert.ok(retry?.type === "retry" && retry.kind === "providerState" && /Invalid `signature` in `thinking` block/.test(retry.reason), JSON.stringify(retry));
+  assert.match((await server.client.get({ conversationId: "s1" })).messages.at(-1)!.content, /to: And now\? \[refuse-signature\]/);
+});

@@ -95,9 +95,9 @@ test("the preview says how many messages retention deletes at the next read, and
     {
       source: "claude-code",
       entries: [
-        entry({ title: "Old", retention: { droppedMessages: 6, droppedTurns: 1, retainedTurns: 0, reasons: ["age"] } }),
+        entry({ title: "Old", retention: { droppedMessages: 6, droppedTurns: 1, retainedTurns: 0, reasons: ["age"], droppedBranches: 0 } }),
         entry({ sourceId: "s2", title: "Recent" }),
-        entry({ sourceId: "s3", title: "Long", messages: 9000, newMessages: 9000, retention: { droppedMessages: 4000, droppedTurns: 300, retainedTurns: 400, reasons: ["count"] } }),
+        entry({ sourceId: "s3", title: "Long", messages: 9000, newMessages: 9000, retention: { droppedMessages: 4000, droppedTurns: 300, retainedTurns: 400, reasons: ["count"], droppedBranches: 0 } }),
       ],
     },
     DEFAULTS,

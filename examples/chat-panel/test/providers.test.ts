@@ -2,8 +2,10 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
   buildRequest,
+  errorBody,
   errorMessage,
   isContextLengthError,
+  mayRefuseProviderState,
   parseStream,
   type ModelEvent,
   type ModelKind,
@@ -141,4 +143,40 @@ test("context-length errors of OpenAI, Anthropic and Ollama are recognised; othe
   assert.equal(errorMessage('{"error":{"message":"bad key"}}'), "bad key");
   assert.equal(errorMessage('{"error":"model not found"}'), "model not found");
   assert.equal(errorMessage("plain"), "plain");
+});
+
+test("a refusal of provider state is told from other errors; its body is reported as parsed JSON, else text", () => {
+  const anthropic = JSON.stringify({ type: "error", error: { type: "invalid_request_error", message: "messages.1.content.0: Invalid `signature` in `thinking` block" } });
+  assert.equal(mayRefuseProviderState(400, anthropic), true);
+  assert.equal(mayRefuseProviderState(400, '{"error":{"message":"The encrypted content for item rs_1 could not be verified.","code":"invalid_encrypted_content"}}'), true);
+  assert.equal(mayRefuseProviderState(400, "Function call is missing a thought_signature in functionCall parts."), true);
+  assert.equal(mayRefuseProviderState(400, '{"error":{"message":"max_tokens: Field required"}}'), false);
+  assert.equal(mayRefuseProviderState(500, anthropic), false, "a server error is not a refusal");
+  assert.deepEqual(errorBody(anthropic), JSON.parse(anthropic));
+  assert.equal(errorBody("<html>bad gateway</html>"), "<html>bad gateway</html>");
+});
+
+test("anthropic: a signed thinking block is read from the stream as the reply's provider state", async () => {
+  const sse = (name: string, data: object) => `event: ${name}\ndata: ${JSON.stringify({ type: name, ...data })}\n\n`;
+  const wire = [
+    sse("message_start", { message: { usage: { input_tokens: 10, output_tokens: 1 } } }),
+    sse("content_block_start", { index: 0, content_block: { type: "thinking", thinking: "", signature: "" } }),
+    sse("content_block_delta", { index: 0, delta: { type: "thinking_delta", thinking: "Let me " } }),
+    sse("content_block_delta", { index: 0, delta: { type: "thinking_delta", thinking: "think." } }),
+    sse("content_block_delta", { index: 0, delta: { type: "signature_delta", signature: "EqQBCkYIsig" } }),
+    sse("content_block_stop", { index: 0 }),
+    sse("content_block_start", { index: 1, content_block: { type: "redacted_thinking", data: "EmwKAhgB" } }),
+    sse("content_block_stop", { index: 1 }),
+    sse("content_block_start", { index: 2, content_block: { type: "text", text: "" } }),
+    sse("content_block_delta", { index: 2, delta: { type: "text_delta", text: "Hi." } }),
+    sse("content_block_stop", { index: 2 }),
+    sse("message_delta", { delta: { stop_reason: "end_turn" }, usage: { output_tokens: 5 } }),
+    sse("message_stop", {}),
+  ].join("");
+  const got = await events("anthropic", wire);
+  assert.deepEqual(got.filter((e) => e.type === "text"), [{ type: "text", text: "Hi." }], "thinking is not shown as the reply");
+  assert.deepEqual(got.find((e) => e.type === "state"), {
+    type: "state",
+    providerData: { anthropic: { thinking: [{ type: "thinking", thinking: "Let me think.", signature: "EqQBCkYIsig" }, { type: "redacted_thinking", data: "EmwKAhgB" }] } },
+  });
 });

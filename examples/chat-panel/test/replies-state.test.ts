@@ -23,6 +23,8 @@ function row(id: number, role: StoredMessage["role"], content: string, status: S
     providerData: {},
     metadata: {},
     status,
+    parentId: null,
+    siblings: { index: 0, count: 1, ids: [id] },
     origin: null,
   };
 }

@@ -24,6 +24,8 @@ function row(role: StoredMessage["role"], content: string, extra: Partial<Stored
     metadata: {},
     status: "complete",
     origin: null,
+    parentId: null,
+    siblings: { index: 0, count: 1, ids: [extra.id ?? nextId - 1] },
     ...extra,
   };
 }
@@ -265,7 +267,7 @@ test("search snippets are cut at the highlights, given as code points, right for
   const state = S.searchShown(
     S.emptyState("c1"),
     "apple",
-    { results: [{ workspace: "w", conversationId: "c9", id: 4, turn: 1, role: "user", timestamp: 0, snippet: "an apple", highlights: [[3, 8]] }], hasMore: true },
+    { results: [{ workspace: "w", conversationId: "c9", id: 4, turn: 1, role: "user", timestamp: 0, snippet: "an apple", highlights: [[3, 8]], onActivePath: true }], hasMore: true },
     new Map([["c9", "Fruit talk"]]),
   );
   assert.deepEqual(V.viewOf(state).search, {
@@ -477,4 +479,55 @@ test("a click carries the newest row painted before its press, not one drawn sin
   seen.painted(null);
   seen.pressed();
   assert.equal(seen.clicked(true), null, "an empty chat seen");
+});
+
+// Version 5: conversation trees
+
+test("version 5: Regenerate branches after the turn's prompt, Edit & resend after the edited prompt's parent; nothing is truncated", () => {
+  const rows = [
+    row("user", "q1", { id: 10, turn: 1, parentId: null }),
+    row("assistant", "a1", { id: 11, turn: 1, parentId: 10 }),
+    row("user", "q2", { id: 12, turn: 2, parentId: 11 }),
+    row("assistant", "", { id: 13, turn: 2, parentId: 12, toolCalls: [{ id: "t", name: "read_file", arguments: {} }] }),
+    row("tool", "file", { id: 14, turn: 2, parentId: 13, toolCallId: "t" }),
+    row("assistant", "a2", { id: 15, turn: 2, parentId: 14 }),
+  ];
+  const state = loaded(rows);
+  assert.deepEqual(E.branchFor(state, 12, "edit", "q2 better"), { parentId: 11, prompt: "q2 better", promptStored: false, keep: 2 });
+  assert.deepEqual(E.branchFor(state, 10, "edit", "q1 better"), { parentId: null, prompt: "q1 better", promptStored: false, keep: 0 }, "a first prompt's variant is a new first row");
+  assert.equal(E.branchFor(state, 11, "edit", "x"), null, "only a user row is edited and resent");
+  // A regenerate of a turn with tool rounds answers its prompt again: a sibling of its first reply row.
+  assert.deepEqual(E.branchFor(state, 15, "regenerate"), { parentId: 12, prompt: "q2", promptStored: true, keep: 3 });
+  assert.deepEqual(E.branchFor(state, 11, "regenerate"), { parentId: 10, prompt: "q1", promptStored: true, keep: 1 });
+  assert.equal(E.branchFor(loaded(rows.slice(3)), 15, "regenerate"), null, "the prompt is on an older page");
+  // An older server gives no parentId: no branch (the panel rewinds as before).
+  assert.equal(E.branchFor(loaded([{ ...row("user", "old", { id: 20 }), parentId: undefined as unknown as null }]), 20, "edit", "x"), null);
+  assert.deepEqual(E.branched(state, 3).messages.map((m) => m.id), [10, 11, 12]);
+});
+
+test("version 5: a row with variants draws ‹ i/n › whose arrows name the neighbouring siblings; none on an older server or alone", () => {
+  const state = loaded([
+    row("user", "q", { id: 1, parentId: null }),
+    row("assistant", "second", { id: 5, parentId: 1, siblings: { index: 1, count: 3, ids: [2, 5, 9] } }),
+  ]);
+  const [prompt, reply] = V.viewOf(state, 5).messages;
+  assert.equal(prompt!.branch, null, "a row without siblings has no arrows");
+  assert.deepEqual(reply!.branch, { index: 2, count: 3, prev: 2, next: 9 });
+  assert.equal(V.viewOf(state, 4).messages[1]!.branch, null, "a server before version 5 switches no branch");
+  const first = loaded([row("assistant", "a", { id: 2, siblings: { index: 0, count: 2, ids: [2, 5] } })]);
+  assert.deepEqual(V.viewOf(first, 5).messages[0]!.branch, { index: 1, count: 2, prev: null, next: 5 });
+  const elsewhere = { ...state, elsewhere: { workspace: "file:///old", name: "old" } };
+  assert.equal(V.viewOf(elsewhere, 5).messages[1]!.branch, null, "another workspace's chat is read-only here");
+  assert.equal(V.branchOf(T.promptSent(state, "x").messages.at(-1)!, 5), null, "not before it is stored");
+});
+
+test("version 5: a switched branch replaces the rows shown and shows the row switched to; a stale offer goes with its prompt", () => {
+  const before = T.turnFailed(loaded([row("user", "q", { id: 1 }), row("user", "again", { id: 3 })]), "again", "The model failed.");
+  assert.ok(before.retry !== null);
+  const after = S.branchShown(before, { messages: [row("user", "q", { id: 1 }), row("assistant", "a", { id: 2, parentId: 1 })], hasMore: true }, 2);
+  assert.deepEqual(after.messages.map((m) => m.id), [1, 2]);
+  assert.equal(after.hasMore, true);
+  assert.equal(after.focusId, 2);
+  assert.equal(after.retry, null, "the failed prompt is on another branch now");
+  assert.equal(after.messages[1]!.parentId, 1);
 });

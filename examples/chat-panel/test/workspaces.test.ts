@@ -102,8 +102,8 @@ test("a chat of another workspace is read-only: its key names that workspace, on
     S.emptyState("c1", "Old notes", elsewhere),
     {
       messages: [
-        { id: 1, turn: 1, tokens: 3, role: "user", content: "hi", toolCalls: [], toolCallId: null, name: null, attachments: [], timestamp: 1, providerData: {}, metadata: {}, status: "complete", origin: null },
-        { id: 2, turn: 1, tokens: 3, role: "assistant", content: "hello", toolCalls: [], toolCallId: null, name: null, attachments: [], timestamp: 1, providerData: {}, metadata: {}, status: "complete", origin: null },
+        { id: 1, turn: 1, tokens: 3, role: "user", content: "hi", toolCalls: [], toolCallId: null, name: null, attachments: [], timestamp: 1, providerData: {}, metadata: {}, status: "complete", origin: null, parentId: null, siblings: { index: 0, count: 1, ids: [] } },
+        { id: 2, turn: 1, tokens: 3, role: "assistant", content: "hello", toolCalls: [], toolCallId: null, name: null, attachments: [], timestamp: 1, providerData: {}, metadata: {}, status: "complete", origin: null, parentId: null, siblings: { index: 0, count: 1, ids: [] } },
       ],
       hasMore: false,
     },

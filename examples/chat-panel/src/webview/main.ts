@@ -147,7 +147,31 @@ function renderMessage(message: MessageView): HTMLElement {
   const article = el("article", classes);
   article.dataset.key = message.key;
   if (message.id !== null) article.dataset.id = String(message.id);
-  article.append(el("div", "role", ROLE_NAMES[message.role] ?? message.role));
+  const role = el("div", "role", ROLE_NAMES[message.role] ?? message.role);
+  if (message.branch === null || message.branch === undefined) article.append(role);
+  else {
+    // Version 5: the row's variants. The arrows are buttons (Tab reaches them); on a focused
+    // message Alt+Left / Alt+Right press them.
+    const branch = message.branch;
+    const head = article.appendChild(el("div", "head"));
+    head.append(role);
+    const group = head.appendChild(el("span", "branch"));
+    group.setAttribute("role", "group");
+    group.setAttribute("aria-label", `Variant ${branch.index} of ${branch.count}`);
+    const arrow = (which: "prev" | "next", target: number | null) => {
+      const button = el("button", `branch-${which}`, which === "prev" ? "‹" : "›");
+      button.type = "button";
+      button.dataset.branch = which;
+      button.title = which === "prev" ? "Previous variant (Alt+Left)" : "Next variant (Alt+Right)";
+      button.setAttribute("aria-label", which === "prev" ? "Previous variant" : "Next variant");
+      if (target === null) button.disabled = true;
+      else button.dataset.target = String(target);
+      return button;
+    };
+    group.append(arrow("prev", branch.prev), el("span", "branch-count", `${branch.index}/${branch.count}`), arrow("next", branch.next));
+    article.tabIndex = 0;
+    article.setAttribute("aria-keyshortcuts", "Alt+ArrowLeft Alt+ArrowRight");
+  }
   const body = article.appendChild(el("div", "body"));
   if (message.role === "assistant") renderBlocks(parseMarkdown(message.content), body);
   else renderPlain(message, body);
@@ -298,6 +322,14 @@ function draw(view: PanelView): void {
   else if (prepended) messagesEl.scrollTop = messagesEl.scrollHeight - fromBottom;
   olderPending = view.loadingOlder;
 
+  if (refocus !== null) {
+    const row = messagesEl.querySelector<HTMLElement>(`article[data-id="${refocus.id}"]`);
+    if (row) {
+      const arrow = refocus.which === null ? null : row.querySelector<HTMLButtonElement>(`button[data-branch="${refocus.which}"]:not(:disabled)`);
+      (arrow ?? row).focus();
+      refocus = null;
+    }
+  }
   sendEl.disabled = view.busy || elsewhere !== null;
   stopEl.hidden = !view.busy;
   statusEl.textContent = view.busy ? "Thinking…" : "";
@@ -388,6 +420,11 @@ document.addEventListener("click", (event) => {
     if (Number.isSafeInteger(id)) vscode.postMessage({ type: "action", action: action.dataset.action, id, seenId: seenId() });
     return;
   }
+  const branch = target.closest<HTMLButtonElement>("button[data-branch]");
+  if (branch) {
+    switchBranch(branch, seenId());
+    return;
+  }
   const toggle = target.closest<HTMLElement>("button[data-toggle]");
   if (toggle) {
     const key = toggle.dataset.toggle!;
@@ -417,5 +454,37 @@ document.addEventListener("click", (event) => {
   const dismiss = target.closest<HTMLElement>("button[data-notice]");
   if (dismiss) vscode.postMessage({ type: "dismiss", id: Number(dismiss.dataset.notice), seenId: seenId() });
 });
+
+/**
+ * Version 5: a variant arrow pressed (by pointer, Enter/Space, or Alt+Left/Right on its
+ * message): the extension switches branch (with what the screen showed, `seenId`). The keyboard
+ * stays where it was: once the new branch is drawn, the same arrow of the row shown there (or
+ * the row itself) takes the focus again.
+ */
+function switchBranch(button: HTMLButtonElement, seenId: number | null | undefined): void {
+  const id = Number(button.dataset.target);
+  if (button.disabled || !Number.isSafeInteger(id)) return;
+  const keyboard = document.activeElement !== null && button.closest("article")?.contains(document.activeElement);
+  refocus = keyboard ? { id, which: document.activeElement === button ? (button.dataset.branch ?? null) : null } : null;
+  vscode.postMessage({ type: "switchBranch", id, seenId });
+}
+
+/** The row (and its arrow) to focus once drawn, after a switch made from the keyboard. */
+let refocus: { id: number; which: string | null } | null = null;
+
+document.addEventListener(
+  "keydown",
+  (event) => {
+    if (!event.altKey || event.ctrlKey || event.metaKey || (event.key !== "ArrowLeft" && event.key !== "ArrowRight")) return;
+    const article = (document.activeElement as HTMLElement | null)?.closest<HTMLElement>("article.msg");
+    const button = article?.querySelector<HTMLButtonElement>(`button[data-branch="${event.key === "ArrowLeft" ? "prev" : "next"}"]`);
+    if (!article || !button) return;
+    // Not the workbench's (or the browser's) Back/Forward: the message's variants.
+    event.preventDefault();
+    event.stopPropagation();
+    if (!button.disabled) switchBranch(button, seen.clicked(false));
+  },
+  true,
+);
 
 vscode.postMessage({ type: "ready" });
