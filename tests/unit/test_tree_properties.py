@@ -259,14 +259,18 @@ class TreeMachine(RuleBasedStateMachine):
         self.added([(message.id, "assistant", message.turn, message.tokens, row.timestamp or 0)])
         self.tree.retain(self.clock.now)
 
+    def window_and_row(self, data: st.DataObject) -> tuple[ChatHistoryManager, int]:
+        """A moment later, a window and any stored row of the tree."""
+        self.clock.now += 1
+        window = data.draw(st.sampled_from(self.windows))
+        return window, data.draw(st.sampled_from(sorted(self.tree.nodes)))
+
     @rule(data=st.data())
     def switch(self, data: st.DataObject) -> None:
         tree = self.tree
         if not tree.nodes:
             return
-        self.clock.now += 1
-        window = data.draw(st.sampled_from(self.windows))
-        target = data.draw(st.sampled_from(sorted(tree.nodes)))
+        window, target = self.window_and_row(data)
         result = branches.switch(window, KEY, target)
         if target not in tree.path:
             tree.activate(tree.ancestors(target) + tree.descend(target), self.clock.now)
@@ -278,9 +282,7 @@ class TreeMachine(RuleBasedStateMachine):
         tree = self.tree
         if not tree.nodes:
             return
-        self.clock.now += 1
-        window = data.draw(st.sampled_from(self.windows))
-        target = data.draw(st.sampled_from(sorted(tree.nodes)))
+        window, target = self.window_and_row(data)
         result = edits.truncate(window, KEY, target)
         if target in tree.path:
             gone = set(tree.path[tree.path.index(target) :])

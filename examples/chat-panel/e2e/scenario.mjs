@@ -1000,7 +1000,12 @@ try {
       // The chat again from the list (VS Code moves the focus into the panel), then a click on its
       // text: the focus is in the panel, outside the prompt box, as a person reading it leaves it.
       await listRow("A chat to leave with the + button").click();
-      await frame.waitForFunction(() => document.querySelectorAll("article.msg").length >= 2 && document.hasFocus(), null, { timeout: 10_000 });
+      await frame
+        .waitForFunction(() => document.querySelectorAll("article.msg").length >= 2 && document.hasFocus(), null, { timeout: 10_000 })
+        .catch(async (error) => {
+          const seen = await frame.evaluate(() => ({ rows: document.querySelectorAll("article.msg").length, focus: document.hasFocus() }));
+          throw new Error(`click ${i} on the list row: ${seen.rows} rows shown, focus in the panel: ${seen.focus} (${error.message})`);
+        });
       await frame.locator("article.role-assistant").last().click();
       await sleep(300); // a moment's reading
       // Every key that reaches the panel's page from now on is recorded, wherever it lands.
@@ -1338,6 +1343,12 @@ try {
   }
 
   const openaiSettings = JSON.parse(readFileSync(settingsFile, "utf8"));
+  /**
+   * An Anthropic-format model, with the turn limit back at its default: the limit of 1 set in the
+   * Settings UI step sends only the newest turn, and the signed-thinking steps need the turn before.
+   */
+  const { "chatHistory.context.maxHistoryTurns": _limit, ...unlimited } = openaiSettings;
+  const anthropicSettings = { ...unlimited, "chatPanel.provider": "anthropic", "chatPanel.baseUrl": fake.url, "chatPanel.model": "claude-sonnet-4-5" };
   await step("replies: a reload mid-stream: the text shown before it is there after it, marked interrupted, with Continue, Retry and Keep", async () => {
     await runCommand("Chat Panel: New Chat");
     frame = await chatFrame();
@@ -1437,7 +1448,7 @@ try {
     // While it is down, its settings name an Anthropic-format model for the next step (a running
     // code-server here does not notice settings.json written behind its back).
     // (A Claude model that takes a prefill: the server sends any other Anthropic model the note.)
-    writeFileSync(settingsFile, JSON.stringify({ ...openaiSettings, "chatPanel.provider": "anthropic", "chatPanel.baseUrl": fake.url, "chatPanel.model": "claude-sonnet-4-5" }, null, 2));
+    writeFileSync(settingsFile, JSON.stringify(anthropicSettings, null, 2));
     await startCodeServer();
     await openWorkbench();
     await openFromList("Tell me about glaciers");
@@ -1470,7 +1481,7 @@ try {
   await step("replies: a provider's refusal of signed thinking (Anthropic format) is reported and retried once, with a note; the retried reply is shown and stored", async () => {
     if (ONLY) {
       // Run alone: this window's model is an Anthropic-format one, as after the step before.
-      writeFileSync(settingsFile, JSON.stringify({ ...openaiSettings, "chatPanel.provider": "anthropic", "chatPanel.baseUrl": fake.url, "chatPanel.model": "claude-sonnet-4-5" }, null, 2));
+      writeFileSync(settingsFile, JSON.stringify(anthropicSettings, null, 2));
       await freshCodeServer();
       writeFileSync(settingsFile, JSON.stringify(openaiSettings, null, 2));
     }

@@ -40,7 +40,7 @@ export function registerCommands({ context, client, protocolVersion, launcher, l
     tree.description = all ? "All workspaces" : undefined;
     await vscode.commands.executeCommand("setContext", "chatPanel.allWorkspaces", all);
     await context.workspaceState.update("chatPanel.allWorkspaces", all);
-    list.refresh();
+    list.redraw();
   };
   void showAllWorkspaces(context.workspaceState.get<boolean>("chatPanel.allWorkspaces", false));
 
@@ -211,9 +211,9 @@ export function registerCommands({ context, client, protocolVersion, launcher, l
       panel.open(id, undefined, elsewhere ?? null, title),
     ),
     // Retry of a failed start (the empty list's button): the list asks for the server again.
-    vscode.commands.registerCommand("chatPanel.startServer", () => list.refresh()),
+    vscode.commands.registerCommand("chatPanel.startServer", () => list.redraw()),
     vscode.commands.registerCommand("chatPanel.refresh", () => {
-      list.refresh();
+      list.redraw();
       void offerMoves().catch(quiet);
     }),
     vscode.commands.registerCommand("chatPanel.copyMcpConfiguration", () =>

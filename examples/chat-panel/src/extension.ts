@@ -75,13 +75,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const offerMoves = registerCommands({ context, client, protocolVersion, launcher, list, tree, panel, quiet });
   context.subscriptions.push(
     // Trust granted after a failed start: the interpreter setting counts now.
-    vscode.workspace.onDidGrantWorkspaceTrust(() => !server && list.refresh()),
+    vscode.workspace.onDidGrantWorkspaceTrust(() => !server && list.redraw()),
     vscode.workspace.onDidChangeConfiguration((event) => {
       // A Python chosen after a failed start (Select Python…): try again at once.
-      if (event.affectsConfiguration("chatPanel.pythonPath") && !server) list.refresh();
+      if (event.affectsConfiguration("chatPanel.pythonPath") && !server) list.redraw();
       if (event.affectsConfiguration("chatPanel.database")) {
         if (server) void launcher.offerReload();
-        else list.refresh();
+        else list.redraw();
       }
     }),
   );

@@ -82,7 +82,23 @@ export class ConversationsView implements vscode.TreeDataProvider<ListNode> {
     /** Says what went wrong, unless it is the server's failed start (already said once). */
     private readonly quiet: (error: unknown) => void,
   ) {}
+  /** What the list last drew of this workspace's conversations (null: the next refresh redraws). */
+  private drawn: string | null = null;
+  /**
+   * Redraws the list when what it would show changed. A redraw disposes the rows' click commands
+   * (VS Code: "command not found"), so a row clicked before the new rows are drawn opens nothing:
+   * the panel's own refreshes (after every turn, every title read) redraw only on a change.
+   */
   refresh(): void {
+    if (this.allWorkspaces || this.drawn === null) return this.redraw();
+    void this.load().then(
+      (conversations) => JSON.stringify(conversations) !== this.drawn && this.redraw(),
+      () => this.redraw(),
+    );
+  }
+  /** Redraws the list whatever it shows. */
+  redraw(): void {
+    this.drawn = null;
     this.changed.fire();
   }
   getTreeItem(item: ListNode): vscode.TreeItem {
@@ -112,7 +128,12 @@ export class ConversationsView implements vscode.TreeDataProvider<ListNode> {
   async getChildren(node?: ListNode): Promise<ListNode[]> {
     try {
       if (node instanceof ConversationItem) return [];
-      if (!this.allWorkspaces || (node !== undefined && node.current)) return (await this.load()).map((c) => new ConversationItem(c));
+      if (!this.allWorkspaces && node === undefined) {
+        const conversations = await this.load();
+        this.drawn = JSON.stringify(conversations);
+        return conversations.map((c) => new ConversationItem(c));
+      }
+      if (node !== undefined && node.current) return (await this.load()).map((c) => new ConversationItem(c));
       if (node === undefined) {
         const current = await this.currentWorkspace();
         return W.workspaceGroups(await this.workspaces(), current).map((w) => new WorkspaceItem(w, w.workspace === current));
@@ -120,6 +141,7 @@ export class ConversationsView implements vscode.TreeDataProvider<ListNode> {
       const elsewhere = { workspace: node.info.workspace, name: W.workspaceName(node.info) };
       return (await W.conversationsOf(await this.client(), node.info.workspace)).map((c) => new ConversationItem(c, elsewhere));
     } catch (error) {
+      this.drawn = null;
       this.quiet(error);
       return [];
     }

@@ -119,7 +119,7 @@ export class ChatPanel implements PanelHost {
   /** Another window or the CLI changed a conversation of this workspace (chatHistory/changed). */
   onChanged(event: ChangedNotification): void {
     if (event.conversationId !== this.state.conversationId || this.state.elsewhere !== null) {
-      void this.list.load().then(() => this.list.refresh(), () => undefined);
+      this.list.refresh();
       return;
     }
     if (this.state.busy) this.reloadAfterTurn = true;
