@@ -177,6 +177,18 @@ async function runCommand(title, { opensQuickInput = false } = {}) {
   }
 }
 
+/**
+ * Chat Panel: New Chat, and its frame once it shows the empty chat. The palette's command runs
+ * after the palette closes: a prompt typed before the panel shows the new chat goes to the chat
+ * shown before, as it would for a person typing blind.
+ */
+async function newChat() {
+  await runCommand("Chat Panel: New Chat");
+  const f = await chatFrame();
+  await f.waitForFunction(() => document.querySelectorAll("article.msg").length === 0 && document.querySelector("#messages .empty") !== null);
+  return f;
+}
+
 /** The chat webview's inner frame (webviews are nested iframes). */
 async function chatFrame(timeoutMs = STEP_TIMEOUT) {
   const deadline = Date.now() + timeoutMs;
@@ -202,13 +214,37 @@ async function shot(name, { editorOnly = false } = {}) {
 }
 
 /**
+ * Waits for `row` in a window that has just loaded. Seen in two of five full runs, at a reload
+ * in quick succession ("a reload right after a word"): code-server hands the reloaded window's extension host no user settings at all
+ * (the panel logs `chatPanel.pythonPath is not set` although settings.json holds it, and no
+ * configuration change follows), so the panel rightly says its server could not start. A person
+ * reloads once more; so does this, at most twice, and says so.
+ */
+async function undeliveredSettings(row) {
+  const sidebar = page.locator("#workbench\\.parts\\.sidebar");
+  for (let reloads = 0; ; reloads++) {
+    const failed = sidebar.getByText("could not start", { exact: false }).first();
+    await row.or(failed).first().waitFor({ state: "visible" });
+    if (await row.isVisible()) return;
+    assert.ok(reloads < 2, "the reloaded window's server could not start, twice");
+    assert.match(readFileSync(settingsFile, "utf8"), /"chatPanel\.pythonPath"/, "settings.json names the interpreter");
+    log("the reloaded window got no user settings from code-server (its server could not start); reloading it once more");
+    await page.reload();
+    await page.waitForSelector(".monaco-workbench", { timeout: 90_000 });
+    await showChatList();
+  }
+}
+
+/**
  * Opens the conversation whose list row holds `text` in a window that has just loaded, and
  * returns its chat frame. A row clicked while that window's list is still refreshing is a stale
  * item (VS Code logs "command not found" and opens nothing): clicked again until the panel shows.
  */
 async function openFromFreshList(text) {
   for (let attempt = 1; ; attempt++) {
-    await page.locator(".monaco-list-row", { hasText: text }).first().click();
+    const row = page.locator(".monaco-list-row", { hasText: text }).first();
+    await undeliveredSettings(row);
+    await row.click();
     try {
       return await chatFrame(attempt < 4 ? 10_000 : STEP_TIMEOUT);
     } catch (error) {
@@ -439,8 +475,7 @@ try {
 
   let frame;
   await step("New Chat opens the panel; a prompt streams a reply", async () => {
-    await runCommand("Chat Panel: New Chat");
-    frame = await chatFrame();
+    frame = await newChat();
     const partials = await send(frame, "Hello, who are you?", { expectStreaming: true });
     const reply = await lastAssistantText(frame);
     assert.match(reply, /Reply #1 to: Hello, who are you\?/);
@@ -878,8 +913,7 @@ try {
 
   const secretPrompt = "My token is hunter2-secret, help me rotate it";
   await step("Redact of the first prompt: the header, the editor tab and the list no longer show the secret", async () => {
-    await runCommand("Chat Panel: New Chat");
-    frame = await chatFrame();
+    frame = await newChat();
     await send(frame, secretPrompt);
     await frame.waitForFunction(() => document.getElementById("title").textContent.includes("hunter2"));
     await listRow("hunter2-secret").waitFor({ state: "visible" });
@@ -963,8 +997,7 @@ try {
   });
 
   await step("a 20,000-character prompt shows collapsed with Show more; Stop ends the running reply interrupted, its text saved", async () => {
-    await runCommand("Chat Panel: New Chat");
-    frame = await chatFrame();
+    frame = await newChat();
     const long = `[slow] ${"x".repeat(20_000)}`;
     await frame.fill("#prompt", long);
     await frame.press("#prompt", "Enter");
@@ -993,8 +1026,7 @@ try {
 
   await step("person: New Chat from the list's + puts the cursor in the prompt box, every time (every key typed right after the click; and into a panel made anew)", async () => {
     await showChatList();
-    await runCommand("Chat Panel: New Chat");
-    frame = await chatFrame();
+    frame = await newChat();
     await send(frame, "A chat to leave with the + button");
     for (let i = 1; i <= 10; i++) {
       // The chat again from the list (VS Code moves the focus into the panel), then a click on its
@@ -1053,8 +1085,7 @@ try {
   });
 
   await step("person: Edit (unchanged) of a prompt whose reply failed with a 500 sends it to the model and stores prompt and reply", async () => {
-    await runCommand("Chat Panel: New Chat");
-    frame = await chatFrame();
+    frame = await newChat();
     const prompt = "Why did the build break? [500]";
     await frame.fill("#prompt", prompt);
     await frame.press("#prompt", "Enter");
@@ -1079,8 +1110,7 @@ try {
   });
 
   await step("person: Edit-resend of the prompt of an interrupted reply stores the prompt, then its reply", async () => {
-    await runCommand("Chat Panel: New Chat");
-    frame = await chatFrame();
+    frame = await newChat();
     await send(frame, "Where is the config read?");
     const prompt = "And where is it written? [cut-text]";
     await frame.fill("#prompt", prompt);
@@ -1154,8 +1184,7 @@ try {
 
   await step("person: a Regenerate clicked on a screen one redraw behind deletes nothing; the panel says the chat changed and shows it", async () => {
     const one = page;
-    await runCommand("Chat Panel: New Chat");
-    const frameOne = await chatFrame();
+    const frameOne = await newChat();
     frame = frameOne;
     await send(frameOne, "A base turn for two windows");
     await showChatList();
@@ -1207,8 +1236,7 @@ try {
   // --- Issue 43, items 14-17: the panel as a person uses it (`E2E_ONLY=hardening`) ------------------
   await step("hardening: a Regenerate clicked on a busy page as the other window's newest turn is drawn, before the screen shows it, deletes nothing; the panel says the chat changed", async () => {
     const one = page;
-    await runCommand("Chat Panel: New Chat");
-    const frameOne = await chatFrame();
+    const frameOne = await newChat();
     frame = frameOne;
     await send(frameOne, "First of two turns before the press");
     await send(frameOne, "Second of two turns before the press");
@@ -1350,8 +1378,7 @@ try {
   const { "chatHistory.context.maxHistoryTurns": _limit, ...unlimited } = openaiSettings;
   const anthropicSettings = { ...unlimited, "chatPanel.provider": "anthropic", "chatPanel.baseUrl": fake.url, "chatPanel.model": "claude-sonnet-4-5" };
   await step("replies: a reload mid-stream: the text shown before it is there after it, marked interrupted, with Continue, Retry and Keep", async () => {
-    await runCommand("Chat Panel: New Chat");
-    frame = await chatFrame();
+    frame = await newChat();
     const shown = await startSlowReply(frame, "Tell me about rivers [slow]");
     await shot("50-reply-streaming-before-reload", { editorOnly: true });
     await page.reload();
@@ -1376,8 +1403,7 @@ try {
 
   await step("replies: a second window of the conversation shows the reply as it grows", async () => {
     const one = page;
-    await runCommand("Chat Panel: New Chat");
-    const frameOne = await chatFrame();
+    const frameOne = await newChat();
     frame = frameOne;
     await send(frameOne, "A chat watched from two windows");
     const context2 = await browser.newContext({ viewport: { width: 1400, height: 900 } });
@@ -1427,8 +1453,7 @@ try {
   });
 
   await step("replies: code-server killed with SIGKILL mid-stream and started again: the text shown is there, interrupted, within 30 s", async () => {
-    await runCommand("Chat Panel: New Chat");
-    frame = await chatFrame();
+    frame = await newChat();
     const shown = await startSlowReply(frame, "Tell me about glaciers [slow]");
     await shot("57-reply-streaming-before-kill", { editorOnly: true });
     // A crash: code-server, its extension host and the history server, with no time to clean up.
@@ -1461,8 +1486,7 @@ try {
 
   await step("replies: Stop ends the reply interrupted with its text (Continue, Retry, Keep stay); Continue with an Anthropic-format model prefills it", async () => {
     try {
-      await runCommand("Chat Panel: New Chat");
-      frame = await chatFrame();
+      frame = await newChat();
       const shown = await startSlowReply(frame, "Tell me about lakes [slow]");
       await frame.locator("#stop").click();
       await noticeShown(frame, /You stopped the reply\. The text shown is saved/);
@@ -1485,8 +1509,7 @@ try {
       await freshCodeServer();
       writeFileSync(settingsFile, JSON.stringify(openaiSettings, null, 2));
     }
-    await runCommand("Chat Panel: New Chat");
-    frame = await chatFrame();
+    frame = await newChat();
     await send(frame, "Think first [think]");
     assert.equal(fake.requests.at(-1).path, "/v1/messages", "the Anthropic format");
     assert.match(await lastAssistantText(frame), /Reply #\d+ to: Think first \[think\]/);
@@ -1528,8 +1551,7 @@ try {
 
   await step("hardening: the history server killed mid-reply: the panel says it stopped and was restarted and shows at once the reply as stored, interrupted; Retry answers the prompt once", async () => {
     await freshCodeServer();
-    await runCommand("Chat Panel: New Chat");
-    frame = await chatFrame();
+    frame = await newChat();
     const prompt = "Tell me about river deltas [slow]";
     const shown = await startSlowReply(frame, prompt);
     assert.equal(historyServers().length, 1, "one history server");
@@ -1577,8 +1599,7 @@ try {
 
   await step("hardening: a reload right after a word is shown keeps that word (four reloads mid-reply)", async () => {
     for (let i = 1; i <= 4; i++) {
-      await runCommand("Chat Panel: New Chat");
-      frame = await chatFrame();
+      frame = await newChat();
       const prompt = `Reload right after a word, take ${i} [slow]`;
       await frame.fill("#prompt", prompt);
       await frame.press("#prompt", "Enter");
@@ -1609,8 +1630,7 @@ try {
   });
 
   await step("hardening: a window whose history server cannot start says so in the list with Retry (never 'No conversations'); the interpreter set in the Settings UI starts it and lists the conversations", async () => {
-    await runCommand("Chat Panel: New Chat");
-    frame = await chatFrame();
+    frame = await newChat();
     await send(frame, "A chat kept while its server cannot start");
     const withPython = readFileSync(settingsFile, "utf8");
     const { "chatPanel.pythonPath": _python, ...without } = JSON.parse(withPython);
@@ -1686,8 +1706,7 @@ try {
   let secondRiver = "";
 
   await step("trees: Regenerate keeps the first reply as a variant (‹ 2/2 ›, nothing deleted); ‹ shows the earlier reply; Alt+Right and Alt+Left on the focused reply switch too", async () => {
-    await runCommand("Chat Panel: New Chat");
-    frame = await chatFrame();
+    frame = await newChat();
     await send(frame, "Tell me about rivers of Europe");
     firstRiver = await lastAssistantText(frame);
     const requests = fake.requests.length;
@@ -1805,8 +1824,7 @@ try {
     }
     writeFileSync(join(newProject, "hello.txt"), "Hello from new-project.\n");
     await reopenOn(oldProject);
-    await runCommand("Chat Panel: New Chat");
-    frame = await chatFrame();
+    frame = await newChat();
     await send(frame, "Notes from the old project");
     await sidebarRows("Notes from the old project").first().waitFor({ state: "visible" });
     await shot("33-old-project");
@@ -1814,8 +1832,7 @@ try {
 
   await step("workspaces: in new-project, All Workspaces lists old-project's conversation; it opens read-only", async () => {
     await reopenOn(newProject);
-    await runCommand("Chat Panel: New Chat");
-    frame = await chatFrame();
+    frame = await newChat();
     await send(frame, "Plans for the new project");
     await sidebarRows("Plans for the new project").first().waitFor({ state: "visible" });
     assert.equal(await sidebarRows("Notes from the old project").count(), 0, "the list shows this workspace's conversations");
