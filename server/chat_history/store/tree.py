@@ -46,12 +46,22 @@ def parked(key: Key) -> str:
 @attrs.frozen
 class Moved:
     """The rows ``park_after`` or ``unpark`` took off or onto the active path: how many, their
-    tokens, their oldest timestamp and lowest turn (None: none)."""
+    tokens, their oldest timestamp and lowest turn (None: none); and (``park_after``) their
+    lowest id, newest timestamp and latest leaf activity, what an inactive branch of them says."""
 
     count: int
     tokens: int
     oldest: int | None
     lowest_turn: int | None
+    first: int | None = None
+    newest: int | None = None
+    activity: int | None = None
+
+    def branch(self, parent: int | None) -> Branch | None:
+        """The rows as one inactive branch below ``parent`` (None: no row moved)."""
+        if not self.count or self.first is None or self.newest is None:
+            return None
+        return Branch(self.first, parent, self.count, self.newest, self.activity)
 
 
 _NODE = "id, parent_id, turn, role, tokens, timestamp, active_at"
@@ -80,6 +90,53 @@ def parked_nodes(connection: sqlite3.Connection, key: Key) -> list[Node]:
             (key.workspace, parked(key)),
         )
     ]
+
+
+#: The ids of parked row ``?``'s parked ancestors, itself included (by primary key, one a step).
+_ANCESTORS = """WITH RECURSIVE up(id, parent_id) AS (
+    SELECT id, parent_id FROM messages WHERE id = ? AND workspace = ? AND conversation = ?
+    UNION ALL
+    SELECT m.id, m.parent_id FROM messages m JOIN up ON m.id = up.parent_id
+    WHERE m.workspace = ? AND m.conversation = ?
+) SELECT MIN(id) FROM up"""
+
+#: Parked row ``?`` and every row below it (``messages_by_parent``, one step a generation;
+#: ``CROSS JOIN``: SQLite keeps the queue outside, never a scan of the parked rows a step).
+_SUBTREE = f"""WITH RECURSIVE below(id) AS (
+    SELECT id FROM messages WHERE id = ? AND workspace = ? AND conversation = ?
+    UNION ALL
+    SELECT m.id FROM below CROSS JOIN messages m
+    WHERE m.parent_id = below.id AND m.workspace = ? AND m.conversation = ?
+) SELECT {_NODE} FROM messages WHERE workspace = ? AND conversation = ?
+    AND id IN (SELECT id FROM below) ORDER BY id"""
+
+
+def branch_nodes(connection: sqlite3.Connection, key: Key, row_id: int) -> list[Node]:
+    """The inactive branch that holds parked row ``row_id``: its head's subtree, in id order
+    (none when the row is not parked). Reads that branch's rows only."""
+    where = (key.workspace, parked(key))
+    head = connection.execute(_ANCESTORS, (row_id, *where, *where)).fetchone()[0]
+    if head is None:
+        return []
+    return [
+        _node(row, False)
+        for row in connection.execute(_SUBTREE, (int(head), *where, *where, *where))
+    ]
+
+
+def parked_children(
+    connection: sqlite3.Connection, key: Key, after_id: int, last_id: int
+) -> dict[int, int]:
+    """How many parked rows follow each row with an id after ``after_id`` up to ``last_id``
+    (rows with none left out): those rows' children only, by ``messages_by_parent``."""
+    return {
+        int(parent): int(count)
+        for parent, count in connection.execute(
+            "SELECT parent_id, COUNT(*) FROM messages WHERE workspace = ? AND conversation = ? "
+            "AND parent_id > ? AND parent_id <= ? GROUP BY parent_id",
+            (key.workspace, parked(key), after_id, last_id),
+        )
+    }
 
 
 def parked_rows(connection: sqlite3.Connection, key: Key, first_id: int) -> list[StoredMessage]:
@@ -112,16 +169,25 @@ def branches(connection: sqlite3.Connection, key: Key) -> list[Branch]:
 
 
 def _moving(connection: sqlite3.Connection, where: str, params: Sequence[object]) -> Moved:
-    count, tokens, oldest, lowest = connection.execute(
-        "SELECT COUNT(*), COALESCE(SUM(tokens), 0), MIN(timestamp), MIN(turn) FROM messages "
-        f"WHERE {where}",
+    count, tokens, oldest, lowest, first, newest, activity = connection.execute(
+        "SELECT COUNT(*), COALESCE(SUM(tokens), 0), MIN(timestamp), MIN(turn), MIN(id), "
+        f"MAX(timestamp), MAX(active_at) FROM messages WHERE {where}",
         params,
     ).fetchone()
-    return Moved(int(count), int(tokens), oldest, lowest)
+    return Moved(
+        int(count),
+        int(tokens),
+        oldest,
+        lowest,
+        None if first is None else int(first),
+        None if newest is None else int(newest),
+        None if activity is None else int(activity),
+    )
 
 
 def park_after(connection: sqlite3.Connection, key: Key, fork: int | None) -> Moved:
-    """Park the active path's rows after row ``fork`` (None: all of them)."""
+    """Park the active path's rows after row ``fork`` (None: all of them); a stamp of its
+    leaf comes first (``Moved.activity`` holds it)."""
     where = "workspace = ? AND conversation = ? AND id > ?"
     params = (key.workspace, key.conversation, -1 if fork is None else fork)
     moved = _moving(connection, where, params)
@@ -259,13 +325,26 @@ def refresh(connection: sqlite3.Connection, key: Key) -> list[Branch]:
     return found
 
 
-def write_branches(connection: sqlite3.Connection, key: Key, found: Sequence[Branch]) -> None:
-    """The conversation's inactive branches are ``found`` now (its record says how many, and
-    the oldest of their newest rows)."""
-    connection.execute(
-        "DELETE FROM branches WHERE workspace = ? AND conversation = ?",
-        (key.workspace, key.conversation),
-    )
+def update_branches(
+    connection: sqlite3.Connection, key: Key, before: Sequence[Branch], after: Sequence[Branch]
+) -> None:
+    """The conversation's inactive branches were ``before`` and are ``after`` now: only the
+    rows that differ are deleted or written (its record says how many, and the oldest of their
+    newest rows)."""
+    old, new = set(before), set(after)
+    gone = sorted(b.head for b in old - new)
+    for start in range(0, len(gone), _CHUNK):
+        chunk = gone[start : start + _CHUNK]
+        connection.execute(
+            "DELETE FROM branches WHERE workspace = ? AND conversation = ? "
+            f"AND head IN ({','.join('?' * len(chunk))})",
+            (key.workspace, key.conversation, *chunk),
+        )
+    _insert_branches(connection, key, sorted(new - old, key=lambda b: b.head))
+    _record_branches(connection, key, after)
+
+
+def _insert_branches(connection: sqlite3.Connection, key: Key, found: Sequence[Branch]) -> None:
     if found:
         connection.executemany(
             "INSERT INTO branches (workspace, conversation, head, parent, row_count, newest, "
@@ -275,6 +354,9 @@ def write_branches(connection: sqlite3.Connection, key: Key, found: Sequence[Bra
                 for b in found
             ],
         )
+
+
+def _record_branches(connection: sqlite3.Connection, key: Key, found: Sequence[Branch]) -> None:
     connection.execute(
         "UPDATE conversations SET branches = ?, branch_expiry = ? "
         "WHERE workspace = ? AND conversation = ?",
@@ -285,6 +367,17 @@ def write_branches(connection: sqlite3.Connection, key: Key, found: Sequence[Bra
             key.conversation,
         ),
     )
+
+
+def write_branches(connection: sqlite3.Connection, key: Key, found: Sequence[Branch]) -> None:
+    """The conversation's inactive branches are ``found`` now (its record says how many, and
+    the oldest of their newest rows)."""
+    connection.execute(
+        "DELETE FROM branches WHERE workspace = ? AND conversation = ?",
+        (key.workspace, key.conversation),
+    )
+    _insert_branches(connection, key, found)
+    _record_branches(connection, key, found)
 
 
 def switched(connection: sqlite3.Connection, key: Key) -> None:
@@ -312,13 +405,28 @@ def tree_page(
     connection: sqlite3.Connection, key: Key, after_id: int, limit: int
 ) -> list[tuple[Node, str]]:
     """Up to ``limit`` rows of the whole tree with ids after ``after_id``, in id order, each with
-    the start of its text (its first 160 characters: ``getTree``'s preview is cut from it)."""
+    the start of its text (its first 160 characters: ``getTree``'s preview is cut from it).
+    The active path's and the parked rows' next ids first (``messages_by_conversation``, at most
+    ``limit`` of each), so that only the page's rows are read whole."""
+    ids: list[int] = []
+    for conversation in (key.conversation, parked(key)):
+        ids.extend(
+            int(row[0])
+            for row in connection.execute(
+                "SELECT id FROM messages WHERE workspace = ? AND conversation = ? AND id > ? "
+                "ORDER BY id LIMIT ?",
+                (key.workspace, conversation, after_id, limit),
+            )
+        )
+    if not ids:
+        return []
+    last = sorted(ids)[: max(limit, 1)][-1]
     return [
         (_node(row[:7], row[7] == key.conversation), str(row[8] or ""))
         for row in connection.execute(
             f"SELECT {_NODE}, conversation, substr(CASE WHEN status = 'streaming' THEN "
             f"{STREAMING_TEXT} ELSE content END, 1, 160) FROM messages "
-            "WHERE workspace = ? AND conversation IN (?, ?) AND id > ? ORDER BY id LIMIT ?",
-            (key.workspace, key.conversation, parked(key), after_id, limit),
+            "WHERE workspace = ? AND conversation IN (?, ?) AND id > ? AND id <= ? ORDER BY id",
+            (key.workspace, key.conversation, parked(key), after_id, last),
         )
     ]

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from chat_history.model import Key, Siblings, StoredMessage
-from chat_history.policy.tree import Branch, Node, Switch, subtree
+from chat_history.policy.tree import Branch, Node, Switch, after_switch, subtree
 from chat_history.policy.tree import siblings as siblings_of
 from chat_history.store import edits, queries, tree
 from chat_history.store.queries import ConversationTotals
@@ -31,6 +31,16 @@ class TreeReading:
     def parked_nodes(self, key: Key) -> list[Node]:
         """The rows off the active path as nodes, in id order."""
         return tree.parked_nodes(self._connection, key)
+
+    def branch_nodes(self, key: Key, row_id: int) -> list[Node]:
+        """The inactive branch holding parked row ``row_id``: its rows as nodes, in id order
+        (none when the row is not parked). Reads that branch only."""
+        return tree.branch_nodes(self._connection, key, row_id)
+
+    def parked_children(self, key: Key, after_id: int, last_id: int) -> dict[int, int]:
+        """How many parked rows follow each row with an id in (``after_id``, ``last_id``]
+        (rows with none left out)."""
+        return tree.parked_children(self._connection, key, after_id, last_id)
 
     def parked_rows(self, key: Key, ids: Iterable[int] | None = None) -> list[StoredMessage]:
         """The rows off the active path (those of ``ids`` only, when given), in id order."""
@@ -75,19 +85,31 @@ class TreeWriting(TreeReading):
         self._tx = tx
 
     def activate(
-        self, key: Key, switch: Switch, *, stamp: int | None, switched: bool = True
+        self,
+        key: Key,
+        switch: Switch,
+        *,
+        stamp: int | None,
+        switched: bool = True,
+        branch: Sequence[Node] | None = None,
     ) -> tuple[ConversationTotals | None, int | None]:
         """Make ``switch``'s path the active path: the active path's rows after its fork are
         parked (its leaf, when it goes, stamped ``stamp``: when it stopped being active), its
         arriving rows come onto it; the totals follow, and the turn figures from the lowest
         turn that changed on (returned: the caller records them again). ``switched`` marks the
-        change for the change watch (``"branch"``)."""
+        change for the change watch (``"branch"``). The inactive branches follow from the rows
+        that moved (``policy.tree.after_switch``): ``branch``, the inactive branch the arriving
+        rows come from, when the caller read it (``branch_nodes``), else it is read here."""
         tx, connection = self._tx, self._connection
         totals = tx.totals(key)
+        before = self.branches(key)
+        moved: Sequence[Node] = ()
+        if switch.arriving:
+            moved = branch if branch is not None else self.branch_nodes(key, switch.arriving[0])
         leaf = edits.last_id(connection, key)
+        if leaf is not None and stamp is not None and (switch.fork is None or leaf > switch.fork):
+            tree.stamp(connection, key, leaf, stamp)  # it leaves the active path
         left = tree.park_after(connection, key, switch.fork)
-        if left.count and leaf is not None and stamp is not None:
-            tree.stamp(connection, key, leaf, stamp)
         arrived = tree.unpark(connection, key, switch.arriving)
         tx.rows_changed(key)  # the remembered rows and totals go
         if totals is None:
@@ -110,7 +132,11 @@ class TreeWriting(TreeReading):
         queries.write_totals(connection, key, after, existed=True)
         lowest = min(t for t in (left.lowest_turn, arrived.lowest_turn, last_turn) if t is not None)
         edits.drop_figures_from(connection, key, lowest)
-        tree.refresh(connection, key)
+        if switch.arriving and (not moved or moved[0].id != switch.arriving[0]):
+            tree.refresh(connection, key)  # not a branch's path from its head: work all out
+        else:
+            found = after_switch(before, switch, moved, left.branch(switch.fork))
+            tree.update_branches(connection, key, before, found)
         if switched:
             tree.switched(connection, key)
         return queries.totals(connection, key), lowest
