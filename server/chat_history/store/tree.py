@@ -15,12 +15,19 @@ the active path in id order is in path order, and its active leaf is its newest 
 **Inactive branches** (``branches``): each subtree off the active path (a parked row whose
 parent is on the active path, or a parked first row, with everything below it), with its rows'
 count, its newest row's timestamp and its most recent leaf activity (``messages.active_at``: when
-a leaf stopped being the active leaf). Kept in step by ``refresh`` whenever the parked rows
-change, so that siblings, retention's check and its branch rules read a few rows, not the parked
-history. ``conversations.branches`` and ``branch_expiry`` (the oldest newest-row timestamp) are
-what the retention check reads with the totals; ``conversations.switches`` moves whenever the
-active path changed other than at its end (the change watch's reason ``"branch"``). The columns
-and the table are schema step 15 (store.schema; PostgreSQL's version 11)."""
+a leaf stopped being the active leaf). Kept in step whenever the parked rows change, so that
+siblings, retention's check and its branch rules read a few rows, not the parked history: a
+switch by ``update_branches`` from the rows it moved (``policy.tree.after_switch``), a deletion
+of parked rows by ``refresh``. ``conversations.branches`` and ``branch_expiry`` (the oldest
+newest-row timestamp) are what the retention check reads with the totals;
+``conversations.switches`` moves whenever the active path changed other than at its end (the
+change watch's reason ``"branch"``). The columns and the table are schema step 15 (store.schema;
+PostgreSQL's version 11).
+
+**Reads by branch and by page.** ``messages_by_parent`` (schema step 16, PostgreSQL's 12) finds a
+row's children: a switch reads the one inactive branch it moves (``branch_nodes``: the target's
+ancestors by primary key, then its head's subtree), ``getTree`` its page's rows and their
+children's count (``tree_page``, ``parked_children``), never the conversation's every row."""
 
 from __future__ import annotations
 
