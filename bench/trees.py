@@ -543,8 +543,8 @@ WHERE = [
     "",
     "- **switchBranch** reads the branch it moves, never the other parked rows: the target's "
     "ancestors by primary key up to its branch's head and that branch's subtree by "
-    "`messages_by_parent` (`store.tree.branch_nodes`, recursive SQL on both engines), the path "
-    "below the target picked among those rows (`tree_steps.parked_switch`), and the "
+    "`messages_by_parent` (`store.tree_reads.branch_nodes`, recursive SQL on both engines), "
+    "the path below the target picked among those rows (`tree_steps.parked_switch`), and the "
     "`branches` rows follow from the rows that moved (`policy.tree.after_switch`: the rows "
     "that left become one branch with those below them, the arriving branch splits into the "
     "subtrees off its path; only the `branches` rows that differ are written). The one-row "
@@ -557,7 +557,7 @@ WHERE = [
     "- **getTree** reads its page only: the next ids of the active path and of the parked rows "
     "by `messages_by_conversation` (at most a page of each), then the page's rows up to the "
     "last id it keeps, and its rows' parked children counted by `messages_by_parent` "
-    "(`store.tree.parked_children`, one range of the index: <1 % of a first page, ~8 % of a "
+    "(`store.tree_reads.parked_children`, one range of the index: <1 % of a first page, ~8 % of a "
     "page of 100). What is left is a Python object per row (a `Node`, then a `TreeNode`: ~30 "
     "%) and the page's read (~60 %), both in proportion to the page.",
     "- **prepare** reads the active path only (the parked rows are under another key), so the "

@@ -32,8 +32,7 @@ from chat_history.policy.tree import inactive_branches
 from chat_history.service import branches, edits, history, replies
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.replies import ReplyBegin, ReplyChange
-from chat_history.store import HistoryStore, Store
-from chat_history.store import tree as store_tree
+from chat_history.store import HistoryStore, Store, tree_reads
 from chat_history.store.postgres import PostgresStore
 
 KEY = Key("ws", "tree")
@@ -353,8 +352,8 @@ class TreeMachine(RuleBasedStateMachine):
         # parked row makes.
         with self.windows[0].store.read() as reading:
             connection = reading.connection
-            assert store_tree.branches(connection, KEY) == inactive_branches(
-                store_tree.parked_nodes(connection, KEY)
+            assert tree_reads.branches(connection, KEY) == inactive_branches(
+                tree_reads.parked_nodes(connection, KEY)
             )
 
 
