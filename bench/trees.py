@@ -539,7 +539,7 @@ def report(figures: dict[str, Any], sizes: Sequence[int]) -> str:
 #: What a profile found (cProfile of 40 toggles and 20 first pages at 10,000 rows, in process;
 #: load ~8 on 2 CPUs), and why the switches and the tree view are not flat.
 WHERE = [
-    "Where the time goes (cProfile in process at 10,000 rows, load ~3):",
+    "Where the time goes (cProfile in process at 10,000 rows, load ~1.5):",
     "",
     "- **switchBranch** reads the branch it moves, never the other parked rows: the target's "
     "ancestors by primary key up to its branch's head and that branch's subtree by "
