@@ -539,31 +539,34 @@ def report(figures: dict[str, Any], sizes: Sequence[int]) -> str:
 #: What a profile found (cProfile of 40 toggles and 20 first pages at 10,000 rows, in process;
 #: load ~8 on 2 CPUs), and why the switches and the tree view are not flat.
 WHERE = [
-    "Where the time goes (cProfile in process at 10,000 rows, load ~8):",
+    "Where the time goes (cProfile in process at 10,000 rows, load ~1.5):",
     "",
-    "- **switchBranch** reads every row off the active path twice per switch, whatever it "
-    "moves: `service.branches.switch` hands all of them to `tree_steps.parked_switch` (to find "
-    "the row's ancestors and the path below it: `policy.tree.descend`, `_recency`, `children` "
-    "over every parked row), then `TreeWriting.activate` ends with `store.tree.refresh`, which "
-    "reads them all again (`parked_nodes`: a `Node` per row, ~50 % of the switch) and works "
-    "every inactive branch out again (`policy.tree.inactive_branches`). The one-row toggle "
-    "costs half what a quarter-of-the-rows switch does. A switch could read only the branch it "
-    "touches (the ancestors by primary key, the branch's rows bounded by its `branches` row "
-    "count) and update the `branches` rows of the branches it merges or splits instead of "
-    "`refresh`; that touches `service/tree_steps.py` as well and was not done here.",
-    "- **getTree** counts each node's children from every parked row "
-    "(`service.branches._child_counts` → `parked_nodes` + `policy.tree.children`: ~75 % of a "
-    "first page), so a page of 100 from the middle costs nearly what the whole tree does. "
-    "Counting in SQL would cut the constant, not the growth: `messages` has no index on "
-    "`parent_id`, so any count of a row's children scans the conversation's parked rows. "
-    "Flat needs an index on (workspace, conversation, parent_id) (a schema step on both "
-    "engines) or children counts kept with the rows.",
+    "- **switchBranch** reads the branch it moves, never the other parked rows: the target's "
+    "ancestors by primary key up to its branch's head and that branch's subtree by "
+    "`messages_by_parent` (`store.tree_reads.branch_nodes`, recursive SQL on both engines), "
+    "the path below the target picked among those rows (`tree_steps.parked_switch`), and the "
+    "`branches` rows follow from the rows that moved (`policy.tree.after_switch`: the rows "
+    "that left become one branch with those below them, the arriving branch splits into the "
+    "subtrees off its path; only the `branches` rows that differ are written). The one-row "
+    "toggle's time is now the request's fixed part: the page of the newest 50 rows it answers "
+    "(`_path_page`, ~40 %) and three reads of the conversation's `branches` rows (the stamp, "
+    "the update and the siblings, ~25 %: one per inactive branch, not per row). The half-way "
+    "switch still moves a quarter of the rows: reading that branch (~18 %), the path below "
+    "the target (~12 %), the rows' `UPDATE`s (~20 %) and the turn figures of the rows that "
+    "came (`record_completed_turns`, ~17 %), in proportion to what it moves.",
+    "- **getTree** reads its page only: the next ids of the active path and of the parked rows "
+    "by `messages_by_conversation` (at most a page of each), then the page's rows up to the "
+    "last id it keeps, and its rows' parked children counted by `messages_by_parent` "
+    "(`store.tree_reads.parked_children`, one range of the index: <1 % of a first page, ~8 % of a "
+    "page of 100). What is left is a Python object per row (a `Node`, then a `TreeNode`: ~30 "
+    "%) and the page's read (~60 %), both in proportion to the page.",
     "- **prepare** reads the active path only (the parked rows are under another key), so the "
     "tree costs what the line does (a stdio figure above 1× moves with the machine's load: an "
     "earlier run at load 8.5 gave 1.32× over stdio and 0.98× in process at 10,000).",
     "- **Storage**: a parked row's `conversation` value carries the 9-byte parked suffix in the "
-    "row and in both indexes keyed by it, every row stores `parent_id`, and each inactive "
-    "branch has a `branches` row; no row is stored twice.",
+    "row and in the indexes keyed by it, every row stores `parent_id` (and "
+    "`messages_by_parent` indexes it, in the line's database too), and each inactive branch "
+    "has a `branches` row; no row is stored twice.",
 ]
 
 

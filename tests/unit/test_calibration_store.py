@@ -111,7 +111,7 @@ def test_a_version_3_database_gains_the_table_and_keeps_its_rows(tmp_path: Path)
     again.store.close()
     check = sqlite3.connect(folder / DATABASE_FILE)
     try:
-        assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 15
+        assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 16
         assert check.execute("SELECT COUNT(*) FROM calibration_samples").fetchone()[0] == 2
     finally:
         check.close()

@@ -164,7 +164,7 @@ def test_a_version_9_database_opens_and_its_changes_are_marked(db_folder: Path) 
         other.store.close()
     check = sqlite3.connect(db_folder / DATABASE_FILE)
     try:
-        assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 15
+        assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 16
         assert check.execute("SELECT seq FROM change_counter").fetchone()[0] == 1
         assert changes.changed_in(check, W, 0) == {"c"}
     finally:

@@ -194,7 +194,7 @@ def test_a_version_6_database_migrated_keeps_every_history_and_each_roles_delete
             sql.execute(NO_TREE_COLUMNS)
         PostgresStore(url("keeper")).close_after_migrating()  # the owner upgrades, as documented
         with psycopg.connect(url("keeper")) as sql:
-            assert sql.execute("SELECT version FROM schema_version").fetchone() == (11,)
+            assert sql.execute("SELECT version FROM schema_version").fetchone() == (12,)
         alice, bob = manager("alice"), manager("bob")
         # Every history intact.
         for who, opened in (("alice", alice), ("bob", bob)):

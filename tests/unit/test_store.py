@@ -92,7 +92,7 @@ def test_database_uses_wal_and_secure_delete(make_manager, db_folder: Path) -> N
 @pytest.mark.sqlite_only
 def test_schema_version_is_recorded(make_manager, db_folder: Path) -> None:
     history.append(make_manager(), KEY, [U("hello")])
-    assert SCHEMA_VERSION == 15
+    assert SCHEMA_VERSION == 16
     assert pragma(db_folder / DATABASE_FILE, "user_version") == SCHEMA_VERSION
 
 

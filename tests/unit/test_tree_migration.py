@@ -1,6 +1,6 @@
 """A database an earlier release wrote (SQLite schema 13, PostgreSQL schema 9), migrated through
 origins (SQLite 14, PostgreSQL 10) to conversation trees (protocol.md "Version 5": SQLite 15,
-PostgreSQL 11): every conversation one
+PostgreSQL 11) and each row's children by index (SQLite 16, PostgreSQL 12): every conversation one
 path (each row's parent the row before it in id order), its newest row the active leaf, and
 every read of versions 1–4 byte for byte what that release answered (``get``'s fields,
 ``format``'s and ``prepare``'s bodies). The files are tests/fixtures/legacy's, written by that
@@ -99,7 +99,10 @@ def test_a_sqlite_file_of_the_previous_release_migrates_and_reads_as_before(tmp_
         answers_as_before(manager)
         with manager.store.read() as reading:
             version = reading.connection.execute("PRAGMA user_version").fetchone()[0]
-            assert version == SCHEMA_VERSION == 15
+            assert version == SCHEMA_VERSION == 16
+            assert reading.connection.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'messages_by_parent'"
+            ).fetchone() == (1,)
         branches_work(manager)
     finally:
         manager.close()
@@ -133,7 +136,10 @@ def test_a_postgres_database_of_the_previous_release_migrates_and_reads_as_befor
     try:
         answers_as_before(manager)
         with psycopg.connect(previous_postgres) as sql:
-            assert sql.execute("SELECT version FROM schema_version").fetchone() == (11,)
+            assert sql.execute("SELECT version FROM schema_version").fetchone() == (12,)
+            assert sql.execute(
+                "SELECT 1 FROM pg_indexes WHERE indexname = 'messages_by_parent'"
+            ).fetchone() == (1,)
         branches_work(manager)
     finally:
         manager.close()

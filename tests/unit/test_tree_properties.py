@@ -28,10 +28,11 @@ from tests.unit.conftest import FixedClock, settings_from
 
 from chat_history.model import Follow, Key, Message
 from chat_history.policy.retention import plan_retention
+from chat_history.policy.tree import inactive_branches
 from chat_history.service import branches, edits, history, replies
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.service.replies import ReplyBegin, ReplyChange
-from chat_history.store import HistoryStore, Store
+from chat_history.store import HistoryStore, Store, tree_reads
 from chat_history.store.postgres import PostgresStore
 
 KEY = Key("ws", "tree")
@@ -337,6 +338,23 @@ class TreeMachine(RuleBasedStateMachine):
                 (i, tree.nodes[i].parent, i in tree.path, len(tree.children(i)))
                 for i in sorted(tree.nodes)
             ]
+            # Small pages, one after the other, read what the whole page reads.
+            paged: list[branches.TreeNode] = []
+            after: int | None = None
+            while True:
+                part = branches.tree(window, KEY, after, 3)
+                paged.extend(part.nodes)
+                if not part.has_more:
+                    break
+                after = part.nodes[-1].id
+            assert paged == list(page.nodes)
+        # The inactive branches a switch works out from the rows it moves are those every
+        # parked row makes.
+        with self.windows[0].store.read() as reading:
+            connection = reading.connection
+            assert tree_reads.branches(connection, KEY) == inactive_branches(
+                tree_reads.parked_nodes(connection, KEY)
+            )
 
 
 #: The stores every run shares on PostgreSQL, two connections (empty: each run opens a SQLite

@@ -168,6 +168,45 @@ def switch_to(path: Sequence[int], nodes: Mapping[int, Node]) -> Switch:
     return Switch(fork, tuple(arriving))
 
 
+def after_switch(
+    before: Sequence[Branch], switch: Switch, moved: Sequence[Node], left: Branch | None
+) -> list[Branch]:
+    """The inactive branches once ``switch``'s path is the active path, from those ``before``
+    and the rows that moved only (what ``inactive_branches`` over every parked row finds): the
+    branch its arriving rows came from (``moved``: that branch's rows, in id order) gives way to
+    the subtrees off them; the rows that left the active path (``left``: their own figures, the
+    first of them its head; None: none left) become one branch with every branch that started
+    below the fork. By head id."""
+    fork = switch.fork
+    came = switch.arriving[0] if switch.arriving else None
+
+    def below_fork(branch: Branch) -> bool:
+        return (
+            left is not None
+            and branch.parent is not None
+            and (fork is None or branch.parent > fork)
+        )
+
+    found = [b for b in before if b.head != came and not below_fork(b)]
+    if left is not None:
+        joined = [left, *(b for b in before if below_fork(b))]
+        activity: int | None = None
+        for branch in joined:
+            activity = _later(activity, branch.activity)
+        found.append(
+            Branch(
+                left.head,
+                fork,
+                sum(b.rows for b in joined),
+                max(b.newest for b in joined),
+                activity,
+            )
+        )
+    arriving = set(switch.arriving)
+    found.extend(inactive_branches([node for node in moved if node.id not in arriving]))
+    return sorted(found, key=lambda branch: branch.head)
+
+
 def siblings(
     rows: Iterable[tuple[int, int | None]], branches: Sequence[Branch]
 ) -> dict[int, Siblings]:

@@ -10,10 +10,9 @@ import attrs
 
 from chat_history.errors import InvalidParams, ReplyInProgress
 from chat_history.model import Expected, Key, StoredMessage, Summary
-from chat_history.policy.tree import Node, children
 from chat_history.service.edits import check_expected
 from chat_history.service.manager import ChatHistoryManager
-from chat_history.service.tree_steps import activate_in, parked_switch, with_siblings
+from chat_history.service.tree_steps import activate_in, branch_switch, with_siblings
 from chat_history.store import Reading, Transaction
 from chat_history.store.reply_section import ReplyReading
 from chat_history.store.tree_section import TreeReading
@@ -109,8 +108,8 @@ def switch(
             if streaming is not None:
                 raise ReplyInProgress(streaming.id)
             if not node.active:
-                switch = parked_switch(section.parked_nodes(key), row_id, down=True)
-                activate_in(tx, key, switch, now)
+                switch, nodes = branch_switch(section, key, row_id, down=True)
+                activate_in(tx, key, switch, now, branch=nodes)
                 tx.touch(key, now)
             return _path_page(tx, key, limit)
 
@@ -157,7 +156,7 @@ def _path_through_in(tx: Reading, key: Key, row_id: int) -> PathRead:
     active = tx.all_rows(key)
     if node.active:
         return PathRead(tuple(active), True)
-    switch = parked_switch(section.parked_nodes(key), row_id, down=True)
+    switch, _ = branch_switch(section, key, row_id, down=True)
     fork = switch.fork
     shared = [] if fork is None else [row for row in active if row.id <= fork]
     return PathRead(tuple(shared + section.parked_rows(key, switch.arriving)), False)
@@ -184,11 +183,12 @@ def tree(
 
 
 def _tree_in(tx: Reading, key: Key, after_id: int, limit: int) -> TreePage:
-    page = TreeReading(tx).page(key, after_id, limit + 1)
+    section = TreeReading(tx)
+    page = section.page(key, after_id, limit + 1)
     has_more = len(page) > limit
     page = page[:limit]
     leaf = tx.last_id(key)
-    below = _child_counts(tx, key, [node for node, _ in page], leaf)
+    parked = section.parked_children(key, after_id, page[-1][0].id) if page else {}
     return TreePage(
         tuple(
             TreeNode(
@@ -197,7 +197,9 @@ def _tree_in(tx: Reading, key: Key, after_id: int, limit: int) -> TreePage:
                 role=node.role,
                 preview=text[:PREVIEW_CHARS],
                 timestamp=node.timestamp,
-                children=below.get(node.id, 0),
+                # a row of the active path: its next row there (none for the leaf), and the
+                # inactive branches that start below it; a parked row: its parked children
+                children=(node.active and node.id != leaf) + parked.get(node.id, 0),
                 active=node.active,
             )
             for node, text in page
@@ -205,16 +207,3 @@ def _tree_in(tx: Reading, key: Key, after_id: int, limit: int) -> TreePage:
         leaf,
         has_more,
     )
-
-
-def _child_counts(tx: Reading, key: Key, nodes: list[Node], leaf: int | None) -> dict[int, int]:
-    """How many rows follow each of ``nodes``: a row of the active path its next row there
-    (none for the leaf) and the inactive branches that start below it; a parked row its
-    parked children."""
-    # The parked rows' parents: parked rows, and for each inactive branch its parent on the
-    # active path.
-    section = TreeReading(tx)
-    parked = children(section.parked_nodes(key)) if section.branches(key) else {}
-    return {
-        node.id: (node.active and node.id != leaf) + len(parked.get(node.id, ())) for node in nodes
-    }

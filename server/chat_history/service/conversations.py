@@ -20,7 +20,7 @@ from chat_history.policy.cursor import CursorPosition, decode_cursor, encode_cur
 from chat_history.policy.rewind import fork_summary_cover, fork_through
 from chat_history.policy.titles import auto_title, check_title, fork_title
 from chat_history.service.manager import ChatHistoryManager
-from chat_history.service.tree_steps import activate_in, parked_switch
+from chat_history.service.tree_steps import activate_in, branch_switch
 from chat_history.store import Reading, Transaction
 from chat_history.store.records import RecordRow
 from chat_history.store.tree_section import TreeReading
@@ -241,8 +241,8 @@ def _fork_in(
     leaf = tx.last_id(source)
     if elsewhere and through_id is not None:
         # Another branch's path: the active path for the copy, then back as it was.
-        path = parked_switch(section.parked_nodes(source), through_id)
-        activate_in(tx, source, path, now, quiet=True)
+        path, nodes = branch_switch(section, source, through_id)
+        activate_in(tx, source, path, now, quiet=True, branch=nodes)
     named = None if through_id is None else tx.row(source, through_id)
     around = () if named is None else tx.turn_rows(source, named.turn)
     through = fork_through(tx.last_id(source), through_id, around)
@@ -265,7 +265,8 @@ def _fork_in(
         if covered_row is None or covered_row.active:
             native_cover = fork_summary_cover(covers, through, covered, base)
     if elsewhere and leaf is not None:
-        activate_in(tx, source, parked_switch(section.parked_nodes(source), leaf), now, quiet=True)
+        back, nodes = branch_switch(section, source, leaf)
+        activate_in(tx, source, back, now, quiet=True, branch=nodes)
     if summary is not None and cover is not None:
         tx.save_summary(target, attrs.evolve(summary, covers_through_id=cover))
     if native is not None and native_cover is not None:

@@ -14,7 +14,7 @@ import attrs
 from chat_history.model import Follow, Key, Message, StoredMessage, Summary
 from chat_history.policy.imports import covered_id, match_stored, match_tree, tree_covered_id
 from chat_history.service.manager import ChatHistoryManager, record_in
-from chat_history.service.tree_steps import activate_in, follow_in, parked_switch
+from chat_history.service.tree_steps import activate_in, branch_switch, follow_in
 from chat_history.store import ConversationTotals, Transaction
 from chat_history.store.tree_section import TreeWriting
 
@@ -231,9 +231,8 @@ def _settle(tx: Transaction, section: TreeWriting, key: Key, target: int | None,
     node = section.node(key, target)
     if node is None or node.active:
         return
-    activate_in(
-        tx, key, parked_switch(section.parked_nodes(key), target, down=True), now, quiet=True
-    )
+    switch, nodes = branch_switch(section, key, target, down=True)
+    activate_in(tx, key, switch, now, quiet=True, branch=nodes)
 
 
 def _on_path(section: TreeWriting, key: Key, row_id: int) -> bool:

@@ -45,23 +45,39 @@ def stamp_after(tx: Reading, key: Key, now: int) -> int:
 
 
 def activate_in(
-    tx: Transaction, key: Key, switch: Switch, now: int, *, quiet: bool = False
+    tx: Transaction,
+    key: Key,
+    switch: Switch,
+    now: int,
+    *,
+    quiet: bool = False,
+    branch: Sequence[Node] | None = None,
 ) -> ConversationTotals | None:
     """Make ``switch``'s path the active path (never while a reply streams on the rows it
     parks: ReplyInProgress); the turn figures of the rows that came follow. ``quiet``: for the
     length of one transaction only (fork's copy of another path), so no leaf is stamped and no
-    window told. Returns the new totals."""
+    window told. ``branch``: the inactive branch its arriving rows come from, when the caller
+    read it (``branch_switch``). Returns the new totals."""
     streaming = ReplyReading(tx).streaming(key)
     if streaming is not None and (switch.fork is None or streaming.id > switch.fork):
         raise ReplyInProgress(streaming.id)
     section = TreeWriting(tx)
     stamp = None if quiet else stamp_after(tx, key, now)
-    totals, lowest = section.activate(key, switch, stamp=stamp, switched=not quiet)
+    totals, lowest = section.activate(key, switch, stamp=stamp, switched=not quiet, branch=branch)
     if lowest is not None:
         first = section.first_of_turn(key, lowest)
         if first is not None:
             record_completed_turns(tx, key, tx.rows_from(key, first))
     return totals
+
+
+def branch_switch(
+    section: TreeReading, key: Key, row_id: int, *, down: bool = False
+) -> tuple[Switch, list[Node]]:
+    """``parked_switch`` to parked row ``row_id``'s path, from the inactive branch that holds it
+    (read whole, and returned: the rows of no other branch are read)."""
+    nodes = section.branch_nodes(key, row_id)
+    return parked_switch(nodes, row_id, down=down), nodes
 
 
 def parked_switch(parked: Sequence[Node], row_id: int, *, down: bool = False) -> Switch:
@@ -101,8 +117,8 @@ def follow_in(
         raise InvalidParams("parent_id", "is not a message of this conversation")
     if node.active:
         return activate_in(tx, key, Switch(parent, ()), now, quiet=quiet)
-    switch = parked_switch(section.parked_nodes(key), parent, down=False)
-    return activate_in(tx, key, switch, now, quiet=quiet)
+    switch, nodes = branch_switch(section, key, parent)
+    return activate_in(tx, key, switch, now, quiet=quiet, branch=nodes)
 
 
 def settle_in(tx: Transaction, key: Key, parent: int | None, now: int) -> ConversationTotals | None:

@@ -13,7 +13,7 @@ from chat_history.store import (
 )
 from chat_history.store.engine import sqlite3
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 DATABASE_FILE = "chat-history.sqlite3"
 
 _V1 = """
@@ -217,6 +217,12 @@ CREATE TABLE branches (
     activity INTEGER,
     PRIMARY KEY (workspace, conversation, head)
 ) WITHOUT ROWID;
+"""
+# Version 16 (issue 41's benchmark): each row's children by index (store/tree.py; PostgreSQL's
+# version 12), so that a switch reads the branch it moves and ``getTree`` counts its page's
+# children, not the conversation's every parked row.
+MIGRATIONS[15] = """
+CREATE INDEX messages_by_parent ON messages (workspace, conversation, parent_id);
 """
 
 

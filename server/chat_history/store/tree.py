@@ -15,113 +15,73 @@ the active path in id order is in path order, and its active leaf is its newest 
 **Inactive branches** (``branches``): each subtree off the active path (a parked row whose
 parent is on the active path, or a parked first row, with everything below it), with its rows'
 count, its newest row's timestamp and its most recent leaf activity (``messages.active_at``: when
-a leaf stopped being the active leaf). Kept in step by ``refresh`` whenever the parked rows
-change, so that siblings, retention's check and its branch rules read a few rows, not the parked
-history. ``conversations.branches`` and ``branch_expiry`` (the oldest newest-row timestamp) are
-what the retention check reads with the totals; ``conversations.switches`` moves whenever the
-active path changed other than at its end (the change watch's reason ``"branch"``). The columns
-and the table are schema step 15 (store.schema; PostgreSQL's version 11)."""
+a leaf stopped being the active leaf). Kept in step whenever the parked rows change, so that
+siblings, retention's check and its branch rules read a few rows, not the parked history: a
+switch by ``update_branches`` from the rows it moved (``policy.tree.after_switch``), a deletion
+of parked rows by ``refresh``. ``conversations.branches`` and ``branch_expiry`` (the oldest
+newest-row timestamp) are what the retention check reads with the totals;
+``conversations.switches`` moves whenever the active path changed other than at its end (the
+change watch's reason ``"branch"``). The columns and the table are schema step 15 (store.schema;
+PostgreSQL's version 11).
+
+What reads the tree (its nodes, branches and pages) is ``store.tree_reads``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import attrs
 
-from chat_history.model import Key, StoredMessage
-from chat_history.policy.tree import Branch, Node, inactive_branches, subtree
+from chat_history.model import Key
+from chat_history.policy.tree import Branch, inactive_branches, subtree
 from chat_history.store import queries
 from chat_history.store.engine import sqlite3
-from chat_history.store.rows import COLUMNS, STREAMING_TEXT, parked_key, to_message
+from chat_history.store.tree_reads import branches, parked, parked_nodes
 
 _CHUNK = 500
-
-
-def parked(key: Key) -> str:
-    """The ``conversation`` column of ``key``'s parked rows."""
-    return parked_key(key.conversation)
 
 
 @attrs.frozen
 class Moved:
     """The rows ``park_after`` or ``unpark`` took off or onto the active path: how many, their
-    tokens, their oldest timestamp and lowest turn (None: none)."""
+    tokens, their oldest timestamp and lowest turn (None: none); and (``park_after``) their
+    lowest id, newest timestamp and latest leaf activity, what an inactive branch of them says."""
 
     count: int
     tokens: int
     oldest: int | None
     lowest_turn: int | None
+    first: int | None = None
+    newest: int | None = None
+    activity: int | None = None
 
-
-_NODE = "id, parent_id, turn, role, tokens, timestamp, active_at"
-
-
-def _node(row: Sequence[Any], active: bool) -> Node:
-    row_id, parent, turn, role, tokens, timestamp, active_at = row
-    return Node(
-        int(row_id),
-        None if parent is None else int(parent),
-        int(turn),
-        str(role),
-        int(tokens),
-        int(timestamp),
-        None if active_at is None else int(active_at),
-        active,
-    )
-
-
-def parked_nodes(connection: sqlite3.Connection, key: Key) -> list[Node]:
-    """Every parked row of the conversation, in id order."""
-    return [
-        _node(row, False)
-        for row in connection.execute(
-            f"SELECT {_NODE} FROM messages WHERE workspace = ? AND conversation = ? ORDER BY id",
-            (key.workspace, parked(key)),
-        )
-    ]
-
-
-def parked_rows(connection: sqlite3.Connection, key: Key, first_id: int) -> list[StoredMessage]:
-    """The parked rows of the conversation with ids from ``first_id`` on, in id order."""
-    return queries.rows_from(connection, Key(key.workspace, parked(key)), first_id)
-
-
-def node(connection: sqlite3.Connection, key: Key, row_id: int) -> Node | None:
-    """Row ``row_id`` of the conversation, on its active path or not (None: not one of its)."""
-    found = connection.execute(
-        f"SELECT {_NODE}, conversation FROM messages WHERE id = ? AND workspace = ? "
-        "AND conversation IN (?, ?)",
-        (row_id, key.workspace, key.conversation, parked(key)),
-    ).fetchone()
-    if found is None:
-        return None
-    return _node(found[:-1], found[-1] == key.conversation)
-
-
-def branches(connection: sqlite3.Connection, key: Key) -> list[Branch]:
-    """The conversation's inactive branches, by head id."""
-    return [
-        Branch(int(h), None if p is None else int(p), int(r), int(n), None if a is None else int(a))
-        for h, p, r, n, a in connection.execute(
-            "SELECT head, parent, row_count, newest, activity FROM branches "
-            "WHERE workspace = ? AND conversation = ? ORDER BY head",
-            (key.workspace, key.conversation),
-        )
-    ]
+    def branch(self, parent: int | None) -> Branch | None:
+        """The rows as one inactive branch below ``parent`` (None: no row moved)."""
+        if not self.count or self.first is None or self.newest is None:
+            return None
+        return Branch(self.first, parent, self.count, self.newest, self.activity)
 
 
 def _moving(connection: sqlite3.Connection, where: str, params: Sequence[object]) -> Moved:
-    count, tokens, oldest, lowest = connection.execute(
-        "SELECT COUNT(*), COALESCE(SUM(tokens), 0), MIN(timestamp), MIN(turn) FROM messages "
-        f"WHERE {where}",
+    count, tokens, oldest, lowest, first, newest, activity = connection.execute(
+        "SELECT COUNT(*), COALESCE(SUM(tokens), 0), MIN(timestamp), MIN(turn), MIN(id), "
+        f"MAX(timestamp), MAX(active_at) FROM messages WHERE {where}",
         params,
     ).fetchone()
-    return Moved(int(count), int(tokens), oldest, lowest)
+    return Moved(
+        int(count),
+        int(tokens),
+        oldest,
+        lowest,
+        None if first is None else int(first),
+        None if newest is None else int(newest),
+        None if activity is None else int(activity),
+    )
 
 
 def park_after(connection: sqlite3.Connection, key: Key, fork: int | None) -> Moved:
-    """Park the active path's rows after row ``fork`` (None: all of them)."""
+    """Park the active path's rows after row ``fork`` (None: all of them); a stamp of its
+    leaf comes first (``Moved.activity`` holds it)."""
     where = "workspace = ? AND conversation = ? AND id > ?"
     params = (key.workspace, key.conversation, -1 if fork is None else fork)
     moved = _moving(connection, where, params)
@@ -259,13 +219,26 @@ def refresh(connection: sqlite3.Connection, key: Key) -> list[Branch]:
     return found
 
 
-def write_branches(connection: sqlite3.Connection, key: Key, found: Sequence[Branch]) -> None:
-    """The conversation's inactive branches are ``found`` now (its record says how many, and
-    the oldest of their newest rows)."""
-    connection.execute(
-        "DELETE FROM branches WHERE workspace = ? AND conversation = ?",
-        (key.workspace, key.conversation),
-    )
+def update_branches(
+    connection: sqlite3.Connection, key: Key, before: Sequence[Branch], after: Sequence[Branch]
+) -> None:
+    """The conversation's inactive branches were ``before`` and are ``after`` now: only the
+    rows that differ are deleted or written (its record says how many, and the oldest of their
+    newest rows)."""
+    old, new = set(before), set(after)
+    gone = sorted(b.head for b in old - new)
+    for start in range(0, len(gone), _CHUNK):
+        chunk = gone[start : start + _CHUNK]
+        connection.execute(
+            "DELETE FROM branches WHERE workspace = ? AND conversation = ? "
+            f"AND head IN ({','.join('?' * len(chunk))})",
+            (key.workspace, key.conversation, *chunk),
+        )
+    _insert_branches(connection, key, sorted(new - old, key=lambda b: b.head))
+    _record_branches(connection, key, after)
+
+
+def _insert_branches(connection: sqlite3.Connection, key: Key, found: Sequence[Branch]) -> None:
     if found:
         connection.executemany(
             "INSERT INTO branches (workspace, conversation, head, parent, row_count, newest, "
@@ -275,6 +248,9 @@ def write_branches(connection: sqlite3.Connection, key: Key, found: Sequence[Bra
                 for b in found
             ],
         )
+
+
+def _record_branches(connection: sqlite3.Connection, key: Key, found: Sequence[Branch]) -> None:
     connection.execute(
         "UPDATE conversations SET branches = ?, branch_expiry = ? "
         "WHERE workspace = ? AND conversation = ?",
@@ -287,38 +263,20 @@ def write_branches(connection: sqlite3.Connection, key: Key, found: Sequence[Bra
     )
 
 
+def write_branches(connection: sqlite3.Connection, key: Key, found: Sequence[Branch]) -> None:
+    """The conversation's inactive branches are ``found`` now (its record says how many, and
+    the oldest of their newest rows)."""
+    connection.execute(
+        "DELETE FROM branches WHERE workspace = ? AND conversation = ?",
+        (key.workspace, key.conversation),
+    )
+    _insert_branches(connection, key, found)
+    _record_branches(connection, key, found)
+
+
 def switched(connection: sqlite3.Connection, key: Key) -> None:
     """The active path changed other than at its end (the change watch's ``"branch"``)."""
     connection.execute(
         "UPDATE conversations SET switches = switches + 1 WHERE workspace = ? AND conversation = ?",
         (key.workspace, key.conversation),
     )
-
-
-def tree_rows(connection: sqlite3.Connection, key: Key) -> list[tuple[StoredMessage, bool]]:
-    """Every row of the conversation, on every branch, in id order, each with whether it is on
-    the active path (an export of the whole tree)."""
-    return [
-        (to_message(row[:-1]), row[-1] == key.conversation)
-        for row in connection.execute(
-            f"SELECT {COLUMNS}, conversation FROM messages "
-            "WHERE workspace = ? AND conversation IN (?, ?) ORDER BY id",
-            (key.workspace, key.conversation, parked(key)),
-        )
-    ]
-
-
-def tree_page(
-    connection: sqlite3.Connection, key: Key, after_id: int, limit: int
-) -> list[tuple[Node, str]]:
-    """Up to ``limit`` rows of the whole tree with ids after ``after_id``, in id order, each with
-    the start of its text (its first 160 characters: ``getTree``'s preview is cut from it)."""
-    return [
-        (_node(row[:7], row[7] == key.conversation), str(row[8] or ""))
-        for row in connection.execute(
-            f"SELECT {_NODE}, conversation, substr(CASE WHEN status = 'streaming' THEN "
-            f"{STREAMING_TEXT} ELSE content END, 1, 160) FROM messages "
-            "WHERE workspace = ? AND conversation IN (?, ?) AND id > ? ORDER BY id LIMIT ?",
-            (key.workspace, key.conversation, parked(key), after_id, limit),
-        )
-    ]

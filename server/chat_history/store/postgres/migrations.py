@@ -179,3 +179,10 @@ CREATE TABLE branches (
     + member_columns("messages")
     + member_columns("conversations")
 )
+
+# Version 12 (issue 41's benchmark): each row's children by index (store/tree.py, SQLite's
+# version 16), so that a switch reads the branch it moves and ``getTree`` counts its page's
+# children, not the conversation's every parked row.
+V12 = """
+CREATE INDEX messages_by_parent ON messages (owner, workspace, conversation, parent_id);
+"""

@@ -2,8 +2,9 @@
 an advisory lock in one transaction, so several servers starting at once migrate once and the
 others wait, then find it done). The texts: version 1 in ``tables``, versions 2 to 7 in
 ``migrations``, 8 to 10 in ``guard`` (with the role setup every version uses: ``owned``,
-``guarded``), 11 (conversation trees) in ``migrations``; ``MIGRATIONS`` indexes them. Version 1
-holds what SQLite's version 6 holds, with PostgreSQL's own parts:
+``guarded``), 11 (conversation trees) and 12 (children by index) in ``migrations``;
+``MIGRATIONS`` indexes them. Version 1 holds what SQLite's version 6 holds, with PostgreSQL's
+own parts:
 
 - ``owner`` on every table of history (default ``current_user``), in every key, and row-level
   security forced on (``owner = current_user``, ``guard.owned``): each database role sees,
@@ -40,7 +41,7 @@ from typing import Any
 from chat_history.store import keys
 from chat_history.store.postgres import guard, migrations, tables
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 #: pg_advisory_xact_lock key of migrations ('chmi').
 MIGRATION_LOCK = 0x63686D69
 
@@ -57,6 +58,7 @@ MIGRATIONS: dict[int, str] = {
     8: guard.V9,
     9: guard.V10,  # guard.py: origins and native compactions (issue 42)
     10: migrations.V11,  # conversation trees (issue 41)
+    11: migrations.V12,  # children by index (issue 41's benchmark)
 }
 
 
