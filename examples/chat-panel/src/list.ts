@@ -92,15 +92,21 @@ export class ConversationsView implements vscode.TreeDataProvider<ListNode> {
   refresh(): void {
     if (this.allWorkspaces || this.drawn === null) return this.redraw();
     void this.load().then(
-      (conversations) => JSON.stringify(conversations) !== this.drawn && this.redraw(),
+      (conversations) => JSON.stringify(conversations) !== this.drawn && this.redraw(conversations),
       () => this.redraw(),
     );
   }
-  /** Redraws the list whatever it shows. */
-  redraw(): void {
+  /**
+   * Redraws the list whatever it shows; with `listing`, the rows just read, drawn without asking
+   * the server again (the moment in which a click finds no command is as short as VS Code allows).
+   */
+  redraw(listing?: ConversationInfo[]): void {
     this.drawn = null;
+    this.fresh = listing;
     this.changed.fire();
   }
+  /** The listing a redraw just read, for the draw it asked for. */
+  private fresh: ConversationInfo[] | undefined;
   getTreeItem(item: ListNode): vscode.TreeItem {
     return item;
   }
@@ -129,7 +135,8 @@ export class ConversationsView implements vscode.TreeDataProvider<ListNode> {
     try {
       if (node instanceof ConversationItem) return [];
       if (!this.allWorkspaces && node === undefined) {
-        const conversations = await this.load();
+        const conversations = this.fresh ?? (await this.load());
+        this.fresh = undefined;
         this.drawn = JSON.stringify(conversations);
         return conversations.map((c) => new ConversationItem(c));
       }
