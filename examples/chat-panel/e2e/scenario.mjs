@@ -1198,8 +1198,7 @@ try {
     let frameTwo;
     try {
       await showChatList();
-      await listRow("A base turn for two windows").click();
-      frameTwo = await chatFrame();
+      frameTwo = await openFromFreshList("A base turn for two windows");
       await frameTwo.waitForFunction(() => document.body.innerText.includes("to: A base turn for two windows"));
       await holdViews(frameTwo);
       page = one;
@@ -1414,8 +1413,7 @@ try {
       await two.waitForSelector(".monaco-workbench", { timeout: 90_000 });
       page = two;
       await showChatList();
-      await listRow("A chat watched from two windows").click();
-      const frameTwo = await chatFrame();
+      const frameTwo = await openFromFreshList("A chat watched from two windows");
       await frameTwo.waitForFunction(() => document.body.innerText.includes("to: A chat watched from two windows"));
       await frameTwo.evaluate(() => {
         window.__partials = [];

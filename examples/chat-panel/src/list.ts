@@ -90,7 +90,14 @@ export class ConversationsView implements vscode.TreeDataProvider<ListNode> {
    * the panel's own refreshes (after every turn, every title read) redraw only on a change.
    */
   refresh(): void {
-    if (this.allWorkspaces || this.drawn === null) return this.redraw();
+    if (this.allWorkspaces) return this.redraw();
+    // A first draw under way (a window's list waits for its server): redrawn now, the rows it is
+    // about to show would lose their commands as they appear. Compared once they are drawn.
+    if (this.drawing !== undefined) {
+      void this.drawing.then(() => this.refresh());
+      return;
+    }
+    if (this.drawn === null) return this.redraw();
     void this.load().then(
       (conversations) => JSON.stringify(conversations) !== this.drawn && this.redraw(conversations),
       () => this.redraw(),
@@ -107,6 +114,8 @@ export class ConversationsView implements vscode.TreeDataProvider<ListNode> {
   }
   /** The listing a redraw just read, for the draw it asked for. */
   private fresh: ConversationInfo[] | undefined;
+  /** This workspace's rows being read for a draw (settled either way). */
+  private drawing: Promise<unknown> | undefined;
   getTreeItem(item: ListNode): vscode.TreeItem {
     return item;
   }
@@ -135,10 +144,17 @@ export class ConversationsView implements vscode.TreeDataProvider<ListNode> {
     try {
       if (node instanceof ConversationItem) return [];
       if (!this.allWorkspaces && node === undefined) {
-        const conversations = this.fresh ?? (await this.load());
+        const reading = this.fresh !== undefined ? Promise.resolve(this.fresh) : this.load();
         this.fresh = undefined;
-        this.drawn = JSON.stringify(conversations);
-        return conversations.map((c) => new ConversationItem(c));
+        const drawing = reading.catch(() => undefined);
+        this.drawing = drawing;
+        try {
+          const conversations = await reading;
+          this.drawn = JSON.stringify(conversations);
+          return conversations.map((c) => new ConversationItem(c));
+        } finally {
+          if (this.drawing === drawing) this.drawing = undefined;
+        }
       }
       if (node !== undefined && node.current) return (await this.load()).map((c) => new ConversationItem(c));
       if (node === undefined) {
