@@ -137,9 +137,11 @@ def lsp_start(argv: list[str], env: dict[str, str], first: str) -> tuple[float, 
 
 def mcp_start(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """ms from spawn to MCP ``initialize`` answered, and to the first ``tools/list`` answered."""
+    # The storage folder, not a file in it: `mcp` creates no database a --db file names
+    # (cli/agents.py check_store), only the one of a storage folder that exists.
     with tempfile.TemporaryDirectory(prefix="chat-history-start-") as folder:
         started = time.perf_counter()
-        child = Child([*argv[:-1], "--db", str(Path(folder) / "h.sqlite3"), argv[-1]], env, True)
+        child = Child([*argv[:-1], "--db", folder, argv[-1]], env, True)
         try:
             params = {
                 "protocolVersion": "2025-06-18",
