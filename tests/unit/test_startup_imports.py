@@ -1,7 +1,7 @@
 """What the server's start loads before its first answers (issue 45): the front, the session and the
 methods' table, without pygls and lsprotocol (loaded in the background), asyncio (it comes with
-the event loop, started after the first answers), the MCP and ACP SDKs or the PostgreSQL driver.
-A module that pulls one of them in at import time fails here."""
+the event loop, started after the first answers), the MCP and ACP SDKs or the PostgreSQL engine
+and driver. A module that pulls one of them in at import time fails here."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ NOT_AT_START = (
     "acp",
     "psycopg",
     "chat_history.wire.lsp",
+    "chat_history.store.postgres.store",  # the engine: only url.py checks the option
 )
 
 
