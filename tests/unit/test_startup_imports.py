@@ -31,3 +31,16 @@ def test_the_first_answers_load_neither_pygls_nor_the_sdks_nor_the_postgres_driv
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2_000:]
     assert done.stdout.strip() == "[]"
+
+
+def test_the_acp_proxy_relays_its_first_answers_without_the_acp_sdk() -> None:
+    """``chat-history acp``: the ACP SDK's types (pydantic models) load at the first history the
+    proxy replays from the store, not at its start."""
+    script = (
+        "import sys\n"
+        "import chat_history.cli.agents, chat_history.acp.relay, chat_history.acp.recorder\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('acp', 'pydantic')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2_000:]
+    assert done.stdout.strip() == "[]"
