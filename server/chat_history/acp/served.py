@@ -11,8 +11,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from acp.schema import SessionNotification
-
 from chat_history.acp import rows
 from chat_history.acp.sessions import NOT_FOUND, AgentError, Link, attach, fork_at, fork_point
 from chat_history.errors import ChatHistoryError, InvalidParams
@@ -117,6 +115,11 @@ async def session_load(link: Link, message: dict[str, Any], replay: bool = True)
                 await _missing(link, message)
             return None
         if replay:
+            # The ACP SDK's message types (~70 % of what the proxy would import at its start,
+            # issue 45) load at the first history replayed from the store, which alone uses
+            # them: the proxy's first answers relay the agent's.
+            from acp.schema import SessionNotification
+
             for update in rows.replay(stored):
                 note = SessionNotification.model_validate({"sessionId": session, "update": update})
                 await link.to_editor(

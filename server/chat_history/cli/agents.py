@@ -189,17 +189,5 @@ def _acp_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-MCP = Subcommand(
-    "mcp",
-    "serve this workspace's history to agents over MCP (stdio, or local HTTP with --http): "
-    "search_history, list_conversations, read_conversation, and each conversation as a resource",
-    cmd_mcp,
-    _mcp_arguments,
-)
-ACP = Subcommand(
-    "acp",
-    "stand between an editor and an ACP agent (stdio): record its sessions and serve "
-    "session/list, load, resume, fork and delete from the store where the agent lacks them",
-    cmd_acp,
-    _acp_arguments,
-)
+MCP = Subcommand(cmd_mcp, _mcp_arguments)
+ACP = Subcommand(cmd_acp, _acp_arguments)

@@ -152,12 +152,5 @@ def _import_arguments(p: argparse.ArgumentParser) -> None:
     import_from.add_arguments(p)
 
 
-EXPORT = Subcommand(
-    "export", "write conversations as JSONL to stdout", cmd_export, _export_arguments
-)
-IMPORT = Subcommand(
-    "import",
-    "import a JSONL export, or another tool's history with --from (never duplicates)",
-    cmd_import,
-    _import_arguments,
-)
+EXPORT = Subcommand(cmd_export, _export_arguments)
+IMPORT = Subcommand(cmd_import, _import_arguments)

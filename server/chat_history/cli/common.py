@@ -1,6 +1,6 @@
 """What every ``chat-history`` command shares: the exit statuses and ``CliError``, the database
 and settings a command opens, a conversation named on the command line, ``--json`` output, and
-``Subcommand``, the entry each family of commands declares (cli/main.py wires them)."""
+``Subcommand``, the entry each family of commands declares (cli/main.py names them)."""
 
 from __future__ import annotations
 
@@ -50,12 +50,11 @@ def _no_arguments(parser: argparse.ArgumentParser) -> None:
 
 @attrs.frozen
 class Subcommand:
-    """One subcommand of ``chat-history``: its name, its help (also its description), the function
-    that runs it (its exit status), the arguments it adds, and whether it takes the retention
-    settings' options (``--settings``, ``--max-messages`` …)."""
+    """One subcommand of ``chat-history`` as its family declares it: the function that runs it
+    (its exit status), the arguments it adds, and whether it takes the retention settings'
+    options (``--settings``, ``--max-messages`` …). Its name and help are in cli/main.py's
+    ``COMMANDS``, which imports its family only when the command is parsed."""
 
-    name: str
-    help: str
     run: Callable[[argparse.Namespace], int]
     arguments: Callable[[argparse.ArgumentParser], None] = _no_arguments
     settings: bool = False

@@ -89,9 +89,5 @@ def _show_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--full", action="store_true", help="do not shorten tool results")
 
 
-LIST = Subcommand(
-    "conversations", "list conversations (all workspaces)", cmd_conversations, _listing_arguments
-)
-SHOW = Subcommand(
-    "show", "print a conversation's stored history", cmd_show, _show_arguments, settings=True
-)
+LIST = Subcommand(cmd_conversations, _listing_arguments)
+SHOW = Subcommand(cmd_show, _show_arguments, settings=True)

@@ -104,11 +104,6 @@ def _fork_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-RENAME = Subcommand("rename", "set a conversation's title", cmd_rename, _rename_arguments)
-TRUNCATE = Subcommand(
-    "truncate",
-    "delete message #ID and every later one, for good",
-    cmd_truncate,
-    _truncate_arguments,
-)
-FORK = Subcommand("fork", "copy a conversation into a new one", cmd_fork, _fork_arguments)
+RENAME = Subcommand(cmd_rename, _rename_arguments)
+TRUNCATE = Subcommand(cmd_truncate, _truncate_arguments)
+FORK = Subcommand(cmd_fork, _fork_arguments)

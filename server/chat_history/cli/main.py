@@ -8,41 +8,112 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from chat_history import __version__
-from chat_history.cli import agents, archive, conversations, edits, search, storage, workspaces
-from chat_history.cli.common import EXIT_FAILURE, EXIT_STORAGE, EXIT_USAGE, CliError, Subcommand
-from chat_history.errors import StorageError
 from chat_history.paths import STORAGE_ENV
 
-#: Every subcommand, in the order ``chat-history --help`` lists them (``demo`` last, apart).
-COMMANDS: tuple[Subcommand, ...] = (
-    conversations.LIST,
-    conversations.SHOW,
-    search.SEARCH,
-    storage.PRUNE,
-    edits.RENAME,
-    edits.TRUNCATE,
-    edits.FORK,
-    archive.EXPORT,
-    archive.IMPORT,
-    storage.STATS,
-    workspaces.LIST,
-    workspaces.MOVE,
-    storage.PURGE,
-    agents.MCP,
-    agents.ACP,
+if TYPE_CHECKING:
+    from chat_history.cli.common import Subcommand
+
+    _Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+else:
+    _Subparsers = argparse._SubParsersAction
+
+
+class Command(NamedTuple):
+    """A subcommand as ``chat-history --help`` lists it: its name, its help (also its
+    description), and its family's ``Subcommand`` (how it runs, its arguments): ``entry`` in the
+    module ``chat_history.cli.<family>``."""
+
+    name: str
+    help: str
+    family: str
+    entry: str
+
+
+#: Every subcommand, in the order ``chat-history --help`` lists them (``demo`` last, apart). A
+#: family's module (and what it imports: importers, export format, rendering, the SDKs' glue) is
+#: imported only when one of its commands is parsed, so ``chat-history mcp`` loads none of the
+#: others' (issue 45).
+COMMANDS: tuple[Command, ...] = (
+    Command("conversations", "list conversations (all workspaces)", "conversations", "LIST"),
+    Command("show", "print a conversation's stored history", "conversations", "SHOW"),
+    Command(
+        "search", "find stored messages by their text (as chatHistory/search)", "search", "SEARCH"
+    ),
+    Command("prune", "apply storage retention to every conversation now", "storage", "PRUNE"),
+    Command("rename", "set a conversation's title", "edits", "RENAME"),
+    Command("truncate", "delete message #ID and every later one, for good", "edits", "TRUNCATE"),
+    Command("fork", "copy a conversation into a new one", "edits", "FORK"),
+    Command("export", "write conversations as JSONL to stdout", "archive", "EXPORT"),
+    Command(
+        "import",
+        "import a JSONL export, or another tool's history with --from (never duplicates)",
+        "archive",
+        "IMPORT",
+    ),
+    Command("stats", "database size, counts and the settings in force", "storage", "STATS"),
+    Command(
+        "workspaces", "list workspaces with conversations (listWorkspaces)", "workspaces", "LIST"
+    ),
+    Command(
+        "move-workspace",
+        "move every conversation of FROM to TO (one change)",
+        "workspaces",
+        "MOVE",
+    ),
+    Command("purge", "take deleted text out of the database files now", "storage", "PURGE"),
+    Command(
+        "mcp",
+        "serve this workspace's history to agents over MCP (stdio, or local HTTP with --http): "
+        "search_history, list_conversations, read_conversation, and each conversation as a "
+        "resource",
+        "agents",
+        "MCP",
+    ),
+    Command(
+        "acp",
+        "stand between an editor and an ACP agent (stdio): record its sessions and serve "
+        "session/list, load, resume, fork and delete from the store where the agent lacks them",
+        "agents",
+        "ACP",
+    ),
+)
+
+DB_HELP = (
+    "storage folder or .sqlite3 file (default: as the server: "
+    f"${STORAGE_ENV}, else the per-user data folder)"
+)
+DATABASE_HELP = (
+    "a PostgreSQL database (libpq connection string or postgresql:// URI, no password: "
+    "PGPASSWORD, ~/.pgpass or a service file give it); default $CHAT_HISTORY_DATABASE_URL"
 )
 
 
-def _settings_parent() -> argparse.ArgumentParser:
+def subcommand(command: Command) -> Subcommand:
+    """The family's declaration of ``command`` (its module imported now)."""
+    entry: Subcommand = getattr(
+        importlib.import_module(f"chat_history.cli.{command.family}"), command.entry
+    )
+    return entry
+
+
+def _common_arguments(p: argparse.ArgumentParser) -> None:
+    """``--db`` and ``--database``, given to every subcommand too so that they may follow it;
+    SUPPRESS keeps one given before the subcommand from being reset."""
+    p.add_argument("--db", type=Path, metavar="PATH", default=argparse.SUPPRESS, help=DB_HELP)
+    p.add_argument("--database", metavar="URL", default=argparse.SUPPRESS, help=DATABASE_HELP)
+
+
+def _settings_arguments(p: argparse.ArgumentParser) -> None:
     """The retention settings a command runs under (default: the schema's defaults)."""
-    settings = argparse.ArgumentParser(add_help=False)
-    group = settings.add_argument_group("settings (default: the schema's defaults)")
+    group = p.add_argument_group("settings (default: the schema's defaults)")
     group.add_argument(
         "--settings",
         type=Path,
@@ -59,42 +130,51 @@ def _settings_parent() -> argparse.ArgumentParser:
         default=None,
         help="chatHistory.preserveSystemMessages",
     )
-    return settings
+
+
+def declare(p: argparse.ArgumentParser, command: Command) -> None:
+    """Give the subcommand's parser ``p`` its arguments and the function that runs it."""
+    entry = subcommand(command)
+    _common_arguments(p)
+    if entry.settings:
+        _settings_arguments(p)
+    entry.arguments(p)
+    p.set_defaults(run=entry.run)
+
+
+class _Commands(_Subparsers):
+    """The subcommands: the one named on the command line is declared (``declare``) just before
+    it parses the rest (its own ``--help`` included); the others are only a name and a help."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        name = values[0] if isinstance(values, list) and values else None
+        command = next((c for c in COMMANDS if c.name == name), None)
+        chosen = self._name_parser_map.get(name) if isinstance(name, str) else None
+        if command is not None and chosen is not None and chosen.get_default("run") is None:
+            declare(chosen, command)
+        super().__call__(parser, namespace, values, option_string)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``chat-history`` parser: ``--db`` and ``--version``, and one subcommand per entry of
-    ``COMMANDS``."""
+    ``COMMANDS``, each declared only when it is the one parsed."""
     parser = argparse.ArgumentParser(
         prog="chat-history",
         description="Inspect, prune, export and import the chat history database of "
         "chat-history-server.",
     )
-    db_help = (
-        "storage folder or .sqlite3 file (default: as the server: "
-        f"${STORAGE_ENV}, else the per-user data folder)"
-    )
-    parser.add_argument("--db", type=Path, metavar="PATH", help=db_help)
-    database_help = (
-        "a PostgreSQL database (libpq connection string or postgresql:// URI, no password: "
-        "PGPASSWORD, ~/.pgpass or a service file give it); default $CHAT_HISTORY_DATABASE_URL"
-    )
-    parser.add_argument("--database", metavar="URL", help=database_help)
+    parser.add_argument("--db", type=Path, metavar="PATH", help=DB_HELP)
+    parser.add_argument("--database", metavar="URL", help=DATABASE_HELP)
     parser.add_argument("--version", action="version", version=f"chat-history {__version__}")
-    # Given to every subcommand too, so --db may follow it; SUPPRESS keeps a --db given before
-    # the subcommand from being reset.
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", type=Path, metavar="PATH", default=argparse.SUPPRESS, help=db_help)
-    common.add_argument("--database", metavar="URL", default=argparse.SUPPRESS, help=database_help)
-    settings = _settings_parent()
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", action=_Commands)
     for command in COMMANDS:
-        parents = [common, settings] if command.settings else [common]
-        p = sub.add_parser(
-            command.name, help=command.help, description=command.help, parents=parents
-        )
-        p.set_defaults(run=command.run)
-        command.arguments(p)
+        sub.add_parser(command.name, help=command.help, description=command.help)
     sub.add_parser("demo", help="run the live demo (python -m chat_history.demo)", add_help=False)
     return parser
 
@@ -111,6 +191,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return demo.main(arguments[1:])
     parser = build_parser()
     args = parser.parse_args(arguments)
+    # Loaded with the command's family, which every family imports.
+    from chat_history.cli.common import EXIT_FAILURE, EXIT_STORAGE, EXIT_USAGE, CliError
+    from chat_history.errors import StorageError
+
     try:
         code = int(args.run(args))
     except CliError as exc:

@@ -66,6 +66,4 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="the result as chatHistory/search's")
 
 
-SEARCH = Subcommand(
-    "search", "find stored messages by their text (as chatHistory/search)", cmd_search, _arguments
-)
+SEARCH = Subcommand(cmd_search, _arguments)

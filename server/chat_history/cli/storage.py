@@ -119,18 +119,6 @@ def _stats_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-PRUNE = Subcommand(
-    "prune",
-    "apply storage retention to every conversation now",
-    cmd_prune,
-    _prune_arguments,
-    settings=True,
-)
-STATS = Subcommand(
-    "stats",
-    "database size, counts and the settings in force",
-    cmd_stats,
-    _stats_arguments,
-    settings=True,
-)
-PURGE = Subcommand("purge", "take deleted text out of the database files now", cmd_purge)
+PRUNE = Subcommand(cmd_prune, _prune_arguments, settings=True)
+STATS = Subcommand(cmd_stats, _stats_arguments, settings=True)
+PURGE = Subcommand(cmd_purge)

@@ -64,15 +64,5 @@ def _move_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-LIST = Subcommand(
-    "workspaces",
-    "list workspaces with conversations (listWorkspaces)",
-    cmd_workspaces,
-    _list_arguments,
-)
-MOVE = Subcommand(
-    "move-workspace",
-    "move every conversation of FROM to TO (one change)",
-    cmd_move_workspace,
-    _move_arguments,
-)
+LIST = Subcommand(cmd_workspaces, _list_arguments)
+MOVE = Subcommand(cmd_move_workspace, _move_arguments)

@@ -20,6 +20,22 @@
 - ``url.py``      the ``database`` option: checked, never holding a password
 """
 
-from chat_history.store.postgres.store import PostgresStore
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from chat_history.store.postgres.store import PostgresStore
 
 __all__ = ["PostgresStore"]
+
+
+def __getattr__(name: str) -> object:
+    """``PostgresStore``, its modules imported at the first use: a process on SQLite imports
+    only ``url.py`` (store/choice.py checks the ``database`` option with it), not the engine
+    (issue 45: ~6 ms of every start, the server's, ``chat-history mcp``'s and ``acp``'s)."""
+    if name == "PostgresStore":
+        from chat_history.store.postgres.store import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
