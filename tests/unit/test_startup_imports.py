@@ -18,6 +18,7 @@ NOT_AT_START = (
     "psycopg",
     "chat_history.wire.lsp",
     "chat_history.store.postgres.store",  # the engine: only url.py checks the option
+    "chat_history.importers",  # at the first importFrom
 )
 
 

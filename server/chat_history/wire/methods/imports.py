@@ -11,16 +11,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from chat_history.errors import InvalidParams
 from chat_history.policy.identity import folder_of, request_workspace
-from chat_history.service import imports, workspaces
 from chat_history.service.manager import ChatHistoryManager
 from chat_history.wire import checks, protocol
 from chat_history.wire.methods.base import Method
+
+if TYPE_CHECKING:
+    from chat_history.service import imports
+
+# ``service.imports`` (every importer) loads at the first import, not with the methods' table
+# that a window's first request loads (issue 45).
 
 #: A path longer than this is no session file of any tool.
 MAX_PATH_CHARS = 4_096
@@ -42,6 +47,8 @@ def source_root(
 ) -> tuple[str, Path, Path, str | None]:
     """(source, its data folder, the root to read, the project folder to keep), checked:
     InvalidParams ``source`` or ``path``."""
+    from chat_history.service import imports
+
     source = imports.check_source(params.source)
     home = imports.data_folder(source)
     if params.path is not None:
@@ -65,6 +72,8 @@ def import_from(m: ChatHistoryManager, ls: Any, p: ImportFromParams) -> Any:
     """``chatHistory/importFrom``: what the import does (or, in a dry run, would do), one entry
     per session, and the files that yielded none: ``{"conversations": [...], "warnings":
     [...]}``. The current folder is the session's own."""
+    from chat_history.service import imports, workspaces
+
     session = ls.session_workspace
     workspace = session.named(p.workspace) if p.workspace is not None else None
     source, home, root, folder = source_root(p, session.folder)
