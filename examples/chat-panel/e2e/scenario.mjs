@@ -214,7 +214,7 @@ async function shot(name, { editorOnly = false } = {}) {
 }
 
 /**
- * Waits for `row` in a window that has just loaded. Seen in two of five full runs, at a reload
+ * Waits for `row` in a window that has just loaded. Seen in three of five full runs, at a reload
  * in quick succession ("a reload right after a word"): code-server hands the reloaded window's extension host no user settings at all
  * (the panel logs `chatPanel.pythonPath is not set` although settings.json holds it, and no
  * configuration change follows), so the panel rightly says its server could not start. A person
