@@ -170,3 +170,11 @@ async def start_session(tmp_path: Path, databases: Databases | None) -> AsyncIte
             if server is not None and server.returncode is None:
                 server.kill()
             await asyncio.wait_for(session.client.stop(), 10)
+
+
+@pytest.fixture
+def cwd(tmp_path: Path) -> Path:
+    """A project folder for an ACP session (its ``cwd``), empty."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    return folder

@@ -33,13 +33,6 @@ def rows_of(db: Path, cwd: Path, session: str) -> list[tuple[str, str, str]]:
         manager.close()
 
 
-@pytest.fixture
-def cwd(tmp_path: Path) -> Path:
-    folder = tmp_path / "project"
-    folder.mkdir()
-    return folder
-
-
 async def test_agent_crash_mid_reply(tmp_path: Path, cwd: Path) -> None:
     db = tmp_path / "h.db"
     async with editor_session(db, {}) as (conn, _, _p):

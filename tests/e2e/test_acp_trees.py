@@ -55,13 +55,6 @@ async def refused(conn: ClientSideConnection, session: str, cwd: Path, message_i
     return str(raised.value)
 
 
-@pytest.fixture
-def cwd(tmp_path: Path) -> Path:
-    folder = tmp_path / "project"
-    folder.mkdir()
-    return folder
-
-
 async def test_a_fork_at_a_message_copies_the_path_through_it(tmp_path: Path, cwd: Path) -> None:
     db, log = tmp_path / "history.db", tmp_path / "agent.log"
     async with editor_session(db, {"ACP_AGENT_LOG": str(log)}) as (conn, editor, _):
