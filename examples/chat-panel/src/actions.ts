@@ -152,7 +152,7 @@ export class MessageActions {
     const stored = await client.append({ conversationId, parentId: branch.parentId, messages: [{ role: "user", content: branch.prompt }] });
     if (conversationId !== host.state.conversationId) return;
     host.update(T.rowsStored(E.branched(host.state, branch.keep), stored.messages));
-    host.list.refresh();
+    void host.list.refresh();
     await this.turn.send(branch.prompt, true);
   }
 
@@ -229,8 +229,7 @@ export class MessageActions {
       case "fork": {
         const forkId = newConversationId();
         await client.fork({ conversationId, newConversationId: forkId, throughId: id });
-        await host.list.load();
-        host.list.refresh();
+        await host.list.refresh();
         await host.open(forkId);
         return;
       }

@@ -48,8 +48,7 @@ export function registerCommands({ context, client, protocolVersion, launcher, l
   const moveHere = async (info: WorkspaceInfo): Promise<void> => {
     const to = await list.currentWorkspace();
     const outcome = await W.moveHistory(await client(), info, to);
-    await list.load().catch(() => undefined);
-    list.refresh();
+    await list.refresh();
     if (!outcome.ok) {
       // A refusal the person just asked for: told in full (a modal), not in a toast cut to one line.
       await vscode.window.showErrorMessage(outcome.text, { modal: true, detail: outcome.detail });
@@ -145,8 +144,7 @@ export function registerCommands({ context, client, protocolVersion, launcher, l
     }
     if (answer !== preview.confirm) return;
     const done = await c.importFrom({ source: pick.found.source, dryRun: false });
-    await list.load().catch(() => undefined);
-    list.refresh();
+    await list.refresh();
     void vscode.window.showInformationMessage(I.importedText(pick.found.source, done.conversations));
   };
 
@@ -174,8 +172,7 @@ export function registerCommands({ context, client, protocolVersion, launcher, l
     });
     if (title === undefined) return;
     await (await client()).updateConversation({ conversationId, title: title.trim() === "" ? null : title.trim() });
-    await list.load();
-    list.refresh();
+    await list.refresh();
     panel.retitled(conversationId);
   };
 
@@ -234,7 +231,7 @@ export function registerCommands({ context, client, protocolVersion, launcher, l
       );
       if (answer !== "Delete") return;
       await (await client()).clear({ conversationId: id });
-      list.refresh();
+      void list.refresh();
       await panel.deleted(id);
     }),
     vscode.commands.registerCommand("chatPanel.renameConversation", async (item?: ConversationItem) => {

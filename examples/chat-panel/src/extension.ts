@@ -89,7 +89,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   // offer to move the history of workspaces whose folder is gone.
   void client().then(
     () => {
-      list.refresh();
+      void list.refresh();
       void offerMoves().catch(quiet);
     },
     () => undefined,

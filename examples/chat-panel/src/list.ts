@@ -85,23 +85,23 @@ export class ConversationsView implements vscode.TreeDataProvider<ListNode> {
   /** What the list last drew of this workspace's conversations (null: the next refresh redraws). */
   private drawn: string | null = null;
   /**
-   * Redraws the list when what it would show changed. A redraw disposes the rows' click commands
-   * (VS Code: "command not found"), so a row clicked before the new rows are drawn opens nothing:
-   * the panel's own refreshes (after every turn, every title read) redraw only on a change.
+   * Reads the listing (`infos`, current once this settles; it never fails) and redraws the list
+   * when what it shows changed. A redraw disposes the rows' click commands (VS Code: "command
+   * not found"), so a row clicked before the new rows are drawn opens nothing: the panel's own
+   * refreshes (after every turn, every title read) redraw only on a change.
    */
-  refresh(): void {
-    if (this.allWorkspaces) return this.redraw();
+  async refresh(): Promise<void> {
     // A first draw under way (a window's list waits for its server): redrawn now, the rows it is
     // about to show would lose their commands as they appear. Compared once they are drawn.
-    if (this.drawing !== undefined) {
-      void this.drawing.then(() => this.refresh());
-      return;
+    if (this.drawing !== undefined) await this.drawing;
+    let conversations: ConversationInfo[];
+    try {
+      conversations = await this.load();
+    } catch {
+      return this.redraw();
     }
-    if (this.drawn === null) return this.redraw();
-    void this.load().then(
-      (conversations) => JSON.stringify(conversations) !== this.drawn && this.redraw(conversations),
-      () => this.redraw(),
-    );
+    if (this.allWorkspaces) this.redraw();
+    else if (JSON.stringify(conversations) !== this.drawn) this.redraw(conversations);
   }
   /**
    * Redraws the list whatever it shows; with `listing`, the rows just read, drawn without asking

@@ -119,7 +119,7 @@ export class ChatPanel implements PanelHost {
   /** Another window or the CLI changed a conversation of this workspace (chatHistory/changed). */
   onChanged(event: ChangedNotification): void {
     if (event.conversationId !== this.state.conversationId || this.state.elsewhere !== null) {
-      this.list.refresh();
+      void this.list.refresh();
       return;
     }
     if (this.state.busy) this.reloadAfterTurn = true;
@@ -131,7 +131,7 @@ export class ChatPanel implements PanelHost {
   }
 
   onTrimmed(event: TrimmedNotification): void {
-    if (event.scope === "storage") this.list.refresh();
+    if (event.scope === "storage") void this.list.refresh();
     if (event.conversationId !== this.state.conversationId) return;
     this.update(S.trimmed(this.state, event));
     // Rows deleted for good leave the panel too: reload the newest page once no turn is running.
@@ -191,8 +191,7 @@ export class ChatPanel implements PanelHost {
   /** The title after a change (the first prompt's automatic title, a rename), from the server. */
   async refreshTitle(): Promise<void> {
     const id = this.state.conversationId;
-    await this.list.load();
-    this.list.refresh();
+    await this.list.refresh();
     if (id === this.state.conversationId) {
       this.setTitle(S.titleOf(this.list.infos.get(id)));
       this.update(this.state);
@@ -303,8 +302,7 @@ export class ChatPanel implements PanelHost {
     const to = await this.list.currentWorkspace();
     const source = { conversationId: this.state.conversationId, workspace: elsewhere.workspace };
     const copy = await W.continueHere(await this.client(), source, to, newConversationId());
-    await this.list.load();
-    this.list.refresh();
+    await this.list.refresh();
     await this.open(copy.conversationId);
     this.update(S.addNotice(this.state, "info", `Continued here: a copy of the chat from "${elsewhere.name}" (the original stays there).`));
     void this.panel?.webview.postMessage({ type: "focusPrompt" });

@@ -132,7 +132,7 @@ export class Turn {
         case "interrupted":
           return host.update(T.streamInterrupted(host.state, event.partial));
         case "stored":
-          host.list.refresh();
+          void host.list.refresh();
           return host.update(T.rowsStored(host.state, event.rows));
         case "usage":
           return host.update(S.usageReported(host.state, event.promptTokens, event.cachedTokens));
@@ -244,7 +244,7 @@ export class Turn {
     const stored = await (await this.host.client()).append({ conversationId, messages: [{ role: "assistant", content: offer.partial }] });
     if (conversationId !== this.host.state.conversationId) return;
     this.host.update(T.partialKept(this.host.state, stored.messages));
-    this.host.list.refresh();
+    void this.host.list.refresh();
   }
 
   /**
