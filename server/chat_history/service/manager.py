@@ -69,6 +69,10 @@ class ChatHistoryManager:
     lock: threading.RLock = attrs.field(factory=threading.RLock, kw_only=True, repr=False)
     #: what ``kept`` made, shared by every ``under`` of this manager
     _kept: dict[Callable[[], object], object] = attrs.field(factory=dict, kw_only=True, repr=False)
+    #: the last ``under`` made, as (settings, manager), shared by every ``under`` of this one
+    _last_under: list[tuple[Settings, ChatHistoryManager]] = attrs.field(
+        factory=list, kw_only=True, repr=False
+    )
     #: retention under ``settings`` (``service.storage_retention``)
     retention: StorageRetention = attrs.field(init=False, repr=False)
 
@@ -106,8 +110,16 @@ class ChatHistoryManager:
 
     def under(self, settings: Settings) -> ChatHistoryManager:
         """This manager under ``settings`` (one request's): the same store, lock and kept
-        state; only what the settings rule (retention, cuts, routes) differs."""
-        return attrs.evolve(self, settings=settings)
+        state; only what the settings rule (retention, cuts, routes) differs. Requests under
+        the same settings (the same value) share one: it is made once, not per request."""
+        if settings is self.settings:
+            return self
+        last = self._last_under
+        if last and last[0][0] is settings:
+            return last[0][1]
+        made = attrs.evolve(self, settings=settings)
+        last[:] = [(settings, made)]
+        return made
 
     @property
     def database_path(self) -> Path | str:

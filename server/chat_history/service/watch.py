@@ -85,6 +85,8 @@ class ChangeWatch:
     def take(self) -> list[Change]:
         """The changes found and not handed out yet (each conversation once); a ``"reply"``
         change told less than ``REPLY_INTERVAL_S`` ago waits for a later look (policy.pace)."""
+        if not self._pending:  # the common case, before and after every request
+            return []
         with self._lock:
             pending, self._pending = self._pending, []
             told, held = pace(merge(pending), self._reply_told, time.monotonic())

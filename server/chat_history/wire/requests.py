@@ -1,9 +1,10 @@
 """The custom methods' path: each ``chatHistory/*`` request of the wire's table
-(``wire/methods.METHODS``, looked up by name, loaded with the first one) taken from the thread
-that reads it straight to the one request thread, and answered from there: settings barrier,
+(``wire/methods.METHODS``, looked up by name, loaded with the first one) run by the thread that
+read it when the request thread is idle (``transport.serial``), else queued on the one request
+thread, and answered from there: settings barrier,
 initialize gate, params structured, domain errors mapped to codes, the change watch's
 notifications before the answer, ``$/cancelRequest`` of a request that has not started. No pygls
-on this path (issue 45): a trivial request costs one thread hop and no LSP typing."""
+on this path (issue 45): a trivial request costs no thread hop and no LSP typing."""
 
 from __future__ import annotations
 
@@ -96,6 +97,15 @@ class Requests:
         job = Job(incoming.msg_id, incoming.has_id, ls.barrier.ticket(), ls.closing)
         ls.in_flight.add(job.done)
         job.done.add_done_callback(ls.in_flight.discard)
+        # Nothing queued or running and no settings to wait for: run it here, on the reading
+        # thread, with no thread woken (no cancel of it can be read meanwhile, and a started
+        # request runs to the end anyway).
+        if (
+            method.inline
+            and ls.barrier.ready(job.ticket)
+            and ls.requests.run_here(self._run, job, method, incoming.params)
+        ):
+            return
         if job.has_id:
             with self._lock:
                 self._jobs[job.msg_id] = job

@@ -439,5 +439,6 @@ def serve_stdio(stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -
         ls.release_replies()
         if signalled:
             ls.exit_at_once()
+        ls.requests.shutdown(wait=True)  # what runs there ends (as a thread pool's at exit)
         front.close()
     return ls

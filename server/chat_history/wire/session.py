@@ -13,7 +13,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ from chat_history.settings import Settings, default_settings, load_settings
 from chat_history.wire import checks, protocol
 from chat_history.wire.transport import frames
 from chat_history.wire.transport.barrier import BOUND_SECONDS, SettingsBarrier
+from chat_history.wire.transport.serial import SerialRunner
 
 if TYPE_CHECKING:  # asyncio loads with the event loop, after the first answers (issue 45)
     import asyncio
@@ -55,8 +56,9 @@ class ChatHistoryServer:
         self.manager: ChatHistoryManager | None = None
         # One thread runs the requests, in the order they arrived: two appends a client sends
         # without waiting must be stored in that order (the manager serialises them anyway, so
-        # no parallelism is lost).
-        self.requests = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chat-history")
+        # no parallelism is lost). The reading thread runs a request itself when nothing is
+        # queued or running (transport.serial).
+        self.requests = SerialRunner("chat-history")
         #: set by ``shutdown``: requests that have not started never will
         self.closing = threading.Event()
         #: requests not yet answered, each done once its answer is written (``shutdown`` and

@@ -36,8 +36,12 @@ class Session(Protocol):
 
 @attrs.frozen
 class Method:
-    """One method of the wire: its name, its params class and its handler."""
+    """One method of the wire: its name, its params class and its handler; ``inline``: whether
+    the thread that read it may run it when the request thread is idle (wire/requests). A method
+    that may run for seconds (an import, a workspace move) says False, so that the messages sent
+    after it (a cancel of the next request) are still read while it runs."""
 
     name: str
     params: type
     run: Callable[[ChatHistoryManager, Any, Any], Any]
+    inline: bool = True

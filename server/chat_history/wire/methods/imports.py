@@ -96,4 +96,4 @@ def wire_import(planned: list[imports.PlannedImport], unread: list[imports.Unrea
     return {"conversations": protocol.wire(planned), "warnings": protocol.wire(unread)}
 
 
-METHODS = (Method("chatHistory/importFrom", ImportFromParams, import_from),)
+METHODS = (Method("chatHistory/importFrom", ImportFromParams, import_from, inline=False),)

@@ -48,6 +48,6 @@ def list_workspaces(m: ChatHistoryManager, ls: Session, p: NoParams) -> Any:
 
 
 METHODS = (
-    Method("chatHistory/moveWorkspace", MoveWorkspaceParams, move_workspace),
+    Method("chatHistory/moveWorkspace", MoveWorkspaceParams, move_workspace, inline=False),
     Method("chatHistory/listWorkspaces", NoParams, list_workspaces),
 )

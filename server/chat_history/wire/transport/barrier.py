@@ -99,6 +99,11 @@ class SettingsBarrier:
         with self._changed:
             return self._raised
 
+    def ready(self, ticket: int) -> bool:
+        """Whether ``settings_for(ticket)`` would not wait: no pull it waits for is pending."""
+        with self._changed:
+            return ticket <= self._answered or ticket not in self._deadline
+
     @property
     def bound(self) -> float:
         """How long a request waits for the settings before it runs with those known so far, in

@@ -35,6 +35,12 @@ def frame_header(size: int) -> bytes:
     return _HEADER % size
 
 
+#: A frame at most this long is written in one call: with an unbuffered stdout
+#: (PYTHONUNBUFFERED, which editors and CI set) each part was a system call of its own, and the
+#: client woke up for the header alone.
+_JOINED_BYTES = 64 * 1024
+
+
 class FrameWriter:
     """stdout for pygls and for frames written directly: one lock, so the header and body of a
     frame written from one thread are never split by another's; once the client has closed
@@ -65,6 +71,8 @@ class FrameWriter:
             if self.closed:
                 return
             try:
+                if len(parts) > 1 and sum(map(len, parts)) <= _JOINED_BYTES:
+                    parts = (b"".join(parts),)  # one write: stdout may be unbuffered (-u)
                 for part in parts:
                     self._stdout.write(part)
                 self._stdout.flush()
