@@ -37,6 +37,34 @@ def test_every_family_module_is_in_the_table_once() -> None:
     ) == len(table)
 
 
+def test_the_families_names_are_each_family_s_methods_in_order() -> None:
+    assert sorted(methods.FAMILIES) == family_modules()
+    for family, names in methods.FAMILIES.items():
+        own = importlib.import_module(f"chat_history.wire.methods.{family}").METHODS
+        assert tuple(m.name for m in own) == tuple(f"chatHistory/{n}" for n in names), family
+        assert methods.family_methods(family) is own
+
+
+def test_a_request_loads_only_its_own_family() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from chat_history.wire.requests import Requests\n"
+        "from chat_history.wire.session import ChatHistoryServer\n"
+        "r = Requests(ChatHistoryServer(), on_answer=lambda: None)\n"
+        "assert r.method('chatHistory/listConversations').name == 'chatHistory/listConversations'\n"
+        "assert r.method('chatHistory/nothing') is None\n"
+        "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules\n"
+        "      if m.startswith('chat_history.wire.methods.')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "['base', 'conversations']"
+
+
 def test_each_method_has_an_attrs_params_class_and_a_handler() -> None:
     for method in methods.METHODS:
         assert method.name.startswith("chatHistory/")

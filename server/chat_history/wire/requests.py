@@ -1,10 +1,10 @@
-"""The custom methods' path: each ``chatHistory/*`` request of the wire's table
-(``wire/methods.METHODS``, looked up by name, loaded with the first one) run by the thread that
-read it when the request thread is idle (``transport.serial``), else queued on the one request
-thread, and answered from there: settings barrier,
-initialize gate, params structured, domain errors mapped to codes, the change watch's
-notifications before the answer, ``$/cancelRequest`` of a request that has not started. No pygls
-on this path (issue 45): a trivial request costs no thread hop and no LSP typing."""
+"""The custom methods' path: each ``chatHistory/*`` request of the wire's table (``wire/methods``,
+looked up by name, each family loaded with its first request) run by the thread that read it
+when the request thread is idle (``transport.serial``), else queued on the one request thread,
+and answered from there: settings barrier, initialize gate, params structured, domain errors
+mapped to codes, the change watch's notifications before the answer, ``$/cancelRequest`` of a
+request that has not started. No pygls on this path (issue 45): a trivial request costs no
+thread hop and no LSP typing."""
 
 from __future__ import annotations
 
@@ -76,19 +76,26 @@ class Requests:
     def __init__(self, ls: ChatHistoryServer, on_answer: Callable[[], None]) -> None:
         self.ls = ls
         self._on_answer = on_answer
-        self._table: dict[str, Method] | None = None
+        #: the methods of the families loaded so far, by name
+        self._table: dict[str, Method] = {}
         self._jobs: dict[Any, Job] = {}
         self._lock = threading.Lock()
 
     def method(self, name: str) -> Method | None:
-        """The method of that name in the wire's table (imported with the first custom request:
-        ``initialize`` does not wait for it)."""
-        table = self._table
-        if table is None:
-            from chat_history.wire.methods import METHODS
+        """The method of that name in the wire's table: its family is imported with the first
+        request for one of its methods (``initialize`` waits for none, the first
+        ``listConversations`` only for its own)."""
+        found = self._table.get(name)
+        if found is None:
+            from chat_history.wire import methods
 
-            table = self._table = {method.name: method for method in METHODS}
-        return table.get(name)
+            family = methods.FAMILY_OF.get(name)
+            if family is None:
+                return None
+            for method in methods.family_methods(family):
+                self._table[method.name] = method
+            found = self._table.get(name)
+        return found
 
     def submit(self, incoming: Incoming, method: Method) -> None:
         """Queue the request on the request thread, in arrival order: its ticket for the
