@@ -64,7 +64,7 @@ $(ACP_AGENTS): tests/acp-agents/package-lock.json
 	touch $@
 
 pytest: $(DEV) postgresql $(ACP_AGENTS) $(PANEL_NODE)
-	$(PY) -m pytest -q -n 3 --dist loadfile
+	$(PY) -m pytest -q -n 5 --dist loadfile
 
 # The storage suites run on SQLite and on a throwaway PostgreSQL cluster (tests/pgcluster.py):
 # Debian's server and pg_trgm, installed with apt on first use.

@@ -385,7 +385,7 @@ def big_file(path: Path, messages: int, tail: Sequence[str]) -> None:
         out.writelines(line + "\n" for line in tail)
 
 
-def test_import_of_100k_messages_is_fast_and_atomic_per_conversation(
+def test_import_of_100k_messages_is_atomic_per_conversation(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     db, path = tmp_path / "db", tmp_path / "big.jsonl"
@@ -404,14 +404,11 @@ def test_import_of_100k_messages_is_fast_and_atomic_per_conversation(
     assert "nothing was imported" in malformed.stderr
 
     big_file(path, 100_000, [])
-    started = time.monotonic()
-    done = run(env, "import", path, "--db", db)
-    elapsed = time.monotonic() - started
+    done = run(env, "import", path, "--db", db)  # its speed: bench/ (no timed assertion here)
     assert done.returncode == 0, done.stderr
     assert (
         "Imported 100,000 message(s)" in done.stdout and "1 message(s) were already" in done.stdout
     )
-    assert elapsed < 30
     listed = json.loads(run(env, "conversations", "--db", db, "--json").stdout)
     assert {c["conversationId"]: c["messageCount"] for c in listed["conversations"]} == {
         "big": 100_000,
