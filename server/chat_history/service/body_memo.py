@@ -44,6 +44,9 @@ class _ByValue:
         return isinstance(other, _ByValue) and self.row == other.row
 
 
+_Key = tuple[tuple[object, ...], Hashable]
+
+
 def _rows_key(rows: Sequence[Message]) -> tuple[object, ...]:
     """``rows`` as a key: a stored row as itself (its identity hashed, its value compared),
     a row the request made by value."""
@@ -59,8 +62,11 @@ class BodyMemo:
     def __init__(self, max_entries: int = MAX_BODIES, max_bytes: int = MAX_BYTES) -> None:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[Hashable, tuple[dict[str, Any], int]] = OrderedDict()
+        self._entries: OrderedDict[_Key, tuple[dict[str, Any], int]] = OrderedDict()
         self._bytes = 0
+        #: each row the kept bodies hold: its bytes, and how many of them hold it (a body after
+        #: an append holds the rows of the one before: each is measured once)
+        self._rows: dict[object, list[int]] = {}
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -81,7 +87,8 @@ class BodyMemo:
     ) -> dict[str, Any]:
         """The body remembered for ``rows`` and ``made_of`` (everything else ``render`` reads),
         else ``render()``, remembered when it fits the bound."""
-        key = (_rows_key(rows), made_of)
+        parts = _rows_key(rows)
+        key = (parts, made_of)
         with self._lock:
             found = self._entries.get(key)
             if found is not None:
@@ -90,22 +97,40 @@ class BodyMemo:
                 return found[0]
             self.misses += 1
         body = render()
-        size = 2 * sum(map(resident_bytes, rows))
-        if size > self.max_bytes:
-            return body
         with self._lock:
+            held_rows = self._rows
+            weights = [
+                held[0] if (held := held_rows.get(part)) is not None else resident_bytes(row)
+                for part, row in zip(parts, rows, strict=True)
+            ]
+            size = 2 * sum(weights)
+            if size > self.max_bytes:
+                return body
             old = self._entries.pop(key, None)
             if old is not None:
-                self._bytes -= old[1]
+                self._drop(key, old[1])
             self._entries[key] = (body, size)
             self._bytes += size
+            for part, weight in zip(parts, weights, strict=True):
+                held_rows.setdefault(part, [weight, 0])[1] += 1
             while len(self._entries) > self.max_entries or self._bytes > self.max_bytes:
-                _, (_, dropped) = self._entries.popitem(last=False)
-                self._bytes -= dropped
+                dropped, (_, dropped_size) = self._entries.popitem(last=False)
+                self._drop(dropped, dropped_size)
         return body
+
+    def _drop(self, key: _Key, size: int) -> None:
+        """What a body no longer kept counted (its entry is gone already)."""
+        self._bytes -= size
+        held_rows = self._rows
+        for part in key[0]:
+            held = held_rows[part]
+            held[1] -= 1
+            if not held[1]:
+                del held_rows[part]
 
     def at_rest(self) -> None:
         """Forget every body (the server is at rest: ``ChatHistoryManager.rest``)."""
         with self._lock:
             self._entries.clear()
+            self._rows.clear()
             self._bytes = 0
