@@ -21,7 +21,7 @@ from typing import Any
 from chat_history.model import Message, StoredMessage, resident_bytes
 
 #: Bodies kept: a few conversations, each with its request and its compaction proposal.
-MAX_BODIES = 16
+MAX_BODIES = 8
 #: Bytes of the rows behind the kept bodies, counted twice (the rows, and the body that
 #: renders them, which holds their text and may hold a copy of their images).
 MAX_BYTES = 8 * 1024 * 1024
