@@ -230,3 +230,8 @@ def test_a_row_the_request_made_is_matched_by_value() -> None:
     memo.body([Message(role="user", content=note)], None, render)  # a new, equal note
     memo.body([Message(role="user", content=note + "!")], None, render)
     assert len(made) == 2
+    # equal as Python values, not as JSON: never one for the other
+    for value in (1, True, 1.0):
+        call = ToolCall(id="c", name="read", arguments={"n": value})
+        memo.body([Message(role="assistant", content=note, tool_calls=(call,))], None, render)
+    assert len(made) == 5

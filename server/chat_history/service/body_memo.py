@@ -28,8 +28,9 @@ MAX_BYTES = 8 * 1024 * 1024
 
 
 class _ByValue:
-    """A row the request made (the context note, a collapsed or swept row) as a key part: a
-    new object on every request, so keyed by its text and compared by value."""
+    """A row of text the request made (the context note) as a key part: a new object on every
+    request, so keyed by its text and compared by value. Only for rows of strings (``_plain``):
+    in a mapping ``1 == 1.0 == True`` though their JSON differs."""
 
     __slots__ = ("_hash", "row")
 
@@ -47,10 +48,18 @@ class _ByValue:
 _Key = tuple[tuple[object, ...], Hashable]
 
 
+def _plain(row: Message) -> bool:
+    """Whether ``row`` is only strings: no tool calls, attachments, provider data, metadata."""
+    return not (row.tool_calls or row.attachments or row.provider_data or row.metadata)
+
+
 def _rows_key(rows: Sequence[Message]) -> tuple[object, ...]:
-    """``rows`` as a key: a stored row as itself (its identity hashed, its value compared),
-    a row the request made by value."""
-    return tuple(row if isinstance(row, StoredMessage) else _ByValue(row) for row in rows)
+    """``rows`` as a key: a stored row as itself (its identity hashed, its value compared, as
+    the turn memos key them), as is any other row but one of plain text the request made,
+    which is keyed by value."""
+    return tuple(
+        _ByValue(row) if not isinstance(row, StoredMessage) and _plain(row) else row for row in rows
+    )
 
 
 class BodyMemo:
