@@ -32,6 +32,7 @@ be turned back into either name.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -51,6 +52,7 @@ _ANTHROPIC_THINKING = ("thinking", "redacted_thinking")
 KEY_LENGTH = 32
 
 
+@functools.lru_cache(maxsize=256)  # the same pair on every request: hashed once
 def cache_key(secret: bytes, key: Key) -> str:
     """The ``cacheKey`` of every request of ``key``'s conversation."""
     pair = json.dumps([key.workspace, key.conversation], ensure_ascii=True)

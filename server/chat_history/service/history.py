@@ -16,6 +16,7 @@ from chat_history.model import Follow, Key, Message, PruneReport, StoredMessage,
 from chat_history.policy.budget import resolve_route
 from chat_history.policy.retention import RetentionPlan
 from chat_history.service import replies
+from chat_history.service.body_memo import BodyMemo
 from chat_history.service.manager import ChatHistoryManager, record_in
 from chat_history.service.tree_steps import follow_in, with_siblings
 from chat_history.store import Reading, Transaction
@@ -166,6 +167,7 @@ def prepare(manager: ChatHistoryManager, key: Key, options: PrepareOptions) -> P
     route = resolve_route(options.provider or settings.active_provider, options.model, settings)
     with manager.lock:
         memo = manager.kept(preparation.ProposalMemo)
+        bodies = manager.kept(BodyMemo)
         key_of_cache = cache_key(manager, key)
 
         def prepare_in(
@@ -173,7 +175,14 @@ def prepare(manager: ChatHistoryManager, key: Key, options: PrepareOptions) -> P
         ) -> tuple[Prepared, CompactionProposal | None, StandingIn]:
             replies.check_continue(tx, key, options.continue_id)
             return preparation.prepare_in(
-                tx, settings, key, route, options, cache_key=key_of_cache, memo=memo
+                tx,
+                settings,
+                key,
+                route,
+                options,
+                cache_key=key_of_cache,
+                memo=memo,
+                bodies=bodies,
             )
 
         prepared, compaction, standing = manager.retained_read(key, lambda tx, _: prepare_in(tx))
@@ -187,6 +196,7 @@ def prepare(manager: ChatHistoryManager, key: Key, options: PrepareOptions) -> P
         breakpoints=settings.context.prompt_cache == "auto",
         continuing=options.continue_id is not None,
         standing=standing,
+        bodies=bodies,
     )
 
 

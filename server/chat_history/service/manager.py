@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import Protocol, TypeVar, cast, runtime_checkable
 
 import attrs
 
@@ -36,6 +36,14 @@ from chat_history.store.seam import write_retried
 #: Receives one request's ``chatHistory/trimmed`` events together (never an empty batch).
 Notify = Callable[[Key, Sequence[Trimmed]], None]
 T = TypeVar("T")
+
+
+@runtime_checkable
+class KeptAtRest(Protocol):
+    """State ``kept`` by a family that lets go of what it holds when the server is at rest
+    (e.g. prepare's bodies: ``service.body_memo``)."""
+
+    def at_rest(self) -> None: ...
 
 
 def now_ms() -> int:
@@ -133,9 +141,13 @@ class ChatHistoryManager:
     def rest(self) -> None:
         """The server is at rest (``wire.transport.memory``): the cache keeps only its bound at rest
         (``conversation_cache.REST_BYTES``), so a sweep over many conversations does not stay
-        resident while the conversations in use stay cached."""
+        resident while the conversations in use stay cached; what ``kept`` made that holds
+        rows for speed only (``KeptAtRest``) lets go of them."""
         with self.lock:
             self.store.cache.shrink()
+            for state in self._kept.values():
+                if isinstance(state, KeptAtRest):
+                    state.at_rest()
 
     def kept(self, make: Callable[[], T]) -> T:
         """The one ``make()`` of this manager (and of every ``under`` of it): a family's state

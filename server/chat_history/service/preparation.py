@@ -31,6 +31,7 @@ from chat_history.policy.prepare.request import Prepared, RequestOptions, Reques
 from chat_history.policy.prepare.window import OmittedTurns, OmittedTurnsKept
 from chat_history.providers import continuation, format_body, native_compaction
 from chat_history.providers.state_rules import Target, compaction_sent
+from chat_history.service.body_memo import BodyMemo
 from chat_history.settings import Settings
 from chat_history.store import Reading
 from chat_history.store.tree_section import TreeReading
@@ -248,11 +249,12 @@ def prepare_in(
     *,
     cache_key: str,
     memo: ProposalMemo | None = None,
+    bodies: BodyMemo | None = None,
 ) -> tuple[Prepared, CompactionProposal | None, StandingIn]:
     """The request, its compaction proposal (formatted with ``cache_key`` and the settings'
     breakpoints) and what stands in for its oldest turns, in one snapshot: the proposal
     ``memo`` remembers for this conversation when nothing it was made of changed, else the new
-    one (then remembered)."""
+    one (then remembered; its body the one ``bodies`` remembers, when it does)."""
     made_of = (tx.revision(), route, options, settings.context, cache_key)
     known = memo.get(key, made_of) if memo is not None else None
     standing = standing_in(tx, key, route)
@@ -265,6 +267,7 @@ def prepare_in(
         cache_key=cache_key,
         breakpoints=settings.context.prompt_cache == "auto",
         standing=standing,
+        bodies=bodies,
     )
     if memo is not None:
         memo.put(key, made_of, compaction)
@@ -412,31 +415,60 @@ def _head(
 
 
 def _continued_body(
-    route: Route, rows: Sequence[Message], *, breakpoints: bool, standing: StandingIn
+    route: Route,
+    rows: Sequence[Message],
+    *,
+    breakpoints: bool,
+    standing: StandingIn,
+    bodies: BodyMemo | None,
 ) -> tuple[dict[str, object], str]:
     """The body continuing the newest row (providers.continuation), and what was cut from it."""
     found = continuation.continued(route.kind, route.model, rows)
-    body = _body(route, found.rows, breakpoints=breakpoints, standing=standing)
+    body = _body(route, found.rows, breakpoints=breakpoints, standing=standing, bodies=bodies)
     return continuation.finish(route.kind, found, body), found.trimmed
 
 
 def _body(
-    route: Route, rows: Sequence[Message], *, breakpoints: bool, standing: StandingIn
+    route: Route,
+    rows: Sequence[Message],
+    *,
+    breakpoints: bool,
+    standing: StandingIn,
+    bodies: BodyMemo | None = None,
 ) -> dict[str, object]:
     """Rows formatted for the route, with the prompt-cache breakpoints when ``breakpoints``
     (protocol.md "Version 3"), each row's provider state only where it stays valid, and the
-    native compaction's items in place of its stand-in (protocol.md "Version 5")."""
-    return format_body(
+    native compaction's items in place of its stand-in (protocol.md "Version 5"): the body
+    ``bodies`` remembers for the same rows and everything else it is made of, when it does."""
+    target = Target.of(route)
+    replaced_at = standing.replaced_at(rows)
+    native = standing.items()
+
+    def render() -> dict[str, object]:
+        return format_body(
+            route.kind,
+            rows,
+            route.model,
+            swept=True,
+            breakpoints=breakpoints,
+            note=note_of(rows) if breakpoints else None,
+            target=target,
+            replaced_at=replaced_at,
+            native=native,
+        )
+
+    if bodies is None:
+        return render()
+    # The native items by their JSON: the stand-in is made of it (``standing_in``).
+    made_of = (
         route.kind,
-        rows,
         route.model,
-        swept=True,
-        breakpoints=breakpoints,
-        note=note_of(rows) if breakpoints else None,
-        target=Target.of(route),
-        replaced_at=standing.replaced_at(rows),
-        native=standing.items(),
+        target,
+        breakpoints,
+        replaced_at,
+        None if native is None else native.stand_in,
     )
+    return bodies.body(rows, made_of, render)
 
 
 def _compaction(
@@ -446,6 +478,7 @@ def _compaction(
     cache_key: str,
     breakpoints: bool,
     standing: StandingIn,
+    bodies: BodyMemo | None,
 ) -> CompactionProposal | None:
     """A compaction proposal with its request formatted for the route (breakpoints and the
     conversation's ``cache_key`` as on every request)."""
@@ -459,7 +492,13 @@ def _compaction(
             request=ProviderRequest(
                 provider=route.name,
                 model=route.model,
-                body=_body(route, proposal.rows, breakpoints=breakpoints, standing=standing),
+                body=_body(
+                    route,
+                    proposal.rows,
+                    breakpoints=breakpoints,
+                    standing=standing,
+                    bodies=bodies,
+                ),
                 cache_key=cache_key,
             ),
         )
@@ -475,18 +514,22 @@ def prepared_request(
     breakpoints: bool,
     continuing: bool = False,
     standing: StandingIn | None = None,
+    bodies: BodyMemo | None = None,
 ) -> PreparedRequest:
     """``prepare``'s result: the rows formatted for the route, with the prompt-cache
     breakpoints when ``breakpoints``, the conversation's ``cache_key``, and the proposal
     (``prepare_in`` formatted it, or found it remembered); ``continuing`` the newest row;
-    ``standing``: what stood in for the oldest turns (``prepare_in``'s)."""
+    ``standing``: what stood in for the oldest turns (``prepare_in``'s); ``bodies``: the bodies
+    rendered lately, reused when nothing they are made of changed."""
     standing = standing if standing is not None else StandingIn(None)
     if continuing:
         body, trimmed = _continued_body(
-            route, prepared.rows, breakpoints=breakpoints, standing=standing
+            route, prepared.rows, breakpoints=breakpoints, standing=standing, bodies=bodies
         )
     else:
-        body = _body(route, prepared.rows, breakpoints=breakpoints, standing=standing)
+        body = _body(
+            route, prepared.rows, breakpoints=breakpoints, standing=standing, bodies=bodies
+        )
         trimmed = None
     return PreparedRequest(
         provider=route.name,
