@@ -230,9 +230,15 @@ BREAKDOWN = [
     "- **Thread hops** (most of it): py-spy finds the server's threads waiting, not working, "
     "for most of a trivial request's wall time. Before, one request woke six threads in "
     "turn: the stdin reader for the header, the loop, the reader again for the body, the loop, "
-    "the request thread, the loop again to write the answer. Now three: header and body are "
+    "the request thread, the loop again to write the answer. Then three: header and body are "
     "read in one hop (wire/transport/framing.py) and the request thread writes its own answer "
-    "(since issue 45: requests.Requests._answer). Together: 0.419 -> 0.300 ms.",
+    "(requests.Requests._answer). Together: 0.419 -> 0.300 ms. Now one: a request that finds "
+    "the request thread idle (nothing queued or running, no settings pull pending) is run by "
+    "the thread that read it (wire/transport/serial.py), and a frame of at most 64 KiB is one "
+    "write (with an unbuffered stdout, as PYTHONUNBUFFERED gives, header and body were two "
+    "system calls and the client woke for the header alone). Under load a wake-up cost more "
+    "than the request's own work: a SimpleQueue.put that woke the request thread took ~110 us "
+    "of the reader's wall time at load 4.",
     "- **pygls's dispatch**: `handle_message` tests each message against `runtime_checkable` "
     "Protocols (~37 us an `isinstance` at load 10); a custom method's request now goes "
     "straight to pygls's `_handle_request` (issue 36; since issue 45 none goes through pygls), "
@@ -249,22 +255,26 @@ BREAKDOWN = [
     "10000, against 2144ac8 in the same minute).",
     "- **Not cut**: the rest of the change watch's look (`PRAGMA data_version` and a `stat` "
     "of the database file that every read section makes) and `getSummary`'s own reads "
-    "(~60-100 us, three read sections).",
+    "(retention's quick check and the summary, in one snapshot).",
     "- **pygls's own share** (issue 36): bare pygls (bench/bare_server.py answering `bench/echo` "
     "on its loop) cost about as much as our whole trivial request, 11-13x the echo floor by "
     "itself: its stdin reads go through an executor and every message through asyncio.",
     "- **Off pygls's path** (issue 45): the `chatHistory/*` methods are dispatched by the "
     "server's own front (wire/server.py, wire/requests.py): the reading thread checks the "
-    "frame and queues the request on the request thread, which answers; no pygls dispatch, "
-    "no event loop, one thread hop instead of two. A trivial request went from about bare "
-    "pygls's cost to half of it (`--against` main in the same rounds: the `(main)` rows).",
-    "- **What a trivial request is made of now** (in process, per call, load ~10, so each "
-    "figure is several times a quiet machine's; cProfile of the server's two threads for the "
-    "split): the reading thread's parse and checks ~10 %; the change watch's look before and "
-    "after the call (`PRAGMA data_version`, a `stat`) ~20 %; `getSummary`'s own service work "
-    "(retention's `before_read`, three read sections) ~50 %; `manager.under`, params, the "
-    "answer's JSON ~20 %. What stands above the echo floor is the service's reads and the one "
-    "thread wake-up (reader -> request thread): the 3x goal is not met (see the table).",
+    "frame and runs the request, or queues it on the request thread when that one is busy; no "
+    "pygls dispatch, no event loop. A trivial request went from about bare pygls's cost to a "
+    "third of it (`--against` main in the same rounds: the `(main)` rows).",
+    "- **What a trivial request is made of now** (thread CPU time per call in process, load "
+    "~1.6, each stage timed with `time.thread_time_ns`; the server process's whole CPU per "
+    "request from /proc is 128 us against the echo server's 28 us): the reading thread's "
+    "parse and checks ~15 us; the change watch's look before and after the call ~24 us; "
+    "`getSummary`'s own service work (one snapshot: retention's quick check, the summary) "
+    "~28 us; encoding the answer ~11 us and writing it ~18 us (one system call, as the "
+    "echo's); the settings barrier, `manager.under` (now made once per settings value, not "
+    "per request), params and the identity ~7 us; the job's bookkeeping ~10 us. Everything "
+    "left is work the protocol asks of each request (the look for other windows' changes "
+    "before its answer, retention before each read) or the checks every message passes: the "
+    "3x goal is not met (see the table).",
     "- **prepare at 10,000 rows** (same method): the service's `prepare` (read plan, window, "
     "trim, the provider body: `format_body` ~17 % of it) ~70 %, the answer's JSON (~24 KB) "
     "~25 %, the rest (reader, change watch, the `trimmed` notifications) ~5 %. A prepare "
@@ -302,7 +312,7 @@ def write_section(results: dict[int, dict[str, float]], load: str, calls: str) -
         f"Medians of {calls} calls in ms, each with its ratio to the floor. Load average {load} "
         "on 2 CPUs, shared. Goal (issue 45): a trivial request at most 3x the floor. The "
         "`(main)` rows, when there, are the same requests to the server of another checkout "
-        "(`--against`, main before issue 45) in the same rounds.",
+        "(`--against`: main at 099d07d, before this stop's cuts) in the same rounds.",
         "",
         "| request | " + " | ".join(f"{size:,} rows" for size in sizes) + " |",
         "|---|" + "---:|" * len(sizes),

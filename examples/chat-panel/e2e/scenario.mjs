@@ -57,6 +57,13 @@ const env = {
 delete env.VSCODE_IPC_HOOK_CLI;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+/**
+ * Until the webview has painted what it drew and counts it as seen (main.ts: a view is seen two
+ * animation frames after it was drawn, and a key or click carries the newest row seen). A key
+ * pressed as soon as the new text is in the DOM, faster than a person can, would otherwise act
+ * on the view before it, which the server rightly refuses as stale.
+ */
+const afterPaint = (f) => f.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => requestAnimationFrame(r)))));
 const log = (...a) => console.log("#", ...a);
 const started = Date.now();
 const since = () => `${((Date.now() - started) / 1000).toFixed(1)}s`;
@@ -771,12 +778,14 @@ try {
     assert.equal(await variantOf("assistant", "Tell me about blueberries"), "2/2");
     // The focus came back to the reply drawn anew, so the next key goes on switching.
     await frame.waitForFunction(() => Boolean(document.activeElement?.closest("article.role-assistant")));
+    await afterPaint(frame);
     await page.keyboard.press("Alt+ArrowLeft");
     await frame.waitForFunction((text) => [...document.querySelectorAll("article.role-assistant .body")].at(-1)?.textContent === text, firstReply);
     assert.equal(await variantOf("assistant", "Tell me about blueberries"), "1/2");
     assert.ok(page.url().includes(`127.0.0.1:${port}`), "the workbench did not navigate (Alt+Left is not Back here)");
     await shot("83-alt-left-switched", { editorOnly: true });
     // Back to the newest reply for the steps that follow.
+    await afterPaint(frame);
     await page.keyboard.press("Alt+ArrowRight");
     await frame.waitForFunction((text) => [...document.querySelectorAll("article.role-assistant .body")].at(-1)?.textContent === text, secondReply);
   });
@@ -1730,6 +1739,7 @@ try {
     await variantShown(frame, "assistant", "2/2");
     assert.equal(await lastAssistantText(frame), secondRiver);
     await frame.waitForFunction(() => document.activeElement?.closest("article")?.classList.contains("role-assistant") === true);
+    await afterPaint(frame);
     await frame.locator("article.role-assistant").last().press("Alt+ArrowLeft");
     await variantShown(frame, "assistant", "1/2");
     assert.equal(await lastAssistantText(frame), firstRiver);
