@@ -350,6 +350,6 @@ def test_a_row_stored_with_deep_arguments_before_the_limit_is_still_formatted(
             for method in ("chatHistory/format", "chatHistory/prepare"):
                 answer = server.request(method, {"conversationId": "old", "provider": provider})
                 assert "result" in answer, (provider, method, answer)
-                assert json.dumps(deep) in json.dumps(answer["result"]["body"])
+                assert json.dumps(deep) in json.dumps(answer["result"]["body"]), (provider, method)
     finally:
         server.close()

@@ -5,14 +5,40 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from typing import Any
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import attrs
 
 from chat_history.model import Message, ToolCall, compact_json
 from chat_history.providers.ids import hex_digest
 from chat_history.providers.images import Image, attachment_images, image_note, with_notes
+
+T = TypeVar("T")
+
+
+def _on_fresh_stack(parse: Callable[[], T]) -> T:
+    """``parse()`` on a thread of its own. Python's JSON parser counts its depth against the
+    recursion limit, so a row stored before appends bounded nesting (~975 levels) parsed or
+    not depending on how deep the caller's stack was (the reading thread, the request thread,
+    the CLI, a kept body's render): on a fresh stack it parses or fails alike from anywhere."""
+    box: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            box.append((True, parse()))
+        except BaseException as exc:  # handed back to the caller
+            box.append((False, exc))
+
+    thread = threading.Thread(target=run, name="chat-history-parse")
+    thread.start()
+    thread.join()
+    ok, value = box[0]
+    if not ok:
+        raise value
+    result: T = value
+    return result
 
 
 def arguments_object(call: ToolCall) -> dict[str, Any]:
@@ -22,7 +48,12 @@ def arguments_object(call: ToolCall) -> dict[str, Any]:
     if isinstance(arguments, str):
         try:
             return call.arguments_object()
-        except (ValueError, RecursionError):  # not JSON, or nested beyond the parser's depth
+        except RecursionError:  # nested near the parser's depth: again on a fresh stack
+            try:
+                return _on_fresh_stack(call.arguments_object)
+            except (ValueError, RecursionError):
+                return {"value": arguments}
+        except ValueError:  # not JSON
             return {"value": arguments}
     if isinstance(arguments, Mapping):
         return dict(arguments)
@@ -36,7 +67,12 @@ def arguments_json(call: ToolCall) -> str:
     if isinstance(arguments, str):
         try:
             parsed = json.loads(arguments)
-        except (ValueError, RecursionError):
+        except RecursionError:  # nested near the parser's depth: again on a fresh stack
+            try:
+                parsed = _on_fresh_stack(lambda: json.loads(arguments))
+            except (ValueError, RecursionError):
+                parsed = None
+        except ValueError:
             parsed = None
         if isinstance(parsed, dict):
             return arguments
