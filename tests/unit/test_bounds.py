@@ -165,6 +165,21 @@ def test_deep_argument_strings_stored_before_the_limit_pass_on_as_text() -> None
     assert ToolCall(id="c", name="t", arguments=ok).arguments_object() == {"a": {"b": 1}}
 
 
+def test_a_deep_argument_string_is_sent_alike_from_any_stack_depth() -> None:
+    """The JSON parser counts its depth against Python's recursion limit: a 975-level string
+    (stored before appends bounded nesting) was sent as written from a shallow stack and
+    wrapped from a deep one (a prepare through the kept bodies, on the reading thread)."""
+    from chat_history.providers.calls import arguments_json
+
+    deep = '{"a":' * 975 + "1" + "}" * 975
+    call = ToolCall(id="c", name="t", arguments=deep)
+
+    def at_depth(frames: int) -> str:
+        return at_depth(frames - 1) if frames else arguments_json(call)
+
+    assert {at_depth(n) for n in (0, 20, 60)} == {deep}
+
+
 def decode(body: list[bytes] | None) -> Any:
     assert body is not None
     return json.loads(b"".join(body))
