@@ -7,6 +7,7 @@ import json
 import re
 import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 import attrs
@@ -23,22 +24,16 @@ def _on_fresh_stack(parse: Callable[[], T]) -> T:
     recursion limit, so a row stored before appends bounded nesting (~975 levels) parsed or
     not depending on how deep the caller's stack was (the reading thread, the request thread,
     the CLI, a kept body's render): on a fresh stack it parses or fails alike from anywhere."""
-    box: list[tuple[bool, Any]] = []
+    done: Future[T] = Future()
 
     def run() -> None:
         try:
-            box.append((True, parse()))
+            done.set_result(parse())
         except BaseException as exc:  # handed back to the caller
-            box.append((False, exc))
+            done.set_exception(exc)
 
-    thread = threading.Thread(target=run, name="chat-history-parse")
-    thread.start()
-    thread.join()
-    ok, value = box[0]
-    if not ok:
-        raise value
-    result: T = value
-    return result
+    threading.Thread(target=run, name="chat-history-parse").start()
+    return done.result()
 
 
 def arguments_object(call: ToolCall) -> dict[str, Any]:
@@ -48,12 +43,7 @@ def arguments_object(call: ToolCall) -> dict[str, Any]:
     if isinstance(arguments, str):
         try:
             return call.arguments_object()
-        except RecursionError:  # nested near the parser's depth: again on a fresh stack
-            try:
-                return _on_fresh_stack(call.arguments_object)
-            except (ValueError, RecursionError):
-                return {"value": arguments}
-        except ValueError:  # not JSON
+        except (ValueError, RecursionError):  # not JSON, or nested beyond the parser's depth
             return {"value": arguments}
     if isinstance(arguments, Mapping):
         return dict(arguments)
