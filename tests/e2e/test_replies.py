@@ -7,6 +7,7 @@ streaming row; every bad input answering an error that names its field and chang
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from tests.e2e.replies_helpers import (
 from tests.e2e.wire import Wire
 
 from chat_history.service import usage
+from chat_history.service.replies import BURST_UPDATES
 
 __all__ = ["open_window"]  # the fixture, imported for pytest
 pytestmark = pytest.mark.engines
@@ -180,8 +182,14 @@ def test_every_bad_input_names_its_field_and_changes_nothing(
 def test_ten_thousand_updates_a_second_are_refused_past_the_rate(
     open_window: Callable[..., Wire],
 ) -> None:
-    wire = open_window()
+    """At the default 50 a second, whether 2,000 updates go past the rate depended on how fast
+    the machine served them (a loaded CI machine took over 36 s on PostgreSQL and refused none):
+    at one a second, the burst is accepted whole and the rest could only all be accepted in
+    half an hour. The default rate itself is unit-tested on a clock the test moves
+    (``test_the_update_rate_admits_the_burst_then_the_rate_and_each_reply_alone``)."""
+    wire = open_window(env={"CHAT_HISTORY_REPLY_UPDATES_PER_SECOND": "1"})
     row = begin(wire)
+    started = time.monotonic()
     sent = [
         wire.request(
             "chatHistory/updateReply", {"conversationId": "c", "id": row["id"], "contentDelta": "x"}
@@ -189,9 +197,11 @@ def test_ten_thousand_updates_a_second_are_refused_past_the_rate(
         for _ in range(2_000)
     ]
     answers = [wire.answer_to(request) for request in sent]
+    elapsed = time.monotonic() - started
     refused = [a["error"] for a in answers if "error" in a]
     accepted = [a["result"]["length"] for a in answers if "result" in a]
-    assert refused and accepted, "some refused past the rate, the burst accepted"
+    assert BURST_UPDATES <= len(accepted) <= BURST_UPDATES + elapsed + 1, (len(accepted), elapsed)
+    assert refused, "past the burst, updates come faster than one a second"
     assert {(e["code"], e["data"]["field"]) for e in refused} == {(-32602, "id")}
     # Nothing a refused update sent was stored.
     assert rows(wire)[-1]["content"] == "x" * len(accepted) == "x" * max(accepted)

@@ -186,3 +186,30 @@ def test_a_reply_renamed_by_rekeying_stays_its_writers_by_its_row_id(make_manage
     with pytest.raises(InvalidParams):
         replies.end(writer, old, row_id, "complete", ReplyChange())
     assert replies.tend(writer) == 0 and replies.writer(writer).held == {}
+
+
+@pytest.mark.sqlite_only
+def test_the_update_rate_admits_the_burst_then_the_rate_and_each_reply_alone() -> None:
+    """The default bound on a clock the test moves: ``BURST_UPDATES`` at once, then
+    ``UPDATES_PER_SECOND`` a second, never more than the burst saved up, per reply."""
+    now = [100.0]
+    writer = replies.Writer(clock=lambda: now[0])
+    for _ in range(replies.BURST_UPDATES):
+        writer.admit(1)
+    with pytest.raises(InvalidParams) as refused:
+        writer.admit(1)
+    assert refused.value.field == "id"
+    writer.admit(2)  # another reply has its own burst
+    now[0] += 1.0
+    for _ in range(int(replies.UPDATES_PER_SECOND)):
+        writer.admit(1)
+    with pytest.raises(InvalidParams):
+        writer.admit(1)
+    now[0] += 3600.0  # an hour idle saves up one burst, not more
+    for _ in range(replies.BURST_UPDATES):
+        writer.admit(1)
+    with pytest.raises(InvalidParams):
+        writer.admit(1)
+    writer.ended(1)  # a reply begun again starts with a whole burst
+    for _ in range(replies.BURST_UPDATES):
+        writer.admit(1)
