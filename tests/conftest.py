@@ -14,7 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from tests.pgcluster import Cluster
+
+# No per-example deadline anywhere: an example takes milliseconds, but a loaded CI machine can
+# stall one past hypothesis's default 200 ms and fail the suite (DeadlineExceeded, or Flaky
+# when the replay is quick). Speed is measured in bench/, never asserted here.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 #: The engines the storage suites run on: both (``make test``), or ``CHAT_HISTORY_TEST_ENGINES=
 #: sqlite`` (``make check``, the fast inner loop), which also leaves out the tests that need a

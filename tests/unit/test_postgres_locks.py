@@ -42,11 +42,9 @@ def test_a_write_on_another_conversation_runs_while_one_is_held(pg_database: Any
     history.append(other, B_KEY, [U("b first")])
     gate, thread = held_write(holder, A_KEY, "a held")
     try:
-        started = time.monotonic()
-        history.append(
-            other, B_KEY, [U("b while a is held")]
-        )  # waited past lock_timeout before: 1002
-        assert time.monotonic() - started < 2.0
+        # Done while the other write is still held (the gate opens only below): it did not
+        # wait for it, where it waited past lock_timeout before and answered 1002.
+        history.append(other, B_KEY, [U("b while a is held")])
     finally:
         gate.go.set()
         thread.join(30)
