@@ -8,7 +8,7 @@
 
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join, resolve, sep } from "node:path";
 import type { TestContext } from "node:test";
 import { startStdioServer, type StdioServer, type StdioServerOptions } from "../src/stdio";
 import type { Message, StoredMessage } from "../src/types";
@@ -26,24 +26,48 @@ export const PYTHON = process.env.CHAT_HISTORY_PYTHON || defaultPython();
 export const SERVER_ARGS = ["-m", "chat_history"];
 const DEBUG = process.env.CHAT_HISTORY_SHIM_DEBUG === "1";
 
-/** A fresh, empty folder removed after the test. */
+/** The folders `tempDir` made that still exist. */
+const tempDirs = new Set<string>();
+
+/** A fresh, empty folder removed after the test (again after a server on it has shut down:
+ * hooks run in the order registered, so a server started on it after this call would otherwise
+ * write its store back after the folder was removed and leave it behind in /tmp). */
 export function tempDir(t: TestContext, prefix = "chat-history-shim-"): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
+  tempDirs.add(dir);
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   return dir;
 }
 
+// A server a test started some other way may also write after the folder's hook ran: what is
+// still there goes when the test file's process exits.
+process.on("exit", () => {
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+});
+
+/** Removes again every `tempDir` folder that holds `path`. */
+function removeTempDirsHolding(path: string): void {
+  for (const dir of tempDirs) {
+    if (path === dir || path.startsWith(dir + sep)) {
+      rmSync(dir, { recursive: true, force: true });
+      tempDirs.delete(dir);
+    }
+  }
+}
+
 /** Starts the real server on fresh storage; shut down (or killed) after the test. */
 export async function startServer(t: TestContext, options: Partial<StdioServerOptions> = {}): Promise<StdioServer> {
+  const storagePath = options.storagePath ?? join(tempDir(t), "store");
   const server = await startStdioServer({
     command: PYTHON,
     args: SERVER_ARGS,
-    storagePath: options.storagePath ?? join(tempDir(t), "store"),
+    storagePath,
     onStderr: DEBUG ? (text) => process.stderr.write(text) : undefined,
     ...options,
   });
   t.after(async () => {
     await server.shutdown(3_000);
+    removeTempDirsHolding(resolve(storagePath));
   });
   return server;
 }
