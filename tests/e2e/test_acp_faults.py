@@ -113,7 +113,15 @@ async def test_editor_leaves_mid_reply(tmp_path: Path, cwd: Path) -> None:
         turn = asyncio.ensure_future(
             conn.prompt(prompt=[text_block("slow one")], session_id=session)
         )
-        await asyncio.sleep(0.5)
+        # The editor leaves once the reply is seen streaming (a fixed wait could be too short
+        # for three processes on a loaded machine).
+        for _ in range(600):
+            found = rows_of(db, cwd, session)
+            if len(found) == 2 and found[1][2] == "streaming" and found[1][1]:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the reply was never seen streaming")
         assert process.stdin is not None
         process.stdin.close()
         assert await asyncio.wait_for(process.wait(), 15) == 0

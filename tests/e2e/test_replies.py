@@ -129,7 +129,7 @@ def test_append_keeps_a_cut_reply_a_client_kept(open_window: Callable[..., Wire]
 def test_a_second_begin_is_1004_from_any_window_and_changes_nothing(
     open_window: Callable[..., Wire],
 ) -> None:
-    first, second = open_window(), open_window()
+    first, second = open_window(short_lease=False), open_window(short_lease=False)
     row = begin(first)
     for wire in (first, second):
         error = wire.error("chatHistory/beginReply", {"conversationId": "c"})

@@ -54,8 +54,11 @@ def refused_as_streaming(wire: Wire, method: str, params: dict[str, Any], row_id
 def test_a_reply_streaming_while_its_workspace_moves_goes_with_it(
     open_window: Callable[..., Wire],
 ) -> None:
-    writer, mover = open_window(workspace=HOME), open_window(workspace=HOME)
-    there = open_window(workspace=MOVED)
+    # The real lease: nothing here expires, and a renewal held up behind the move on a loaded
+    # machine must not let another window end the reply as interrupted.
+    windows = {"short_lease": False}
+    writer, mover = open_window(workspace=HOME, **windows), open_window(workspace=HOME, **windows)
+    there = open_window(workspace=MOVED, **windows)
     ask(writer, "why is the sky blue?", "mv")
     row = begin(writer, "mv", message={"content": "Rayleigh"})
     update(writer, row["id"], "mv", contentDelta=" scattering")
@@ -138,10 +141,12 @@ def test_a_reply_streaming_while_its_folder_takes_its_repository_identity_goes_w
     """The identity change (``workspaceIdentity: "repository"``) re-keys the folder's history
     to the repository's when that has none: the streaming reply goes with it."""
     folder = git_folder(tmp_path / "proj").as_uri()
-    writer = open_window(workspace=folder)
+    writer = open_window(workspace=folder, short_lease=False)  # nothing here expires
     ask(writer, "q", "c")
     row = begin(writer, "c", message={"content": "half"})
-    clone = open_window(workspace=folder, options={"workspaceIdentity": "repository"})
+    clone = open_window(
+        workspace=folder, options={"workspaceIdentity": "repository"}, short_lease=False
+    )
     # Its first request opens its identity: the folder's history moves to the repository's.
     assert row_of(clone, row["id"], "c") == ("streaming", "half") and rows(writer, "c") == []
     refused_as_streaming(clone, "chatHistory/beginReply", {"conversationId": "c"}, row["id"])
@@ -160,7 +165,7 @@ def test_a_reply_streaming_while_its_folder_takes_its_repository_identity_goes_w
 def test_another_windows_edit_of_a_streaming_row_is_refused(
     open_window: Callable[..., Wire],
 ) -> None:
-    writer, other = open_window(), open_window()
+    writer, other = open_window(short_lease=False), open_window(short_lease=False)
     ask(writer)
     row = begin(writer, message={"content": "the streamed"})
     update(writer, row["id"], contentDelta=" answer")
@@ -185,7 +190,7 @@ def test_another_windows_rewind_of_a_streaming_row_deletes_it_for_good(
     """What the rewinds already did, and keep doing: the row goes with its reply (nothing of it
     remains or is found); the writer's next update and its end are -32602 ``id`` and bring
     nothing back."""
-    writer, other = open_window(), open_window()
+    writer, other = open_window(short_lease=False), open_window(short_lease=False)
     ask(writer)
     row = begin(writer, message={"content": "photons"})
     update(writer, row["id"], contentDelta=" wobble")
