@@ -64,7 +64,12 @@ async def test_a_whole_life(tmp_path: Path) -> None:
 
         first_agent = int(pid.read_text())
         os.kill(first_agent, signal.SIGKILL)
-        await asyncio.sleep(0.5)
+        for _ in range(600):  # until the proxy has reaped it (it knows then), not a fixed wait
+            if not Path(f"/proc/{first_agent}").exists():
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the killed agent was never reaped")
 
         listed = await conn.list_sessions(cwd=str(cwd))
         mine = [s for s in listed.sessions if s.session_id == session]
