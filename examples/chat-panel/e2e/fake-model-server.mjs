@@ -265,7 +265,8 @@ export async function startFakeModelServer({ chunkDelayMs = 40 } = {}) {
       }
       event("content_block_start", { index, content_block: { type: "text", text: "" } });
       for (const word of words(plan.text)) {
-        await sleep(chunkDelayMs);
+        if (res.destroyed) return; // the client stopped reading (Stop)
+        await sleep(plan.slow ? Math.max(chunkDelayMs, 60) : chunkDelayMs);
         event("content_block_delta", { index, delta: { type: "text_delta", text: word } });
         output++;
       }
