@@ -143,8 +143,16 @@ export class ModelRequestError extends Error {
   }
 }
 
-async function* decode(body: ReadableStream<Uint8Array>): AsyncGenerator<string> {
+/**
+ * The text of a model's answer as it arrives. Takes the `Response`, not its body, and holds it
+ * until the body is read: Node's fetch (undici) cancels the body of a `Response` that was
+ * garbage-collected, and the body then reads as empty and ended, so a reply not read at once
+ * (while a slow history server stores its row, `beginReply`) arrived as nothing, "unfinished".
+ */
+async function* decode(response: Response): AsyncGenerator<string> {
   const decoder = new TextDecoder();
+  const body = response.body;
+  if (body === null) return;
   const reader = body.getReader();
   try {
     for (;;) {
@@ -156,7 +164,17 @@ async function* decode(body: ReadableStream<Uint8Array>): AsyncGenerator<string>
     if (rest !== "") yield rest;
   } finally {
     reader.releaseLock();
+    held.delete(response);
   }
+}
+
+/** The responses whose bodies are being read (see {@link decode}). */
+const held = new Set<Response>();
+
+/** Lets `response` go: its body cancelled when nobody reads it (a reader's lock keeps it). */
+function release(response: Response): void {
+  held.delete(response);
+  if (response.body !== null && !response.body.locked) void response.body.cancel().catch(() => undefined);
 }
 
 interface Answer {
@@ -180,7 +198,7 @@ interface Progress {
 }
 
 /** Sends the request; the answer's body once the model server answered 2xx. */
-async function open(options: TurnOptions, request: PreparedRequest, signal = options.signal): Promise<ReadableStream<Uint8Array>> {
+async function open(options: TurnOptions, request: PreparedRequest, signal = options.signal): Promise<Response> {
   const http = buildRequest(options.model, request.body as Record<string, unknown>, options.tools, cacheKeyOf(request));
   let response: Response;
   try {
@@ -203,7 +221,8 @@ async function open(options: TurnOptions, request: PreparedRequest, signal = opt
       text,
     );
   }
-  return response.body;
+  held.add(response); // until its body is read or left (decode): never collected before
+  return response;
 }
 
 /**
@@ -212,7 +231,7 @@ async function open(options: TurnOptions, request: PreparedRequest, signal = opt
  * provider's {@link ModelStreamError}. `trimmed`: a continued reply's `continueTrimmed` (the
  * stored row still ends with it): the same characters at the continuation's start are dropped.
  */
-async function* replyDeltas(options: TurnOptions, body: ReadableStream<Uint8Array>, progress: Progress, trimmed = ""): AsyncGenerator<string | ReplyDelta> {
+async function* replyDeltas(options: TurnOptions, response: Response, progress: Progress, trimmed = ""): AsyncGenerator<string | ReplyDelta> {
   let finishReason: string | null = null;
   let toolCalls: ToolCall[] = [];
   let skip = trimmed;
@@ -221,7 +240,7 @@ async function* replyDeltas(options: TurnOptions, body: ReadableStream<Uint8Arra
     return new InterruptedReply(why, progress.text, progress.inToolCall);
   };
   try {
-    for await (const event of parseStream(options.model.kind, decode(body))) {
+    for await (const event of parseStream(options.model.kind, decode(response))) {
       if (event.type === "text") {
         let text = event.text;
         while (skip !== "" && text !== "" && text[0] === skip[0]) [text, skip] = [text.slice(1), skip.slice(1)];
@@ -270,10 +289,10 @@ const newProgress = (): Progress => ({ text: "", toolCalls: [], promptTokens: nu
 
 /** An older server: the reply is read to its end, and the caller appends it once complete. */
 async function ask(options: TurnOptions, request: PreparedRequest): Promise<Answer> {
-  const body = await open(options, request);
+  const response = await open(options, request);
   options.on({ type: "streamStart" });
   const progress = newProgress();
-  for await (const delta of replyDeltas(options, body, progress)) void delta;
+  for await (const delta of replyDeltas(options, response, progress)) void delta;
   return { ...progress, row: null };
 }
 
@@ -287,7 +306,7 @@ async function askStored(options: TurnOptions, request: PreparedRequest, continu
   // The model is read only while its reply can be stored: once the store fails (the history
   // server stopped), the request is cut and nothing more of it is shown.
   const reading = new AbortController();
-  const body = await open(options, request, options.signal ? AbortSignal.any([options.signal, reading.signal]) : reading.signal);
+  const response = await open(options, request, options.signal ? AbortSignal.any([options.signal, reading.signal]) : reading.signal);
   options.on({ type: "streamStart" });
   const progress = newProgress();
   let live = true;
@@ -296,23 +315,29 @@ async function askStored(options: TurnOptions, request: PreparedRequest, continu
   // A row the caller began (a Regenerate's branch): streamed into; from here on streamReply ends it.
   const row = pending.row;
   pending.row = undefined;
-  const result = await streamReply(options.client, {
-    conversationId: options.conversationId,
-    ...(continueId === undefined ? {} : { continueId }),
-    ...(row === undefined ? {} : { begun: row }),
-    deltas: replyDeltas(streaming, body, progress, continueId === undefined ? "" : (request.continueTrimmed ?? "")),
-    signal: options.signal,
-    metadata: { model: options.model.model },
-    onBegin: (row) => {
-      begun = row.id;
-      options.on({ type: "replyBegun", row });
-    },
-    decide: ({ text, error, aborted }) => {
-      if (continueId !== undefined) return undefined;
-      if (error instanceof ModelStreamError) return "discard";
-      return (error !== undefined || aborted) && text === "" ? "discard" : undefined;
-    },
-  });
+  let result: Awaited<ReturnType<typeof streamReply>>;
+  try {
+    result = await streamReply(options.client, {
+      conversationId: options.conversationId,
+      ...(continueId === undefined ? {} : { continueId }),
+      ...(row === undefined ? {} : { begun: row }),
+      deltas: replyDeltas(streaming, response, progress, continueId === undefined ? "" : (request.continueTrimmed ?? "")),
+      signal: options.signal,
+      metadata: { model: options.model.model },
+      onBegin: (row) => {
+        begun = row.id;
+        options.on({ type: "replyBegun", row });
+      },
+      decide: ({ text, error, aborted }) => {
+        if (continueId !== undefined) return undefined;
+        if (error instanceof ModelStreamError) return "discard";
+        return (error !== undefined || aborted) && text === "" ? "discard" : undefined;
+      },
+    });
+  } finally {
+    // Read to its end, or left (an abort, a refused beginReply): let it go either way.
+    release(response);
+  }
   live = false;
   if (result.status !== "complete") reading.abort();
   if (result.status === "complete" && result.message !== null) return { ...progress, row: result.message };
@@ -418,7 +443,8 @@ export async function summarize(
     throw new ModelRequestError(`compaction: the model answered ${response.status}: ${errorMessage(text)}`, response.status, false);
   }
   let text = "";
-  for await (const event of parseStream(options.model.kind, decode(response.body))) {
+  held.add(response);
+  for await (const event of parseStream(options.model.kind, decode(response))) {
     if (event.type === "text") text += event.text;
   }
   text = text.trim();

@@ -11,6 +11,8 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { test, type TestContext } from "node:test";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { startStdioServer, type ChangedNotification } from "chat-history-client";
 import { InterruptedReply, runTurn, settleCutReply, type TurnEvent, type TurnOptions } from "../src/chat";
 import { READ_FILE_TOOL } from "../src/tools";
@@ -135,6 +137,35 @@ test("anthropic: Stop keeps the reply interrupted; Continue prefills it (trailin
   assert.equal(messages[1].id, cut.id);
   assert.equal(messages[1].status, "complete");
   assert.equal(messages[1].content, `${cut.content.trimEnd()} and that is the rest of the reply.`);
+});
+
+test("a reply is read whole when the history server is slow to store its row and the garbage collector runs meanwhile", async (t) => {
+  // Node's fetch cancels the body of a Response that was collected: the panel held only the body
+  // while beginReply ran, and on a loaded machine the reply arrived as nothing ("unfinished").
+  setFlagsFromString("--expose-gc");
+  const gc = runInNewContext("gc") as () => void;
+  const { server, options } = await setup(t, "anthropic");
+  const client = server.client;
+  const slowBegin = new Proxy(client, {
+    get(target, property, receiver) {
+      if (property === "beginReply") {
+        return async (params: Parameters<typeof client.beginReply>[0]) => {
+          for (let i = 0; i < 3; i++) {
+            gc();
+            await new Promise((r) => setTimeout(r, 30));
+          }
+          return target.beginReply(params);
+        };
+      }
+      const value = Reflect.get(target, property, receiver);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  await runTurn(options({ client: slowBegin }), "Tell me something");
+  assert.deepEqual(await rows(server), [
+    ["user", "complete", "Tell me something"],
+    ["assistant", "complete", "Reply #1 to: Tell me something\n\nSome *Markdown*: `code` and a list:\n- one\n- two"],
+  ]);
 });
 
 test("a second window (another server on the database) hears reason reply while the reply grows, and reads it growing", async (t) => {
